@@ -1,0 +1,1 @@
+"""Command-line entry points (typer): one command per deployable plus the offline tools."""

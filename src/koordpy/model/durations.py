@@ -1,0 +1,61 @@
+"""Go ``time.Duration`` strings (``"5m"``, ``"1h30m"``, ``"300ms"``) and RFC 3339 timestamps.
+
+Durations are returned as float seconds; timestamps as float seconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+__all__ = ["DurationError", "format_rfc3339", "parse_duration", "parse_rfc3339"]
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+class DurationError(ValueError):
+    """A string that is not a Go duration or an RFC 3339 timestamp."""
+
+
+def parse_duration(raw: str | int | float) -> float:
+    """Parse a Go duration string; a bare number is taken as seconds."""
+    if isinstance(raw, bool):
+        raise DurationError(f"not a duration: {raw!r}")
+    if isinstance(raw, int | float):
+        return float(raw)
+    text = raw.strip()
+    if text in ("0", ""):
+        return 0.0
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    pos = 0
+    total = 0.0
+    while pos < len(body):
+        match = _PART.match(body, pos)
+        if match is None:
+            raise DurationError(f"not a duration: {raw!r}")
+        total += float(match[1]) * _UNITS[match[2]]
+        pos = match.end()
+    if pos == 0:
+        raise DurationError(f"not a duration: {raw!r}")
+    return sign * total
+
+
+def parse_rfc3339(raw: str) -> float:
+    """Parse ``2026-11-21T10:00:00Z`` (fractions and offsets allowed) into epoch seconds."""
+    text = raw.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise DurationError(f"not an RFC 3339 timestamp: {raw!r}") from exc
+    if moment.tzinfo is None:
+        raise DurationError(f"RFC 3339 timestamp needs a zone: {raw!r}")
+    return moment.timestamp()
+
+
+def format_rfc3339(epoch: float) -> str:
+    """Epoch seconds as ``YYYY-MM-DDTHH:MM:SSZ`` (whole seconds, as Kubernetes writes them)."""
+    return datetime.fromtimestamp(int(epoch), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

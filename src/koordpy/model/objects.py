@@ -1,0 +1,301 @@
+"""Read-only views of the Kubernetes objects koordpy decides on, built from raw JSON dicts.
+
+Conversion is the only place raw API JSON is interpreted; everything downstream uses these
+views. A malformed object raises :class:`ObjectError` naming the field path, never a bare
+``KeyError``.
+
+Not guaranteed: the views keep only the fields koordpy reads; they cannot be turned back into
+the full object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
+from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos, priority_class
+from koordpy.model.quantity import QuantityError
+from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
+
+__all__ = [
+    "AggregatedUsage",
+    "NodeInfo",
+    "NodeMetricInfo",
+    "ObjectError",
+    "PodInfo",
+    "PodMetricInfo",
+    "node_from_dict",
+    "nodemetric_from_dict",
+    "pod_from_dict",
+]
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ObjectError(ValueError):
+    """An API object that cannot be read; the message names the field path."""
+
+
+def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise ObjectError(f"{path}: expected an object, got {type(obj).__name__}")
+    return obj
+
+
+def _str_map(obj: Any, path: str) -> dict[str, str]:
+    raw = _mapping(obj, path)
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _resources(obj: Any, path: str) -> ResourceList:
+    try:
+        return parse_resource_list(_mapping(obj, path))
+    except QuantityError as exc:
+        raise ObjectError(f"{path}.{exc}") from None
+
+
+def _time(obj: Any, path: str) -> float | None:
+    if obj in (None, ""):
+        return None
+    if not isinstance(obj, str):
+        raise ObjectError(f"{path}: expected an RFC 3339 string")
+    try:
+        return parse_rfc3339(obj)
+    except DurationError as exc:
+        raise ObjectError(f"{path}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    scheduler_name: str
+    phase: str
+    priority: int | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    requests: ResourceList
+    limits: ResourceList
+    qos: KubeQoS
+    priority_class: PriorityClass
+    owner_kinds: tuple[str, ...]
+    creation_time: float | None
+    deletion_time: float | None
+    scheduled_time: float | None  # PodScheduled=True lastTransitionTime
+    initialized_time: float | None  # Initialized=True lastTransitionTime
+    raw_spec: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def is_daemonset_pod(self) -> bool:
+        return "DaemonSet" in self.owner_kinds
+
+
+def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
+    raw = _mapping(raw, "pod")
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name: required")
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise ObjectError("spec.priority: expected an integer")
+    try:
+        requests = pod_requests(spec)
+        limits = pod_limits(spec)
+        qos = kube_qos(spec)
+    except QuantityError as exc:
+        raise ObjectError(f"spec.containers[].resources: {exc}") from None
+    scheduled = initialized = None
+    conditions = status.get("conditions") or []
+    if not isinstance(conditions, list):
+        raise ObjectError("status.conditions: expected a list")
+    for i, cond in enumerate(conditions):
+        cond = _mapping(cond, f"status.conditions[{i}]")
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == "PodScheduled":
+            scheduled = _time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        elif cond.get("type") == "Initialized":
+            initialized = _time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+    owners = meta.get("ownerReferences") or []
+    if not isinstance(owners, list):
+        raise ObjectError("metadata.ownerReferences: expected a list")
+    return PodInfo(
+        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{name}"),
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        node_name=str(spec.get("nodeName") or ""),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        phase=str(status.get("phase") or "Pending"),
+        priority=priority,
+        labels=labels,
+        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        requests=requests,
+        limits=limits,
+        qos=qos,
+        priority_class=priority_class(labels, priority, qos),
+        owner_kinds=tuple(str(_mapping(o, "metadata.ownerReferences[]").get("kind", "")) for o in owners),
+        creation_time=_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        deletion_time=_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        scheduled_time=scheduled,
+        initialized_time=initialized,
+        raw_spec=spec,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    allocatable: ResourceList
+    capacity: ResourceList
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    unschedulable: bool
+    taints: tuple[Mapping[str, Any], ...]
+
+
+def node_from_dict(raw: Mapping[str, Any]) -> NodeInfo:
+    raw = _mapping(raw, "node")
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name: required")
+    taints = spec.get("taints") or []
+    if not isinstance(taints, list):
+        raise ObjectError("spec.taints: expected a list")
+    return NodeInfo(
+        name=name,
+        allocatable=_resources(status.get("allocatable"), "status.allocatable"),
+        capacity=_resources(status.get("capacity"), "status.capacity"),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        taints=tuple(_mapping(t, "spec.taints[]") for t in taints),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodMetricInfo:
+    namespace: str
+    name: str
+    usage: ResourceList
+    priority: str
+    qos: str
+
+
+@dataclass(frozen=True, slots=True)
+class AggregatedUsage:
+    """One ``aggregatedNodeUsages[]`` entry: usage per aggregation type over ``duration`` s."""
+
+    duration: float
+    usage: Mapping[str, ResourceList]  # "avg" | "p50" | "p90" | "p95" | "p99" -> resources
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetricInfo:
+    """``slo.koordinator.sh/v1alpha1`` NodeMetric as the scheduler reads it.
+
+    ``node_usage`` is ``None`` when ``status.nodeMetric`` is absent (Koordinator treats that
+    node as passing the filter and scoring 0).
+    """
+
+    name: str
+    update_time: float | None
+    report_interval: float | None
+    aggregate_duration: float | None
+    node_usage: ResourceList | None
+    system_usage: ResourceList
+    aggregated: tuple[AggregatedUsage, ...]
+    pods: tuple[PodMetricInfo, ...]
+
+
+def _resource_map(obj: Any, path: str) -> ResourceList:
+    """A Koordinator ``ResourceMap``: ``{"resources": {...}, "devices": [...]}``."""
+    return _resources(_mapping(obj, path).get("resources"), f"{path}.resources")
+
+
+def _seconds(obj: Any, path: str) -> float | None:
+    if obj is None:
+        return None
+    if isinstance(obj, bool) or not isinstance(obj, int | float):
+        raise ObjectError(f"{path}: expected a number of seconds")
+    return float(obj)
+
+
+def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
+    raw = _mapping(raw, "nodemetric")
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("metadata.name: required")
+    policy = _mapping(spec.get("metricCollectPolicy"), "spec.metricCollectPolicy")
+    node_metric_raw = status.get("nodeMetric")
+    node_usage: ResourceList | None = None
+    system_usage: ResourceList = {}
+    aggregated: list[AggregatedUsage] = []
+    if node_metric_raw is not None:
+        nm = _mapping(node_metric_raw, "status.nodeMetric")
+        node_usage = _resource_map(nm.get("nodeUsage"), "status.nodeMetric.nodeUsage")
+        system_usage = _resource_map(nm.get("systemUsage"), "status.nodeMetric.systemUsage")
+        entries = nm.get("aggregatedNodeUsages") or []
+        if not isinstance(entries, list):
+            raise ObjectError("status.nodeMetric.aggregatedNodeUsages: expected a list")
+        for i, entry in enumerate(entries):
+            path = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
+            entry = _mapping(entry, path)
+            try:
+                duration = parse_duration(entry.get("duration") or 0)
+            except DurationError as exc:
+                raise ObjectError(f"{path}.duration: {exc}") from None
+            usage_raw = _mapping(entry.get("usage"), f"{path}.usage")
+            usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
+            aggregated.append(AggregatedUsage(duration=duration, usage=usage))
+    pods: list[PodMetricInfo] = []
+    pods_raw = status.get("podsMetric") or []
+    if not isinstance(pods_raw, list):
+        raise ObjectError("status.podsMetric: expected a list")
+    for i, entry in enumerate(pods_raw):
+        path = f"status.podsMetric[{i}]"
+        entry = _mapping(entry, path)
+        pods.append(
+            PodMetricInfo(
+                namespace=str(entry.get("namespace") or ""),
+                name=str(entry.get("name") or ""),
+                usage=_resource_map(entry.get("podUsage"), f"{path}.podUsage"),
+                priority=str(entry.get("priority") or ""),
+                qos=str(entry.get("qos") or ""),
+            )
+        )
+    return NodeMetricInfo(
+        name=name,
+        update_time=_time(status.get("updateTime"), "status.updateTime"),
+        report_interval=_seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
+        aggregate_duration=_seconds(
+            policy.get("aggregateDurationSeconds"), "spec.metricCollectPolicy.aggregateDurationSeconds"
+        ),
+        node_usage=node_usage,
+        system_usage=system_usage,
+        aggregated=tuple(aggregated),
+        pods=tuple(pods),
+    )

@@ -1,0 +1,102 @@
+"""Resource lists as ``dict[str, int]`` in canonical integer units, and pod requests/limits.
+
+Canonical units: cpu in millicores, memory and every other resource in base units (bytes, count).
+``pod_requests``/``pod_limits`` follow the Kubernetes resource helper: the larger of the
+init-container peak and the sum of the app containers (restartable "sidecar" init containers
+are counted with the app containers), plus ``spec.overhead``.
+
+Not guaranteed: in-place resize state (``status.containerStatuses[].resources``) is not consulted;
+the spec is the source of truth here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from koordpy.model.quantity import QuantityError, resource_value
+
+__all__ = [
+    "ResourceList",
+    "add_into",
+    "parse_resource_list",
+    "pod_limits",
+    "pod_requests",
+]
+
+ResourceList = dict[str, int]
+
+
+def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
+    """Parse ``{"cpu": "500m", "memory": "1Gi"}`` into canonical integers.
+
+    Raises ``QuantityError`` naming the resource on a malformed value.
+    """
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
+    out: ResourceList = {}
+    for name, quantity in raw.items():
+        try:
+            out[str(name)] = resource_value(str(name), quantity)
+        except QuantityError as exc:
+            raise QuantityError(f"{name}: {exc}") from None
+    return out
+
+
+def add_into(target: ResourceList, other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        target[name] = target.get(name, 0) + amount
+
+
+def _max_into(target: ResourceList, other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > target.get(name, 0):
+            target[name] = amount
+
+
+def _container_field(container: Mapping[str, Any], field: str) -> ResourceList:
+    resources = container.get("resources") or {}
+    return parse_resource_list(resources.get(field))
+
+
+def _aggregate(spec: Mapping[str, Any], field: str) -> ResourceList:
+    containers: Iterable[Mapping[str, Any]] = spec.get("containers") or []
+    init_containers: Iterable[Mapping[str, Any]] = spec.get("initContainers") or []
+    total: ResourceList = {}
+    for container in containers:
+        add_into(total, _container_field(container, field))
+    # Sidecars (restartPolicy: Always) run alongside everything started after them.
+    sidecars: ResourceList = {}
+    init_peak: ResourceList = {}
+    for container in init_containers:
+        own = _container_field(container, field)
+        if container.get("restartPolicy") == "Always":
+            add_into(sidecars, own)
+            _max_into(init_peak, sidecars)
+        else:
+            during = dict(sidecars)
+            add_into(during, own)
+            _max_into(init_peak, during)
+    add_into(total, sidecars)
+    _max_into(total, init_peak)
+    overhead = parse_resource_list(spec.get("overhead"))
+    if overhead:
+        if field == "limits":
+            # Overhead is added to a limit only where the pod sets that limit.
+            for name in list(total):
+                total[name] += overhead.get(name, 0)
+        else:
+            add_into(total, overhead)
+    return total
+
+
+def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
+    """Effective pod requests as the scheduler computes them."""
+    return _aggregate(spec, "requests")
+
+
+def pod_limits(spec: Mapping[str, Any]) -> ResourceList:
+    """Effective pod limits; a resource without a limit on any container is absent."""
+    return _aggregate(spec, "limits")

@@ -1,0 +1,184 @@
+"""The scheduler's view of the cluster and the one place plugins are run.
+
+``ClusterState`` receives object events (from a watch, a dump or the simulator), keeps the
+node index and the set of *assigned* pods, and tells every plugin what changed. ``filter`` and
+``score`` run the plugins over node names exactly as the extender, ``koordpy scheduler explain``
+and ``koordpy simulate`` all need, so there is one implementation of each rule.
+
+A pod is *assigned* while it has ``spec.nodeName`` (or was just bound by us) and is not
+terminated (phase Succeeded/Failed). Its assignment time is its ``PodScheduled=True`` transition
+time, else the time we first saw it assigned.
+
+Not guaranteed: thread safety. Call from one thread (the extender's event loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
+from koordpy.scheduler.framework.interfaces import FilterPlugin, Plugin, ScorePlugin
+from koordpy.scheduler.framework.nodeindex import NodeIndex
+from koordpy.scheduler.framework.status import Code, Status
+
+__all__ = ["REASON_NODE_UNKNOWN", "ClusterState", "FilterOutcome", "ScoreOutcome"]
+
+REASON_NODE_UNKNOWN = "node(s) not yet known to the koordpy extender"
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    passed: list[str]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+    statuses: dict[str, Status]
+    """Failing status per node name (first failing plugin wins)."""
+
+
+@dataclass(slots=True)
+class ScoreOutcome:
+    names: list[str]
+    per_plugin: dict[str, npt.NDArray[np.int64]]
+    """Plugin name -> scores 0..100, aligned with ``names``."""
+    total: npt.NDArray[np.int64]
+    """Weighted sum of plugin scores."""
+    extender: npt.NDArray[np.int64]
+    """Clamped 0..10: the weighted mean of plugin scores integer-divided by 10."""
+
+
+class ClusterState:
+    def __init__(self, plugins: Sequence[Plugin]) -> None:
+        self.index = NodeIndex()
+        self.plugins = list(plugins)
+        self.nodes: dict[str, NodeInfo] = {}
+        self.metrics: dict[str, NodeMetricInfo] = {}
+        self.assigned: dict[str, PodInfo] = {}
+        self._assigned_at: dict[str, float] = {}
+        self._filters = [p for p in self.plugins if isinstance(p, FilterPlugin)]
+        self._scorers = [p for p in self.plugins if isinstance(p, ScorePlugin)]
+        self._capacity = 0
+
+    # ---- events ------------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        index = self.index.add(node.name)
+        self._grow()
+        self.nodes[node.name] = node
+        for plugin in self.plugins:
+            plugin.on_node(index, node)
+
+    def remove_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        index = self.index.remove(name)
+        if index is not None:
+            for plugin in self.plugins:
+                plugin.on_node_removed(index, name)
+
+    def upsert_metric(self, metric: NodeMetricInfo) -> None:
+        self.metrics[metric.name] = metric
+        for plugin in self.plugins:
+            plugin.on_metric(metric.name, metric)
+
+    def remove_metric(self, name: str) -> None:
+        if self.metrics.pop(name, None) is not None:
+            for plugin in self.plugins:
+                plugin.on_metric(name, None)
+
+    def upsert_pod(self, pod: PodInfo, now: float) -> None:
+        """A pod was added or changed (watch event). Tracks it while assigned."""
+        old = self.assigned.get(pod.uid)
+        keep = bool(pod.node_name) and not pod.terminated
+        if old is not None:
+            if keep and old.node_name == pod.node_name and old == pod:
+                return
+            self._unassign(old)
+        if keep:
+            first_seen = self._assigned_at.get(pod.uid) if old is not None and old.node_name == pod.node_name else None
+            self._assign(pod, now if first_seen is None else first_seen)
+        else:
+            self._assigned_at.pop(pod.uid, None)
+
+    def remove_pod(self, uid: str) -> None:
+        old = self.assigned.get(uid)
+        if old is not None:
+            self._unassign(old)
+        self._assigned_at.pop(uid, None)
+
+    def assume(self, pod: PodInfo, node_name: str, now: float) -> PodInfo:
+        """Record a placement we made (a bind) before the watch reports it."""
+        placed = dataclasses.replace(pod, node_name=node_name)
+        self.upsert_pod(placed, now)
+        return placed
+
+    def _assign(self, pod: PodInfo, assigned_at: float) -> None:
+        self.assigned[pod.uid] = pod
+        self._assigned_at[pod.uid] = assigned_at
+        index = self.index.get(pod.node_name)
+        timestamp = pod.scheduled_time if pod.scheduled_time is not None else assigned_at
+        for plugin in self.plugins:
+            plugin.on_pod_assigned(index, pod.node_name, pod, timestamp)
+
+    def _unassign(self, pod: PodInfo) -> None:
+        del self.assigned[pod.uid]
+        index = self.index.get(pod.node_name)
+        for plugin in self.plugins:
+            plugin.on_pod_unassigned(index, pod.node_name, pod)
+
+    def _grow(self) -> None:
+        if self.index.capacity > self._capacity:
+            self._capacity = max(self.index.capacity, 2 * self._capacity, 64)
+            for plugin in self.plugins:
+                plugin.on_capacity(self._capacity)
+
+    # ---- decisions ---------------------------------------------------------------------
+
+    def filter(self, pod: PodInfo, names: list[str], now: float) -> FilterOutcome:
+        indices = self.index.lookup(names)
+        known = indices >= 0
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        statuses: dict[str, Status] = {}
+        if not known.all():
+            for pos in np.flatnonzero(~known).tolist():
+                failed[names[pos]] = REASON_NODE_UNKNOWN
+                statuses[names[pos]] = Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")
+        alive = np.flatnonzero(known)
+        for plugin in self._filters:
+            if alive.size == 0:
+                break
+            verdicts = plugin.filter(pod, indices[alive], now)
+            bad = verdicts.codes != Code.SUCCESS
+            if bad.any():
+                for pos in np.flatnonzero(bad).tolist():
+                    name = names[int(alive[pos])]
+                    code = Code(int(verdicts.codes[pos]))
+                    reason = verdicts.reasons[int(verdicts.reason_ids[pos])]
+                    statuses[name] = Status(code, reason, plugin.name)
+                    if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        unresolvable[name] = reason
+                    else:
+                        failed[name] = reason
+                alive = alive[~bad]
+        passed = [names[i] for i in alive.tolist()]
+        return FilterOutcome(passed, failed, unresolvable, statuses)
+
+    def score(self, pod: PodInfo, names: list[str], now: float) -> ScoreOutcome:
+        indices = self.index.lookup(names)
+        known = indices >= 0
+        safe = np.where(known, indices, 0)
+        per_plugin: dict[str, npt.NDArray[np.int64]] = {}
+        total = np.zeros(len(names), np.int64)
+        weights = 0
+        for plugin in self._scorers:
+            scores = np.where(known, plugin.score(pod, safe, now), 0).astype(np.int64)
+            per_plugin[plugin.name] = scores
+            total += scores * plugin.weight
+            weights += plugin.weight
+        mean = total // weights if weights else total
+        extender = np.clip(mean // 10, 0, 10)
+        return ScoreOutcome(list(names), per_plugin, total, extender)

@@ -1,0 +1,304 @@
+"""LoadAwareScheduling filter and score over numpy arrays indexed by node.
+
+Filter, in order (Koordinator v1.8):
+
+1. DaemonSet pods pass.
+2. No NodeMetric for the node: pass (load awareness is an optimisation; fail open).
+3. Expired metric (``updateTime`` unset, or ``now − updateTime ≥ nodeMetricExpirationSeconds``)
+   with ``filterExpiredNodeMetrics``: Unschedulable ``node(s) nodeMetric expired``, unless
+   ``enableScheduleWhenNodeMetricsExpired`` (then pass). Without ``filterExpiredNodeMetrics`` the
+   stale usage is still checked.
+4. ``status.nodeMetric`` absent: pass.
+5. Threshold set: prod thresholds for a Prod pod when the node's profile has them (base =
+   prodUsage + prodDelta); else aggregated thresholds if configured (base = percentile usage +
+   nodeDelta); else ``usageThresholds`` (base = nodeUsage + nodeDelta). A missing percentile usage
+   falls back to nodeEstimated. The incoming pod's estimate is added.
+6. Per resource in name order, skipping threshold 0 or allocatable 0:
+   ``round(used / allocatable × 100) > threshold`` fails (strictly greater, Go rounding).
+
+Score: 0 without weights, without a (fresh) metric or without ``status.nodeMetric``; else per
+resource ``s = 0 if cap == 0 or used > cap else (cap − used) × 100 // cap`` and
+``(Σ w·s + D·min s) // (Σ w + D)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.config.loadaware import LoadAwareSchedulingArgs
+from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
+from koordpy.model.priority import PriorityClass
+from koordpy.scheduler.framework.interfaces import FilterVerdicts, IndexArray
+from koordpy.scheduler.framework.status import Code
+from koordpy.scheduler.plugins.loadaware.estimator import (
+    ANNOTATION_ESTIMATED_SECONDS_AFTER_INITIALIZED,
+    ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED,
+    custom_seconds,
+    estimate_node,
+    estimate_pod,
+)
+from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vector, Vectorizer
+from koordpy.scheduler.plugins.loadaware.profile import ThresholdProfile, threshold_profile
+
+__all__ = [
+    "NAME",
+    "REASON_AGGREGATED_USAGE_EXCEED",
+    "REASON_NODEMETRIC_EXPIRED",
+    "REASON_USAGE_EXCEED",
+    "LoadAwarePlugin",
+]
+
+NAME = "LoadAwareScheduling"
+REASON_NODEMETRIC_EXPIRED = "node(s) nodeMetric expired"
+REASON_USAGE_EXCEED = "node(s) {} usage exceed threshold"
+REASON_AGGREGATED_USAGE_EXCEED = "node(s) {} aggregated usage exceed threshold"
+
+
+def _go_round(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Go ``math.Round`` for non-negative values, vectorised."""
+    floor = np.floor(values)
+    return np.where(values - floor >= 0.5, floor + 1.0, floor)
+
+
+class LoadAwarePlugin:
+    """The plugin. Feed it cluster events (``ClusterState`` does), then call filter/score."""
+
+    name = NAME
+    weight = 1
+
+    def __init__(self, args: LoadAwareSchedulingArgs) -> None:
+        self.args = args
+        self.resources = args.resources
+        self.vectorize = Vectorizer(self.resources)
+        width = len(self.resources)
+        self._width = width
+        self._weights = self.vectorize(dict(args.resource_weights))
+        self._weight_sum = int(self._weights.sum()) + args.dominant_resource_weight
+        # reason table: 0 = "", 1 = expired, then plain per resource, then aggregated per resource
+        self.reasons: tuple[str, ...] = (
+            "",
+            REASON_NODEMETRIC_EXPIRED,
+            *(REASON_USAGE_EXCEED.format(r) for r in self.resources),
+            *(REASON_AGGREGATED_USAGE_EXCEED.format(r) for r in self.resources),
+        )
+        self.loads: dict[str, NodeLoad] = {}
+        self.profiles: dict[str, ThresholdProfile] = {}
+        self._node_of_index: dict[int, str] = {}
+        self._index_of_node: dict[str, int] = {}
+        self._alloc_of: dict[str, Vector] = {}
+        self._allocate(64)
+
+    # ---- arrays ------------------------------------------------------------------------
+
+    def _allocate(self, capacity: int) -> None:
+        width = self._width
+
+        def grow_matrix(name: str, fill: int = 0) -> None:
+            new = np.full((capacity, width), fill, np.int64)
+            old = getattr(self, name, None)
+            if old is not None:
+                new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+        def grow_vector(name: str, dtype: type, fill: object) -> None:
+            new = np.full(capacity, fill, dtype)
+            old = getattr(self, name, None)
+            if old is not None:
+                new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+        for matrix in ("alloc", "np_base", "np_thr", "prod_base", "prod_thr", "score_np_base", "score_prod_base"):
+            grow_matrix(matrix)
+        grow_vector("has_metric", bool, False)
+        grow_vector("has_status", bool, False)
+        grow_vector("np_aggregated", bool, False)
+        grow_vector("prod_enabled", bool, False)
+        grow_vector("update_time", np.float64, np.nan)
+        self._capacity = capacity
+
+    alloc: npt.NDArray[np.int64]
+    np_base: npt.NDArray[np.int64]
+    np_thr: npt.NDArray[np.int64]
+    prod_base: npt.NDArray[np.int64]
+    prod_thr: npt.NDArray[np.int64]
+    score_np_base: npt.NDArray[np.int64]
+    score_prod_base: npt.NDArray[np.int64]
+    has_metric: npt.NDArray[np.bool_]
+    has_status: npt.NDArray[np.bool_]
+    np_aggregated: npt.NDArray[np.bool_]
+    prod_enabled: npt.NDArray[np.bool_]
+    update_time: npt.NDArray[np.float64]
+
+    def _load(self, name: str) -> NodeLoad:
+        load = self.loads.get(name)
+        if load is None:
+            load = self.loads[name] = NodeLoad(self._width)
+        return load
+
+    def _refresh(self, name: str) -> None:
+        """Recompute the node's rows from its NodeLoad and profile. O(resources)."""
+        index = self._index_of_node.get(name)
+        if index is None:
+            return
+        load = self.loads.get(name)
+        profile = self.profiles[name]
+        self.alloc[index] = self._alloc_of[name]
+        metric = load.metric if load is not None else None
+        if load is None or metric is None:
+            self.has_metric[index] = False
+            self.has_status[index] = False
+            return
+        self.has_metric[index] = True
+        self.has_status[index] = metric.node_usage is not None
+        self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
+        prod = load.prod_usage + load.prod_delta
+        self.prod_base[index] = prod
+        self.score_prod_base[index] = prod
+        self.prod_enabled[index] = bool(profile.prod)
+        self.prod_thr[index] = self.vectorize(dict(profile.prod))
+        if profile.aggregated is not None:
+            usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
+            self.np_thr[index] = self.vectorize(dict(profile.aggregated.thresholds))
+            self.np_aggregated[index] = True
+        else:
+            usage = load.node_usage
+            self.np_thr[index] = self.vectorize(dict(profile.usage))
+            self.np_aggregated[index] = False
+        self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+        score_agg = self.args.aggregated
+        if score_agg is not None and score_agg.score_enabled:
+            usage = load.aggregated(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
+        else:
+            usage = load.node_usage
+        self.score_np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+
+    # ---- events ------------------------------------------------------------------------
+
+    def on_capacity(self, capacity: int) -> None:
+        if capacity > self._capacity:
+            self._allocate(capacity)
+
+    def on_node(self, index: int, node: NodeInfo) -> None:
+        self._node_of_index[index] = node.name
+        self._index_of_node[node.name] = index
+        self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
+        self.profiles[node.name] = threshold_profile(node.annotations, self.args)
+        self._refresh(node.name)
+
+    def on_node_removed(self, index: int, name: str) -> None:
+        self._node_of_index.pop(index, None)
+        self._index_of_node.pop(name, None)
+        self.profiles.pop(name, None)
+        self._alloc_of.pop(name, None)
+        self.has_metric[index] = False
+        self.has_status[index] = False
+        self.alloc[index] = 0
+
+    def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
+        load = self._load(name)
+        load.set_metric(metric, self.vectorize, self.args.prod_usage_include_sys)
+        self._refresh(name)
+
+    def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
+        if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
+            return
+        estimate = self.vectorize(estimate_pod(pod, self.args))
+        assigned = AssignedPod(
+            pod=pod,
+            timestamp=now,
+            estimated=estimate if estimate.any() else None,
+            deadline=self._deadline(pod, now),
+        )
+        self._load(node_name).add_pod(assigned)
+        self._refresh(node_name)
+
+    def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
+        load = self.loads.get(node_name)
+        if load is not None:
+            load.remove_pod(pod.uid)
+            self._refresh(node_name)
+
+    def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
+        after_scheduled = after_initialized = -1
+        if self.args.allow_customize_estimation:
+            after_scheduled = custom_seconds(pod, ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED)
+            after_initialized = custom_seconds(pod, ANNOTATION_ESTIMATED_SECONDS_AFTER_INITIALIZED)
+        if after_scheduled < 0 and self.args.estimated_seconds_after_pod_scheduled is not None:
+            after_scheduled = self.args.estimated_seconds_after_pod_scheduled
+        if after_initialized < 0 and self.args.estimated_seconds_after_initialized is not None:
+            after_initialized = self.args.estimated_seconds_after_initialized
+        if after_initialized > 0 and pod.initialized_time is not None:
+            return pod.initialized_time + after_initialized
+        if after_scheduled > 0:
+            return timestamp + after_scheduled
+        return None
+
+    # ---- decisions ---------------------------------------------------------------------
+
+    def estimate(self, pod: PodInfo) -> Vector:
+        return self.vectorize(estimate_pod(pod, self.args))
+
+    def _expired(self, indices: IndexArray, now: float) -> npt.NDArray[np.bool_]:
+        updated = self.update_time[indices]
+        with np.errstate(invalid="ignore"):
+            return np.isnan(updated) | (now - updated >= self.args.node_metric_expiration_seconds)
+
+    def filter(self, pod: PodInfo, indices: IndexArray, now: float) -> FilterVerdicts:
+        count = indices.size
+        if pod.is_daemonset_pod or count == 0:
+            return FilterVerdicts.all_pass(count)
+        codes = np.zeros(count, np.int8)
+        reason_ids = np.zeros(count, np.int16)
+        metric = self.has_metric[indices]
+        checked = metric & self.has_status[indices]
+        if self.args.filter_expired_node_metrics:
+            expired = metric & self._expired(indices, now)
+            if not self.args.enable_schedule_when_node_metrics_expired:
+                codes[expired] = Code.UNSCHEDULABLE
+                reason_ids[expired] = 1
+            checked &= ~expired
+        if not checked.any():
+            return FilterVerdicts(codes, reason_ids, self.reasons)
+        rows = indices[checked]
+        if pod.priority_class is PriorityClass.PROD:
+            use_prod = self.prod_enabled[rows]
+        else:
+            use_prod = np.zeros(rows.size, bool)
+        base = np.where(use_prod[:, None], self.prod_base[rows], self.np_base[rows])
+        thresholds = np.where(use_prod[:, None], self.prod_thr[rows], self.np_thr[rows])
+        used = base + self.estimate(pod)
+        alloc = self.alloc[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            percent = _go_round(used.astype(np.float64) / alloc.astype(np.float64) * 100.0)
+        over = (thresholds > 0) & (alloc > 0) & (percent > thresholds)
+        failing = over.any(axis=1)
+        if failing.any():
+            first = over.argmax(axis=1)
+            aggregated = self.np_aggregated[rows] & ~use_prod
+            ids = 2 + first + np.where(aggregated, len(self.resources), 0)
+            positions = np.flatnonzero(checked)[failing]
+            codes[positions] = Code.UNSCHEDULABLE
+            reason_ids[positions] = ids[failing]
+        return FilterVerdicts(codes, reason_ids, self.reasons)
+
+    def score(self, pod: PodInfo, indices: IndexArray, now: float) -> npt.NDArray[np.int64]:
+        count = indices.size
+        scores = np.zeros(count, np.int64)
+        if self._weight_sum == 0 or count == 0:
+            return scores
+        valid = self.has_metric[indices] & self.has_status[indices] & ~self._expired(indices, now)
+        if not valid.any():
+            return scores
+        rows = indices[valid]
+        prod = self.args.score_according_prod_usage and pod.priority_class is PriorityClass.PROD
+        base = self.score_prod_base[rows] if prod else self.score_np_base[rows]
+        used = base + self.estimate(pod)
+        cap = self.alloc[rows]
+        safe_cap = np.where(cap == 0, 1, cap)
+        per_resource = np.where((cap == 0) | (used > cap), 0, (cap - used) * 100 // safe_cap)
+        total = per_resource @ self._weights
+        if self.args.dominant_resource_weight:
+            total = total + self.args.dominant_resource_weight * per_resource.min(axis=1)
+        scores[valid] = total // self._weight_sum
+        return scores
