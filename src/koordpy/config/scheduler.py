@@ -47,7 +47,7 @@ class ExtenderSettings(_Settings):
 
 
 class SchedulerConfiguration(_Settings):
-    api_version: Literal["koordpy.io/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    api_version: Literal["koordpy.io/v1alpha1"] = Field("koordpy.io/v1alpha1", alias="apiVersion")
     kind: Literal["SchedulerConfiguration"] = "SchedulerConfiguration"
     load_aware: LoadAwareSchedulingArgs = Field(
         default_factory=lambda: LoadAwareSchedulingArgs.model_validate({}), alias="loadAware"

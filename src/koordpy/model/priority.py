@@ -81,9 +81,7 @@ def kube_qos(spec: Mapping[str, Any]) -> KubeQoS:
     return KubeQoS.GUARANTEED if guaranteed else KubeQoS.BURSTABLE
 
 
-def priority_class(
-    labels: Mapping[str, str], priority: int | None, qos: KubeQoS
-) -> PriorityClass:
+def priority_class(labels: Mapping[str, str], priority: int | None, qos: KubeQoS) -> PriorityClass:
     """Koordinator's priority class with its defaulting chain (see the module docstring)."""
     label = labels.get(LABEL_KOORD_PRIORITY_CLASS)
     if label:

@@ -16,8 +16,8 @@ from fractions import Fraction
 
 __all__ = [
     "QuantityError",
-    "format_cpu_millis",
     "format_bytes",
+    "format_cpu_millis",
     "milli_value",
     "parse_quantity",
     "resource_value",

@@ -37,7 +37,9 @@ __all__ = [
 
 ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 ANNOTATION_ESTIMATED_SCALING_FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
-ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED = (
+    "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+)
 ANNOTATION_ESTIMATED_SECONDS_AFTER_INITIALIZED = "scheduling.koordinator.sh/load-estimated-seconds-after-initialized"
 
 DEFAULT_CPU_MILLIS = 250

@@ -17,6 +17,7 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,19 +99,19 @@ class NodeLoad:
                 for kind, usage in entry.usage.items():
                     if not usage:
                         continue
-                    self.agg_usages[(kind, entry.duration)] = vectorize(usage)
+                    self.agg_usages[(kind, entry.duration)] = vectorize(dict(usage))
                     if entry.duration > longest.get(kind, -1.0):
                         longest[kind] = entry.duration
             for kind, duration in longest.items():
                 self.agg_usages[(kind, 0.0)] = self.agg_usages[(kind, duration)]
             if include_sys:
                 self.prod_usage += vectorize(metric.system_usage)
-        for entry in metric.pods:
-            if not entry.usage:
+        for pod_metric in metric.pods:
+            if not pod_metric.usage:
                 continue
-            key = (entry.namespace, entry.name)
-            self.pod_usages[key] = vectorize(entry.usage)
-            if entry.priority == PriorityClass.PROD.value:
+            key = (pod_metric.namespace, pod_metric.name)
+            self.pod_usages[key] = vectorize(pod_metric.usage)
+            if pod_metric.priority == PriorityClass.PROD.value:
                 self.prod_pods.add(key)
         for assigned in self.pods.values():
             self._account(assigned, +1)
@@ -166,7 +167,8 @@ class NodeLoad:
 def _delta(estimated: Vector, usage: Vector | None) -> Vector:
     if usage is None:
         return estimated
-    return np.maximum(estimated - usage, 0)
+    delta: Vector = np.maximum(estimated - usage, 0)
+    return delta
 
 
 class Vectorizer:
@@ -176,7 +178,7 @@ class Vectorizer:
         self.resources = resources
         self.position = {name: i for i, name in enumerate(resources)}
 
-    def __call__(self, values: dict[str, int]) -> Vector:
+    def __call__(self, values: Mapping[str, int]) -> Vector:
         vec = np.zeros(len(self.resources), np.int64)
         position = self.position
         for name, amount in values.items():

@@ -23,6 +23,8 @@ resource ``s = 0 if cap == 0 or used > cap else (cap − used) × 100 // cap`` a
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -95,20 +97,28 @@ class LoadAwarePlugin:
         width = self._width
 
         def grow_matrix(name: str, fill: int = 0) -> None:
-            new = np.full((capacity, width), fill, np.int64)
+            new: npt.NDArray[np.int64] = np.full((capacity, width), fill, np.int64)
             old = getattr(self, name, None)
             if old is not None:
                 new[: old.shape[0]] = old
             setattr(self, name, new)
 
         def grow_vector(name: str, dtype: type, fill: object) -> None:
-            new = np.full(capacity, fill, dtype)
+            new: npt.NDArray[Any] = np.full(capacity, fill, dtype)
             old = getattr(self, name, None)
             if old is not None:
                 new[: old.shape[0]] = old
             setattr(self, name, new)
 
-        for matrix in ("alloc", "np_base", "np_thr", "prod_base", "prod_thr", "score_np_base", "score_prod_base"):
+        for matrix in (
+            "alloc",
+            "np_base",
+            "np_thr",
+            "prod_base",
+            "prod_thr",
+            "score_np_base",
+            "score_prod_base",
+        ):
             grow_matrix(matrix)
         grow_vector("has_metric", bool, False)
         grow_vector("has_status", bool, False)
@@ -261,10 +271,7 @@ class LoadAwarePlugin:
         if not checked.any():
             return FilterVerdicts(codes, reason_ids, self.reasons)
         rows = indices[checked]
-        if pod.priority_class is PriorityClass.PROD:
-            use_prod = self.prod_enabled[rows]
-        else:
-            use_prod = np.zeros(rows.size, bool)
+        use_prod = self.prod_enabled[rows] if pod.priority_class is PriorityClass.PROD else np.zeros(rows.size, bool)
         base = np.where(use_prod[:, None], self.prod_base[rows], self.np_base[rows])
         thresholds = np.where(use_prod[:, None], self.prod_thr[rows], self.np_thr[rows])
         used = base + self.estimate(pod)

@@ -1,0 +1,35 @@
+"""The ``koordpy`` command: one sub-command per deployable plus the offline tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from koordpy.cli import agent, scheduler
+
+app = typer.Typer(
+    help="koordpy: load-aware scheduling, gang scheduling and node QoS for Kubernetes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(scheduler.app, name="scheduler")
+app.add_typer(agent.app, name="agent")
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@app.command("demo")
+def demo() -> None:
+    """Run the embedded default: explain a pending pod on the bundled example dump."""
+    scheduler.explain_command(
+        files=[EXAMPLES / "cluster-dump.yaml"],
+        pod="default/web-new",
+        config=None,
+        now="2026-11-21T10:01:00Z",
+        output="table",
+    )
+
+
+def main() -> None:
+    app()

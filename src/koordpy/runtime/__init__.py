@@ -1,0 +1,1 @@
+"""Adapters shared by the deployables: the system clock, logging, metrics."""
