@@ -1,0 +1,1 @@
+"""Shared test configuration. Tier-specific fixtures live in each tier's own conftest.py."""

@@ -1,0 +1,98 @@
+import pytest
+
+from koordpy.config import LoadAwareSchedulingArgs, validate
+from koordpy.model.objects import node_from_dict, pod_from_dict
+from koordpy.scheduler.plugins.loadaware import estimate_node, estimate_pod
+from koordpy.scheduler.plugins.loadaware.estimator import go_round
+from koordpy.testing import NodeBuilder, PodBuilder
+
+GI = 2**30
+DEFAULTS = validate(LoadAwareSchedulingArgs, {})
+
+
+@pytest.mark.parametrize(
+    ("builder", "expected"),
+    [
+        # Guaranteed 4 cpu / 8Gi: cpu 4000m*85% = 3400m; memory 8Gi*70% = 6012954214.4 -> 6012954214
+        (
+            PodBuilder("g").requests(cpu="4", memory="8Gi").limits(cpu="4", memory="8Gi"),
+            {"cpu": 3400, "memory": 6012954214},
+        ),
+        # Burstable req 4 lim 8: q = limit 8000m -> 8000*85% = 6800m (based on the limit)
+        (
+            PodBuilder("b").requests(cpu="4", memory="1Gi").limits(cpu="8", memory="1Gi"),
+            {"cpu": 6800, "memory": 751619277},
+        ),
+        # BestEffort: nothing set -> 250m and 200MiB defaults
+        (PodBuilder("be"), {"cpu": 250, "memory": 200 * 2**20}),
+        # request only: 1 cpu * 85% = 850m, no limit cap
+        (PodBuilder("r").requests(cpu="1", memory="1Gi"), {"cpu": 850, "memory": 751619277}),
+        # rounding half away from zero: 3m * 85% = 2.55m -> 3m; 1m*85% = 0.85 -> 1
+        (PodBuilder("tiny").requests(cpu="3m", memory="10"), {"cpu": 3, "memory": 7}),
+    ],
+)
+def test_default_estimator(builder: PodBuilder, expected: dict[str, int]) -> None:
+    assert estimate_pod(pod_from_dict(builder.build()), DEFAULTS) == expected
+
+
+def test_estimate_capped_at_limit() -> None:
+    # factor 100 on req=lim=1 -> 1000m; a factor can never push above the limit
+    args = validate(LoadAwareSchedulingArgs, {"estimatedScalingFactors": {"cpu": 100}})
+    pod = pod_from_dict(PodBuilder("p").requests(cpu="1").limits(cpu="1").build())
+    assert estimate_pod(pod, args)["cpu"] == 1000
+
+
+def test_batch_pods_read_batch_resources() -> None:
+    pod = pod_from_dict(
+        PodBuilder("batch")
+        .label("koordinator.sh/priority-class", "koord-batch")
+        .resource("requests", "kubernetes.io/batch-cpu", "2000")
+        .resource("requests", "kubernetes.io/batch-memory", str(4 * GI))
+        .build()
+    )
+    # batch-cpu 2000 (milli) * 85% = 1700; batch-memory 4Gi * 70% = 3006477107.2 -> 3006477107
+    assert estimate_pod(pod, DEFAULTS) == {"cpu": 1700, "memory": 3006477107}
+
+
+def test_batch_pod_without_batch_resources_gets_defaults() -> None:
+    pod = pod_from_dict(PodBuilder("b").label("koordinator.sh/priority-class", "koord-batch").requests(cpu="8").build())
+    assert estimate_pod(pod, DEFAULTS) == {"cpu": 250, "memory": 200 * 2**20}
+
+
+def test_mid_pods_without_mid_resources_estimate_zero() -> None:
+    pod = pod_from_dict(PodBuilder("m").label("koordinator.sh/priority-class", "koord-mid").requests(cpu="8").build())
+    assert estimate_pod(pod, DEFAULTS) == {"cpu": 0, "memory": 0}
+
+
+def test_custom_factors_only_when_allowed() -> None:
+    raw = (
+        PodBuilder("c")
+        .requests(cpu="1", memory="1Gi")
+        .annotation("scheduling.koordinator.sh/load-estimated-scaling-factors", '{"cpu": 100}')
+        .build()
+    )
+    pod = pod_from_dict(raw)
+    assert estimate_pod(pod, DEFAULTS)["cpu"] == 850
+    allowed = validate(LoadAwareSchedulingArgs, {"allowCustomizeEstimation": True})
+    # cpu from the annotation (100%), memory merged from args (70%)
+    assert estimate_pod(pod, allowed) == {"cpu": 1000, "memory": 751619277}
+
+
+def test_raw_allocatable_overrides_keys() -> None:
+    raw = (
+        NodeBuilder("n")
+        .allocatable(cpu="32", memory="64Gi")
+        .annotation("node.koordinator.sh/raw-allocatable", '{"cpu": "16"}')
+        .build()
+    )
+    estimated = estimate_node(node_from_dict(raw))
+    assert estimated["cpu"] == 16000 and estimated["memory"] == 64 * GI
+    broken = NodeBuilder("n").allocatable(cpu="32").annotation("node.koordinator.sh/raw-allocatable", "{oops").build()
+    assert estimate_node(node_from_dict(broken))["cpu"] == 32000
+
+
+@pytest.mark.parametrize(
+    ("x", "rounded"), [(0.5, 1), (1.5, 2), (2.5, 3), (-0.5, -1), (0.49999999999999994, 0), (2.4, 2)]
+)
+def test_go_round_is_half_away_from_zero(x: float, rounded: int) -> None:
+    assert go_round(x) == rounded
