@@ -1,0 +1,118 @@
+"""Resource references: where each API kind lives and how its URLs are built.
+
+Not guaranteed: that the server actually serves a resource (CRDs may be missing); only the shape of
+the URL is known here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+__all__ = [
+    "ALL",
+    "AVOIDANCEACTIONS",
+    "CUSTOMRESOURCEDEFINITIONS",
+    "EVENTS",
+    "LEASES",
+    "NAMESPACES",
+    "NODEMETRICS",
+    "NODEQOSENSURANCEPOLICIES",
+    "NODES",
+    "PDBS",
+    "PODGROUPS",
+    "PODMIGRATIONJOBS",
+    "PODS",
+    "ResourceRef",
+    "by_plural",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """One API resource type: ``group`` is ``""`` for the core group."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """The ``apiVersion`` field value of objects of this kind (``v1`` or ``group/version``)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def prefix(self) -> str:
+        """``/api/v1`` or ``/apis/{group}/{version}``."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def qualified(self) -> str:
+        """``plural.group`` (``pods`` for the core group), the RBAC/kubectl spelling."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path for a collection (no name) or an object (name), optionally a subresource.
+
+        A namespaced resource without a namespace gives the all-namespaces collection path. A
+        namespace on a cluster-scoped resource, or a subresource without a name, raises ValueError.
+        """
+        if namespace is not None and not self.namespaced:
+            raise ValueError(f"{self.qualified} is cluster-scoped; got namespace {namespace!r}")
+        if subresource is not None and name is None:
+            raise ValueError(f"subresource {subresource!r} of {self.qualified} needs an object name")
+        parts = [self.prefix]
+        if namespace is not None:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+        if subresource is not None:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
+PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
+EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
+LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CUSTOMRESOURCEDEFINITIONS = ResourceRef(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
+)
+NODEMETRICS = ResourceRef("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False)
+PODGROUPS = ResourceRef("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
+PODMIGRATIONJOBS = ResourceRef(
+    "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
+)
+NODEQOSENSURANCEPOLICIES = ResourceRef(
+    "ensurance.crane.io", "v1alpha1", "nodeqosensurancepolicies", "NodeQOSEnsurancePolicy", namespaced=False
+)
+AVOIDANCEACTIONS = ResourceRef(
+    "ensurance.crane.io", "v1alpha1", "avoidanceactions", "AvoidanceAction", namespaced=False
+)
+
+ALL: tuple[ResourceRef, ...] = (
+    NAMESPACES,
+    NODES,
+    PODS,
+    EVENTS,
+    LEASES,
+    PDBS,
+    CUSTOMRESOURCEDEFINITIONS,
+    NODEMETRICS,
+    PODGROUPS,
+    PODMIGRATIONJOBS,
+    NODEQOSENSURANCEPOLICIES,
+    AVOIDANCEACTIONS,
+)
+
+_BY_KEY = {(r.group, r.plural): r for r in ALL}
+
+
+def by_plural(group: str, plural: str) -> ResourceRef | None:
+    """The known resource with this group (``""`` for core) and plural, or None."""
+    return _BY_KEY.get((group, plural))
