@@ -8,6 +8,7 @@ Public surface: :class:`ApiClient` (+ :class:`ClientSettings`, :class:`ListResul
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient, ClientSettings, ListResult
 from koordpy.kube.connection import ConnectionInfo, load_connection, write_kubeconfig
+from koordpy.kube.reflector import Reflector, run_reflectors, wait_synced
 from koordpy.kube.resources import ResourceRef
 
 __all__ = [
@@ -15,9 +16,12 @@ __all__ = [
     "ClientSettings",
     "ConnectionInfo",
     "ListResult",
+    "Reflector",
     "ResourceRef",
     "errors",
     "load_connection",
     "resources",
+    "run_reflectors",
+    "wait_synced",
     "write_kubeconfig",
 ]
