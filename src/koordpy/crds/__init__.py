@@ -1,0 +1,36 @@
+"""Custom resources with their upstream groups and field names, as pydantic models.
+
+``RESOURCES`` lists every CRD the chart installs, in a stable order. Models read objects leniently
+(unknown fields ignored); ``koordpy.crds.schema`` turns them into structural OpenAPI schemas.
+"""
+
+from koordpy.crds.ensurance import AVOIDANCE_ACTION, NODE_QOS_ENSURANCE_POLICY
+from koordpy.crds.nodemetric import NODE_METRIC
+from koordpy.crds.peering import CLUSTER_KOPF_PEERING
+from koordpy.crds.podgroup import POD_GROUP
+from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
+from koordpy.crds.schema import PrinterColumn, Resource, SchemaError, crd_manifest, structural_schema
+
+__all__ = [
+    "AVOIDANCE_ACTION",
+    "CLUSTER_KOPF_PEERING",
+    "NODE_METRIC",
+    "NODE_QOS_ENSURANCE_POLICY",
+    "POD_GROUP",
+    "POD_MIGRATION_JOB",
+    "RESOURCES",
+    "PrinterColumn",
+    "Resource",
+    "SchemaError",
+    "crd_manifest",
+    "structural_schema",
+]
+
+RESOURCES: tuple[Resource, ...] = (
+    NODE_METRIC,
+    POD_GROUP,
+    POD_MIGRATION_JOB,
+    NODE_QOS_ENSURANCE_POLICY,
+    AVOIDANCE_ACTION,
+    CLUSTER_KOPF_PEERING,
+)

@@ -1,0 +1,62 @@
+"""PodGroup (``scheduling.sigs.k8s.io/v1alpha1``, namespaced): the gang definition Koordinator vendors.
+
+This is the *old* scheduler-plugins API (before its move to ``scheduling.x-k8s.io``). Pods join with the
+label ``pod-group.scheduling.sigs.k8s.io: <name>`` in the same namespace. Users write the spec; the
+manager writes the status.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from koordpy.crds.schema import PrinterColumn, Resource, ResourceList, Time, WireModel
+
+__all__ = ["POD_GROUP", "PodGroupPhase", "PodGroupSpec", "PodGroupStatus"]
+
+PodGroupPhase = Literal[
+    "", "Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Unknown", "Finished", "Failed"
+]
+
+
+class PodGroupSpec(WireModel):
+    min_member: int | None = Field(None, alias="minMember", ge=0)
+    """Members that must be schedulable together before any of them is bound."""
+    min_resources: ResourceList | None = Field(None, alias="minResources")
+    """Resources the whole gang needs (informational; Koordinator's scheduler does not read it)."""
+    schedule_timeout_seconds: int | None = Field(None, alias="scheduleTimeoutSeconds", ge=0)
+    """How long members wait for the gang before the attempt fails."""
+
+
+class PodGroupStatus(WireModel):
+    phase: PodGroupPhase | None = None
+    occupied_by: str | None = Field(None, alias="occupiedBy")
+    """Sorted ``namespace/ownerName`` list of the workloads using this group, comma-joined."""
+    scheduled: int | None = None
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    schedule_start_time: Time | None = Field(None, alias="scheduleStartTime")
+
+
+POD_GROUP = Resource(
+    group="scheduling.sigs.k8s.io",
+    version="v1alpha1",
+    kind="PodGroup",
+    plural="podgroups",
+    namespaced=True,
+    spec=PodGroupSpec,
+    status=PodGroupStatus,
+    description="A gang of pods that are bound all together or not at all.",
+    short_names=("pg", "pgs"),
+    categories=("koordpy",),
+    columns=(
+        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("MinMember", "integer", ".spec.minMember"),
+        PrinterColumn("Scheduled", "integer", ".status.scheduled"),
+        PrinterColumn("Running", "integer", ".status.running"),
+        PrinterColumn("Succeeded", "integer", ".status.succeeded", priority=1),
+        PrinterColumn("Failed", "integer", ".status.failed", priority=1),
+    ),
+)
