@@ -1,0 +1,135 @@
+"""The driver's side of the extender protocol, without processes: bodies, response checks, fit, queue."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from koordpy.model.objects import node_from_dict
+from koordpy.testing.builders import NodeBuilder, make_node, make_pod
+from koordpy.testing.schedulerdriver.intree import NodeUsage, filter_node, least_allocated_score
+from koordpy.testing.schedulerdriver.protocol import (
+    ExtenderConfig,
+    ExtenderError,
+    bind_args,
+    extender_args,
+    is_interested,
+    parse_bind_result,
+    parse_filter_result,
+    parse_prioritize_result,
+)
+from koordpy.testing.schedulerdriver.queue import SchedulingQueue
+
+
+def test_filter_request_is_exactly_what_kube_scheduler_sends() -> None:
+    pod = make_pod("p")
+    body = extender_args(pod, ["n1", "n2"])
+    # Go field order and names; Nodes is null with nodeCacheCapable; the pod is embedded whole.
+    assert body.startswith(b'{"Pod":')
+    assert orjson.loads(body) == {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}
+    assert list(orjson.loads(body)) == ["Pod", "Nodes", "NodeNames"]
+    bind = orjson.loads(bind_args("p", "ns", "u-1", "n1"))
+    assert list(bind.items()) == [("PodName", "p"), ("PodNamespace", "ns"), ("PodUID", "u-1"), ("Node", "n1")]
+
+
+def test_filter_result_subset_and_maps() -> None:
+    body = orjson.dumps(
+        {
+            "Nodes": None,
+            "NodeNames": ["n1"],
+            "FailedNodes": {"n2": "hot", "n3": "hot"},
+            "FailedAndUnresolvableNodes": {"n3": "gone"},
+            "Error": "",
+        }
+    )
+    result = parse_filter_result(200, body, ["n1", "n2", "n3"])
+    assert result.passed == ["n1"]
+    assert result.failed == {"n2": "hot"}  # unresolvable wins for n3
+    assert result.unresolvable == {"n3": "gone"}
+    assert result.noncanonical_keys == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (200, {"NodeNames": ["n9"]}, "not found in the input node list"),
+        (200, {"NodeNames": ["n1"], "Error": "boom"}, "boom"),
+        (500, {"NodeNames": ["n1"]}, "code 500"),
+        (200, {"NodeNames": "n1"}, "array of strings"),
+        (200, {"FailedNodes": {"n1": 3}}, "map of strings"),
+    ],
+)
+def test_filter_result_errors(status: int, body: object, message: str) -> None:
+    with pytest.raises(ExtenderError, match=message) as info:
+        parse_filter_result(status, orjson.dumps(body), ["n1", "n2"])
+    assert info.value.verb == "filter"
+
+
+def test_filter_result_null_node_names_means_zero_nodes_and_keys_fold_like_go() -> None:
+    assert parse_filter_result(200, b'{"NodeNames": null, "Error": ""}', ["n1"]).passed == []
+    folded = parse_filter_result(200, b'{"nodenames": ["n1"], "extra": 1}', ["n1"])
+    assert folded.passed == ["n1"]
+    assert folded.noncanonical_keys == ["ExtenderFilterResult.nodenames"]
+
+
+def test_prioritize_result_is_not_clamped_and_types_are_checked() -> None:
+    result = parse_prioritize_result(200, b'[{"Host": "n1", "Score": 100}, {"Host": "n2", "Score": 3}]')
+    assert result.scores == [("n1", 100), ("n2", 3)]
+    with pytest.raises(ExtenderError, match="int64"):
+        parse_prioritize_result(200, b'[{"Host": "n1", "Score": 7.5}]')
+    with pytest.raises(ExtenderError):
+        parse_prioritize_result(200, b'{"Host": "n1"}')
+
+
+def test_bind_result() -> None:
+    assert parse_bind_result(200, b'{"Error": ""}') == []
+    with pytest.raises(ExtenderError, match="conflict"):
+        parse_bind_result(200, b'{"Error": "conflict"}')
+    with pytest.raises(ExtenderError, match="code 404"):
+        parse_bind_result(404, b"{}")
+
+
+def test_config_from_kube_scheduler_configuration() -> None:
+    config = ExtenderConfig.from_dict(
+        {
+            "urlPrefix": "http://127.0.0.1:10262",
+            "filterVerb": "filter",
+            "prioritizeVerb": "prioritize",
+            "bindVerb": "bind",
+            "weight": 2,
+            "httpTimeout": "30s",
+            "nodeCacheCapable": True,
+            "ignorable": False,
+            "managedResources": [{"name": "koordpy.io/scheduled", "ignoredByScheduler": True}],
+        },
+        url_prefix="http://127.0.0.1:5555/",
+    )
+    assert config.url("filter") == "http://127.0.0.1:5555/filter"
+    assert (config.http_timeout, config.weight) == (30.0, 2)
+    with pytest.raises(ValueError, match="weight"):
+        ExtenderConfig.from_dict({"urlPrefix": "x", "prioritizeVerb": "p", "nodeCacheCapable": True})
+    pod = make_pod("p")
+    assert not is_interested(pod, config.managed_resources)
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"koordpy.io/scheduled": "1"}
+    assert is_interested(pod, config.managed_resources)
+
+
+def test_node_resources_fit_counts_assumed_requests_and_pods() -> None:
+    # node: 4 cpu = 4000m, 3 pods. Pod asks 1500m.
+    node = node_from_dict(NodeBuilder("n").allocatable(cpu="4", memory="8Gi", pods="3").build())
+    pod = make_pod("p", cpu="1500m", memory="1Gi")
+    requests = {"cpu": 1500, "memory": 1 << 30}
+    # 2 × 1500m on the node already → 3000m + 1500m > 4000m.
+    assert filter_node(pod, requests, node, NodeUsage.of([requests, requests])) == "Insufficient cpu"
+    assert filter_node(pod, requests, node, NodeUsage.of([requests])) is None
+    tiny = {"cpu": 1}
+    assert filter_node(pod, tiny, node, NodeUsage.of([tiny, tiny, tiny])) == "Too many pods"
+    # LeastAllocated: cpu (4000−1500)·100//4000 = 62, memory (8Gi−1Gi)·100//8Gi = 87 → (62+87)//2 = 74.
+    assert least_allocated_score(requests, node, NodeUsage({})) == 74
+    tainted = node_from_dict({**make_node("t"), "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}})
+    assert filter_node(pod, requests, tainted, NodeUsage({})) is not None
+
+
+def test_backoff_doubles_from_one_second_to_ten() -> None:
+    queue = SchedulingQueue(lambda: 0.0)
+    assert [queue.backoff_duration(n) for n in (1, 2, 3, 4, 5, 6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
