@@ -1,0 +1,278 @@
+"""Crane's ``ensurance.crane.io/v1alpha1`` kinds: NodeQOSEnsurancePolicy and AvoidanceAction.
+
+Field names are Crane's, so existing manifests load unchanged. Defaults are Crane's
+(``avoidanceThreshold``/``restoreThreshold`` 1, ``coolDownSeconds`` 300, ``strategy`` ``None``).
+
+koordpy reads these fields differently from Crane where Crane's behaviour is a bug (see
+``docs/agent.md``): thresholds count *consecutive* samples, ``coolDownSeconds`` rate-limits the
+action itself, and ``eviction.terminationGracePeriodSeconds`` really reaches the eviction call.
+
+Not guaranteed: ``nodeQualityProbe`` and ``memoryThrottle`` are accepted and ignored (as in Crane);
+``metricRule.selector`` is accepted but the agent only evaluates node-level series.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from koordpy.crds.schema import PrinterColumn, Quantity, Resource, WireModel
+from koordpy.model.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "AVOIDANCE_ACTION",
+    "NODE_QOS_ENSURANCE_POLICY",
+    "AvoidanceAction",
+    "AvoidanceActionSpec",
+    "CPUThrottle",
+    "Eviction",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "MetricRule",
+    "NodeQOSEnsurancePolicy",
+    "NodeQOSEnsurancePolicySpec",
+    "ObjectMeta",
+    "ObjectiveEnsurance",
+    "Strategy",
+    "Throttle",
+    "label_selector_matches",
+]
+
+GROUP = "ensurance.crane.io"
+VERSION = "v1alpha1"
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class LabelSelectorRequirement(WireModel):
+    key: str
+    """The label key the selector applies to."""
+    operator: str
+    """``In``, ``NotIn``, ``Exists`` or ``DoesNotExist``."""
+    values: list[str] = Field(default_factory=list)
+    """Values for ``In``/``NotIn``; empty for ``Exists``/``DoesNotExist``."""
+
+    @field_validator("operator")
+    @classmethod
+    def _known_operator(cls, value: str) -> str:
+        if value not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ValueError(f"unknown operator {value!r} (In, NotIn, Exists, DoesNotExist)")
+        return value
+
+
+class LabelSelector(WireModel):
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    """Labels that must all be present with these values."""
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list, alias="matchExpressions")
+    """Requirements that must all hold."""
+
+
+def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes label-selector semantics; ``None`` and an empty selector match everything."""
+    if selector is None:
+        return True
+    for key, val in selector.match_labels.items():
+        if labels.get(key) != val:
+            return False
+    for req in selector.match_expressions:
+        present = req.key in labels
+        if req.operator == "In" and (not present or labels[req.key] not in req.values):
+            return False
+        if req.operator == "NotIn" and present and labels[req.key] in req.values:
+            return False
+        if req.operator == "Exists" and not present:
+            return False
+        if req.operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+class ObjectMeta(WireModel):
+    name: str
+    """Object name (both kinds are cluster-scoped)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Object labels."""
+
+
+class Strategy(enum.StrEnum):
+    NONE = "None"
+    PREVIEW = "Preview"
+
+
+class MetricRule(WireModel):
+    name: str
+    """Metric name: ``cpu_total_usage`` (milliCPU), ``cpu_total_utilization`` (percent),
+    ``memory_total_usage`` (bytes) or ``memory_total_utilization`` (percent)."""
+    selector: LabelSelector | None = None
+    """Series filter (accepted; the agent evaluates node-level series only)."""
+    value: Quantity
+    """The waterline, in the metric's Crane unit; must be > 0. Above means strictly greater."""
+
+    @field_validator("value")
+    @classmethod
+    def _positive(cls, raw: str | int | float) -> str | int | float:
+        try:
+            parsed = parse_quantity(raw)
+        except QuantityError as exc:
+            raise ValueError(f"not a quantity: {exc}") from None
+        if parsed <= 0:
+            raise ValueError("must be > 0")
+        return raw
+
+    @property
+    def threshold(self) -> Fraction:
+        """The waterline as an exact number in the metric's Crane unit."""
+        return parse_quantity(self.value)
+
+
+class ObjectiveEnsurance(WireModel):
+    name: str
+    """Rule name: a DNS-1123 label, unique within the policy."""
+    metric_rule: MetricRule = Field(alias="metricRule")
+    """Which metric and where its waterline is."""
+    avoidance_threshold: int = Field(default=1, ge=1, alias="avoidanceThreshold")
+    """Consecutive samples above the line before the rule fires (Crane counted cumulatively)."""
+    restore_threshold: int = Field(default=1, ge=1, alias="restoreThreshold")
+    """Consecutive samples at or below the line before the rule restores."""
+    action_name: str = Field(alias="actionName")
+    """Name of the AvoidanceAction to run."""
+    strategy: Strategy = Strategy.NONE
+    """``None`` acts; ``Preview`` only emits Events and metrics."""
+
+    @field_validator("name", "action_name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not _DNS1123_LABEL.match(value) or len(value) > 63:
+            raise ValueError(f"{value!r} is not a DNS-1123 label")
+        return value
+
+
+class HTTPGetProbe(WireModel):
+    path: str = ""
+    """Accepted for compatibility; not implemented (as in Crane)."""
+    port: int | str = Field(default=0, json_schema_extra={"x-kubernetes-int-or-string": True})
+    """Accepted for compatibility."""
+
+
+class NodeLocalGet(WireModel):
+    local_cache_ttl_seconds: int = Field(default=60, alias="localCacheTTLSeconds")
+    """Accepted for compatibility; never read (as in Crane)."""
+
+
+class NodeQualityProbe(WireModel):
+    http_get: HTTPGetProbe | None = Field(default=None, alias="httpGet")
+    """Accepted, not implemented."""
+    node_local_get: NodeLocalGet | None = Field(default=None, alias="nodeLocalGet")
+    """The agent always collects node-local metrics."""
+    timeout_seconds: int = Field(default=0, alias="timeoutSeconds")
+    """Accepted, never read."""
+
+
+class NodeQOSEnsurancePolicySpec(WireModel):
+    selector: LabelSelector | None = None
+    """Node label selector; ``None`` selects every node."""
+    node_quality_probe: NodeQualityProbe | None = Field(default=None, alias="nodeQualityProbe")
+    """Accepted for compatibility."""
+    objective_ensurances: list[ObjectiveEnsurance] = Field(default_factory=list, alias="objectiveEnsurances")
+    """The rules."""
+
+    @model_validator(mode="after")
+    def _unique_rule_names(self) -> NodeQOSEnsurancePolicySpec:
+        seen: set[str] = set()
+        for rule in self.objective_ensurances:
+            if rule.name in seen:
+                raise ValueError(f"objectiveEnsurances: duplicate rule name {rule.name!r}")
+            seen.add(rule.name)
+        return self
+
+
+class NodeQOSEnsurancePolicy(WireModel):
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", alias="apiVersion")
+    kind: str = "NodeQOSEnsurancePolicy"
+    metadata: ObjectMeta
+    spec: NodeQOSEnsurancePolicySpec = Field(default_factory=NodeQOSEnsurancePolicySpec)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nodeqos_rules(cls, data: Any) -> Any:
+        # Crane v0.8+ renamed the kind to NodeQOS and the list to ``rules`` (same element schema).
+        if isinstance(data, Mapping) and data.get("kind") == "NodeQOS":
+            spec = dict(data.get("spec") or {})
+            if "rules" in spec and "objectiveEnsurances" not in spec:
+                spec["objectiveEnsurances"] = spec.pop("rules")
+            data = {**data, "spec": spec}
+        return data
+
+
+class CPUThrottle(WireModel):
+    min_cpu_ratio: int = Field(default=0, ge=0, le=100, alias="minCPURatio")
+    """Floor as a percentage of the pod's CPU limit: floor = max(request, limit x ratio / 100)."""
+    step_cpu_ratio: int = Field(default=0, ge=0, le=100, alias="stepCPURatio")
+    """Percentage of the current quota removed per throttle step and added per restore step."""
+
+
+class MemoryThrottle(WireModel):
+    force_gc: bool = Field(default=False, alias="forceGC")
+    """Accepted; unused (as in Crane)."""
+
+
+class Throttle(WireModel):
+    cpu_throttle: CPUThrottle | None = Field(default=None, alias="cpuThrottle")
+    """CPU quota stepping."""
+    memory_throttle: MemoryThrottle | None = Field(default=None, alias="memoryThrottle")
+    """Accepted; unused."""
+
+
+class Eviction(WireModel):
+    termination_grace_period_seconds: int | None = Field(default=None, ge=0, alias="terminationGracePeriodSeconds")
+    """Grace period passed to the Eviction call; unset uses the pod's own."""
+
+
+class AvoidanceActionSpec(WireModel):
+    cool_down_seconds: int = Field(default=300, ge=1, alias="coolDownSeconds")
+    """Minimum seconds between two executions of this action on a node (koordpy semantics)."""
+    throttle: Throttle | None = None
+    """Present: the action throttles CPU."""
+    eviction: Eviction | None = None
+    """Present: the action evicts."""
+    description: str = Field(default="", max_length=1024)
+    """Free text."""
+
+
+class AvoidanceAction(WireModel):
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", alias="apiVersion")
+    kind: str = "AvoidanceAction"
+    metadata: ObjectMeta
+    spec: AvoidanceActionSpec = Field(default_factory=AvoidanceActionSpec)
+
+
+NODE_QOS_ENSURANCE_POLICY = Resource(
+    group=GROUP,
+    version=VERSION,
+    kind="NodeQOSEnsurancePolicy",
+    plural="nodeqosensurancepolicies",
+    namespaced=False,
+    spec=NodeQOSEnsurancePolicySpec,
+    status=None,
+    description="Crane node QoS ensurance policy: waterline rules and the actions they trigger.",
+    short_names=("nep",),
+    status_subresource=False,
+)
+
+AVOIDANCE_ACTION = Resource(
+    group=GROUP,
+    version=VERSION,
+    kind="AvoidanceAction",
+    plural="avoidanceactions",
+    namespaced=False,
+    spec=AvoidanceActionSpec,
+    status=None,
+    description="Crane avoidance action: how to throttle or evict when a waterline is crossed.",
+    short_names=("avoid",),
+    columns=(PrinterColumn("CoolDown", "integer", ".spec.coolDownSeconds"),),
+    status_subresource=False,
+)

@@ -1,0 +1,220 @@
+"""The precise executor plan: gaps closed exactly, ledger, cool-downs, protection, restore."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordpy.agent.policy import ActionKind, AgentState, PlanOptions, forget, naive_plan, plan
+from koordpy.testing.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
+from koordpy.testing.builders import PodBuilder
+
+GiB = 1 << 30
+
+
+def be(name: str, ns: str = "default", **kw: object) -> dict[str, object]:
+    return PodBuilder(name, ns).build()
+
+
+def throttle_setup(node_cpu: float, *usages: tuple[str, float], step: int = 50, min_ratio: int = 0):
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "throttle"))
+    act = throttle_action("throttle", step=step, min_ratio=min_ratio, cool_down=10)
+    pods = [pod_sample(be(n), cpu=u) for n, u in usages]
+    return [pol], [act], node_sample(cpu=node_cpu), pods
+
+
+def keys(p) -> list[tuple[str, str, float]]:
+    return [(str(a.kind), a.pod, round(a.released, 9)) for a in p.actions]
+
+
+def test_throttle_stops_as_soon_as_gap_is_closed():
+    # line 4000m = 4 cores, node 5.0 -> gap 1.0. Order by usage desc: a(1.5) b(1.0) c(0.5) d(0.2).
+    # a: 1.5 x 50% = 0.75 -> released 0.75, gap 0.25; b: 1.0 -> 0.5, released 0.5, gap -0.25 -> stop.
+    pols, acts, node, pods = throttle_setup(5.0, ("d", 0.2), ("c", 0.5), ("a", 1.5), ("b", 1.0))
+    p = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert keys(p) == [("throttle", "default/a", 0.75), ("throttle", "default/b", 0.5)]
+    assert p.gaps["throttle"] == {"cpu_total_usage": 1.0}
+    assert p.candidates["throttle"] == ("default/a", "default/b", "default/c", "default/d")
+    assert [a.cpu_cap for a in p.actions] == [0.75, 0.5]
+    assert p.state.throttled[pods[2].uid].original is None
+
+
+@pytest.mark.parametrize(
+    ("node_cpu", "expected"),
+    [
+        (4.0, []),  # not above (strictly greater fires)
+        (4.5, ["a"]),  # gap 0.5 <= a's 0.75
+        (4.75, ["a"]),  # gap 0.75 == a's release: closed exactly
+        (5.5, ["a", "b", "c"]),  # 1.5 - 0.75 - 0.5 = 0.25 -> c releases 0.25 -> 0
+        (9.0, ["a", "b", "c", "d"]),  # 5.0 - 1.6 left over: every candidate, GapNotClosed
+    ],
+)
+def test_precision_table(node_cpu, expected):
+    pols, acts, node, pods = throttle_setup(node_cpu, ("a", 1.5), ("b", 1.0), ("c", 0.5), ("d", 0.2))
+    p = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert [a.pod.split("/")[1] for a in p.actions] == expected
+    # Precision: removing the last action would leave the gap open.
+    if expected:
+        released = sum(a.released for a in p.actions)
+        assert released >= node_cpu - 4.0 - 1e-9 or expected == ["a", "b", "c", "d"]
+        assert released - p.actions[-1].released < node_cpu - 4.0
+    assert any(e.reason == "GapNotClosed" for e in p.events) == (node_cpu == 9.0)
+
+
+def test_eviction_precise_stop_like_crane_pr_557():
+    # memory_total_utilization line 50 %, capacity 12 GiB, node at 78.7 % -> gap 28.7 % = 3.44 GiB.
+    # Pods 3.5 GiB and 2 GiB: evicting the 3.5 GiB one (29.17 %) closes the gap; the 2 GiB one stays.
+    pol = qos_policy("p", rule("mem", "memory_total_utilization", 50, "evict"))
+    cap = 12 * GiB
+    node = node_sample(memory=int(cap * 0.787), memory_capacity=cap)
+    pods = [pod_sample(be("small"), cpu=0.1, memory=2 * GiB), pod_sample(be("big"), cpu=0.1, memory=int(3.5 * GiB))]
+    p = plan([pol], [evict_action("evict", grace=5)], node, pods, AgentState(), now=0.0)
+    assert [(a.kind, a.pod) for a in p.actions] == [(ActionKind.EVICT, "default/big")]
+    assert p.actions[0].released == pytest.approx(3.5 / 12 * 100)
+    assert p.actions[0].grace_seconds == 5
+    naive = naive_plan([pol], [evict_action("evict")], node, pods, AgentState(), now=0.0)
+    assert [a.pod for a in naive.actions] == ["default/big", "default/small"]
+
+
+def test_memory_before_cpu_and_eviction_credits_every_metric():
+    # evict lines: cpu 4 cores (node 5 -> gap 1), memory 10 GiB (node 12 GiB -> gap 2 GiB).
+    # Memory first: order by memory desc: m (3 GiB, 1.2 cores) closes memory AND cpu (1.2 >= 1).
+    pol = qos_policy(
+        "p", rule("cpu", "cpu_total_usage", 4000, "evict"), rule("mem", "memory_total_usage", 10 * GiB, "evict")
+    )
+    node = node_sample(cpu=5.0, memory=12 * GiB)
+    pods = [
+        pod_sample(be("c"), cpu=3.0, memory=1 * GiB),
+        pod_sample(be("m"), cpu=1.2, memory=3 * GiB),
+    ]
+    p = plan([pol], [evict_action("evict")], node, pods, AgentState(), now=0.0)
+    assert [(a.pod, a.metric) for a in p.actions] == [("default/m", "memory_total_usage")]
+
+
+def test_order_class_priority_usage_ext_running_time():
+    # BestEffort before Burstable regardless of usage; within BestEffort lower priority first,
+    # then higher usage, then gocrane.io/cpu users, then the newer pod.
+    burst = PodBuilder("burst").requests(cpu="100m").build()
+    hi = PodBuilder("hi").priority(100).build()
+    old = PodBuilder("old").condition("Initialized", 1000.0).build()
+    new = PodBuilder("new").condition("Initialized", 2000.0).build()
+    ext = PodBuilder("ext").limits(**{"gocrane.io/cpu": "1"}).condition("Initialized", 1000.0).build()
+    big = PodBuilder("big").build()
+    pods = [
+        pod_sample(burst, cpu=3.0),
+        pod_sample(hi, cpu=3.0),
+        pod_sample(old, cpu=1.0),
+        pod_sample(new, cpu=1.0),
+        pod_sample(ext, cpu=1.0),
+        pod_sample(big, cpu=2.0),
+    ]
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "throttle"))
+    p = plan([pol], [throttle_action("throttle")], node_sample(cpu=7.9), pods, AgentState(), now=0.0)
+    assert p.candidates["throttle"] == (
+        "default/big",
+        "default/ext",
+        "default/new",
+        "default/old",
+        "default/hi",
+        "default/burst",
+    )
+
+
+def test_protected_pods_never_touched_even_if_gap_stays_open():
+    sys_pod = pod_sample(PodBuilder("dns", "kube-system").build(), cpu=3.0)
+    critical = pod_sample(PodBuilder("crit").priority(2_000_000_000).build(), cpu=3.0)
+    mirror = pod_sample(PodBuilder("static").annotation("kubernetes.io/config.mirror", "x").build(), cpu=3.0)
+    low = pod_sample(be("low"), cpu=0.5)
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "evict"))
+    p = plan(
+        [pol], [evict_action("evict")], node_sample(cpu=7.0), [sys_pod, critical, mirror, low], AgentState(), now=0.0
+    )
+    assert [a.pod for a in p.actions] == ["default/low"]
+    assert p.candidates["evict"] == ("default/low",)
+    custom = PlanOptions(protected_priority_above=0)
+    p2 = plan(
+        [pol], [evict_action("evict")], node_sample(cpu=7.0), [critical, low], AgentState(), now=0.0, options=custom
+    )
+    assert [a.pod for a in p2.actions] == ["default/low"]
+
+
+def test_throttle_floor_is_request_or_limit_ratio():
+    # request 0.5, limit 4, minCPURatio 25 -> floor max(0.5, 4 x 25 / 100 = 1.0) = 1.0.
+    # usage 3.0, step 90 -> 0.3 -> floored to 1.0; released 2.0.
+    raw = PodBuilder("a").requests(cpu="500m").limits(cpu="4").build()
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "throttle"))
+    act = throttle_action("throttle", min_ratio=25, step=90)
+    p = plan([pol], [act], node_sample(cpu=7.0), [pod_sample(raw, cpu=3.0, cpu_cap=4.0)], AgentState(), now=0.0)
+    assert p.actions[0].cpu_cap == pytest.approx(1.0)
+    assert p.actions[0].released == pytest.approx(2.0)
+    assert p.state.throttled[p.actions[0].uid].original == 4.0
+
+
+def test_throttle_at_floor_is_not_an_action():
+    # request 2 cores, usage 2.0 -> floor 2.0: a step would release nothing, so no action at all.
+    raw = PodBuilder("a").requests(cpu="2").build()
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "throttle"))
+    p = plan(
+        [pol], [throttle_action("throttle")], node_sample(cpu=7.0), [pod_sample(raw, cpu=2.0)], AgentState(), now=0.0
+    )
+    assert p.actions == ()
+
+
+def test_cool_down_rate_limits_the_action():
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5), ("b", 1.0))
+    p1 = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert len(p1.actions) == 2
+    node2 = node_sample(cpu=5.0, time=5.0)
+    p2 = plan(pols, acts, node2, pods, p1.state, now=5.0)  # cool-down 10 s
+    assert p2.actions == () and p2.cooling_down == ("throttle",)
+    p3 = plan(pols, acts, node_sample(cpu=5.0, time=10.0), pods, p2.state, now=10.0)
+    # a and b are stepped down again from their caps (0.75 -> 0.375, 0.5 -> 0.25) etc.
+    assert [a.pod for a in p3.actions][:1] == ["default/a"]
+    assert p3.actions[0].cpu_cap == pytest.approx(0.375)
+
+
+def test_missing_pod_usage_skips_the_pod():
+    pols, acts, node, _ = throttle_setup(6.5)  # gap 2.5: known frees 1.0, the unknown one is reached
+    pods = [pod_sample(be("unknown"), cpu=None), pod_sample(be("known"), cpu=2.0)]
+    p = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert [a.pod for a in p.actions] == ["default/known"]
+    assert any(e.reason == "PodMetricMissing" and e.pod == "default/unknown" for e in p.events)
+
+
+def test_forget_makes_a_refused_eviction_pickable_again():
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "evict"))
+    act = evict_action("evict", cool_down=1)
+    pods = [pod_sample(be("a"), cpu=2.0), pod_sample(be("b"), cpu=1.0)]
+    p1 = plan([pol], [act], node_sample(cpu=5.0), pods, AgentState(), now=0.0)
+    assert [a.pod for a in p1.actions] == ["default/a"]
+    # The Eviction API answered 429: the adapter forgets it, so it is a candidate again.
+    state = forget(p1.state, [p1.actions[0].uid])
+    p2 = plan([pol], [act], node_sample(cpu=5.0, time=2.0), pods, state, now=2.0)
+    assert [a.pod for a in p2.actions] == ["default/a"]
+
+
+def test_orphaned_throttle_is_restored_when_its_action_disappears():
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5))
+    p1 = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert p1.state.throttled
+    p2 = plan([], [], node_sample(cpu=5.0, time=1.0), pods, p1.state, now=1.0)
+    assert [(a.kind, a.restore_original, a.cpu_cap) for a in p2.actions] == [(ActionKind.RESTORE, True, None)]
+    assert p2.state.throttled == {}
+
+
+def test_state_round_trips_through_json_form():
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5), ("b", 1.0))
+    p = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    assert AgentState.from_dict(p.state.to_dict()) == p.state
+
+
+def test_to_json_shape():
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5), ("b", 1.0))
+    out = plan(pols, acts, node, pods, AgentState(), now=0.0).to_json()
+    assert set(out) == {"node", "waterlines", "gaps", "candidates", "actions"}
+    assert out["waterlines"] == {"evict": {}, "throttle": {"cpu_total_usage": 4}, "restore": {"cpu_total_usage": 4}}
+    assert out["actions"][0] == {
+        "action": "throttle",
+        "pod": "default/a",
+        "metric": "cpu_total_usage",
+        "released": 0.75,
+    }
