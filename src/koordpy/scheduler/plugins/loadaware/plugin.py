@@ -124,6 +124,7 @@ class LoadAwarePlugin:
         grow_vector("has_status", bool, False)
         grow_vector("np_aggregated", bool, False)
         grow_vector("prod_enabled", bool, False)
+        grow_vector("np_enabled", bool, False)
         grow_vector("update_time", np.float64, np.nan)
         self._capacity = capacity
 
@@ -138,6 +139,7 @@ class LoadAwarePlugin:
     has_status: npt.NDArray[np.bool_]
     np_aggregated: npt.NDArray[np.bool_]
     prod_enabled: npt.NDArray[np.bool_]
+    np_enabled: npt.NDArray[np.bool_]
     update_time: npt.NDArray[np.float64]
 
     def _load(self, name: str) -> NodeLoad:
@@ -165,8 +167,9 @@ class LoadAwarePlugin:
         prod = load.prod_usage + load.prod_delta
         self.prod_base[index] = prod
         self.score_prod_base[index] = prod
-        self.prod_enabled[index] = bool(profile.prod)
         self.prod_thr[index] = self.vectorize(dict(profile.prod))
+        # Koordinator tests the *vectorised* thresholds: all zero (or only unknown resources) means "not set".
+        self.prod_enabled[index] = bool(self.prod_thr[index].any())
         if profile.aggregated is not None:
             usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
             self.np_thr[index] = self.vectorize(dict(profile.aggregated.thresholds))
@@ -175,6 +178,7 @@ class LoadAwarePlugin:
             usage = load.node_usage
             self.np_thr[index] = self.vectorize(dict(profile.usage))
             self.np_aggregated[index] = False
+        self.np_enabled[index] = bool(self.np_thr[index].any())
         self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
@@ -260,7 +264,11 @@ class LoadAwarePlugin:
             return FilterVerdicts.all_pass(count)
         codes = np.zeros(count, np.int8)
         reason_ids = np.zeros(count, np.int16)
-        metric = self.has_metric[indices]
+        # Selected thresholds all zero: pass before the NodeMetric is even looked at (so also when expired).
+        enabled = self.np_enabled[indices]
+        if pod.priority_class is PriorityClass.PROD:
+            enabled = enabled | self.prod_enabled[indices]
+        metric = self.has_metric[indices] & enabled
         checked = metric & self.has_status[indices]
         if self.args.filter_expired_node_metrics:
             expired = metric & self._expired(indices, now)
