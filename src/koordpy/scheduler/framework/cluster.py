@@ -38,6 +38,8 @@ class FilterOutcome:
     unresolvable: dict[str, str]
     statuses: dict[str, Status]
     """Failing status per node name (first failing plugin wins)."""
+    passed_indices: npt.NDArray[np.int64] = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    """Node indices of ``passed``, aligned with it."""
 
 
 @dataclass(slots=True)
@@ -137,8 +139,13 @@ class ClusterState:
 
     # ---- decisions ---------------------------------------------------------------------
 
-    def filter(self, pod: PodInfo, names: list[str], now: float) -> FilterOutcome:
-        indices = self.index.lookup(names)
+    def filter(
+        self, pod: PodInfo, names: list[str], now: float, indices: npt.NDArray[np.int64] | None = None
+    ) -> FilterOutcome:
+        """Run the filter plugins over ``names``. ``indices`` may carry ``self.index.lookup(names)``
+        when the caller already has it (the extender reuses it between verbs)."""
+        if indices is None:
+            indices = self.index.lookup(names)
         known = indices >= 0
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -147,35 +154,55 @@ class ClusterState:
             for pos in np.flatnonzero(~known).tolist():
                 failed[names[pos]] = REASON_NODE_UNKNOWN
                 statuses[names[pos]] = Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")
-        alive = np.flatnonzero(known)
+            alive = np.flatnonzero(known)
+        else:
+            alive = np.arange(len(names))
         for plugin in self._filters:
             if alive.size == 0:
                 break
             verdicts = plugin.filter(pod, indices[alive], now)
             bad = verdicts.codes != Code.SUCCESS
             if bad.any():
-                for pos in np.flatnonzero(bad).tolist():
-                    name = names[int(alive[pos])]
-                    code = Code(int(verdicts.codes[pos]))
-                    reason = verdicts.reasons[int(verdicts.reason_ids[pos])]
-                    statuses[name] = Status(code, reason, plugin.name)
-                    if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                        unresolvable[name] = reason
+                bad_positions = np.flatnonzero(bad)
+                # One Status per distinct (code, reason): thousands of failing nodes share a handful.
+                keys = verdicts.codes[bad_positions].astype(np.int64) * 65536 + verdicts.reason_ids[bad_positions]
+                distinct, groups = np.unique(keys, return_inverse=True)
+                bad_names = self.index.names_at(indices[alive[bad_positions]])
+                for group, key in enumerate(distinct.tolist()):
+                    code = Code(key >> 16)
+                    status = Status(code, verdicts.reasons[key & 0xFFFF], plugin.name)
+                    members = np.flatnonzero(groups == group).tolist()
+                    group_names = [bad_names[i] for i in members] if len(distinct) > 1 else bad_names
+                    if statuses:
+                        statuses.update(dict.fromkeys(group_names, status))
                     else:
-                        failed[name] = reason
+                        statuses = dict.fromkeys(group_names, status)
+                    if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        unresolvable.update(dict.fromkeys(group_names, status.reason))
+                    elif failed:
+                        failed.update(dict.fromkeys(group_names, status.reason))
+                    else:
+                        failed = dict.fromkeys(group_names, status.reason)
                 alive = alive[~bad]
-        passed = [names[i] for i in alive.tolist()]
-        return FilterOutcome(passed, failed, unresolvable, statuses)
+        passed_indices = indices[alive]
+        passed = list(names) if alive.size == len(names) else self.index.names_at(passed_indices)
+        return FilterOutcome(passed, failed, unresolvable, statuses, passed_indices)
 
-    def score(self, pod: PodInfo, names: list[str], now: float) -> ScoreOutcome:
-        indices = self.index.lookup(names)
+    def score(
+        self, pod: PodInfo, names: list[str], now: float, indices: npt.NDArray[np.int64] | None = None
+    ) -> ScoreOutcome:
+        """Run the score plugins over ``names`` (``indices`` as in :meth:`filter`); unknown names score 0."""
+        if indices is None:
+            indices = self.index.lookup(names)
         known = indices >= 0
-        safe = np.where(known, indices, 0)
+        all_known = bool(known.all())
+        safe = indices if all_known else np.where(known, indices, 0)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
         total = np.zeros(len(names), np.int64)
         weights = 0
         for plugin in self._scorers:
-            scores = np.where(known, plugin.score(pod, safe, now), 0).astype(np.int64)
+            raw = plugin.score(pod, safe, now)
+            scores = (raw if all_known else np.where(known, raw, 0)).astype(np.int64)
             per_plugin[plugin.name] = scores
             total += scores * plugin.weight
             weights += plugin.weight

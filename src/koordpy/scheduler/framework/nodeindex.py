@@ -5,6 +5,8 @@ Indices of deleted nodes are reused. Not thread-safe: one writer (the event loop
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 import numpy.typing as npt
 
@@ -16,6 +18,7 @@ class NodeIndex:
         self._by_name: dict[str, int] = {}
         self._names: list[str | None] = []
         self._free: list[int] = []
+        self._name_array: npt.NDArray[np.object_] = np.full(64, None, dtype=object)
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -44,6 +47,11 @@ class NodeIndex:
         else:
             index = len(self._names)
             self._names.append(name)
+            if index >= self._name_array.size:
+                grown = np.full(2 * self._name_array.size, None, dtype=object)
+                grown[: self._name_array.size] = self._name_array
+                self._name_array = grown
+        self._name_array[index] = name
         self._by_name[name] = index
         return index
 
@@ -51,13 +59,19 @@ class NodeIndex:
         index = self._by_name.pop(name, None)
         if index is not None:
             self._names[index] = None
+            self._name_array[index] = None
             self._free.append(index)
         return index
 
     def lookup(self, names: list[str]) -> npt.NDArray[np.int64]:
         """Indices for ``names``; -1 where a name is unknown."""
-        get = self._by_name.get
-        return np.fromiter((get(n, -1) for n in names), dtype=np.int64, count=len(names))
+        count = len(names)
+        return np.fromiter(map(self._by_name.get, names, repeat(-1, count)), dtype=np.int64, count=count)
+
+    def names_at(self, indices: npt.NDArray[np.int64]) -> list[str]:
+        """The names at known ``indices`` (every index must be in use)."""
+        names: list[str] = self._name_array.take(indices).tolist()
+        return names
 
     def names(self) -> list[str]:
         """Known names in index order."""

@@ -278,12 +278,17 @@ class LoadAwarePlugin:
             checked &= ~expired
         if not checked.any():
             return FilterVerdicts(codes, reason_ids, self.reasons)
-        rows = indices[checked]
+        rows = indices if checked.all() else indices[checked]
+        # ``take`` along axis 0 rather than ``matrix[rows]``: same result, an order of magnitude faster.
         use_prod = self.prod_enabled[rows] if pod.priority_class is PriorityClass.PROD else np.zeros(rows.size, bool)
-        base = np.where(use_prod[:, None], self.prod_base[rows], self.np_base[rows])
-        thresholds = np.where(use_prod[:, None], self.prod_thr[rows], self.np_thr[rows])
+        if use_prod.any():
+            base = np.where(use_prod[:, None], self.prod_base.take(rows, 0), self.np_base.take(rows, 0))
+            thresholds = np.where(use_prod[:, None], self.prod_thr.take(rows, 0), self.np_thr.take(rows, 0))
+        else:
+            base = self.np_base.take(rows, 0)
+            thresholds = self.np_thr.take(rows, 0)
         used = base + self.estimate(pod)
-        alloc = self.alloc[rows]
+        alloc = self.alloc.take(rows, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             percent = _go_round(used.astype(np.float64) / alloc.astype(np.float64) * 100.0)
         over = (thresholds > 0) & (alloc > 0) & (percent > thresholds)
@@ -305,11 +310,11 @@ class LoadAwarePlugin:
         valid = self.has_metric[indices] & self.has_status[indices] & ~self._expired(indices, now)
         if not valid.any():
             return scores
-        rows = indices[valid]
+        rows = indices if valid.all() else indices[valid]
         prod = self.args.score_according_prod_usage and pod.priority_class is PriorityClass.PROD
-        base = self.score_prod_base[rows] if prod else self.score_np_base[rows]
+        base = (self.score_prod_base if prod else self.score_np_base).take(rows, 0)
         used = base + self.estimate(pod)
-        cap = self.alloc[rows]
+        cap = self.alloc.take(rows, 0)
         safe_cap = np.where(cap == 0, 1, cap)
         per_resource = np.where((cap == 0) | (used > cap), 0, (cap - used) * 100 // safe_cap)
         total = per_resource @ self._weights

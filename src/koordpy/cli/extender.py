@@ -1,0 +1,51 @@
+"""``koordpy extender``: the kube-scheduler HTTP extender (load-aware filter/score and the binder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from koordpy.cli.files import InputError
+from koordpy.cli.scheduler import load_scheduler_config
+from koordpy.config.errors import ConfigError
+
+__all__ = ["extender_command", "register"]
+
+
+def extender_command(
+    config: Annotated[Path, typer.Option("--config", help="SchedulerConfiguration file (YAML or JSON).")],
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="kubeconfig; default: $KUBECONFIG, in-cluster, ~/.kube/config.")
+    ] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Listen address (overrides extender.host).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Listen port (overrides extender.port).")] = None,
+) -> None:
+    """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster."""
+    try:
+        cfg = load_scheduler_config(config)
+    except (InputError, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if port is not None and not 1 <= port <= 65535:
+        typer.echo(f"error: --port: must be 1..65535, got {port}", err=True)
+        raise typer.Exit(2)
+    # Imported here so `koordpy --help` and the offline tools do not pay for the server stack.
+    from koordpy.kube.client import ApiClient
+    from koordpy.runtime.logging import configure_logging
+    from koordpy.scheduler.extender.server import serve
+
+    configure_logging(cfg.extender.log_level)
+    try:
+        client = ApiClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None)
+    except Exception as exc:  # the kubernetes loader raises its own ConfigException, or OSError
+        where = f"{kubeconfig}: " if kubeconfig is not None else ""
+        typer.echo(f"error: {where}cannot load Kubernetes connection settings: {exc}", err=True)
+        raise typer.Exit(2) from None
+    serve(cfg, client, host or cfg.extender.host, port or cfg.extender.port)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``extender`` command to the ``koordpy`` application."""
+    app.command("extender")(extender_command)

@@ -1,0 +1,151 @@
+"""The FastAPI application: the three extender verbs plus health, readiness, metrics and debug.
+
+The verbs are plain Starlette routes (``Request`` in, ``Response(bytes)`` out): no dependency
+injection, no pydantic, no ``jsonable_encoder`` on the hot path. Request bodies are size-limited
+(``extender.maxRequestBytes``) and must be ``application/json``.
+
+Not guaranteed: anything but the verbs is for operators (``/debug`` has no stable schema).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import orjson
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from koordpy.runtime.metrics import render
+from koordpy.scheduler.extender.debug import describe_node
+from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
+from koordpy.scheduler.extender.service import ExtenderService, Reply
+
+__all__ = ["create_app", "read_body"]
+
+JSON = "application/json"
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or :class:`ProtocolError` (413 too large, 415 not JSON, 400 unreadable)."""
+    content_type = request.headers.get("content-type", "")
+    media = content_type.partition(";")[0].strip().lower()
+    if media != JSON and not media.endswith("+json"):
+        raise ProtocolError(415, f"Content-Type must be application/json, got {content_type or 'none'!r}")
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise ProtocolError(400, "invalid Content-Length") from None
+        if declared > limit:
+            raise ProtocolError(413, f"request body of {declared} bytes exceeds maxRequestBytes={limit}")
+        try:
+            return await request.body()
+        except Exception as exc:
+            raise ProtocolError(400, f"could not read the request body: {type(exc).__name__}") from None
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ProtocolError(413, f"request body exceeds maxRequestBytes={limit}")
+            chunks.append(chunk)
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(400, f"could not read the request body: {type(exc).__name__}") from None
+    return b"".join(chunks)
+
+
+def _response(reply: Reply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type=JSON)
+
+
+def create_app(
+    service: ExtenderService,
+    registry: CollectorRegistry,
+    *,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """Build the app around one service. ``lifespan`` starts/stops the watches (see ``server``)."""
+    app = FastAPI(
+        title="koordpy extender",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    limit = service.settings.max_request_bytes
+
+    async def filter_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await read_body(request, limit)
+        except ProtocolError as exc:
+            return _response(service.reject("filter", exc, started))
+        return _response(service.filter(body, started))
+
+    async def prioritize_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await read_body(request, limit)
+        except ProtocolError as exc:
+            return _response(service.reject("prioritize", exc, started))
+        return _response(service.prioritize(body, started))
+
+    async def bind_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await read_body(request, limit)
+        except ProtocolError as exc:
+            return _response(service.reject("bind", exc, started))
+        return _response(await service.bind(body, started))
+
+    app.router.add_route("/filter", filter_verb, methods=["POST"])
+    app.router.add_route("/prioritize", prioritize_verb, methods=["POST"])
+    app.router.add_route("/bind", bind_verb, methods=["POST"])
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return PlainTextResponse("ok")
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        reason = service.not_ready()
+        if reason is not None:
+            return PlainTextResponse(f"not ready: {reason}", status_code=503)
+        return PlainTextResponse("ok")
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        body, content_type = render(registry)
+        return Response(body, media_type=content_type)
+
+    @app.get("/debug/nodes/{name}")
+    async def debug_node(name: str) -> Response:
+        view = describe_node(service.state, name, service.clock.now())
+        if view is None:
+            return Response(orjson.dumps({"Error": f"node {name!r} is not in the cache"}), 404, media_type=JSON)
+        return Response(orjson.dumps(view, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        """Last resort: anything that escaped a route becomes the protocol's error shape, logged."""
+        path = request.url.path
+        service.log.error("request.crashed", path=path, error=f"{type(exc).__name__}: {exc}")
+        reason = f"koordpy extender internal error: {type(exc).__name__}"
+        if path.endswith("/filter"):
+            return Response(encode_filter_error(reason), media_type=JSON)
+        if path.endswith("/prioritize"):
+            return Response(b"[]", media_type=JSON)
+        if path.endswith("/bind"):
+            return Response(encode_bind_result(reason), media_type=JSON)
+        return Response(orjson.dumps({"Error": reason}), status_code=503, media_type=JSON)
+
+    app.add_exception_handler(Exception, unexpected)
+    return app

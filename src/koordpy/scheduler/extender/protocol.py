@@ -1,0 +1,237 @@
+"""The kube-scheduler extender wire format (``k8s.io/kube-scheduler/extender/v1``), decoded and encoded
+with orjson on plain dicts: no pydantic on the hot path.
+
+JSON keys are the Go field names, capitalised (``Pod``, ``Nodes``, ``NodeNames``, ``FailedNodes``,
+``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``, ``PodName``, ``PodNamespace``,
+``PodUID``, ``Node``). Requests are matched on exactly those keys, as kube-scheduler sends them.
+
+Not guaranteed: lower-case or mixed-case request keys are not accepted (Go's decoder would accept
+them; kube-scheduler never sends them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
+
+__all__ = [
+    "MAX_EXTENDER_PRIORITY",
+    "BindArgs",
+    "ExtenderArgs",
+    "HostFragments",
+    "ProtocolError",
+    "decode_args",
+    "decode_bind_args",
+    "encode_bind_result",
+    "encode_filter_error",
+    "encode_filter_result",
+    "encode_priorities",
+    "error_body",
+    "require_strings",
+]
+
+MAX_EXTENDER_PRIORITY = 10
+
+
+class ProtocolError(Exception):
+    """A request the extender cannot serve; ``status`` is the HTTP status (4xx), ``reason`` one line."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class ExtenderArgs:
+    """``ExtenderArgs``. ``items`` holds the full Node objects when the caller is not nodeCacheCapable."""
+
+    pod: Mapping[str, Any]
+    names: list[Any]
+    """Candidate node names as sent; element types are checked only where a name is not a known node."""
+    items: list[Mapping[str, Any]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class BindArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+def _object(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ProtocolError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(400, f"request body must be a JSON object ({what}), got {type(data).__name__}")
+    return data
+
+
+def decode_args(body: bytes) -> ExtenderArgs:
+    """Decode a filter/prioritize request. Raises :class:`ProtocolError` (400) on a malformed one."""
+    data = _object(body, "ExtenderArgs")
+    pod = data.get("Pod")
+    if not isinstance(pod, dict):
+        raise ProtocolError(400, "Pod: required, must be a Pod object")
+    names = data.get("NodeNames")
+    if names is not None:
+        if not isinstance(names, list):
+            raise ProtocolError(400, "NodeNames: expected an array of node names or null")
+        return ExtenderArgs(pod, names, None)
+    nodes = data.get("Nodes")
+    if nodes is None:
+        return ExtenderArgs(pod, [], None)  # both null: no candidates (kube-scheduler never sends this)
+    if not isinstance(nodes, dict):
+        raise ProtocolError(400, "Nodes: expected a NodeList object or null")
+    items = nodes.get("items") or []
+    if not isinstance(items, list):
+        raise ProtocolError(400, "Nodes.items: expected an array of Node objects")
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ProtocolError(400, f"Nodes.items[{i}].metadata.name: required string")
+        out.append(name)
+    return ExtenderArgs(pod, out, items)
+
+
+def require_strings(names: Sequence[Any], positions: Sequence[int]) -> None:
+    """Raise 400 unless every ``names[p]`` for ``p`` in ``positions`` is a string."""
+    for pos in positions:
+        if type(names[pos]) is not str:
+            raise ProtocolError(400, f"NodeNames[{pos}]: expected a string, got {type(names[pos]).__name__}")
+
+
+def decode_bind_args(body: bytes) -> BindArgs:
+    """Decode ``ExtenderBindingArgs``. ``PodUID`` may be empty (then no UID precondition is sent)."""
+    data = _object(body, "ExtenderBindingArgs")
+    values: dict[str, str] = {}
+    for key in ("PodName", "PodNamespace", "PodUID", "Node"):
+        value = data.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise ProtocolError(400, f"{key}: expected a string, got {type(value).__name__}")
+        if not value and key != "PodUID":
+            raise ProtocolError(400, f"{key}: required")
+        values[key] = value
+    return BindArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
+
+
+# ---- responses ---------------------------------------------------------------------------
+
+
+def encode_filter_result(
+    passed: list[str],
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+    items: list[Mapping[str, Any]] | None,
+    names: Sequence[Any],
+) -> bytes:
+    """``ExtenderFilterResult`` in the caller's form: ``NodeNames`` (cache-capable) or ``Nodes.items``."""
+    if items is None:
+        return orjson.dumps(
+            {
+                "Nodes": None,
+                "NodeNames": passed,
+                "FailedNodes": failed,
+                "FailedAndUnresolvableNodes": unresolvable,
+                "Error": "",
+            }
+        )
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for name, item in zip(names, items, strict=True):
+        by_name.setdefault(name, item)
+    return orjson.dumps(
+        {
+            "Nodes": {"metadata": {}, "items": [by_name[name] for name in passed]},
+            "NodeNames": None,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": "",
+        }
+    )
+
+
+def encode_filter_error(reason: str) -> bytes:
+    """A filter result carrying only ``Error``: kube-scheduler fails this scheduling attempt and retries."""
+    return orjson.dumps(
+        {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": reason}
+    )
+
+
+def encode_bind_result(error: str = "") -> bytes:
+    return orjson.dumps({"Error": error})
+
+
+def error_body(reason: str) -> bytes:
+    """The body of a 4xx answer: ``{"Error": reason}`` (readable by humans and Go's decoder alike)."""
+    return orjson.dumps({"Error": reason})
+
+
+_SCORES = np.array([b"%d}," % s for s in range(MAX_EXTENDER_PRIORITY + 1)], dtype=object)
+
+
+class HostFragments:
+    """A cluster listener that keeps, per node index, the JSON prefix ``{"Host":"<name>","Score":``.
+
+    Prioritize answers are then assembled by one numpy gather and one ``bytes.join`` instead of a
+    dict per node. Register it in the ``ClusterState`` plugin list (it neither filters nor scores).
+    """
+
+    name = "koordpy.extender.HostFragments"
+
+    def __init__(self) -> None:
+        self.fragments: npt.NDArray[np.object_] = np.full(64, b"", dtype=object)
+
+    def on_capacity(self, capacity: int) -> None:
+        if capacity > self.fragments.size:
+            grown = np.full(capacity, b"", dtype=object)
+            grown[: self.fragments.size] = self.fragments
+            self.fragments = grown
+
+    def on_node(self, index: int, node: NodeInfo) -> None:
+        self.on_capacity(index + 1)
+        self.fragments[index] = b'{"Host":' + orjson.dumps(node.name) + b',"Score":'
+
+    def on_node_removed(self, index: int, name: str) -> None:
+        self.fragments[index] = b""
+
+    def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
+        return None
+
+    def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
+        return None
+
+    def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
+        return None
+
+
+def encode_priorities(fragments: HostFragments, indices: npt.NDArray[np.int64], scores: npt.NDArray[np.int64]) -> bytes:
+    """``HostPriorityList`` for the known nodes (``indices >= 0``); unknown names are left out.
+
+    ``scores`` are clamped to 0..10 here whatever the caller passed.
+    """
+    known = indices >= 0
+    if not known.all():
+        indices = indices[known]
+        scores = scores[known]
+    count = indices.size
+    if count == 0:
+        return b"[]"
+    parts = np.empty(2 * count, dtype=object)
+    parts[0::2] = fragments.fragments[indices]
+    parts[1::2] = _SCORES[np.clip(scores, 0, MAX_EXTENDER_PRIORITY)]
+    joined = b"".join(parts.tolist())
+    return b"[" + joined[:-1] + b"]"

@@ -1,0 +1,260 @@
+"""The extender's three verbs on bytes in, bytes out: no HTTP framework in here.
+
+``filter`` and ``prioritize`` are synchronous (pure computation on the event loop); ``bind`` awaits
+the ``pods/binding`` call. Every verb answers; nothing raises to the caller:
+
+* a malformed request -> ``Reply(4xx, {"Error": reason})``;
+* not synced yet -> filter ``Error`` (kube-scheduler retries the pod), prioritize ``[]``;
+* an unexpected exception -> logged, then the protocol's error shape with status 200 (filter and
+  bind ``Error``; prioritize ``[]``, which kube-scheduler treats like an ignored prioritize error).
+
+Not guaranteed: thread safety (one event loop); that a bind of a pod never seen by this process
+counts its estimate before the watch reports it (it is counted, and logged, once the watch does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.config.scheduler import ExtenderSettings
+from koordpy.kube.errors import ApiError
+from koordpy.model.clock import Clock
+from koordpy.model.objects import PodInfo, pod_from_dict
+from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.metrics import ExtenderMetrics
+from koordpy.scheduler.extender.protocol import (
+    BindArgs,
+    HostFragments,
+    ProtocolError,
+    decode_args,
+    decode_bind_args,
+    encode_bind_result,
+    encode_filter_error,
+    encode_filter_result,
+    encode_priorities,
+    error_body,
+    require_strings,
+)
+from koordpy.scheduler.framework.cluster import ClusterState
+
+__all__ = ["Binder", "ExtenderService", "Reply"]
+
+RECENT_PODS = 2048
+"""Pods converted from filter/prioritize requests, kept (LRU) for reuse and for bind."""
+
+
+class Binder(Protocol):
+    """What bind needs from the API client (``koordpy.kube.client.ApiClient`` has it)."""
+
+    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+
+
+def _always_ready() -> str | None:
+    return None
+
+
+class ExtenderService:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        fragments: HostFragments,
+        settings: ExtenderSettings,
+        metrics: ExtenderMetrics,
+        binder: Binder | None,
+        clock: Clock,
+        log: Any,
+        not_ready: Callable[[], str | None] = _always_ready,
+    ) -> None:
+        self.cache = cache
+        self.state: ClusterState = cache.state
+        self.fragments = fragments
+        self.settings = settings
+        self.metrics = metrics
+        self.binder = binder
+        self.clock = clock
+        self.log = log
+        self.not_ready = not_ready
+        self._recent: OrderedDict[str, tuple[str, PodInfo]] = OrderedDict()
+        self._last_passed: list[str] | None = None
+        self._last_passed_indices: npt.NDArray[np.int64] | None = None
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    def _pod(self, raw: Mapping[str, Any], verb: str) -> PodInfo:
+        """Convert the request's pod once; a pod with the same uid and resourceVersion is reused."""
+        meta = raw.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if isinstance(uid, str) and uid and isinstance(version, str) and version:
+            hit = self._recent.get(uid)
+            if hit is not None and hit[0] == version:
+                self._recent.move_to_end(uid)
+                pod = hit[1]
+                self._note_foreign(pod, verb)
+                return pod
+        try:
+            pod = pod_from_dict(raw)
+        except Exception as exc:
+            raise ProtocolError(400, f"Pod: {exc}") from None
+        self._recent[pod.uid] = (version if isinstance(version, str) else "", pod)
+        self._recent.move_to_end(pod.uid)
+        if len(self._recent) > RECENT_PODS:
+            self._recent.popitem(last=False)
+        self._note_foreign(pod, verb)
+        return pod
+
+    def _note_foreign(self, pod: PodInfo, verb: str) -> None:
+        if pod.scheduler_name != self.settings.scheduler_name:
+            self.metrics.foreign_pods.labels(verb).inc()
+
+    def _indices(self, names: list[Any]) -> npt.NDArray[np.int64]:
+        """Node indices (-1 unknown); reuses the last filter's answer when prioritize sends it back."""
+        last = self._last_passed
+        if last is not None and len(last) == len(names) and last == names:
+            assert self._last_passed_indices is not None
+            return self._last_passed_indices
+        try:
+            indices = self.state.index.lookup(names)
+        except TypeError:  # an unhashable element
+            require_strings(names, range(len(names)))
+            raise
+        unknown = np.flatnonzero(indices < 0)
+        if unknown.size:
+            require_strings(names, unknown.tolist())
+        return indices
+
+    def _finish(self, verb: str, outcome: str, started: float) -> None:
+        self.metrics.latency.labels(verb).observe(time.perf_counter() - started)
+        self.metrics.requests.labels(verb, outcome).inc()
+
+    def reject(self, verb: str, exc: ProtocolError, started: float) -> Reply:
+        """Answer a request that could not even be read (size, content type, transport)."""
+        return self._bad_request(verb, exc, started)
+
+    def _bad_request(self, verb: str, exc: ProtocolError, started: float) -> Reply:
+        self._finish(verb, "bad_request", started)
+        self.log.warning("request.rejected", verb=verb, status=exc.status, reason=exc.reason)
+        return Reply(exc.status, error_body(exc.reason))
+
+    # ---- verbs -------------------------------------------------------------------------
+
+    def filter(self, body: bytes, started: float | None = None) -> Reply:
+        started = time.perf_counter() if started is None else started
+        try:
+            args = decode_args(body)
+            pod = self._pod(args.pod, "filter")
+            reason = self.not_ready()
+            if reason is not None:
+                self._finish("filter", "not_ready", started)
+                return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
+            indices = self._indices(args.names)
+            outcome = self.state.filter(pod, args.names, self.clock.now(), indices=indices)
+            reply = encode_filter_result(outcome.passed, outcome.failed, outcome.unresolvable, args.items, args.names)
+            self._last_passed = outcome.passed
+            self._last_passed_indices = outcome.passed_indices
+        except ProtocolError as exc:
+            return self._bad_request("filter", exc, started)
+        except Exception as exc:
+            self._finish("filter", "error", started)
+            self.log.exception("request.failed", verb="filter", error=f"{type(exc).__name__}: {exc}")
+            return Reply(200, encode_filter_error(f"koordpy extender internal error: {type(exc).__name__}"))
+        self._finish("filter", "ok", started)
+        return Reply(200, reply)
+
+    def prioritize(self, body: bytes, started: float | None = None) -> Reply:
+        started = time.perf_counter() if started is None else started
+        try:
+            args = decode_args(body)
+            pod = self._pod(args.pod, "prioritize")
+            if self.not_ready() is not None:
+                self._finish("prioritize", "not_ready", started)
+                return Reply(200, b"[]")
+            indices = self._indices(args.names)
+            outcome = self.state.score(pod, args.names, self.clock.now(), indices=indices)
+            reply = encode_priorities(self.fragments, indices, outcome.extender)
+        except ProtocolError as exc:
+            return self._bad_request("prioritize", exc, started)
+        except Exception as exc:
+            self._finish("prioritize", "error", started)
+            self.log.exception("request.failed", verb="prioritize", error=f"{type(exc).__name__}: {exc}")
+            return Reply(200, b"[]")
+        self._finish("prioritize", "ok", started)
+        return Reply(200, reply)
+
+    async def bind(self, body: bytes, started: float | None = None) -> Reply:
+        started = time.perf_counter() if started is None else started
+        try:
+            args = decode_bind_args(body)
+        except ProtocolError as exc:
+            return self._bad_request("bind", exc, started)
+        where = f"{args.pod_namespace}/{args.pod_name}"
+        try:
+            return await self._bind(args, where, started)
+        except Exception as exc:
+            self._finish("bind", "error", started)
+            self.log.exception("bind.failed", pod=where, node=args.node, error=f"{type(exc).__name__}: {exc}")
+            return Reply(200, encode_bind_result(f"koordpy extender internal error: {type(exc).__name__}"))
+
+    def _known_pod(self, namespace: str, name: str, uid: str) -> PodInfo | None:
+        pod = self.cache.pending.get(uid)
+        if pod is None:
+            hit = self._recent.get(uid)
+            pod = hit[1] if hit is not None else None
+        if pod is None or pod.namespace != namespace or pod.name != name:
+            return None
+        return pod
+
+    async def _bind(self, args: BindArgs, where: str, started: float) -> Reply:
+        namespace, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
+        pod = self._known_pod(namespace, name, uid) if uid else None
+        placed: PodInfo | None = None
+        if pod is not None:
+            self._note_foreign(pod, "bind")
+            if uid not in self.state.assigned:  # already assigned: the watch knows better than we do
+                placed = self.state.assume(pod, node, self.clock.now())
+        else:
+            self.metrics.binds_unassumed.inc()
+        if self.binder is None:
+            error: BaseException | None = RuntimeError("no API client configured")
+        else:
+            error = None
+            try:
+                async with asyncio.timeout(self.settings.bind_timeout_seconds):
+                    await self.binder.create_binding(namespace, name, uid, node)
+            except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
+                error = exc
+        if error is None:
+            self._finish("bind", "ok", started)
+            self.log.info("bind", pod=where, uid=uid, node=node, assumed=placed is not None)
+            return Reply(200, encode_bind_result(""))
+        if placed is not None and self.state.assigned.get(uid) is placed:
+            self.state.remove_pod(uid)  # un-assume; the watch corrects anything else later
+        kind = _failure_kind(error)
+        self.metrics.bind_failures.labels(kind).inc()
+        self._finish("bind", "bind_failed", started)
+        message = f"binding {where} to {node} failed: {kind}: {error}"
+        self.log.warning("bind.failed", pod=where, uid=uid, node=node, reason=kind, error=str(error))
+        return Reply(200, encode_bind_result(message))
+
+
+def _failure_kind(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "Timeout"
+    if isinstance(error, ApiError):
+        return type(error).__name__ if type(error) is not ApiError else f"HTTP{error.status}"
+    return type(error).__name__

@@ -1,0 +1,134 @@
+"""An extender served by uvicorn on a loopback port inside the test's event loop, fed by hand.
+
+The cache is fed with the same watch handlers the reflectors call (``cache.handler(resource)``), so
+these tests exercise conversion + protocol + HTTP; the API-backed tests add the real reflectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from koordpy.config import SchedulerConfiguration, validate
+from koordpy.kube.errors import ApiError
+from koordpy.scheduler.extender.server import Extender, build_extender
+from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
+
+CONFIG = {
+    "loadAware": {
+        "usageThresholds": {"cpu": 65, "memory": 95},
+        "estimatedScalingFactors": {"cpu": 85, "memory": 70},
+    },
+    "extender": {"maxRequestBytes": 4 * 1024 * 1024},
+}
+
+
+class FakeBinder:
+    """Records ``create_binding`` calls; raises ``fail_with`` when set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str, str]] = []
+        self.fail_with: ApiError | None = None
+        self.gate: asyncio.Event | None = None
+
+    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+        self.calls.append((namespace, name, uid, node))
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+        return {"kind": "Status", "status": "Success"}
+
+
+@dataclass
+class Running:
+    extender: Extender
+    clock: FakeClock
+    binder: FakeBinder
+    http: httpx.AsyncClient
+    url: str
+    server: uvicorn.Server
+    logs: list[str] = field(default_factory=list)
+
+    def node(self, name: str, cpu: str = "32", memory: str = "128Gi") -> None:
+        raw = NodeBuilder(name).allocatable(cpu=cpu, memory=memory, pods="110").build()
+        self.extender.cache.handler("nodes")("ADDED", raw)
+
+    def metric(self, name: str, cpu: str, memory: str, age: float = 30.0) -> None:
+        raw = NodeMetricBuilder(name).updated(self.clock.now() - age).usage(cpu=cpu, memory=memory).build()
+        self.extender.cache.handler("nodemetrics")("ADDED", raw)
+
+    def pod_event(self, event: str, raw: dict[str, Any]) -> None:
+        self.extender.cache.handler("pods")(event, raw)
+
+    async def post(self, verb: str, body: Any) -> httpx.Response:
+        return await self.http.post(f"/{verb}", json=body)
+
+
+def config(**extender: Any) -> SchedulerConfiguration:
+    data = {**CONFIG, "extender": {**CONFIG["extender"], **extender}}
+    return validate(SchedulerConfiguration, data)
+
+
+async def start(cfg: SchedulerConfiguration) -> Running:
+    clock = FakeClock()
+    extender = build_extender(cfg, None, clock=clock, freeze_gc=False)
+    binder = FakeBinder()
+    extender.service.binder = binder
+    server = uvicorn.Server(
+        uvicorn.Config(
+            extender.app, host="127.0.0.1", port=0, log_config=None, access_log=False, ws="none", lifespan="on"
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    assert server.started, "uvicorn did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    http = httpx.AsyncClient(base_url=url, timeout=30.0)
+    running = Running(extender, clock, binder, http, url, server)
+    running.task = task  # type: ignore[attr-defined]
+    return running
+
+
+async def stop(running: Running) -> None:
+    await running.http.aclose()
+    running.server.should_exit = True
+    await running.task  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def make_ext() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
+    """``await make_ext(bindTimeoutSeconds=0.2)``: an extender with these ``extender:`` settings."""
+    started: list[Running] = []
+
+    async def make(**extender: Any) -> Running:
+        running = await start(config(**extender))
+        started.append(running)
+        return running
+
+    try:
+        yield make
+    finally:
+        for running in started:
+            await stop(running)
+
+
+@pytest.fixture
+async def ext() -> AsyncIterator[Running]:
+    running = await start(config())
+    try:
+        yield running
+    finally:
+        await stop(running)
