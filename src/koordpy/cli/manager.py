@@ -1,0 +1,51 @@
+"""``koordpy manager``: the kopf operator that keeps one NodeMetric per node."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from koordpy.cli.files import InputError, read_mapping
+from koordpy.config.errors import ConfigError, validate
+from koordpy.config.manager import ManagerConfiguration
+
+__all__ = ["load_manager_config", "manager_command", "register"]
+
+
+def load_manager_config(path: Path) -> ManagerConfiguration:
+    """The manager configuration file. Raises InputError/ConfigError naming the file and field path."""
+    return validate(ManagerConfiguration, read_mapping(path), str(path))
+
+
+def manager_command(
+    config: Annotated[Path, typer.Option("--config", help="ManagerConfiguration file (YAML or JSON).")],
+    kubeconfig: Annotated[
+        Path | None, typer.Option("--kubeconfig", help="kubeconfig file; default: in-cluster service account.")
+    ] = None,
+) -> None:
+    """Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes."""
+    try:
+        cfg = load_manager_config(config)
+    except (InputError, ConfigError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if kubeconfig is not None:
+        if not kubeconfig.is_file():
+            typer.echo(f"error: --kubeconfig: {kubeconfig}: no such file", err=True)
+            raise typer.Exit(2)
+        # kopf's kubeconfig login reads KUBECONFIG; the service-account login wins only inside a pod.
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from koordpy.manager.operator import run
+
+    asyncio.run(run(cfg))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``koordpy manager`` to the top-level command."""
+    app.command("manager")(manager_command)

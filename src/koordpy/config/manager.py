@@ -1,0 +1,116 @@
+"""The manager deployable's configuration file.
+
+.. code-block:: yaml
+
+    apiVersion: koordpy.io/v1alpha1
+    kind: ManagerConfiguration
+    nodeMetric:                       # Koordinator slo-controller's NodeMetric collect policy
+      aggregateDurationSeconds: 300
+      reportIntervalSeconds: 60
+      nodeAggregateDurations: [5m0s, 10m0s, 30m0s]
+      overrides:                      # first match wins, per node labels
+        - nodeSelector: {pool: batch}
+          reportIntervalSeconds: 30
+    peering: {enabled: false, name: koordpy-manager}
+    health: {host: 0.0.0.0, port: 8080}
+
+Unknown keys are errors (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from koordpy.model.durations import DurationError, parse_duration
+
+__all__ = [
+    "HealthSettings",
+    "ManagerConfiguration",
+    "NodeMetricOverride",
+    "NodeMetricSettings",
+    "PeeringSettings",
+]
+
+MemoryPolicy = Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+def _check_durations(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    seen: set[float] = set()
+    for i, text in enumerate(values):
+        try:
+            seconds = parse_duration(text)
+        except DurationError as exc:
+            raise ValueError(f"[{i}]: {exc}") from None
+        if seconds <= 0:
+            raise ValueError(f"[{i}]: {text!r} must be positive")
+        if seconds in seen:
+            raise ValueError(f"[{i}]: {text!r} repeats an earlier window")
+        seen.add(seconds)
+    return values
+
+
+class NodeMetricOverride(_Settings):
+    """Collect-policy fields for the nodes whose labels include ``nodeSelector``; unset fields inherit."""
+
+    node_selector: dict[str, str] = Field(alias="nodeSelector", min_length=1)
+    """Labels a node must carry (all of them) for this override to apply."""
+    aggregate_duration_seconds: int | None = Field(None, alias="aggregateDurationSeconds", ge=1)
+    report_interval_seconds: int | None = Field(None, alias="reportIntervalSeconds", ge=1)
+    node_aggregate_durations: tuple[str, ...] | None = Field(None, alias="nodeAggregateDurations")
+    node_memory_collect_policy: MemoryPolicy | None = Field(None, alias="nodeMemoryCollectPolicy")
+
+    _durations = field_validator("node_aggregate_durations")(_check_durations)
+
+
+class NodeMetricSettings(_Settings):
+    """What Koordinator's slo-controller writes into every NodeMetric's ``spec.metricCollectPolicy``."""
+
+    enabled: bool = True
+    """Keep one NodeMetric per node and delete those of deleted nodes."""
+    aggregate_duration_seconds: int = Field(300, alias="aggregateDurationSeconds", ge=1)
+    """Window of ``status.nodeMetric.nodeUsage``."""
+    report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", ge=1)
+    """How often agents report. The extender treats a NodeMetric older than its own limit as stale."""
+    node_aggregate_durations: tuple[str, ...] = Field(("5m0s", "10m0s", "30m0s"), alias="nodeAggregateDurations")
+    """Windows of ``status.nodeMetric.aggregatedNodeUsages`` (Go durations)."""
+    node_memory_collect_policy: MemoryPolicy | None = Field(None, alias="nodeMemoryCollectPolicy")
+    """Unset: the agent's default (``usageWithoutPageCache``); the field is then left out of the spec."""
+    overrides: tuple[NodeMetricOverride, ...] = ()
+    """Per-node-label exceptions; the first matching override wins."""
+
+    _durations = field_validator("node_aggregate_durations")(_check_durations)
+
+
+class PeeringSettings(_Settings):
+    """kopf peering between replicas. Off: the process acts alone (``--standalone``)."""
+
+    enabled: bool = False
+    """Required with more than one replica; the chart forces it on then."""
+    name: str = Field("koordpy-manager", min_length=1, max_length=63)
+    """Name of the ClusterKopfPeering object the replicas share."""
+
+
+class HealthSettings(_Settings):
+    """kopf's liveness endpoint, served at ``http://{host}:{port}/healthz``."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(8080, ge=1, le=65535)
+
+
+class ManagerConfiguration(_Settings):
+    api_version: Literal["koordpy.io/v1alpha1"] = Field("koordpy.io/v1alpha1", alias="apiVersion")
+    kind: Literal["ManagerConfiguration"] = "ManagerConfiguration"
+    node_metric: NodeMetricSettings = Field(
+        default_factory=lambda: NodeMetricSettings.model_validate({}), alias="nodeMetric"
+    )
+    peering: PeeringSettings = Field(default_factory=lambda: PeeringSettings.model_validate({}))
+    health: HealthSettings = Field(default_factory=lambda: HealthSettings.model_validate({}))
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")

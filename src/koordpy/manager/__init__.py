@@ -1,0 +1,5 @@
+"""The manager deployable: a kopf operator that keeps one NodeMetric per node.
+
+``policy`` decides (pure); ``api`` is the manager's only API caller (kopf's client); ``operator`` wires
+kopf events to decisions.
+"""

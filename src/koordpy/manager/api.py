@@ -1,0 +1,61 @@
+"""The manager's only API caller: carries out NodeMetric actions through kopf's own client.
+
+kopf brings an authenticated aiohttp client (credentials from its login handlers, retries on 5xx/429);
+the manager uses it instead of a second client library. kopf exports no public create/patch/delete
+calls, so this module reaches into ``kopf._cogs.clients`` (tested against kopf 1.45) and keeps that
+dependency in one place. Must run inside the operator's tasks (kopf's credentials live in a contextvar).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import kopf
+from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import errors as kopf_errors
+
+from koordpy.crds.nodemetric import NODE_METRIC
+from koordpy.manager.policy import Action, Create, Delete, Patch
+
+__all__ = ["NodeMetricWriter", "Outcome"]
+
+Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
+
+BASE = f"/apis/{NODE_METRIC.group}/{NODE_METRIC.version}/{NODE_METRIC.plural}"
+
+
+class NodeMetricWriter:
+    """Applies :mod:`koordpy.manager.policy` actions. Not guaranteed: ordering between calls."""
+
+    def __init__(self, settings: kopf.OperatorSettings, logger: logging.Logger | None = None) -> None:
+        self._settings = settings
+        self._logger = logger or logging.getLogger("koordpy.manager")
+
+    async def apply(self, action: Action) -> Outcome:
+        """Carry out one action. A lost race (409 on create, 404 on patch or delete) is not an error:
+        the watch event that follows brings the next decision."""
+        try:
+            if isinstance(action, Create):
+                await kopf_api.post(BASE, payload=action.body, settings=self._settings, logger=self._logger)
+                self._logger.info("created NodeMetric %s", action.name)
+                return "created"
+            if isinstance(action, Patch):
+                await kopf_api.patch(
+                    f"{BASE}/{action.name}",
+                    payload=action.patch,
+                    headers={"Content-Type": "application/merge-patch+json"},
+                    settings=self._settings,
+                    logger=self._logger,
+                )
+                self._logger.info("patched NodeMetric %s collect policy", action.name)
+                return "patched"
+            await kopf_api.delete(f"{BASE}/{action.name}", settings=self._settings, logger=self._logger)
+            self._logger.info("deleted NodeMetric %s (node gone)", action.name)
+            return "deleted"
+        except kopf_errors.APIConflictError:
+            return "exists"
+        except kopf_errors.APINotFoundError:
+            if isinstance(action, Delete | Patch):
+                return "gone"
+            raise

@@ -1,0 +1,121 @@
+"""kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`.
+
+Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
+or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
+before any handler runs, so a NodeMetric whose node is already gone is deleted on start-up.
+
+High availability: with ``peering.enabled`` the replicas share a ClusterKopfPeering and each starts with
+a random 31-bit priority, so exactly one (the highest) acts and the others stand by; kopf freezes all of
+them only if two priorities are equal (probability about n^2/2^32). Without peering the process runs
+``standalone``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import kopf
+
+from koordpy.config.manager import ManagerConfiguration
+from koordpy.crds.nodemetric import NODE_METRIC
+from koordpy.manager.api import NodeMetricWriter, Outcome
+from koordpy.manager.policy import Action, reconcile_nodemetric
+
+__all__ = ["build_registry", "operator_settings", "run"]
+
+Apply = Callable[[Action], Awaitable[Outcome]]
+NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
+
+
+def _only(store: Any) -> Any:
+    """The single value an index keeps per name (None when absent)."""
+    if store is None:
+        return None
+    for value in store:
+        return value
+    return None
+
+
+def build_registry(config: ManagerConfiguration, apply: Apply) -> kopf.OperatorRegistry:
+    """A kopf registry with the manager's indexes and handlers; ``apply`` carries out actions."""
+    registry = kopf.OperatorRegistry()
+    settings = config.node_metric
+
+    @kopf.index("v1", "nodes", id="node_labels", registry=registry)
+    def node_labels(name: str, labels: Any, **_: Any) -> dict[str, dict[str, str]]:
+        return {name: dict(labels)}
+
+    @kopf.index(*NM, id="nodemetric_specs", registry=registry)
+    def nodemetric_specs(name: str, spec: Any, **_: Any) -> dict[str, dict[str, Any]]:
+        return {name: dict(spec)}
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    async def node_event(*, type: str, name: str, labels: Mapping[str, str], **kwargs: Any) -> None:
+        specs: kopf.Index[str, dict[str, Any]] = kwargs["nodemetric_specs"]
+        if type == "DELETED":
+            action = reconcile_nodemetric(name, settings, None, None, exists=True)
+        else:
+            current = _only(specs.get(name))
+            action = reconcile_nodemetric(name, settings, dict(labels), current, exists=name in specs)
+        if action is not None:
+            await apply(action)
+
+    @kopf.on.event(*NM, registry=registry)
+    async def nodemetric_event(*, type: str, name: str, spec: kopf.Spec, **kwargs: Any) -> None:
+        nodes: kopf.Index[str, dict[str, str]] = kwargs["node_labels"]
+        labels = _only(nodes.get(name)) if name in nodes else None
+        if type == "DELETED":
+            action = reconcile_nodemetric(name, settings, labels, None, exists=False)
+        else:
+            action = reconcile_nodemetric(name, settings, labels, dict(spec), exists=True)
+        if action is not None:
+            await apply(action)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In a pod: the service account. Elsewhere (or with --kubeconfig, which sets KUBECONFIG): kubeconfig.
+        info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
+        return info or kopf.login_with_kubeconfig(**kwargs)
+
+    return registry
+
+
+def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
+    """kopf settings: no Kubernetes events posted, peering per ``config.peering``."""
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.peering.clusterwide = True
+    settings.peering.standalone = not config.peering.enabled
+    settings.peering.mandatory = config.peering.enabled
+    settings.peering.name = config.peering.name
+    settings.peering.priority = 1 + secrets.randbelow(2**31 - 1)
+    settings.persistence.consistency_timeout = 0
+    return settings
+
+
+async def run(
+    config: ManagerConfiguration,
+    *,
+    stop_flag: Any = None,
+    ready_flag: Any = None,
+    liveness: bool = True,
+) -> None:
+    """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler."""
+    logging.getLogger("kopf").setLevel(config.log_level.upper())
+    logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
+    settings = operator_settings(config)
+    writer = NodeMetricWriter(settings)
+    registry = build_registry(config, writer.apply)
+    endpoint = f"http://{config.health.host}:{config.health.port}/healthz" if liveness else None
+    await kopf.operator(
+        registry=registry,
+        settings=settings,
+        clusterwide=True,
+        standalone=not config.peering.enabled,
+        liveness_endpoint=endpoint,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
