@@ -1,0 +1,1 @@
+"""Adapters that read the node: cgroupfs (v1 and v2) and procfs."""

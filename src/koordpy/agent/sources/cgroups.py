@@ -1,0 +1,231 @@
+"""Read per-pod and per-container CPU and memory from cgroupfs (v1 or v2, cgroupfs or systemd driver).
+
+Layouts understood (``<r>`` = the cgroup root, ``<c>`` = a v1 controller mount such as ``cpu``)::
+
+    v1 cgroupfs:  <r>/<c>/kubepods[/burstable|/besteffort]/pod<uid>/<container-id>
+    v1 systemd:   <r>/<c>/kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid_>.slice/<runtime>-<id>.scope
+    v2:           the same below <r> itself (no controller directory)
+
+Container directories are ``<64-hex id>`` (docker/containerd via cgroupfs), ``cri-containerd-<id>.scope``,
+``docker-<id>.scope``, ``crio-<id>.scope`` (``crio-conmon-*`` is skipped) or ``crio-<id>`` (cgroupfs).
+
+CPU usage is a delta of the cumulative counter between two calls (the first call yields ``None``).
+Memory is the working set: usage minus inactive file pages, as the kubelet reports it.
+
+Not guaranteed: a cgroup that vanishes or is half-created between the listing and the read yields
+``None`` values for that pod or container; nothing raises for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CgroupReader",
+    "ContainerUsage",
+    "PodCgroup",
+    "PodUsage",
+    "detect_version",
+    "read_int",
+]
+
+_POD_CGROUPFS = re.compile(r"^pod([0-9a-fA-F-]{8,})$")
+_POD_SYSTEMD = re.compile(r"^kubepods(?:-(?:burstable|besteffort))?-pod([0-9a-fA-F_]{8,})\.slice$")
+_CONTAINER = re.compile(r"^(?:(?:cri-containerd|docker|crio)-)?([0-9a-f]{12,})(?:\.scope)?$")
+_QOS_DIRS = {
+    "cgroupfs": ("kubepods", ("", "burstable", "besteffort")),
+    "systemd": ("kubepods.slice", ("", "kubepods-burstable.slice", "kubepods-besteffort.slice")),
+}
+
+
+def detect_version(root: str) -> int:
+    """2 when ``root`` is a unified (v2) mount, else 1."""
+    return 2 if os.path.exists(os.path.join(root, "cgroup.controllers")) else 1
+
+
+def read_int(path: str) -> int | None:
+    """The integer in a one-value cgroup file; ``None`` if missing, unreadable or ``max``."""
+    data = _read(path)
+    if data is None:
+        return None
+    try:
+        return int(data.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _stat_value(data: bytes | None, key: bytes) -> int | None:
+    """The value of ``key`` in a ``memory.stat``/``cpu.stat`` style file (``key value`` lines)."""
+    if data is None:
+        return None
+    start = data.find(b"\n" + key + b" ")
+    if start < 0:
+        if not data.startswith(key + b" "):
+            return None
+        start = -1
+    start += len(key) + 2
+    end = data.find(b"\n", start)
+    try:
+        return int(data[start : end if end >= 0 else None])
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PodCgroup:
+    uid: str
+    rel: str  # path relative to the hierarchy root (v2) or to each controller mount (v1)
+    containers: tuple[tuple[str, str], ...]  # (container id, rel path)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    container_id: str
+    cpu: float | None  # cores
+    memory: int | None  # working-set bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PodUsage:
+    uid: str
+    rel: str
+    cpu: float | None
+    memory: int | None
+    containers: tuple[ContainerUsage, ...] = ()
+
+
+@dataclass
+class CgroupReader:
+    """Scans the kubepods tree and reads usage; keeps the previous CPU counters for deltas.
+
+    ``now`` is passed in (monotonic seconds), so tests and the benchmark control time.
+    """
+
+    root: str = "/sys/fs/cgroup"
+    version: int = 0  # 0: detect
+    collect_containers: bool = True
+    _prev: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.version:
+            self.version = detect_version(self.root)
+
+    # -- paths -------------------------------------------------------------------------------
+    def controller_dir(self, controller: str) -> str:
+        """Directory the ``rel`` paths are relative to for ``controller`` (cpu, cpuacct, memory)."""
+        if self.version == 2:
+            return self.root
+        for name in (controller, "cpu,cpuacct" if controller in ("cpu", "cpuacct") else controller):
+            path = os.path.join(self.root, name)
+            if os.path.isdir(path):
+                return path
+        return os.path.join(self.root, controller)
+
+    def driver(self) -> str | None:
+        base = self.controller_dir("cpu")
+        for driver, (top, _) in _QOS_DIRS.items():
+            if os.path.isdir(os.path.join(base, top)):
+                return driver
+        return None
+
+    def pods(self) -> dict[str, PodCgroup]:
+        """Pod UID -> its cgroup, found by listing the kubepods tree (three directory reads)."""
+        base = self.controller_dir("cpu")
+        out: dict[str, PodCgroup] = {}
+        for driver, (top, qos_dirs) in _QOS_DIRS.items():
+            if not os.path.isdir(os.path.join(base, top)):
+                continue
+            pattern = _POD_CGROUPFS if driver == "cgroupfs" else _POD_SYSTEMD
+            for qos in qos_dirs:
+                parent = os.path.join(top, qos) if qos else top
+                try:
+                    names = os.listdir(os.path.join(base, parent))
+                except OSError:
+                    continue
+                for name in names:
+                    match = pattern.match(name)
+                    if match is None:
+                        continue
+                    uid = match.group(1).replace("_", "-")
+                    rel = os.path.join(parent, name)
+                    out[uid] = PodCgroup(uid, rel, self._containers(base, rel) if self.collect_containers else ())
+        return out
+
+    @staticmethod
+    def _containers(base: str, rel: str) -> tuple[tuple[str, str], ...]:
+        try:
+            names = os.listdir(os.path.join(base, rel))
+        except OSError:
+            return ()
+        out = []
+        for name in names:
+            if name.startswith("crio-conmon-"):
+                continue
+            match = _CONTAINER.match(name)
+            if match is not None:
+                out.append((match.group(1), os.path.join(rel, name)))
+        return tuple(sorted(out))
+
+    # -- reads -------------------------------------------------------------------------------
+    def cpu_usage_ns(self, rel: str) -> int | None:
+        """Cumulative CPU time of the cgroup in nanoseconds."""
+        if self.version == 2:
+            usec = _stat_value(_read(os.path.join(self.root, rel, "cpu.stat")), b"usage_usec")
+            return None if usec is None else usec * 1000
+        return read_int(os.path.join(self.controller_dir("cpuacct"), rel, "cpuacct.usage"))
+
+    def working_set(self, rel: str) -> int | None:
+        if self.version == 2:
+            usage = read_int(os.path.join(self.root, rel, "memory.current"))
+            stat = _read(os.path.join(self.root, rel, "memory.stat"))
+            inactive = _stat_value(stat, b"inactive_file")
+        else:
+            mem = self.controller_dir("memory")
+            usage = read_int(os.path.join(mem, rel, "memory.usage_in_bytes"))
+            stat = _read(os.path.join(mem, rel, "memory.stat"))
+            inactive = _stat_value(stat, b"total_inactive_file")
+        if usage is None:
+            return None
+        return max(0, usage - (inactive or 0))
+
+    def _cpu_cores(self, rel: str, now: float) -> float | None:
+        total = self.cpu_usage_ns(rel)
+        if total is None:
+            self._prev.pop(rel, None)
+            return None
+        prev = self._prev.get(rel)
+        self._prev[rel] = (now, total)
+        if prev is None or now <= prev[0] or total < prev[1]:
+            return None
+        return (total - prev[1]) / 1e9 / (now - prev[0])
+
+    def collect(self, now: float, pods: dict[str, PodCgroup] | None = None) -> dict[str, PodUsage]:
+        """Usage of every pod cgroup (pod UID ->). Counters of vanished cgroups are forgotten."""
+        found = self.pods() if pods is None else pods
+        out: dict[str, PodUsage] = {}
+        seen: set[str] = set()
+        for uid, cg in found.items():
+            seen.add(cg.rel)
+            containers = []
+            for cid, rel in cg.containers:
+                seen.add(rel)
+                containers.append(ContainerUsage(cid, self._cpu_cores(rel, now), self.working_set(rel)))
+            out[uid] = PodUsage(uid, cg.rel, self._cpu_cores(cg.rel, now), self.working_set(cg.rel), tuple(containers))
+        for rel in [r for r in self._prev if r not in seen]:
+            del self._prev[rel]
+        return out
