@@ -231,6 +231,10 @@ class SchedulerDriver:
             if pod.get("spec", {}).get("nodeName") and pod["spec"].get("schedulerName") == self.scheduler_name
         }
 
+    def binds_in_flight(self) -> int:
+        """Binding tasks that have not finished (their pods are still assumed)."""
+        return len(self._bind_tasks)
+
     def pending(self) -> list[str]:
         return [uid for uid, pod in self.pods.items() if self._is_pending(pod)]
 

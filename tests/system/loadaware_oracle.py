@@ -1,0 +1,124 @@
+"""The load-aware oracle: what the extender should have decided, from the same plugin code.
+
+:func:`sandwich_violations` replays the driver's decisions. The extender learns a placement at bind
+time, and binds run concurrently with later filter calls, so for each filter call the extender's
+knowledge is only bracketed: it surely knew the pods whose bind *answered* before the filter was
+sent, and at most knew the pods whose bind was *sent* before the filter answered. The load-aware
+filter is monotone in the set of assigned pods (more pods, more estimated load), so the extender's
+answer must satisfy ``passed(at most) ⊆ answer ⊆ passed(surely)``.
+
+:func:`final_usage` computes each node's estimated usage after all bindings, as the plugin does.
+
+Not guaranteed: NodeMetrics must not change during the replayed run (the oracle uses one snapshot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.model.objects import node_from_dict, nodemetric_from_dict, pod_from_dict
+from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.loadaware.estimator import go_round
+from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
+from koordpy.scheduler.profile import build_plugins
+from koordpy.testing.schedulerdriver import Decision
+
+__all__ = ["NodeUsagePercent", "final_usage", "sandwich_violations"]
+
+Raw = dict[str, Any]
+
+
+def _state(config: SchedulerConfiguration, nodes: Sequence[Raw], metrics: Sequence[Raw]) -> ClusterState:
+    state = ClusterState(build_plugins(config))
+    for node in nodes:
+        state.upsert_node(node_from_dict(node))
+    for metric in metrics:
+        state.upsert_metric(nodemetric_from_dict(metric))
+    return state
+
+
+def sandwich_violations(
+    decisions: Sequence[Decision],
+    pods: Mapping[str, Raw],
+    nodes: Sequence[Raw],
+    metrics: Sequence[Raw],
+    config: SchedulerConfiguration,
+    now: float,
+) -> tuple[list[str], int]:
+    """Problems found, and how many filter answers were checked."""
+    surely = _state(config, nodes, metrics)
+    at_most = _state(config, nodes, metrics)
+    in_surely: set[str] = set()
+    in_at_most: set[str] = set()
+    placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
+    problems: list[str] = []
+    checked = 0
+    for decision in decisions:
+        if decision.filter_sent is None or decision.filter_done is None or decision.error:
+            continue
+        for other in placed:
+            assert other.bind_sent is not None and other.node is not None
+            answered = other.bind_outcome == "ok" and other.bind_done is not None
+            if other.uid not in in_surely and answered and other.bind_done < decision.filter_sent:
+                surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
+                in_surely.add(other.uid)
+            if other.uid not in in_at_most and other.bind_sent < decision.filter_done:
+                at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
+                in_at_most.add(other.uid)
+        pod = pod_from_dict(pods[decision.uid])
+        upper = set(surely.filter(pod, decision.candidates, now).passed)
+        lower = set(at_most.filter(pod, decision.candidates, now).passed)
+        answer = set(decision.passed)
+        checked += 1
+        if not answer <= upper:
+            problems.append(
+                f"{decision.pod} cycle {decision.cycle}: passed {sorted(answer - upper)} the oracle rejects"
+            )
+        if not lower <= answer:
+            problems.append(
+                f"{decision.pod} cycle {decision.cycle}: rejected {sorted(lower - answer)} the oracle passes"
+            )
+    return problems, checked
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsagePercent:
+    node: str
+    percent: dict[str, int]
+    """Resource → round(estimated usage / allocatable × 100), as the filter computes it."""
+    thresholds: dict[str, int]
+
+    def over(self) -> dict[str, tuple[int, int]]:
+        return {
+            r: (p, self.thresholds[r])
+            for r, p in self.percent.items()
+            if self.thresholds.get(r, 0) and p > self.thresholds[r]
+        }
+
+
+def final_usage(
+    config: SchedulerConfiguration, nodes: Sequence[Raw], metrics: Sequence[Raw], bound_pods: Sequence[Raw], now: float
+) -> dict[str, NodeUsagePercent]:
+    """Each node's estimated usage (reported usage + estimates of pods bound since) with all bound pods."""
+    state = _state(config, nodes, metrics)
+    for pod in bound_pods:
+        state.upsert_pod(pod_from_dict(pod), now)
+    plugin = next(p for p in state.plugins if isinstance(p, LoadAwarePlugin))
+    out: dict[str, NodeUsagePercent] = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        index = state.index.get(name)
+        assert index is not None
+        percent: dict[str, int] = {}
+        thresholds: dict[str, int] = {}
+        for pos, resource in enumerate(plugin.resources):
+            alloc = int(plugin.alloc[index][pos])
+            if alloc <= 0:
+                continue
+            percent[resource] = go_round(float(plugin.np_base[index][pos]) / alloc * 100)
+            thresholds[resource] = int(plugin.np_thr[index][pos])
+        out[name] = NodeUsagePercent(name, percent, thresholds)
+    return out
