@@ -2,6 +2,65 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from koordpy.cli.files import InputError, read_documents, read_mapping
+from koordpy.config.agent import AgentConfiguration
+from koordpy.config.errors import ConfigError, validate
+from koordpy.model.durations import DurationError, parse_rfc3339
+
 app = typer.Typer(help="Node agent: usage collection, NodeMetric reporting, waterline QoS.", no_args_is_help=True)
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def load_agent_config(path: Path | None) -> AgentConfiguration:
+    """The agent configuration file, or the defaults. Raises InputError/ConfigError."""
+    if path is None:
+        return validate(AgentConfiguration, {})
+    return validate(AgentConfiguration, read_mapping(path), str(path))
+
+
+@app.command("plan")
+def plan_command(
+    files: Annotated[list[Path], typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")],
+    node: Annotated[str, typer.Option("--node", help="Node to plan for (its NodeMetric must be in the input).")],
+    now: Annotated[str | None, typer.Option("--now", help="Evaluation instant, RFC 3339.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="json (the only format).")] = "json",
+    config: Annotated[Path | None, typer.Option("--config", help="Agent configuration (protected pods).")] = None,
+) -> None:
+    """Waterlines, gaps, candidates and the precise actions for a node, assuming the rules fire now.
+
+    Units: cpu in cores, memory in bytes, utilizations in percent.
+    """
+    from koordpy.agent.policy.offline import OfflineError, offline_plan
+    from koordpy.agent.policy.planner import PlanOptions
+
+    if output != "json":
+        raise fail(f"-o: expected json, got {output!r}")
+    try:
+        instant = parse_rfc3339(now) if now else time.time()
+    except DurationError as exc:
+        raise fail(f"--now: {exc}") from None
+    try:
+        cfg = load_agent_config(config)
+        options = PlanOptions(
+            protected_namespaces=frozenset(cfg.qos.protected_namespaces),
+            protected_priority_above=cfg.qos.protected_priority_above,
+        )
+        result = offline_plan(read_documents(files), node, instant, options)
+    except (InputError, ConfigError, OfflineError) as exc:
+        raise fail(str(exc)) from None
+    for event in result.events:
+        where = f" {event.pod}" if event.pod else ""
+        print(f"note: {event.reason}{where}: {event.message}", file=sys.stderr)
+    typer.echo(json.dumps(result.to_json(), indent=2))

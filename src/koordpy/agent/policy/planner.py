@@ -277,7 +277,9 @@ def _plan(
         if not assume_fired and not _ready(kind, names, actions, state.last_acted, now):
             cooling.append(str(kind))
             continue
-        pool = [p for p in eligible if not (kind is ActionKind.EVICT and p.pod.is_daemonset_pod)]
+        pool = [
+            p for p in eligible if p.uid not in tick.acted and not (kind is ActionKind.EVICT and p.pod.is_daemonset_pod)
+        ]
         before = len(tick.actions)
         order = _run_down(tick, kind=kind, pool=pool, rules=kind_rules, throttled=throttled, precise=precise)
         candidates[str(kind)] = order
