@@ -1,0 +1,331 @@
+"""The ``koordpy simulate`` scenario file: a cluster, a workload trace recipe and the policies' settings.
+
+.. code-block:: yaml
+
+    apiVersion: koordpy.io/v1alpha1
+    kind: Scenario
+    name: small
+    duration: 2h
+    nodePools:
+      - {name: general, count: 10, allocatable: {cpu: "32", memory: 128Gi, pods: "110"}}
+    workloads:
+      - name: web
+        priority: 9500
+        arrivals: {count: 40}
+        requests: {cpu: "2", memory: 4Gi}
+        usage: {pattern: diurnal, cpu: {mean: "1500m"}, memory: {mean: 3Gi}}
+
+Every field is documented in ``docs/simulate.md``. Unknown keys are errors; errors name the field
+path (``workloads[1].usage.cpu.mean: ...``). Durations are Go strings (``"90s"``, ``"1h30m"``) or
+seconds; quantities are Kubernetes quantities (``"500m"``, ``"4Gi"``).
+
+Not guaranteed: that a scenario is *realistic*; validation only rejects what the simulator
+cannot run or what is certainly a typo.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from koordpy.config.errors import field_problems
+from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
+from koordpy.model.quantity import QuantityError
+from koordpy.model.resources import ResourceList, parse_resource_list
+
+__all__ = [
+    "API_VERSION",
+    "Arrivals",
+    "Lifetime",
+    "NodeMetricSettings",
+    "NodePool",
+    "QosSettings",
+    "ReportSettings",
+    "ResourceUsage",
+    "Scenario",
+    "UsageCurve",
+    "Workload",
+]
+
+API_VERSION = "koordpy.io/v1alpha1"
+_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def _seconds(value: Any) -> float:
+    if value is None:
+        raise ValueError("a duration is required")
+    try:
+        return parse_duration(value)
+    except (DurationError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a duration: {value!r} ({exc})") from None
+
+
+def _resources(value: Any) -> ResourceList:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of resource quantities, got {type(value).__name__}")
+    try:
+        parsed = parse_resource_list(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    negative = sorted(name for name, amount in parsed.items() if amount < 0)
+    if negative:
+        raise ValueError(f"negative quantity for {', '.join(negative)}")
+    return parsed
+
+
+def _cpu_millis(value: Any) -> int:
+    return _resources({"cpu": value})["cpu"]
+
+
+def _memory_bytes(value: Any) -> int:
+    return _resources({"memory": value})["memory"]
+
+
+def _instant(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("expected an RFC 3339 timestamp")
+    try:
+        return parse_rfc3339(value)
+    except DurationError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+Resources = Annotated[ResourceList, BeforeValidator(_resources)]
+CpuMillis = Annotated[int, BeforeValidator(_cpu_millis)]
+MemoryBytes = Annotated[int, BeforeValidator(_memory_bytes)]
+Instant = Annotated[float, BeforeValidator(_instant)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class NodePool(_Model):
+    """``count`` identical nodes named ``<name>-<i>``."""
+
+    name: str = Field(pattern=_NAME_PATTERN, max_length=40)
+    count: int = Field(ge=1, le=100_000)
+    allocatable: Resources
+    system_usage: Resources = Field(default_factory=dict, alias="systemUsage")
+    """Usage of system daemons outside pods; reported as NodeMetric ``systemUsage``."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> NodePool:
+        problems = [
+            f"allocatable.{name}: required and > 0" for name in ("cpu", "memory") if self.allocatable.get(name, 0) <= 0
+        ]
+        if problems:
+            raise field_problems(problems)
+        return self
+
+
+class Arrivals(_Model):
+    """``count`` pods arrive at uniformly random instants in ``[start, end)`` (offsets from the start).
+
+    ``end`` defaults to the scenario's duration; ``start == end`` makes them all arrive at once.
+    """
+
+    count: int = Field(ge=0, le=1_000_000)
+    start: Seconds = 0.0
+    end: Seconds | None = None
+
+
+class Lifetime(_Model):
+    """Run time of each pod, log-uniform in ``[min, max]``. No lifetime: runs until the end."""
+
+    min: Seconds
+    max: Seconds
+
+    @model_validator(mode="after")
+    def _check(self) -> Lifetime:
+        if self.min <= 0:
+            raise field_problems(["min: must be greater than 0"])
+        if self.max < self.min:
+            raise field_problems(["max: must be >= min"])
+        return self
+
+
+class ResourceUsage(_Model):
+    """Mean usage of one resource and how it varies between pods and between samples."""
+
+    mean: float = Field(ge=0)
+    """Per-pod mean, in millicores for cpu and bytes for memory (quantity strings accepted)."""
+    spread: float = Field(0.0, ge=0, le=3)
+    """Sigma of a per-pod log-normal factor (mean 1): 0 = every pod alike."""
+    noise: float = Field(0.0, ge=0, le=3)
+    """Sigma of a per-sample log-normal factor (mean 1)."""
+
+
+class _CpuUsage(ResourceUsage):
+    mean: CpuMillis = Field(ge=0)
+
+
+class _MemoryUsage(ResourceUsage):
+    mean: MemoryBytes = Field(ge=0)
+
+
+class UsageCurve(_Model):
+    """What a pod would use if nothing limited it (its *demand*), as a function of time.
+
+    * ``steady``: the per-pod mean.
+    * ``diurnal``: ``mean × (1 + amplitude × cos(2π (hourOfDay − peakHour) / 24))``, UTC.
+    * ``bursty``: the mean, times ``burstFactor`` for ``burstLength`` out of every ``burstEvery``
+      (each pod at its own random phase).
+
+    CPU demand is cut at the pod's CPU limit (CFS quota) and at any throttle the agent applies;
+    memory is never cut.
+    """
+
+    pattern: Literal["steady", "diurnal", "bursty"] = "steady"
+    cpu: _CpuUsage
+    memory: _MemoryUsage
+    amplitude: float = Field(0.5, ge=0, le=1)
+    peak_hour: float = Field(14.0, ge=0, lt=24, alias="peakHour")
+    burst_every: Seconds = Field(1800.0, alias="burstEvery")
+    burst_length: Seconds = Field(300.0, alias="burstLength")
+    burst_factor: float = Field(3.0, ge=1, le=100, alias="burstFactor")
+
+    @model_validator(mode="after")
+    def _check(self) -> UsageCurve:
+        problems = []
+        if self.burst_every <= 0:
+            problems.append("burstEvery: must be greater than 0")
+        if not 0 <= self.burst_length <= self.burst_every:
+            problems.append("burstLength: must be in 0..burstEvery")
+        if problems:
+            raise field_problems(problems)
+        return self
+
+
+class Workload(_Model):
+    """A family of identical pods (one Deployment or Job) with a usage curve."""
+
+    name: str = Field(pattern=_NAME_PATTERN, max_length=40)
+    namespace: str = Field("default", pattern=_NAME_PATTERN)
+    arrivals: Arrivals
+    lifetime: Lifetime | None = None
+    priority: int | None = None
+    """``spec.priority``; Koordinator bands: prod 9000-9999, batch 5000-5999 (see the model docs)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    requests: Resources = Field(default_factory=dict)
+    limits: Resources = Field(default_factory=dict)
+    usage: UsageCurve
+    restart_on_eviction: bool = Field(True, alias="restartOnEviction")
+    """An evicted pod is recreated (by its controller) and scheduled again from scratch."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        problems = [
+            f"limits.{name}: must be >= requests.{name}"
+            for name, limit in self.limits.items()
+            if limit < self.requests.get(name, 0)
+        ]
+        if problems:
+            raise field_problems(problems)
+        return self
+
+
+class NodeMetricSettings(_Model):
+    """How the simulated agent reports NodeMetric (``slo.koordinator.sh/v1alpha1``)."""
+
+    report_interval: Seconds = Field(60.0, alias="reportInterval")
+    """Seconds between reports; ``nodeUsage`` is the mean over the interval."""
+    lag: Seconds = 0.0
+    """Delay between a report's ``updateTime`` and the scheduler seeing it (watch latency)."""
+    aggregated_durations: list[Seconds] = Field(default_factory=list, alias="aggregatedDurations")
+    """Windows for ``aggregatedNodeUsages`` (avg/p50/p90/p95/p99); empty = none reported."""
+
+
+class QosSettings(_Model):
+    """The agent's waterline QoS on every node (Crane's objects, read by the agent's own models)."""
+
+    enabled: bool = True
+    interval: Seconds = 30.0
+    """Seconds between the agent's QoS evaluations (Crane's collect interval)."""
+    policies: list[dict[str, Any]] = Field(default_factory=list)
+    """``ensurance.crane.io/v1alpha1`` NodeQOSEnsurancePolicy objects (waterline rules)."""
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    """``ensurance.crane.io/v1alpha1`` AvoidanceAction objects the rules name."""
+
+
+class ReportSettings(_Model):
+    hot_threshold: int | None = Field(None, ge=1, le=100, alias="hotThreshold")
+    """CPU usage percent above which a node counts as hot; default: the load-aware cpu threshold."""
+
+
+class Scenario(_Model):
+    api_version: Literal["koordpy.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Scenario"]
+    name: str = Field(pattern=_NAME_PATTERN, max_length=63)
+    description: str = ""
+    seed: int = Field(1, ge=0)
+    start: Instant = Field(default_factory=lambda: parse_rfc3339("2026-11-21T06:00:00Z"))
+    duration: Seconds
+    step: Seconds = 30.0
+    """Simulation step: usage is sampled and statistics recorded every ``step`` seconds."""
+    node_pools: list[NodePool] = Field(min_length=1, alias="nodePools")
+    workloads: list[Workload] = Field(min_length=1)
+    node_metric: NodeMetricSettings = Field(default_factory=NodeMetricSettings, alias="nodeMetric")
+    scheduler: SchedulerConfiguration = Field(default_factory=lambda: SchedulerConfiguration.model_validate({}))
+    qos: QosSettings = Field(default_factory=QosSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        problems: list[str] = []
+        if self.duration <= 0:
+            problems.append("duration: must be greater than 0")
+        if self.step <= 0:
+            problems.append("step: must be greater than 0")
+        elif self.duration > 0 and self.duration / self.step > 1_000_000:
+            problems.append("step: too small for the duration (more than 1,000,000 steps)")
+        else:
+            for path, value in (
+                ("nodeMetric.reportInterval", self.node_metric.report_interval),
+                ("qos.interval", self.qos.interval),
+            ):
+                if value <= 0 or not _multiple(value, self.step):
+                    problems.append(f"{path}: must be a positive multiple of step ({self.step:g}s)")
+        if self.node_metric.lag < 0:
+            problems.append("nodeMetric.lag: must not be negative")
+        for i, window in enumerate(self.node_metric.aggregated_durations):
+            if window < self.node_metric.report_interval:
+                problems.append(f"nodeMetric.aggregatedDurations[{i}]: must be >= reportInterval")
+        seen: set[str] = set()
+        for i, pool in enumerate(self.node_pools):
+            if pool.name in seen:
+                problems.append(f"nodePools[{i}].name: duplicate name {pool.name!r}")
+            seen.add(pool.name)
+        seen = set()
+        for i, workload in enumerate(self.workloads):
+            if workload.name in seen:
+                problems.append(f"workloads[{i}].name: duplicate name {workload.name!r}")
+            seen.add(workload.name)
+            end = workload.arrivals.end if workload.arrivals.end is not None else self.duration
+            if not 0 <= workload.arrivals.start <= end <= self.duration:
+                problems.append(f"workloads[{i}].arrivals: need 0 <= start <= end <= duration")
+        if problems:
+            raise field_problems(problems)
+        return self
+
+    @property
+    def hot_threshold(self) -> int:
+        """CPU percent above which a node is hot (``report.hotThreshold`` or the load-aware threshold)."""
+        if self.report.hot_threshold is not None:
+            return self.report.hot_threshold
+        return self.scheduler.load_aware.usage_thresholds.get("cpu", 65) or 65
+
+
+def _multiple(value: float, step: float) -> bool:
+    ratio = value / step
+    return abs(ratio - round(ratio)) < 1e-9 and round(ratio) >= 1

@@ -1,0 +1,499 @@
+"""The discrete-event loop: a fake clock, an event heap, and an in-memory cluster that applies decisions.
+
+Events (same instant: completions, metric deliveries, arrivals, then the sampling tick):
+
+* arrival: the pod joins the scheduling queue;
+* completion: the pod leaves its node (the scheduler state forgets it);
+* metric delivery: the NodeMetrics reported ``lag`` seconds earlier become visible;
+* tick, every ``step``: demand is sampled, cut at limits and throttles and shared out on
+  over-committed nodes; statistics are recorded; every ``reportInterval`` a NodeMetric report is
+  taken; every ``qos.interval`` the agent's QoS planner runs on every node.
+
+After each instant's events a scheduling cycle runs over the queue, highest priority first (then
+first queued). Pods that fail wait until a pod leaves a node, a NodeMetric arrives (load-aware
+placement only: kube-scheduler requeues on NodeMetric events for it) or five minutes pass (the
+unschedulable-queue flush). Within one cycle a failed pod's identical siblings (same workload)
+are not retried: binds only add load, so they would fail too.
+
+The decisions are never made here: placement comes from ``koordpy.sim.kubescheduler`` (the
+extender's ``ClusterState`` for koordpy), QoS from the planner in ``koordpy.sim.qos``.
+
+Not guaranteed: NodeMetric objects are handed to the scheduler lazily, just before the next
+scheduling cycle (only the newest report matters, since a NodeMetric replaces the previous one);
+inspecting ``state`` between cycles may show an older metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.config.scenario import Scenario
+from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, PodInfo, PodMetricInfo, node_from_dict
+from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.profile import build_plugins
+from koordpy.sim.kubescheduler import LeastAllocatedPlacement, LoadAwarePlacement, Placement, RequestsFit
+from koordpy.sim.qos import ClusterView, PodUsage, QosAction, QosPlanner
+from koordpy.sim.stats import RunStats
+from koordpy.sim.trace import Trace
+from koordpy.sim.usage import UsageModel
+
+__all__ = ["BASELINE", "KOORDPY", "Policy", "Simulation"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+COMPLETE, DELIVER, ARRIVE, TICK = 0, 1, 2, 3
+NOT_ARRIVED, PENDING, RUNNING, DONE = 0, 1, 2, 3
+UNSCHEDULABLE_FLUSH_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str
+    placement: Literal["load-aware", "least-allocated"]
+    qos: Literal["waterline", "naive"]
+
+
+KOORDPY = Policy("koordpy", "load-aware", "waterline")
+BASELINE = Policy("baseline", "least-allocated", "naive")
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    """One NodeMetric report for every node, as arrays (materialised into NodeMetricInfo lazily)."""
+
+    update_time: float
+    node_cpu: I64
+    node_memory: I64
+    pod_ids: I64
+    """Pods running at report time, grouped by node (``offsets`` delimit each node's slice)."""
+    pod_names: list[str]
+    pod_cpu: I64
+    pod_memory: I64
+    offsets: I64
+    aggregated: list[tuple[float, dict[str, tuple[I64, I64]]]]
+
+
+def _koord_qos(pod: PodInfo) -> str:
+    label = pod.labels.get("koordinator.sh/qosClass")
+    if label:
+        return label
+    return {"Guaranteed": "LSR", "Burstable": "LS"}.get(pod.qos.value, "BE")
+
+
+class Simulation:
+    """One run of one policy over one trace. ``run`` may be called once."""
+
+    def __init__(self, scenario: Scenario, trace: Trace, policy: Policy, seed: int, qos: QosPlanner | None) -> None:
+        self.scenario = scenario
+        self.trace = trace
+        self.policy = policy
+        self.usage = UsageModel(scenario, trace, seed)
+        self.qos = qos if scenario.qos.enabled else None
+        self.nodes = self._nodes(scenario)
+        count = len(self.nodes)
+        resources = {r for n in self.nodes for r in n.allocatable}
+        for template in trace.templates:
+            resources.update(r for r, v in template.requests.items() if v)
+        self.fit = RequestsFit(self.nodes, sorted(resources))
+        rng = np.random.default_rng([seed, 2])
+        self.state: ClusterState | None = None
+        self.placement: Placement
+        if policy.placement == "load-aware":
+            self.state = ClusterState(build_plugins(scenario.scheduler))
+            for node in self.nodes:
+                self.state.upsert_node(node)
+            self.placement = LoadAwarePlacement(self.state, self.fit, rng)
+        else:
+            self.placement = LeastAllocatedPlacement(self.fit, rng)
+        pools = [(pool, pool.count) for pool in scenario.node_pools]
+        self.sys_cpu = np.concatenate([np.full(c, p.system_usage.get("cpu", 0), np.float64) for p, c in pools])
+        self.sys_memory = np.concatenate([np.full(c, p.system_usage.get("memory", 0), np.float64) for p, c in pools])
+        self.alloc_cpu = np.array([n.allocatable["cpu"] for n in self.nodes], np.float64)
+        self.alloc_memory = np.array([n.allocatable["memory"] for n in self.nodes], np.float64)
+        pods = len(trace)
+        self.pod_state = np.zeros(pods, np.int8)
+        self.node_of = np.full(pods, -1, np.int64)
+        self.attempt = np.zeros(pods, np.int64)
+        self.queued_at = np.zeros(pods)
+        self.quota = np.full(pods, np.inf)
+        self.cpu_used = np.zeros(pods)
+        self.memory_used = np.zeros(pods)
+        limits = [t.limits.get("cpu", 0) for t in trace.templates]
+        self.cpu_limit = np.array([limits[w] or np.inf for w in trace.workload.tolist()], np.float64)
+        priorities = [t.priority or 0 for t in trace.templates]
+        self.priority = np.array([priorities[w] for w in trace.workload.tolist()], np.int64)
+        self.vectors = [self.fit.vector(t) for t in trace.templates]
+        self.current: list[PodInfo | None] = [None] * pods
+        self.on_node: list[set[int]] = [set() for _ in range(count)]
+        self.window_cpu = np.zeros(pods)
+        self.window_memory = np.zeros(pods)
+        self.window_count = np.zeros(pods)
+        self.window_node_cpu = np.zeros(count)
+        self.window_node_memory = np.zeros(count)
+        self.window_samples = 0
+        self.report_every = round(scenario.node_metric.report_interval / scenario.step)
+        self.qos_every = round(scenario.qos.interval / scenario.step)
+        windows = scenario.node_metric.aggregated_durations
+        self.history = max((round(w / scenario.step) for w in windows), default=0)
+        self.cpu_history = np.zeros((count, self.history))
+        self.memory_history = np.zeros((count, self.history))
+        self.samples = 0
+        self.active: set[int] = set()
+        self.unschedulable: dict[int, float] = {}
+        self.unreported: _Report | None = None
+        self.events: list[tuple[float, int, int, int, int]] = []
+        self.seq = 0
+        self.stats = RunStats(policy.name, count, scenario.step, scenario.hot_threshold)
+        self.reports: list[_Report | None] = []
+        kinds = [(t.namespace, t.priority_class.value, _koord_qos(t)) for t in trace.templates]
+        self.pod_metric_kind = [kinds[w] for w in trace.workload.tolist()]
+        self.started = np.zeros(pods)
+        self.node_names = [n.name for n in self.nodes]
+        self.node_labels = [n.labels for n in self.nodes]
+
+    @staticmethod
+    def _nodes(scenario: Scenario) -> list[NodeInfo]:
+        nodes = []
+        for pool in scenario.node_pools:
+            allocatable = {k: str(v) if k != "cpu" else f"{v}m" for k, v in pool.allocatable.items()}
+            for i in range(pool.count):
+                raw = {
+                    "metadata": {
+                        "name": f"{pool.name}-{i}",
+                        "labels": {"kubernetes.io/hostname": f"{pool.name}-{i}", **pool.labels},
+                        "annotations": dict(pool.annotations),
+                    },
+                    "status": {"allocatable": allocatable, "capacity": allocatable},
+                }
+                nodes.append(node_from_dict(raw))
+        return nodes
+
+    # ---- event plumbing ----------------------------------------------------------------
+
+    def _push(self, at: float, kind: int, pod: int = -1, attempt: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at, kind, self.seq, pod, attempt))
+
+    def run(self, progress: Callable[[float], None] | None = None) -> RunStats:
+        end = self.scenario.duration
+        for pod_id, at in enumerate(self.trace.arrival.tolist()):
+            self._push(at, ARRIVE, pod_id)
+        self._push(0.0, TICK)
+        self.stats.submitted = len(self.trace)
+        last_progress = -1
+        while self.events and self.events[0][0] <= end:
+            now = self.events[0][0]
+            while self.events and self.events[0][0] == now:
+                at, kind, _, pod_id, attempt = heapq.heappop(self.events)
+                if kind == ARRIVE:
+                    self._enqueue(pod_id, at)
+                elif kind == COMPLETE:
+                    if self.pod_state[pod_id] == RUNNING and self.attempt[pod_id] == attempt:
+                        self._unbind(pod_id, at)
+                        self.pod_state[pod_id] = DONE
+                        self.stats.completed += 1
+                elif kind == DELIVER:
+                    self._deliver(pod_id)
+                else:
+                    self._tick(at)
+            if self.active:
+                self._schedule(now)
+            if progress is not None and int(100 * now / end) != last_progress:
+                last_progress = int(100 * now / end)
+                progress(now / end)
+        if progress is not None:
+            progress(1.0)
+        return self.stats
+
+    def pod_name(self, pod_id: int) -> str:
+        pod = self.current[pod_id]
+        return pod.name if pod is not None else ""
+
+    def still_pending(self) -> list[float]:
+        """Seconds waited so far by each pod still in the queue at the end."""
+        end = self.scenario.duration
+        waiting = np.flatnonzero(self.pod_state == PENDING)
+        return [round(end - float(self.queued_at[p]), 3) for p in waiting.tolist()]
+
+    # ---- scheduling --------------------------------------------------------------------
+
+    def _enqueue(self, pod_id: int, now: float) -> None:
+        self.pod_state[pod_id] = PENDING
+        self.queued_at[pod_id] = now
+        self.current[pod_id] = self.trace.pod(pod_id, int(self.attempt[pod_id]))
+        self.active.add(pod_id)
+
+    def _requeue_unschedulable(self, older_than: float | None = None) -> None:
+        if not self.unschedulable:
+            return
+        if older_than is None:
+            self.active.update(self.unschedulable)
+            self.unschedulable.clear()
+            return
+        due = [p for p, at in self.unschedulable.items() if at <= older_than]
+        for pod_id in due:
+            del self.unschedulable[pod_id]
+            self.active.add(pod_id)
+
+    def _schedule(self, now: float) -> None:
+        if self.unreported is not None:
+            self._publish(self.unreported)
+            self.unreported = None
+        epoch = self.scenario.start + now  # the scheduler's clock is wall time, like NodeMetric updateTime
+        order = sorted(self.active, key=lambda p: (-int(self.priority[p]), float(self.queued_at[p]), p))
+        self.active.clear()
+        failed: set[int] = set()
+        workload = self.trace.workload
+        for pod_id in order:
+            w = int(workload[pod_id])
+            if w in failed:
+                self.unschedulable[pod_id] = now
+                continue
+            pod = self.current[pod_id]
+            assert pod is not None
+            vec = self.vectors[w]
+            candidates = np.flatnonzero(self.fit.feasible(vec))
+            self.stats.attempts += 1
+            node = self.placement.choose(pod, candidates, epoch) if candidates.size else None
+            if node is None:
+                failed.add(w)
+                self.unschedulable[pod_id] = now
+                continue
+            self._bind(pod_id, pod, node, now)
+
+    def _bind(self, pod_id: int, pod: PodInfo, node: int, now: float) -> None:
+        self.fit.bind(node, self.vectors[int(self.trace.workload[pod_id])])
+        epoch = self.scenario.start + now
+        placed = dataclasses.replace(pod, node_name=self.node_names[node], phase="Running", scheduled_time=epoch)
+        self.current[pod_id] = placed
+        if self.state is not None:
+            self.state.upsert_pod(placed, epoch)
+        self.node_of[pod_id] = node
+        self.on_node[node].add(pod_id)
+        self.pod_state[pod_id] = RUNNING
+        self.quota[pod_id] = np.inf
+        self.started[pod_id] = now
+        self.stats.binds += 1
+        self.stats.pending_seconds.append(round(now - float(self.queued_at[pod_id]), 3))
+        lifetime = float(self.trace.lifetime[pod_id])
+        if np.isfinite(lifetime):
+            self._push(now + lifetime, COMPLETE, pod_id, int(self.attempt[pod_id]))
+
+    def _unbind(self, pod_id: int, now: float) -> None:
+        node = int(self.node_of[pod_id])
+        self.fit.unbind(node, self.vectors[int(self.trace.workload[pod_id])])
+        pod = self.current[pod_id]
+        if self.state is not None and pod is not None:
+            self.state.remove_pod(pod.uid)
+        self.on_node[node].discard(pod_id)
+        self.node_of[pod_id] = -1
+        self.quota[pod_id] = np.inf
+        self.cpu_used[pod_id] = 0.0
+        self.memory_used[pod_id] = 0.0
+        self._requeue_unschedulable()
+
+    # ---- usage, reports, QoS ------------------------------------------------------------
+
+    def _tick(self, now: float) -> None:
+        end = self.scenario.duration
+        if now + self.scenario.step <= end:
+            self._push(now + self.scenario.step, TICK)
+        self._requeue_unschedulable(older_than=now - UNSCHEDULABLE_FLUSH_SECONDS)
+        demand_cpu, demand_memory = self.usage.demand(now, self.samples)
+        running = self.pod_state == RUNNING
+        ids = np.flatnonzero(running)
+        nodes = self.node_of[ids]
+        count = len(self.nodes)
+        cpu = np.minimum(np.minimum(demand_cpu[ids], self.cpu_limit[ids]), self.quota[ids])
+        pods_cpu = np.bincount(nodes, weights=cpu, minlength=count)
+        room = np.maximum(self.alloc_cpu - self.sys_cpu, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(pods_cpu > room, room / pods_cpu, 1.0)
+        cpu = cpu * share[nodes]
+        memory = demand_memory[ids]
+        self.cpu_used[ids] = cpu
+        self.memory_used[ids] = memory
+        node_cpu = np.bincount(nodes, weights=cpu, minlength=count) + self.sys_cpu
+        node_memory = np.bincount(nodes, weights=memory, minlength=count) + self.sys_memory
+        utilisation = node_cpu / self.alloc_cpu
+        self.stats.sample(now, utilisation, len(self.active) + len(self.unschedulable))
+        self.window_cpu[ids] += cpu
+        self.window_memory[ids] += memory
+        self.window_count[ids] += 1
+        self.window_node_cpu += node_cpu
+        self.window_node_memory += node_memory
+        self.window_samples += 1
+        if self.history:
+            slot = self.samples % self.history
+            self.cpu_history[:, slot] = node_cpu
+            self.memory_history[:, slot] = node_memory
+        if self.samples % self.report_every == 0:
+            self._report(now, ids, nodes)
+        if self.qos is not None and self.samples % self.qos_every == 0:
+            self._run_qos(now, node_cpu, node_memory)
+        self.samples += 1
+
+    def _report(self, now: float, ids: I64, nodes: I64) -> None:
+        samples = max(self.window_samples, 1)
+        order = np.argsort(nodes, kind="stable")
+        pod_ids = ids[order]
+        counts = np.maximum(self.window_count[pod_ids], 1)
+        offsets = np.searchsorted(nodes[order], np.arange(len(self.nodes) + 1))
+        aggregated: list[tuple[float, dict[str, tuple[I64, I64]]]] = []
+        filled = min(self.samples + 1, self.history)
+        for window in sorted(set(self.scenario.node_metric.aggregated_durations)):
+            width = round(window / self.scenario.step)
+            if filled < width:
+                continue
+            slots = [(self.samples - i) % self.history for i in range(width)]
+            cpu_hist, memory_hist = self.cpu_history[:, slots], self.memory_history[:, slots]
+            kinds: dict[str, tuple[I64, I64]] = {
+                "avg": (
+                    cpu_hist.mean(axis=1).round().astype(np.int64),
+                    memory_hist.mean(axis=1).round().astype(np.int64),
+                )
+            }
+            for q in (50, 90, 95, 99):
+                kinds[f"p{q}"] = (
+                    np.percentile(cpu_hist, q, axis=1).round().astype(np.int64),
+                    np.percentile(memory_hist, q, axis=1).round().astype(np.int64),
+                )
+            aggregated.append((window, kinds))
+        report = _Report(
+            update_time=self.scenario.start + now,
+            node_cpu=(self.window_node_cpu / samples).round().astype(np.int64),
+            node_memory=(self.window_node_memory / samples).round().astype(np.int64),
+            pod_ids=pod_ids,
+            pod_names=[self.pod_name(p) for p in pod_ids.tolist()],
+            pod_cpu=(self.window_cpu[pod_ids] / counts).round().astype(np.int64),
+            pod_memory=(self.window_memory[pod_ids] / counts).round().astype(np.int64),
+            offsets=offsets.astype(np.int64),
+            aggregated=aggregated,
+        )
+        self.window_cpu[:] = 0
+        self.window_memory[:] = 0
+        self.window_count[:] = 0
+        self.window_node_cpu[:] = 0
+        self.window_node_memory[:] = 0
+        self.window_samples = 0
+        if self.state is None:
+            return  # the default kube-scheduler does not read NodeMetric
+        self.reports.append(report)
+        self._push(now + self.scenario.node_metric.lag, DELIVER, len(self.reports) - 1)
+
+    def _deliver(self, index: int) -> None:
+        report = self.reports[index]
+        self.reports[index] = None
+        assert report is not None
+        if self.unreported is None or report.update_time >= self.unreported.update_time:
+            self.unreported = report
+        self._requeue_unschedulable()
+
+    def _publish(self, report: _Report) -> None:
+        assert self.state is not None
+        interval = self.scenario.node_metric.report_interval
+        offsets = report.offsets.tolist()
+        node_cpu, node_memory = report.node_cpu.tolist(), report.node_memory.tolist()
+        kinds = self.pod_metric_kind
+        entries = [
+            PodMetricInfo(kind[0], name, {"cpu": cpu, "memory": memory}, kind[1], kind[2])
+            for kind, name, cpu, memory in zip(
+                [kinds[p] for p in report.pod_ids.tolist()],
+                report.pod_names,
+                report.pod_cpu.tolist(),
+                report.pod_memory.tolist(),
+                strict=True,
+            )
+        ]
+        system = [
+            {"cpu": int(c), "memory": int(m)}
+            for c, m in zip(self.sys_cpu.tolist(), self.sys_memory.tolist(), strict=True)
+        ]
+        upsert = self.state.upsert_metric
+        update_time = report.update_time
+        for row, node in enumerate(self.node_names):
+            aggregated = tuple(_aggregated(window, usage, row) for window, usage in report.aggregated)
+            upsert(
+                NodeMetricInfo(
+                    node,
+                    update_time,
+                    interval,
+                    interval,
+                    {"cpu": node_cpu[row], "memory": node_memory[row]},
+                    system[row],
+                    aggregated,
+                    tuple(entries[offsets[row] : offsets[row + 1]]),
+                )
+            )
+
+    def _run_qos(self, now: float, node_cpu: F64, node_memory: F64) -> None:
+        assert self.qos is not None
+        start = self.scenario.start
+
+        def pods_of(row: int) -> list[PodUsage]:
+            out = []
+            for pod_id in sorted(self.on_node[row]):
+                pod = self.current[pod_id]
+                assert pod is not None
+                cap = min(float(self.quota[pod_id]), float(self.cpu_limit[pod_id]))  # the CFS quota in force
+                out.append(
+                    PodUsage(
+                        pod_id=pod_id,
+                        pod=pod,
+                        cpu_millis=float(self.cpu_used[pod_id]),
+                        memory_bytes=float(self.memory_used[pod_id]),
+                        cap_millis=cap if np.isfinite(cap) else None,
+                        started=start + float(self.started[pod_id]),
+                    )
+                )
+            return out
+
+        view = ClusterView(
+            time=start + now,
+            names=self.node_names,
+            labels=self.node_labels,
+            cpu_millis=node_cpu,
+            cpu_capacity_millis=self.alloc_cpu,
+            memory_bytes=node_memory,
+            memory_capacity_bytes=self.alloc_memory,
+            pods_of=pods_of,
+        )
+        for action in self.qos.step(view):
+            self._apply(action, now)
+
+    def _apply(self, action: QosAction, now: float) -> None:
+        pod_id = action.pod
+        if self.pod_state[pod_id] != RUNNING:
+            return
+        if action.kind == "evict":
+            self._unbind(pod_id, now)
+            self.stats.eviction_times.append(now)
+            self.stats.evicted_pods.add(pod_id)
+            workload = self.scenario.workloads[int(self.trace.workload[pod_id])]
+            if workload.restart_on_eviction:
+                self.attempt[pod_id] += 1
+                self._enqueue(pod_id, now)
+            else:
+                self.pod_state[pod_id] = DONE
+        elif action.kind == "throttle":
+            self.quota[pod_id] = action.cpu_millis
+            self.stats.throttle_times.append(now)
+            self.stats.throttled_pods.add(pod_id)
+        else:  # restore
+            self.quota[pod_id] = action.cpu_millis if action.cpu_millis is not None else np.inf
+            self.stats.restored += 1
+
+
+def _aggregated(window: float, kinds: dict[str, tuple[I64, I64]], row: int) -> AggregatedUsage:
+    return AggregatedUsage(
+        duration=window,
+        usage={kind: {"cpu": int(cpu[row]), "memory": int(memory[row])} for kind, (cpu, memory) in kinds.items()},
+    )

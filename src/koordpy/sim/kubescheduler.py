@@ -1,0 +1,136 @@
+"""A model of the stock kube-scheduler around the extender: fit on requests, then one of two scorers.
+
+* ``RequestsFit`` is NodeResourcesFit's filter: every requested resource (and one pod slot) must
+  fit in allocatable minus the requests of the pods already bound there.
+* ``LoadAwarePlacement`` then asks ``ClusterState.filter`` / ``ClusterState.score`` exactly as the
+  extender's ``/filter`` and ``/prioritize`` do (node names in, names and totals out) and takes the
+  highest total; this is koordpy.
+* ``LeastAllocatedPlacement`` is the default kube-scheduler's NodeResourcesFit ``LeastAllocated``
+  score on requests (cpu and memory, weight 1 each, the 100m / 200 MB non-zero defaults); this is
+  the ``--compare baseline``.
+
+Ties go to a seeded generator. Not modelled: preemption, affinity, taints, topology spread,
+the other default score plugins (BalancedAllocation, ImageLocality, ...), scheduling latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.model.objects import NodeInfo, PodInfo
+from koordpy.scheduler.framework.cluster import ClusterState
+
+__all__ = ["LeastAllocatedPlacement", "LoadAwarePlacement", "Placement", "RequestsFit"]
+
+I64 = npt.NDArray[np.int64]
+# kube-scheduler's NonZeroRequested defaults (pkg/scheduler/util/pod_resources.go)
+NON_ZERO_CPU_MILLIS = 100
+NON_ZERO_MEMORY_BYTES = 200 * 1024 * 1024
+
+
+class RequestsFit:
+    """Allocatable and bound requests per node (rows) and resource (columns), plus the pod slot."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], resources: Sequence[str]) -> None:
+        self.resources = ("pods", *sorted(set(resources) - {"pods"}))
+        self.position = {name: i for i, name in enumerate(self.resources)}
+        self.names = [n.name for n in nodes]
+        self.alloc: I64 = np.array(
+            [[n.allocatable.get(r, 110 if r == "pods" else 0) for r in self.resources] for n in nodes], np.int64
+        ).reshape(len(nodes), len(self.resources))
+        self.requested: I64 = np.zeros_like(self.alloc)
+        self._cpu = self.position.get("cpu", -1)
+        self._memory = self.position.get("memory", -1)
+
+    def vector(self, pod: PodInfo) -> I64:
+        vec = np.zeros(len(self.resources), np.int64)
+        vec[0] = 1
+        for name, amount in pod.requests.items():
+            if amount:
+                position = self.position.get(name)
+                if position is None:
+                    raise KeyError(f"resource {name} is not known to the simulator")
+                vec[position] = amount
+        return vec
+
+    def feasible(self, vec: I64) -> npt.NDArray[np.bool_]:
+        needed = vec > 0
+        fits: npt.NDArray[np.bool_] = np.all(self.requested[:, needed] + vec[needed] <= self.alloc[:, needed], axis=1)
+        return fits
+
+    def bind(self, node: int, vec: I64) -> None:
+        self.requested[node] += vec
+
+    def unbind(self, node: int, vec: I64) -> None:
+        self.requested[node] -= vec
+
+    def least_allocated(self, pod: PodInfo, rows: I64) -> I64:
+        """``Σ_r (alloc − requested − pod) × 100 // alloc / 2`` over cpu and memory (non-zero requests)."""
+        total = np.zeros(rows.size, np.int64)
+        for position, default, name in (
+            (self._cpu, NON_ZERO_CPU_MILLIS, "cpu"),
+            (self._memory, NON_ZERO_MEMORY_BYTES, "memory"),
+        ):
+            if position < 0:
+                continue
+            alloc = self.alloc[rows, position]
+            used = self.requested[rows, position] + (pod.requests.get(name) or default)
+            safe = np.where(alloc == 0, 1, alloc)
+            total += np.where((alloc == 0) | (used > alloc), 0, (alloc - used) * 100 // safe)
+        out: I64 = total // 2
+        return out
+
+
+class Placement(Protocol):
+    name: str
+
+    def choose(self, pod: PodInfo, candidates: I64, now: float) -> int | None:
+        """The node (row) to bind ``pod`` to among fitting ``candidates``, or None (unschedulable)."""
+        ...
+
+
+def _pick(best: I64, rng: np.random.Generator) -> int:
+    return int(best[0]) if best.size == 1 else int(best[int(rng.integers(best.size))])
+
+
+class LoadAwarePlacement:
+    """koordpy: the extender's filter and prioritize on the fitting nodes."""
+
+    name = "load-aware"
+
+    def __init__(self, state: ClusterState, fit: RequestsFit, rng: np.random.Generator) -> None:
+        self.state = state
+        self.fit = fit
+        self.rng = rng
+        self.row_of = {name: i for i, name in enumerate(fit.names)}
+
+    def choose(self, pod: PodInfo, candidates: I64, now: float) -> int | None:
+        every = self.fit.names
+        names = every if candidates.size == len(every) else [every[i] for i in candidates.tolist()]
+        passed = self.state.filter(pod, names, now).passed
+        if not passed:
+            return None
+        total = self.state.score(pod, passed, now).total
+        best = np.flatnonzero(total == total.max())
+        return self.row_of[passed[_pick(best, self.rng)]]
+
+
+class LeastAllocatedPlacement:
+    """The default kube-scheduler: requests only."""
+
+    name = "least-allocated"
+
+    def __init__(self, fit: RequestsFit, rng: np.random.Generator) -> None:
+        self.fit = fit
+        self.rng = rng
+
+    def choose(self, pod: PodInfo, candidates: I64, now: float) -> int | None:
+        if candidates.size == 0:
+            return None
+        scores = self.fit.least_allocated(pod, candidates)
+        best = np.flatnonzero(scores == scores.max())
+        return int(candidates[_pick(best, self.rng)])

@@ -1,0 +1,205 @@
+"""Turning runs into the summary table (stdout), ``summary.json`` and a self-contained ``report.html``.
+
+All three are functions of the scenario, the seed and the runs only (no wall clock, no paths),
+so two runs with the same seed produce byte-identical files.
+
+Not guaranteed: the HTML layout; ``summary.json`` keys are the stable interface.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from koordpy.config.scenario import Scenario
+from koordpy.sim.run import PolicyRun
+from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
+from koordpy.sim.svg import Series, heatmap, line_chart
+
+__all__ = ["ROWS", "render_html", "render_table", "summary_document"]
+
+COLOURS = {"koordpy": "#1f6fd1", "baseline": "#d1541f"}
+
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("cpuUtilisationMean", "CPU utilisation, mean", "{:.1%}"),
+    ("cpuUtilisationStd", "CPU utilisation std across nodes", "{:.3f}"),
+    ("hotNodeMinutes", "node-minutes above threshold", "{:,.1f}"),
+    ("pendingP50Seconds", "pending time p50 (s)", "{:,.1f}"),
+    ("pendingP99Seconds", "pending time p99 (s)", "{:,.1f}"),
+    ("pendingAtEnd", "pods still pending at end", "{:,}"),
+    ("binds", "binds", "{:,}"),
+    ("podsThrottled", "pods throttled", "{:,}"),
+    ("throttleActions", "throttle actions", "{:,}"),
+    ("podsEvicted", "pods evicted", "{:,}"),
+    ("evictions", "evictions", "{:,}"),
+    ("podsTouched", "pods touched by QoS", "{:,}"),
+)
+
+
+def summary_document(scenario: Scenario, seed: int, runs: Sequence[PolicyRun], qos_note: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "koordpy.io/v1alpha1",
+        "kind": "SimulationSummary",
+        "scenario": scenario.name,
+        "seed": seed,
+        "simulatedSeconds": scenario.duration,
+        "nodes": sum(p.count for p in scenario.node_pools),
+        "pods": sum(w.arrivals.count for w in scenario.workloads),
+        "hotThresholdPercent": scenario.hot_threshold,
+        "qos": qos_note,
+        "policies": {
+            run.policy.name: {"placement": run.policy.placement, "qos": run.policy.qos, **run.summary} for run in runs
+        },
+    }
+
+
+def render_table(scenario: Scenario, seed: int, runs: Sequence[PolicyRun]) -> str:
+    nodes = sum(p.count for p in scenario.node_pools)
+    pods = sum(w.arrivals.count for w in scenario.workloads)
+    lines = [
+        f"scenario {scenario.name}: {nodes} nodes, {pods} pods, {scenario.duration / 3600:g} h simulated, seed {seed}",
+        f"hot = CPU utilisation above {scenario.hot_threshold}%",
+        "",
+    ]
+    header = f"{'':<34}" + "".join(f"{run.policy.name:>14}" for run in runs)
+    lines.append(header)
+    for key, label, fmt in ROWS:
+        cells = "".join(f"{fmt.format(run.summary[key]):>14}" for run in runs)
+        lines.append(f"{label:<34}{cells}")
+    return "\n".join(lines)
+
+
+def _hours(times: Sequence[float]) -> list[float]:
+    return [t / 3600 for t in times]
+
+
+def _cumulative(times: Sequence[float], end: float) -> tuple[list[float], list[float]]:
+    xs, ys = [0.0], [0.0]
+    for i, t in enumerate(sorted(times), start=1):
+        xs.append(t / 3600)
+        ys.append(float(i))
+    xs.append(end / 3600)
+    ys.append(float(len(times)))
+    return xs, ys
+
+
+def _downsample(xs: list[float], ys: list[float], limit: int = 600) -> tuple[list[float], list[float]]:
+    if len(xs) <= limit:
+        return xs, ys
+    stride = -(-len(xs) // limit)
+    return xs[::stride], [float(np.mean(ys[i : i + stride])) for i in range(0, len(ys), stride)]
+
+
+def _pending_cdf(run: PolicyRun) -> tuple[list[float], list[float]]:
+    waits = np.sort(np.asarray(list(run.stats.pending_seconds) + list(run.still_pending), dtype=np.float64))
+    if waits.size == 0:
+        return [0.0], [0.0]
+    quantiles = np.linspace(0, 100, 101)
+    values = np.percentile(waits, quantiles)
+    return [float(v) for v in values], [float(q) for q in quantiles]
+
+
+def render_html(
+    scenario: Scenario,
+    seed: int,
+    runs: Sequence[PolicyRun],
+    qos_note: str,
+) -> str:
+    end = scenario.duration
+    charts: list[tuple[str, str]] = []
+    spread = [
+        Series(r.policy.name, *_downsample(_hours(r.stats.times), r.stats.spread), COLOURS.get(r.policy.name, "#555"))
+        for r in runs
+    ]
+    charts.append(
+        (
+            "Utilisation spread",
+            line_chart("CPU utilisation std across nodes", spread, "hours", "std of utilisation (0..1)"),
+        )
+    )
+    mean = [
+        Series(r.policy.name, *_downsample(_hours(r.stats.times), r.stats.mean), COLOURS.get(r.policy.name, "#555"))
+        for r in runs
+    ]
+    charts.append(("Mean utilisation", line_chart("CPU utilisation, cluster mean", mean, "hours", "0..1")))
+    hot = [
+        Series(
+            f"{r.policy.name} ({r.summary['hotNodeMinutes']:,.0f} node-min)",
+            *_downsample(_hours(r.stats.times), [float(h) for h in r.stats.hot]),
+            COLOURS.get(r.policy.name, "#555"),
+        )
+        for r in runs
+    ]
+    charts.append(
+        (
+            "Hot nodes",
+            line_chart(f"Nodes above {scenario.hot_threshold}% CPU", hot, "hours", "nodes"),
+        )
+    )
+    cdf = []
+    for r in runs:
+        xs, ys = _pending_cdf(r)
+        cdf.append(Series(r.policy.name, xs, ys, COLOURS.get(r.policy.name, "#555"), step=True))
+    charts.append(
+        (
+            "Pending time",
+            line_chart(
+                "Pending time distribution (CDF)", cdf, "seconds pending", "percent of pods", y_min=0.0, y_max=100.0
+            ),
+        )
+    )
+    qos_series = []
+    for r in runs:
+        colour = COLOURS.get(r.policy.name, "#555")
+        qos_series.append(Series(f"{r.policy.name} throttles", *_cumulative(r.stats.throttle_times, end), colour))
+        qos_series.append(
+            Series(f"{r.policy.name} evictions", *_cumulative(r.stats.eviction_times, end), colour, dashed=True)
+        )
+    charts.append(("QoS actions", line_chart("Throttles and evictions (cumulative)", qos_series, "hours", "actions")))
+    for r in runs:
+        charts.append(
+            (
+                f"Heat map: {r.policy.name}",
+                heatmap(
+                    f"Per-node CPU utilisation, {r.policy.name} (5-minute means)",
+                    r.stats.heatmap(),
+                    HEATMAP_BUCKET_SECONDS,
+                    scenario.hot_threshold,
+                ),
+            )
+        )
+    table_rows = "".join(
+        "<tr><th>{}</th>{}</tr>".format(
+            html.escape(label), "".join(f"<td>{html.escape(fmt.format(r.summary[key]))}</td>" for r in runs)
+        )
+        for key, label, fmt in ROWS
+    )
+    head = "".join(f"<th>{html.escape(r.policy.name)}</th>" for r in runs)
+    sections = "\n".join(f"<section><h2>{html.escape(title)}</h2>\n{svg}\n</section>" for title, svg in charts)
+    summary = json.dumps(summary_document(scenario, seed, runs, qos_note), indent=2, sort_keys=False)
+    nodes = sum(p.count for p in scenario.node_pools)
+    pods = sum(w.arrivals.count for w in scenario.workloads)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>koordpy simulate: {html.escape(scenario.name)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 780px; }}
+table {{ border-collapse: collapse; margin: 12px 0; }}
+th, td {{ border: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
+th:first-child {{ text-align: left; }}
+section {{ margin: 20px 0; }}
+pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }}
+</style></head><body>
+<h1>koordpy simulate: {html.escape(scenario.name)}</h1>
+<p>{html.escape(scenario.description)}</p>
+<p>{nodes} nodes, {pods} pods, {scenario.duration / 3600:g} simulated hours, seed {seed}.
+Hot = CPU utilisation above {scenario.hot_threshold}%. QoS: {html.escape(qos_note)}</p>
+<table><tr><th></th>{head}</tr>{table_rows}</table>
+{sections}
+<section><h2>summary.json</h2><pre>{html.escape(summary)}</pre></section>
+</body></html>
+"""
