@@ -64,3 +64,46 @@ def plan_command(
         where = f" {event.pod}" if event.pod else ""
         print(f"note: {event.reason}{where}: {event.message}", file=sys.stderr)
     typer.echo(json.dumps(result.to_json(), indent=2))
+
+
+@app.command("run")
+def run_command(
+    config: Annotated[Path, typer.Option("--config", help="AgentConfiguration file.")],
+    node: Annotated[str, typer.Option("--node", help="This node's name (downward API: spec.nodeName).")],
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster.")] = None,
+    cgroup_root: Annotated[str, typer.Option("--cgroup-root", help="cgroupfs mount.")] = "/sys/fs/cgroup",
+    proc_root: Annotated[str, typer.Option("--proc-root", help="procfs mount (the host's).")] = "/proc",
+) -> None:
+    """Run the node agent: collection, NodeMetric reporting and waterline QoS, with /healthz, /readyz, /metrics."""
+    import asyncio
+    import logging
+    import signal
+
+    from aiohttp import web
+
+    from koordpy.agent.loop import Agent
+    from koordpy.kube.client import ApiClient
+
+    try:
+        cfg = load_agent_config(config)
+    except (InputError, ConfigError) as exc:
+        raise fail(str(exc)) from None
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with ApiClient.from_kubeconfig(kubeconfig) as client:
+            agent = Agent(cfg, node, client, cgroup_root=cgroup_root, proc_root=proc_root)
+            runner = web.AppRunner(agent.app(), access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
+            await site.start()
+            try:
+                await agent.run(stop)
+            finally:
+                await runner.cleanup()
+
+    asyncio.run(main())

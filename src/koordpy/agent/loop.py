@@ -1,0 +1,405 @@
+"""The agent process: collect, decide (the pure policy), act, report; plus /healthz, /readyz, /metrics.
+
+One tick every ``collectIntervalSeconds``: read cgroups and procfs, join pods by UID, call
+:func:`koordpy.agent.policy.plan`, apply throttles/restores through the one cgroup writer, start
+evictions in the background (429 is retried by the evictor; a refusal makes the policy forget the
+pod so it can be picked again), emit Events, persist the policy state. The NodeMetric is written
+every report interval of its ``spec.metricCollectPolicy``.
+
+On start, throttled pods remembered in the state directory are re-adopted when both the policy
+state and the cgroup writer know them and the cgroup still exists; every other remembered cap is
+restored, so no quota is orphaned.
+
+Not guaranteed: Events are best effort (an API error is counted, not retried) and de-duplicated
+per (reason, object, message) for 5 minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from koordpy.agent.actuators.cgroup import ActuatorError, CgroupWriter
+from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
+from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, forget, plan
+from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
+from koordpy.agent.reporter import NodeMetricReporter
+from koordpy.agent.sources.cgroups import CgroupReader, PodCgroup, PodUsage
+from koordpy.agent.sources.procfs import ProcReader
+from koordpy.config.agent import AgentConfiguration
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.kube import errors, resources
+from koordpy.kube.client import ApiClient
+from koordpy.kube.reflector import Reflector
+from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
+
+__all__ = ["Agent", "AgentMetrics", "Collector"]
+
+log = logging.getLogger("koordpy.agent")
+EVENT_DEDUP_SECONDS = 300.0
+
+
+class AgentMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.ticks = Counter("koordpy_agent_ticks_total", "Collection + decision ticks.", registry=r)
+        self.tick_seconds = Histogram(
+            "koordpy_agent_tick_seconds",
+            "Wall time of the collection + decision part of a tick.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        self.actions = Counter("koordpy_agent_actions_total", "Planned actions by kind.", ["kind"], registry=r)
+        self.events = Counter("koordpy_agent_policy_events_total", "Policy events by reason.", ["reason"], registry=r)
+        self.evictions = Counter("koordpy_agent_evictions_total", "Eviction outcomes.", ["outcome"], registry=r)
+        self.actuator_errors = Counter("koordpy_agent_actuator_errors_total", "Failed cgroup writes.", registry=r)
+        self.throttled = Gauge("koordpy_agent_throttled_pods", "Pods under an agent-set CPU cap.", registry=r)
+        self.evicting = Gauge("koordpy_agent_evicting_pods", "Evictions in flight.", registry=r)
+        self.gap = Gauge("koordpy_agent_gap", "Open gap per action kind and metric.", ["kind", "metric"], registry=r)
+        self.reports = Counter(
+            "koordpy_agent_nodemetric_reports_total", "NodeMetric writes by result.", ["result"], registry=r
+        )
+
+
+@dataclass
+class Collector:
+    """Cgroups + procfs -> the policy's samples, and the usage history for the NodeMetric."""
+
+    cgroups: CgroupReader
+    proc: ProcReader
+    node_name: str
+
+    def collect(
+        self, wall: float, mono: float, pods: Sequence[PodInfo], labels: Mapping[str, str], history: UsageHistory | None
+    ) -> tuple[NodeSample, list[PodSample], dict[str, PodCgroup]]:
+        cgroups = self.cgroups.pods()
+        usage: dict[str, PodUsage] = self.cgroups.collect(mono, cgroups)
+        reading = self.proc.read()
+        node = NodeSample(
+            self.node_name, wall, reading.cpu, reading.cpu_capacity, reading.memory, reading.memory_capacity, labels
+        )
+        samples: list[PodSample] = []
+        for pod in pods:
+            found = usage.get(pod.uid)
+            limit = pod.limits.get("cpu")
+            cpu = found.cpu if found is not None else None
+            memory = found.memory if found is not None else None
+            samples.append(PodSample(pod, cpu, memory, limit / 1000 if limit else None))
+            if history is not None:
+                history.add_pod(pod.uid, wall, cpu, memory)
+        if history is not None:
+            history.add_node(wall, reading.cpu, reading.memory)
+        return node, samples, cgroups
+
+
+class Agent:
+    def __init__(
+        self,
+        cfg: AgentConfiguration,
+        node: str,
+        client: ApiClient,
+        *,
+        cgroup_root: str = "/sys/fs/cgroup",
+        proc_root: str = "/proc",
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.node = node
+        self.client = client
+        self.wall = wall
+        self.mono = mono
+        reader = CgroupReader(cgroup_root, collect_containers=cfg.collect_containers)
+        self.collector = Collector(reader, ProcReader(proc_root), node)
+        os.makedirs(cfg.state_dir, exist_ok=True)
+        self.state_path = os.path.join(cfg.state_dir, "policy-state.json")
+        self.writer = CgroupWriter(cgroup_root, reader.version, os.path.join(cfg.state_dir, "throttle-originals.json"))
+        self.evictor = Evictor(client, retries=cfg.qos.eviction_retries)
+        nm = cfg.node_metric
+        self.reporter = NodeMetricReporter(
+            client,
+            node,
+            CollectPolicy(
+                float(nm.report_interval_seconds),
+                float(nm.aggregate_duration_seconds),
+                tuple(float(d) for d in nm.aggregation_durations_seconds),
+            ),
+        )
+        self.history = UsageHistory(horizon=max((*nm.aggregation_durations_seconds, nm.aggregate_duration_seconds)))
+        self.options = PlanOptions(
+            protected_namespaces=frozenset(cfg.qos.protected_namespaces),
+            protected_priority_above=cfg.qos.protected_priority_above,
+            eviction_timeout=cfg.qos.eviction_timeout_seconds,
+            max_sample_gap=cfg.sample_gap,
+        )
+        self.metrics = AgentMetrics()
+        self.state = self._load_state()
+        self.pods: dict[str, PodInfo] = {}
+        self.raw_pods: dict[str, dict[str, Any]] = {}
+        self.policies: dict[str, NodeQOSEnsurancePolicy] = {}
+        self.actions: dict[str, AvoidanceAction] = {}
+        self.node_labels: dict[str, str] = {}
+        self.last_plan: Plan | None = None
+        self.last_tick: float | None = None
+        self.ready = False
+        self._failed: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._event_seen: dict[tuple[str, str, str], float] = {}
+        self._last_report = -float("inf")
+        self.reflectors = [
+            Reflector(client, resources.PODS, self._on_pod, field_selector=f"spec.nodeName={node}"),
+            Reflector(client, resources.NODES, self._on_node, field_selector=f"metadata.name={node}"),
+        ]
+        if cfg.qos.enabled:
+            self.reflectors += [
+                Reflector(client, resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
+                Reflector(client, resources.AVOIDANCEACTIONS, self._on_action),
+            ]
+
+    # -- watch handlers ------------------------------------------------------------------------
+    def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        if etype == "DELETED":
+            self.pods.pop(uid, None)
+            self.raw_pods.pop(uid, None)
+            return
+        try:
+            info = pod_from_dict(raw)
+        except ObjectError as exc:
+            log.warning("pod %s ignored: %s", uid, exc)
+            return
+        self.pods[info.uid] = info
+        self.raw_pods[info.uid] = raw
+
+    def _on_node(self, etype: str, raw: dict[str, Any]) -> None:
+        if etype != "DELETED":
+            with contextlib.suppress(ObjectError):
+                self.node_labels = dict(node_from_dict(raw).labels)
+
+    def _on_policy(self, etype: str, raw: dict[str, Any]) -> None:
+        self._on_crd(etype, raw, self.policies, NodeQOSEnsurancePolicy)
+
+    def _on_action(self, etype: str, raw: dict[str, Any]) -> None:
+        self._on_crd(etype, raw, self.actions, AvoidanceAction)
+
+    @staticmethod
+    def _on_crd(etype: str, raw: dict[str, Any], into: dict[str, Any], model: Any) -> None:
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        if etype == "DELETED":
+            into.pop(name, None)
+            return
+        try:
+            into[name] = model.model_validate(raw)
+        except ValueError as exc:
+            log.warning("%s %s ignored: %s", raw.get("kind"), name, exc)
+            into.pop(name, None)
+
+    # -- state ---------------------------------------------------------------------------------
+    def _load_state(self) -> AgentState:
+        try:
+            with open(self.state_path, encoding="utf-8") as fh:
+                return AgentState.from_dict(json.load(fh))
+        except FileNotFoundError:
+            return AgentState()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("policy state %s unreadable (%s): starting fresh", self.state_path, exc)
+            return AgentState()
+
+    def _save_state(self) -> None:
+        tmp = f"{self.state_path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.state.to_dict(), fh, sort_keys=True)
+        os.replace(tmp, self.state_path)
+
+    def reconcile_throttles(self) -> list[str]:
+        """Re-adopt caps both the policy state and the writer remember; restore every other one."""
+        adopt = [uid for uid in self.state.throttled if uid in self.writer.originals]
+        restored = self.writer.reconcile(adopt)
+        unknown = [uid for uid in self.state.throttled if uid not in self.writer.originals]
+        if unknown:
+            self.state = forget(self.state, unknown)
+        self._save_state()
+        return restored
+
+    # -- one tick ------------------------------------------------------------------------------
+    def decide(self) -> tuple[Plan, dict[str, PodCgroup]]:
+        """Collect and plan (no side effects besides reading the node): what the benchmark measures."""
+        now = self.wall()
+        if self._failed:
+            self.state = forget(self.state, self._failed)
+            self._failed.clear()
+        pods = [p for p in self.pods.values() if not p.terminated]
+        node, samples, cgroups = self.collector.collect(now, self.mono(), pods, self.node_labels, self.history)
+        policies = list(self.policies.values()) if self.cfg.qos.enabled else []
+        result = plan(policies, self.actions, node, samples, self.state, now=now, options=self.options)
+        return result, cgroups
+
+    async def tick(self) -> Plan:
+        started = time.perf_counter()
+        result, cgroups = self.decide()
+        self.metrics.tick_seconds.observe(time.perf_counter() - started)
+        self.metrics.ticks.inc()
+        self.state = result.state
+        failed = self._apply_cgroups(result, cgroups)
+        if failed:
+            self.state = forget(self.state, failed)
+        for action in result.actions:
+            self.metrics.actions.labels(str(action.kind)).inc()
+            if action.kind is ActionKind.EVICT:
+                self._spawn(self._evict(action.pod, action.uid, action.grace_seconds))
+        for event in result.events:
+            self.metrics.events.labels(event.reason).inc()
+            self._spawn(self._emit(event.reason, event.message, event.warning, event.pod))
+        for kind, gaps in result.gaps.items():
+            for metric, gap in gaps.items():
+                self.metrics.gap.labels(kind, metric).set(gap)
+        self.metrics.throttled.set(len(self.state.throttled))
+        self.metrics.evicting.set(len(self.state.evicting))
+        self._save_state()
+        self.last_plan = result
+        self.last_tick = self.mono()
+        self.history.prune(self.wall(), self.pods)
+        return result
+
+    def _apply_cgroups(self, result: Plan, cgroups: Mapping[str, PodCgroup]) -> list[str]:
+        failed: list[str] = []
+        for action in result.actions:
+            if action.kind is ActionKind.EVICT:
+                continue
+            try:
+                if action.kind is ActionKind.RESTORE and (action.restore_original or action.cpu_cap is None):
+                    self.writer.restore(action.uid)
+                    continue
+                cg = cgroups.get(action.uid)
+                if cg is None or action.cpu_cap is None:
+                    raise ActuatorError(f"pod {action.pod}: no cgroup found")
+                self.writer.set_cap(action.uid, cg.rel, action.cpu_cap)
+            except ActuatorError as exc:
+                log.warning("%s %s failed: %s", action.kind, action.pod, exc)
+                self.metrics.actuator_errors.inc()
+                if action.kind is ActionKind.THROTTLE:
+                    failed.append(action.uid)
+        return failed
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _evict(self, key: str, uid: str, grace: int | None) -> None:
+        namespace, _, name = key.partition("/")
+        outcome, detail = await self.evictor.evict(namespace, name, grace)
+        self.metrics.evictions.labels(str(outcome)).inc()
+        if outcome in (EvictOutcome.REFUSED, EvictOutcome.FAILED):
+            self._failed.add(uid)
+            await self._emit("EvictionRefused", f"eviction not accepted: {detail}", True, key)
+        elif outcome is EvictOutcome.EVICTED:
+            await self._emit("Evicted", "evicted by waterline QoS", False, key)
+
+    async def _emit(self, reason: str, message: str, warning: bool, pod_key: str) -> None:
+        now = self.mono()
+        dedup = (reason, pod_key, message)
+        if now - self._event_seen.get(dedup, -float("inf")) < EVENT_DEDUP_SECONDS:
+            return
+        self._event_seen[dedup] = now
+        involved: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
+        if pod_key:
+            raw = next((r for u, r in self.raw_pods.items() if self.pods[u].key == pod_key), None)
+            if raw is not None:
+                involved = raw
+        try:
+            await self.client.create_event(
+                involved,
+                reason=reason,
+                message=message,
+                event_type="Warning" if warning else "Normal",
+                component="koordpy-agent",
+                host=self.node,
+            )
+        except errors.ApiError as exc:
+            log.debug("event %s not written: %s", reason, exc)
+
+    async def report(self, force: bool = False) -> bool:
+        """Write the NodeMetric if its report interval has passed (or ``force``)."""
+        now = self.mono()
+        if not self.cfg.node_metric.enabled:
+            return False
+        policy = self.reporter.policy
+        if not force and now - self._last_report < policy.report_interval:
+            return False
+        self._last_report = now
+        try:
+            policy = await self.reporter.refresh_policy()
+            status = nodemetric_status(self.history, list(self.pods.values()), self.wall(), policy)
+            await self.reporter.report(status)
+        except errors.ApiError as exc:
+            self.metrics.reports.labels("error").inc()
+            log.warning("NodeMetric not written: %s", exc)
+            return False
+        self.metrics.reports.labels("ok").inc()
+        return True
+
+    # -- process -------------------------------------------------------------------------------
+    async def start(self, sync_timeout: float = 60.0) -> None:
+        for reflector in self.reflectors:
+            self._spawn(reflector.run())
+        await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in self.reflectors)), sync_timeout)
+        self.reconcile_throttles()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.start()
+        interval = self.cfg.collect_interval_seconds
+        while not stop.is_set():
+            try:
+                await self.tick()
+                self.ready = True
+                await self.report()
+            except Exception:  # a bad tick must not end the agent; it shows in /healthz
+                log.exception("tick failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if self.cfg.qos.restore_on_exit:
+            self.writer.restore_all()
+            self.state = forget(self.state, list(self.state.throttled))
+            self._save_state()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def healthy(self) -> bool:
+        if self.last_tick is None:
+            return True  # still starting
+        return self.mono() - self.last_tick < 3 * self.cfg.collect_interval_seconds + 5
+
+    def app(self) -> web.Application:
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(status=200 if self.healthy() else 500, text="ok" if self.healthy() else "stalled")
+
+        async def readyz(_: web.Request) -> web.Response:
+            return web.Response(status=200 if self.ready else 503, text="ready" if self.ready else "not ready")
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(
+                body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            )
+
+        application = web.Application()
+        application.router.add_get("/healthz", healthz)
+        application.router.add_get("/readyz", readyz)
+        application.router.add_get("/metrics", metrics)
+        return application
