@@ -1,0 +1,117 @@
+{{/* Chart name, overridable. */}}
+{{- define "koordpy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Resource name prefix. Kubernetes names are DNS labels (63 characters); the longest component suffix
+("-scheduler-extender-authn", 25 characters) must still fit, so the prefix is cut to 38.
+*/}}
+{{- define "koordpy.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 38 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 38 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 38 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "koordpy.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "koordpy.labels" -}}
+helm.sh/chart: {{ include "koordpy.chart" . }}
+app.kubernetes.io/name: {{ include "koordpy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: (dict "ctx" $ "component" "agent"). */}}
+{{- define "koordpy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "koordpy.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Labels of one component's objects: (dict "ctx" $ "component" "agent"). */}}
+{{- define "koordpy.componentLabels" -}}
+{{ include "koordpy.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The koordpy image reference. */}}
+{{- define "koordpy.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The scheduler's configuration file, apiVersion and kind filled in. */}}
+{{- define "koordpy.scheduler.config" -}}
+{{- $cfg := merge (deepCopy .Values.scheduler.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "SchedulerConfiguration") }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The kube-scheduler profile name: the extender's schedulerName, so both always agree. */}}
+{{- define "koordpy.scheduler.profile" -}}
+{{- dig "extender" "schedulerName" "koordpy-scheduler" .Values.scheduler.config }}
+{{- end }}
+
+{{/* The extender's loopback port, from its configuration file. */}}
+{{- define "koordpy.scheduler.extenderPort" -}}
+{{- dig "extender" "port" 10262 .Values.scheduler.config | int }}
+{{- end }}
+
+{{/* The manager's configuration file; peering is forced on when more than one replica runs. */}}
+{{- define "koordpy.manager.config" -}}
+{{- $cfg := merge (deepCopy .Values.manager.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "ManagerConfiguration") }}
+{{- if gt (int .Values.manager.replicaCount) 1 }}
+{{- $peering := merge (dict "enabled" true) (default (dict) $cfg.peering) }}
+{{- $_ := set $peering "enabled" true }}
+{{- $_ := set $cfg "peering" $peering }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The manager's health port, from its configuration file. */}}
+{{- define "koordpy.manager.healthPort" -}}
+{{- dig "health" "port" 8080 .Values.manager.config | int }}
+{{- end }}
+
+{{/* The agent's configuration file, apiVersion and kind filled in. */}}
+{{- define "koordpy.agent.config" -}}
+{{- $cfg := merge (deepCopy .Values.agent.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "AgentConfiguration") }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The agent's HTTP port (health, readiness, metrics), from its configuration file. */}}
+{{- define "koordpy.agent.serverPort" -}}
+{{- dig "server" "port" 9316 .Values.agent.config | int }}
+{{- end }}
+
+{{/* The agent's state directory, from its configuration file; a hostPath is mounted there. */}}
+{{- define "koordpy.agent.stateDir" -}}
+{{- dig "stateDir" "/var/lib/koordpy-agent" .Values.agent.config }}
+{{- end }}
+
+{{/* Contradictions fail at template time, not at run time. */}}
+{{- define "koordpy.checks" -}}
+{{- if and .Values.scheduler.enabled (gt (int .Values.scheduler.replicaCount) 1) (not .Values.scheduler.leaderElection.enabled) }}
+{{- fail "scheduler.replicaCount > 1 needs scheduler.leaderElection.enabled: two unelected kube-schedulers would bind the same pods" }}
+{{- end }}
+{{- $bind := dig "extender" "bindTimeoutSeconds" 4 .Values.scheduler.config | float64 }}
+{{- if ge $bind (float64 .Values.scheduler.extender.httpTimeoutSeconds) }}
+{{- fail (printf "scheduler.config.extender.bindTimeoutSeconds (%v) must be below scheduler.extender.httpTimeoutSeconds (%v): kube-scheduler would give up on the bind first" $bind .Values.scheduler.extender.httpTimeoutSeconds) }}
+{{- end }}
+{{- if ne (dig "extender" "host" "127.0.0.1" .Values.scheduler.config) "127.0.0.1" }}
+{{- fail "scheduler.config.extender.host must stay 127.0.0.1: the bind endpoint must not be reachable from outside the pod" }}
+{{- end }}
+{{- end }}

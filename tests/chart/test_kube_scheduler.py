@@ -1,0 +1,177 @@
+"""The KubeSchedulerConfiguration the chart ships: field names and types of kubescheduler.config.k8s.io/v1,
+and the koordpy-specific choices (binder extender on loopback, nodeCacheCapable, not ignorable, ...).
+
+The schema below covers the v1 fields the chart uses (reference §1.6 and componentbase's
+LeaderElectionConfiguration), with unknown fields refused: a misspelt field would be silently dropped by
+kube-scheduler's lenient decoder, or rejected by its strict one, and neither is acceptable.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from helm_render import SCENARIOS, named, render, render_scenario
+
+from koordpy.config.errors import validate
+from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.model.durations import parse_duration
+
+DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}
+
+EXTENDER = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["urlPrefix"],
+    "properties": {
+        "urlPrefix": {"type": "string", "pattern": "^https?://"},
+        "filterVerb": {"type": "string"},
+        "preemptVerb": {"type": "string"},
+        "prioritizeVerb": {"type": "string"},
+        "bindVerb": {"type": "string"},
+        "weight": {"type": "integer", "minimum": 0},
+        "enableHTTPS": {"type": "boolean"},
+        "tlsConfig": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                k: {"type": "boolean" if k == "insecure" else "string"}
+                for k in ("insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData")
+            },
+        },
+        "httpTimeout": DURATION,
+        "nodeCacheCapable": {"type": "boolean"},
+        "managedResources": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "ignoredByScheduler": {"type": "boolean"}},
+            },
+        },
+        "ignorable": {"type": "boolean"},
+    },
+}
+
+KUBE_SCHEDULER_CONFIGURATION_V1 = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "profiles"],
+    "properties": {
+        "apiVersion": {"const": "kubescheduler.config.k8s.io/v1"},
+        "kind": {"const": "KubeSchedulerConfiguration"},
+        "parallelism": {"type": "integer", "minimum": 1},
+        "percentageOfNodesToScore": {"type": "integer", "minimum": 0, "maximum": 100},
+        "podInitialBackoffSeconds": {"type": "integer", "minimum": 1},
+        "podMaxBackoffSeconds": {"type": "integer", "minimum": 1},
+        "delayCacheUntilActive": {"type": "boolean"},
+        "clientConnection": {"type": "object"},
+        "leaderElection": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "leaderElect": {"type": "boolean"},
+                "leaseDuration": DURATION,
+                "renewDeadline": DURATION,
+                "retryPeriod": DURATION,
+                "resourceLock": {"enum": ["leases", "endpointsleases", "configmapsleases"]},
+                "resourceName": {"type": "string", "minLength": 1},
+                "resourceNamespace": {"type": "string", "minLength": 1},
+            },
+        },
+        "profiles": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["schedulerName"],
+                "properties": {
+                    "schedulerName": {"type": "string", "minLength": 1},
+                    "percentageOfNodesToScore": {"type": "integer", "minimum": 0, "maximum": 100},
+                    "plugins": {"type": "object"},
+                    "pluginConfig": {"type": "array"},
+                },
+            },
+        },
+        "extenders": {"type": "array", "items": EXTENDER},
+    },
+}
+
+
+def kube_scheduler_config(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(named(objects, "ConfigMap", "-scheduler")["data"]["kube-scheduler.yaml"])
+    return data
+
+
+def koordpy_config(objects: list[dict[str, Any]]) -> SchedulerConfiguration:
+    raw = yaml.safe_load(named(objects, "ConfigMap", "-scheduler")["data"]["config.yaml"])
+    return validate(SchedulerConfiguration, raw)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_field_names_and_types(scenario: str) -> None:
+    cfg = kube_scheduler_config(render_scenario(scenario))
+    jsonschema.validate(cfg, KUBE_SCHEDULER_CONFIGURATION_V1)
+    # kube-scheduler's own validation rules for what we set:
+    binders = [e for e in cfg["extenders"] if e.get("bindVerb")]
+    assert len(binders) <= 1, "only one extender can implement bind"
+    for ext in cfg["extenders"]:
+        if ext.get("prioritizeVerb"):
+            assert ext["weight"] > 0, "prioritizeVerb needs a positive weight"
+    le = cfg["leaderElection"]
+    assert parse_duration(le["leaseDuration"]) > parse_duration(le["renewDeadline"]) > parse_duration(le["retryPeriod"])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_profile_and_extender_agree_with_the_extenders_own_config(scenario: str) -> None:
+    objects = render_scenario(scenario)
+    cfg = kube_scheduler_config(objects)
+    mine = koordpy_config(objects)
+    (extender,) = cfg["extenders"]
+    assert [p["schedulerName"] for p in cfg["profiles"]] == [mine.extender.scheduler_name]
+    assert extender["urlPrefix"] == f"http://127.0.0.1:{mine.extender.port}"
+    assert mine.extender.host == "127.0.0.1"
+    # The gang bind barrier answers within bindTimeoutSeconds; kube-scheduler must wait longer.
+    assert parse_duration(extender["httpTimeout"]) > mine.extender.bind_timeout_seconds
+
+
+def test_koordpy_choices() -> None:
+    objects = render()
+    cfg = kube_scheduler_config(objects)
+    (extender,) = cfg["extenders"]
+    assert extender["filterVerb"] == "filter"
+    assert extender["prioritizeVerb"] == "prioritize"
+    assert extender["bindVerb"] == "bind"
+    assert extender["nodeCacheCapable"] is True
+    assert extender["ignorable"] is False
+    assert extender["httpTimeout"] == "30s"
+    assert cfg["percentageOfNodesToScore"] == 100
+    assert cfg["leaderElection"]["leaderElect"] is True
+    assert cfg["leaderElection"]["resourceName"] == "koordpy-scheduler"
+    assert cfg["leaderElection"]["resourceNamespace"] == "koordpy-system"
+    deployment = named(objects, "Deployment", "-scheduler")
+    images = {c["name"]: c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert re.fullmatch(r"registry\.k8s\.io/kube-scheduler:v1\.\d+\.\d+", images["kube-scheduler"])
+    assert set(images) == {"kube-scheduler", "extender"}
+
+
+def test_schema_refuses_misspelt_fields() -> None:
+    cfg = kube_scheduler_config(render())
+    cfg["extenders"][0]["nodeCacheCapabel"] = True
+    with pytest.raises(jsonschema.ValidationError, match="nodeCacheCapabel"):
+        jsonschema.validate(cfg, KUBE_SCHEDULER_CONFIGURATION_V1)
+    cfg = kube_scheduler_config(render())
+    cfg["extenders"][0]["httpTimeout"] = 30
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(cfg, KUBE_SCHEDULER_CONFIGURATION_V1)
+
+
+def test_managed_resources_pass_through() -> None:
+    cfg = kube_scheduler_config(render_scenario("tuned-values.yaml"))
+    assert cfg["extenders"][0]["managedResources"] == [{"name": "koordpy.io/scheduled", "ignoredByScheduler": True}]
+    assert cfg["extenders"][0]["weight"] == 5

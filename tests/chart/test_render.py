@@ -1,0 +1,290 @@
+"""helm lint / helm template for the defaults and every ci/*-values.yaml scenario; every object validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from helm_render import (
+    CHART,
+    NAMESPACE,
+    ROOT,
+    named,
+    of_kind,
+    render,
+    render_scenario,
+    run_helm,
+    scenario_args,
+)
+
+from koordpy.config.errors import validate
+from koordpy.config.manager import ManagerConfiguration
+from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.crds import RESOURCES
+from koordpy.crds.structural import structural_problems
+
+K8S_VERSION = "1.35"
+POD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = pod_spec(obj)
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def test_lint_is_clean(scenario: str) -> None:
+    proc = run_helm("lint", "--strict", str(CHART), *scenario_args(scenario))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_every_rendered_object_validates_against_kubernetes(scenario: str) -> None:
+    objects = render_scenario(scenario)
+    assert objects
+    for obj in objects:
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            check_service_monitor(obj, objects)
+            continue
+        try:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{scenario}: {where} invalid at {path}: {exc.message}")
+        assert obj["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == "koordpy", where
+        if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"):
+            assert obj["metadata"].get("namespace") in (NAMESPACE, "kube-system"), where
+
+
+def check_service_monitor(obj: dict[str, Any], objects: list[dict[str, Any]]) -> None:
+    """No bundled schema for ServiceMonitor: check it selects a rendered Service by a port it has."""
+    selector = obj["spec"]["selector"]["matchLabels"]
+    services = [s for s in of_kind(objects, "Service") if selector.items() <= s["metadata"].get("labels", {}).items()]
+    assert len(services) == 1, obj["metadata"]["name"]
+    ports = {p["name"] for p in services[0]["spec"]["ports"]}
+    assert {e["port"] for e in obj["spec"]["endpoints"]} <= ports
+
+
+def test_crds_are_apiextensions_v1_and_structural() -> None:
+    crds = of_kind(render(), "CustomResourceDefinition")
+    assert {c["metadata"]["name"] for c in crds} == {r.name for r in RESOURCES}
+    for crd in crds:
+        kubernetes_validate.validate(crd, K8S_VERSION, strict=True)
+        for version in crd["spec"]["versions"]:
+            problems = structural_problems(version["schema"]["openAPIV3Schema"])
+            assert problems == [], f"{crd['metadata']['name']}: {problems}"
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def test_crd_switches() -> None:
+    assert of_kind(render("--set", "crds.enabled=false"), "CustomResourceDefinition") == []
+    unkept = of_kind(render("--set", "crds.keep=false"), "CustomResourceDefinition")
+    assert unkept and all("annotations" not in c["metadata"] for c in unkept)
+    skipped = render("--set", "crds.exclude={nodemetrics.slo.koordinator.sh,podgroups.scheduling.sigs.k8s.io}")
+    names = {c["metadata"]["name"] for c in of_kind(skipped, "CustomResourceDefinition")}
+    assert names == {r.name for r in RESOURCES} - {"nodemetrics.slo.koordinator.sh", "podgroups.scheduling.sigs.k8s.io"}
+
+
+def test_only_the_agent_runs_privileged_or_touches_the_host(scenario: str) -> None:
+    for obj in render_scenario(scenario):
+        if obj["kind"] not in POD_KINDS:
+            continue
+        is_agent = obj["kind"] == "DaemonSet" and obj["metadata"]["name"].endswith("-agent")
+        spec = pod_spec(obj)
+        assert not spec.get("hostPID") and not spec.get("hostNetwork") and not spec.get("hostIPC")
+        for container in containers(obj):
+            ctx = container.get("securityContext", {})
+            where = f"{obj['metadata']['name']}/{container['name']}"
+            assert ctx.get("privileged", False) is is_agent, where
+            if not is_agent:
+                assert ctx.get("allowPrivilegeEscalation") is False, where
+                assert ctx.get("capabilities", {}).get("drop") == ["ALL"], where
+                assert "add" not in ctx.get("capabilities", {}), where
+        host_paths = [v for v in spec.get("volumes", []) if "hostPath" in v]
+        assert bool(host_paths) is is_agent, obj["metadata"]["name"]
+
+
+def test_agent_daemonset_mounts_updates_and_tolerates() -> None:
+    agent = named(render(), "DaemonSet", "-agent")
+    assert agent["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    spec = pod_spec(agent)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (container,) = spec["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert volumes["host-cgroup"]["hostPath"]["path"] == "/sys/fs/cgroup"
+    assert mounts["host-cgroup"].get("readOnly", False) is False
+    assert volumes["host-proc"]["hostPath"]["path"] == "/proc"
+    assert mounts["host-proc"]["readOnly"] is True
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert {"operator": "Exists"} in spec["tolerations"]
+
+
+def test_each_component_has_its_own_service_account() -> None:
+    objects = render()
+    accounts = {o["metadata"]["name"] for o in of_kind(objects, "ServiceAccount")}
+    assert accounts == {"koordpy-scheduler", "koordpy-manager", "koordpy-agent"}
+    used = {pod_spec(o)["serviceAccountName"] for o in objects if o["kind"] in POD_KINDS}
+    assert used == accounts
+
+
+def config_of(objects: list[dict[str, Any]], suffix: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(named(objects, "ConfigMap", suffix)["data"]["config.yaml"])
+    return data
+
+
+def test_component_configs_validate_with_koordpys_models(scenario: str) -> None:
+    objects = render_scenario(scenario)
+    names = {o["metadata"]["name"] for o in of_kind(objects, "ConfigMap")}
+    if "koordpy-scheduler" in names:
+        cfg = validate(SchedulerConfiguration, config_of(objects, "-scheduler"), f"{scenario}: scheduler config")
+        assert cfg.kind == "SchedulerConfiguration"
+    if "koordpy-manager" in names:
+        manager = validate(ManagerConfiguration, config_of(objects, "-manager"), f"{scenario}: manager config")
+        deployment = named(objects, "Deployment", "-manager")
+        assert manager.peering.enabled is (deployment["spec"]["replicas"] > 1)
+        port = pod_spec(deployment)["containers"][0]["ports"][0]["containerPort"]
+        assert port == manager.health.port
+
+
+def test_agent_config_validates_with_koordpys_model(scenario: str) -> None:
+    try:
+        from koordpy.config.agent import AgentConfiguration
+    except ImportError as exc:
+        pytest.fail(
+            f"koordpy.config.agent.AgentConfiguration is missing ({exc}); the agent ConfigMap cannot be checked"
+        )
+    objects = render_scenario(scenario)
+    if any(o["metadata"]["name"] == "koordpy-agent" for o in of_kind(objects, "ConfigMap")):
+        cfg = validate(AgentConfiguration, config_of(objects, "-agent"), f"{scenario}: agent config")
+        assert cfg.kind == "AgentConfiguration"
+
+
+def test_config_changes_restart_pods() -> None:
+    base = {o["metadata"]["name"]: o for o in render() if o["kind"] in POD_KINDS}
+    changed = {
+        o["metadata"]["name"]: o
+        for o in render("--set", "manager.config.nodeMetric.reportIntervalSeconds=30")
+        if o["kind"] in POD_KINDS
+    }
+
+    def checksum(objs: dict[str, Any], name: str) -> str:
+        return str(objs[name]["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum(base, "koordpy-manager") != checksum(changed, "koordpy-manager")
+    assert checksum(base, "koordpy-scheduler") == checksum(changed, "koordpy-scheduler")
+
+
+def test_disruption_budgets_only_with_replicas() -> None:
+    assert of_kind(render(), "PodDisruptionBudget") == []
+    ha = of_kind(render_scenario("ha-values.yaml"), "PodDisruptionBudget")
+    assert {p["metadata"]["name"] for p in ha} == {"koordpy-scheduler", "koordpy-manager"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--set", "scheduler.config.extender.bindTimeoutSeconds=30"),
+            "bindTimeoutSeconds (30) must be below scheduler.extender.httpTimeoutSeconds (30)",
+        ),
+        (
+            ("--set", "scheduler.replicaCount=2", "--set", "scheduler.leaderElection.enabled=false"),
+            "needs scheduler.leaderElection.enabled",
+        ),
+        (("--set", "scheduler.config.extender.host=0.0.0.0"), "must stay 127.0.0.1"),
+        (("--set", "scheduler.bogus=1"), "additional properties 'bogus' not allowed"),
+        (("--set", "crds.exclude={nodemetrics}"), "/crds/exclude/0"),
+        (("--set", "scheduler.kubeScheduler.percentageOfNodesToScore=101"), "percentageOfNodesToScore"),
+    ],
+)
+def test_contradictions_fail_at_template_time(args: tuple[str, ...], message: str) -> None:
+    proc = run_helm("template", "koordpy", str(CHART), *args)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+
+
+FREE_FORM = {"config", "resources", "nodeSelector", "tolerations", "affinity", "podAnnotations", "commonLabels"}
+FREE_FORM |= {"labels", "managedResources", "imagePullSecrets", "exclude"}
+
+
+def test_every_values_key_is_documented_in_values_yaml_and_schema() -> None:
+    lines = (CHART / "values.yaml").read_text(encoding="utf-8").splitlines()
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    stack: list[tuple[int, str]] = []
+    undocumented = []
+    for n, line in enumerate(lines):
+        match = re.match(r"^(\s*)([A-Za-z]\w*):", line)
+        if not match:
+            continue
+        indent = len(match.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if any(key in FREE_FORM for _, key in stack):
+            continue
+        stack.append((indent, match.group(2)))
+        previous = next((p for p in reversed(lines[:n]) if p.strip()), "")
+        if not previous.strip().startswith("#"):
+            undocumented.append(f"values.yaml:{n + 1}: {line.strip()}")
+        node = schema
+        for _, key in stack:
+            node = node["properties"][key]
+        if not node.get("description"):
+            undocumented.append(f"values.schema.json: {'.'.join(k for _, k in stack)} has no description")
+    assert undocumented == []
+
+
+def merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """Helm's values merge: maps merge recursively, anything else replaces."""
+    out = dict(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def test_values_yaml_and_scenarios_satisfy_the_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    jsonschema.validate(values, schema)
+    for path in (CHART / "ci").glob("*-values.yaml"):
+        jsonschema.validate(merged(values, yaml.safe_load(path.read_text(encoding="utf-8"))), schema)
+
+
+def test_notes_render_for_an_install() -> None:
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "helm"), "install", "koordpy", str(CHART), "--dry-run=client", "-n", NAMESPACE],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "KUBECONFIG": "/nonexistent"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert "schedulerName: koordpy-scheduler" in notes
+    assert "127.0.0.1:10262" in notes
+
+
+def test_deploy_manifests_are_rendered_from_the_chart(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "render-deploy.sh"), str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    fresh = sorted(p.name for p in tmp_path.glob("*.yaml"))
+    assert fresh == sorted(p.name for p in (ROOT / "deploy").glob("*.yaml")), "run scripts/render-deploy.sh"
+    for name in fresh:
+        committed = (ROOT / "deploy" / name).read_text(encoding="utf-8")
+        assert committed == (tmp_path / name).read_text(encoding="utf-8"), f"deploy/{name} is stale"
