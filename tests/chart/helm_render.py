@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,63 @@ def named(objects: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, An
     matches = [o for o in of_kind(objects, kind) if o["metadata"]["name"].endswith(suffix)]
     assert len(matches) == 1, f"expected one {kind} named *{suffix}, found {[m['metadata']['name'] for m in matches]}"
     return matches[0]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One PolicyRule; ``namespace`` is None for ClusterRole rules (cluster-wide)."""
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    resource_names: tuple[str, ...]
+    namespace: str | None
+
+
+@dataclass
+class Grants:
+    """What one ServiceAccount may do: rendered rules, plus the names of bound roles the chart does not render."""
+
+    rules: list[Rule] = field(default_factory=list)
+    builtin: set[str] = field(default_factory=set)
+
+
+def grants(objects: list[dict[str, Any]]) -> dict[str, Grants]:
+    """``namespace/serviceaccount`` -> its grants, resolved through (Cluster)RoleBindings."""
+    roles = {("ClusterRole", None, o["metadata"]["name"]): o for o in of_kind(objects, "ClusterRole")}
+    roles.update({("Role", o["metadata"]["namespace"], o["metadata"]["name"]): o for o in of_kind(objects, "Role")})
+    out: dict[str, Grants] = {}
+    for binding in of_kind(objects, "ClusterRoleBinding") + of_kind(objects, "RoleBinding"):
+        scope = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        ref = binding["roleRef"]
+        key = (ref["kind"], scope if ref["kind"] == "Role" else None, ref["name"])
+        for subject in binding["subjects"]:
+            if subject["kind"] != "ServiceAccount":
+                continue
+            entry = out.setdefault(f"{subject['namespace']}/{subject['name']}", Grants())
+            role = roles.get(key)
+            if role is None:
+                entry.builtin.add(ref["name"])
+                continue
+            for rule in role.get("rules", []):
+                entry.rules.append(
+                    Rule(
+                        api_groups=tuple(rule.get("apiGroups", [])),
+                        resources=tuple(rule.get("resources", [])),
+                        verbs=tuple(rule.get("verbs", [])),
+                        resource_names=tuple(rule.get("resourceNames", [])),
+                        namespace=scope,
+                    )
+                )
+    return out
+
+
+def allowed(rules: list[Rule], group: str, resource: str, verb: str, name: str | None = None) -> bool:
+    """Whether any rule allows ``verb`` on ``group/resource`` (``pods/eviction`` style for subresources)."""
+    return any(
+        group in rule.api_groups
+        and resource in rule.resources
+        and verb in rule.verbs
+        and (not rule.resource_names or (name is not None and name in rule.resource_names))
+        for rule in rules
+    )
