@@ -106,17 +106,21 @@ class LoadAwarePlacement:
         self.state = state
         self.fit = fit
         self.rng = rng
-        self.row_of = {name: i for i, name in enumerate(fit.names)}
+        self.index_of_row: I64 = state.index.lookup(fit.names)
+        """The ClusterState node index of each fit row (looked up once, as the extender caches it)."""
+        rows = np.full(max(int(self.index_of_row.max(initial=-1)) + 1, 0), -1, np.int64)
+        rows[self.index_of_row] = np.arange(len(fit.names))
+        self.row_of_index: I64 = rows
 
     def choose(self, pod: PodInfo, candidates: I64, now: float) -> int | None:
         every = self.fit.names
         names = every if candidates.size == len(every) else [every[i] for i in candidates.tolist()]
-        passed = self.state.filter(pod, names, now).passed
-        if not passed:
+        outcome = self.state.filter(pod, names, now, indices=self.index_of_row[candidates])
+        if not outcome.passed:
             return None
-        total = self.state.score(pod, passed, now).total
+        total = self.state.score(pod, outcome.passed, now, indices=outcome.passed_indices).total
         best = np.flatnonzero(total == total.max())
-        return self.row_of[passed[_pick(best, self.rng)]]
+        return int(self.row_of_index[outcome.passed_indices[_pick(best, self.rng)]])
 
 
 class LeastAllocatedPlacement:

@@ -1,0 +1,184 @@
+"""The agent's waterline QoS on simulated nodes, through the agent's own pure plan functions.
+
+``AgentQosPlanner`` keeps one ``AgentState`` per node and, each QoS tick, calls the same
+``koordpy.agent.policy.plan`` the node agent calls (or ``naive_plan`` for the baseline) with a
+``NodeSample`` and ``PodSample``\\ s built from simulated usage, then turns the plan's actions into
+``QosAction``\\ s for the engine.
+
+Skipping quiet nodes: a node whose state holds nothing (no rule counting or fired, nothing
+throttled or being evicted) and whose metric values are all at or below every line of the rules
+that apply to it is not planned: the agent's detection would only count one more below-sample,
+which matters solely for a rule that has fired. The lines and values come from the agent's own
+``rules_for_node`` and metric registry. ``gate=False`` plans every node every tick (the unit tests
+check both give the same run).
+
+Not guaranteed: evictions take effect at once (no grace period), throttles at the next sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, naive_plan, plan
+from koordpy.agent.policy.waterline import rules_for_node
+from koordpy.config.errors import ConfigError, validate
+from koordpy.config.scenario import Scenario
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.sim.qos import ClusterView, QosAction
+
+__all__ = ["AgentQosPlanner", "load_qos_objects"]
+
+
+class PlanFunction(Protocol):
+    def __call__(
+        self,
+        policies: Sequence[NodeQOSEnsurancePolicy],
+        actions: Mapping[str, AvoidanceAction] | Sequence[AvoidanceAction],
+        node: NodeSample,
+        pods: Sequence[PodSample],
+        state: AgentState,
+        *,
+        now: float,
+        options: PlanOptions | None = None,
+        assume_fired: bool = False,
+    ) -> Plan: ...
+
+
+PLAN_FUNCTIONS: dict[str, PlanFunction] = {"waterline": plan, "naive": naive_plan}
+
+
+def load_qos_objects(scenario: Scenario) -> tuple[list[NodeQOSEnsurancePolicy], dict[str, AvoidanceAction]]:
+    """The scenario's ``qos.policies`` and ``qos.actions`` as the agent's CRD models.
+
+    Raises ``ConfigError`` with paths under ``qos.``.
+    """
+    problems: list[tuple[str, str]] = []
+    policies: list[NodeQOSEnsurancePolicy] = []
+    actions: dict[str, AvoidanceAction] = {}
+    for field, model, sink in (
+        ("policies", NodeQOSEnsurancePolicy, policies),
+        ("actions", AvoidanceAction, actions),
+    ):
+        for i, raw in enumerate(getattr(scenario.qos, field)):
+            try:
+                obj: Any = validate(model, raw)
+            except ConfigError as exc:
+                problems.extend((f"qos.{field}[{i}].{path}", msg) for path, msg in exc.problems)
+                continue
+            if isinstance(sink, list):
+                sink.append(obj)
+            else:
+                sink[obj.metadata.name] = obj
+    if problems:
+        raise ConfigError(problems)
+    return policies, actions
+
+
+class AgentQosPlanner:
+    """One agent per node, each with its own state, all sharing the policies and actions."""
+
+    def __init__(
+        self,
+        name: str,
+        policies: Sequence[NodeQOSEnsurancePolicy],
+        actions: Mapping[str, AvoidanceAction],
+        plan_function: PlanFunction,
+        *,
+        options: PlanOptions | None = None,
+        gate: bool = True,
+    ) -> None:
+        self.name = name
+        self.policies = list(policies)
+        self.actions = dict(actions)
+        self.plan_function = plan_function
+        self.options = options or PlanOptions()
+        self.gate = gate
+        self.states: dict[str, AgentState] = {}
+        self.busy: set[str] = set()
+        """Nodes whose state holds something (a rule counting or fired, a throttle, an eviction)."""
+        self.plans = 0
+        self._checks: dict[frozenset[tuple[str, str]], list[tuple[Callable[[NodeSample], float | None], float]]] = {}
+
+    def _lines(self, sample: NodeSample) -> list[tuple[Callable[[NodeSample], float | None], float]]:
+        """(node value function, line) of every rule that applies to a node with these labels."""
+        key = frozenset(sample.labels.items())
+        checks = self._checks.get(key)
+        if checks is None:
+            rules, _ = rules_for_node(self.policies, self.actions, sample, self.options.metrics)
+            checks = [(self.options.metrics[view.metric].node_value, view.line) for view in rules]
+            self._checks[key] = checks
+        return checks
+
+    def _quiet(self, sample: NodeSample) -> bool:
+        for node_value, line in self._lines(sample):
+            value = node_value(sample)
+            if value is None or value > line:
+                return False
+        return True
+
+    def step(self, view: ClusterView) -> list[QosAction]:
+        out: list[QosAction] = []
+        cpu = view.cpu_millis.tolist()
+        cpu_capacity = view.cpu_capacity_millis.tolist()
+        memory = view.memory_bytes.tolist()
+        memory_capacity = view.memory_capacity_bytes.tolist()
+        now = view.time
+        for row, name in enumerate(view.names):
+            sample = NodeSample(
+                name,
+                now,
+                cpu[row] / 1000,
+                cpu_capacity[row] / 1000,
+                int(memory[row]),
+                int(memory_capacity[row]),
+                view.labels[row],
+            )
+            if self.gate and name not in self.busy and self._quiet(sample):
+                continue
+            pods = view.pods_of(row)
+            by_uid = {p.pod.uid: p.pod_id for p in pods}
+            samples = [
+                PodSample(
+                    pod=p.pod,
+                    cpu=p.cpu_millis / 1000,
+                    memory=int(p.memory_bytes),
+                    cpu_cap=None if p.cap_millis is None else p.cap_millis / 1000,
+                )
+                for p in pods
+            ]
+            state = self.states.get(name) or AgentState()
+            result = self.plan_function(
+                self.policies, self.actions, sample, samples, state, now=now, options=self.options
+            )
+            self.plans += 1
+            self.states[name] = result.state
+            if _holds_something(result.state):
+                self.busy.add(name)
+            else:
+                self.busy.discard(name)
+            out.extend(_convert(result, by_uid))
+        return out
+
+
+def _holds_something(state: AgentState) -> bool:
+    return bool(state.throttled or state.evicting or any(r.above or r.fired for r in state.rules.values()))
+
+
+def _convert(result: Plan, by_uid: Mapping[str, int]) -> list[QosAction]:
+    out: list[QosAction] = []
+    for action in result.actions:
+        pod_id = by_uid.get(action.uid)
+        if pod_id is None:
+            continue
+        cap = None if action.cpu_cap is None else action.cpu_cap * 1000
+        if action.kind is ActionKind.EVICT:
+            out.append(QosAction("evict", pod_id))
+        elif action.kind is ActionKind.THROTTLE:
+            out.append(QosAction("throttle", pod_id, cap))
+        else:
+            out.append(QosAction("restore", pod_id, cap))
+    return out
+
+
+PlannerFactory = Callable[[Scenario, str], AgentQosPlanner | None]
