@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-__all__ = ["Call", "Grant", "Report", "Rule", "call_from_http", "check", "rendered_grants"]
+__all__ = ["Call", "Grant", "Report", "Rule", "call_from_http", "check", "rendered_grants", "without_rule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +205,21 @@ def rendered_grants(rendered: str) -> dict[str, list[Grant]]:
             if subject.get("kind") == "ServiceAccount":
                 grants.setdefault(subject["name"], []).extend(Grant(rule, scope) for rule in rules)
     return grants
+
+
+def without_rule(rendered: str, resource: str, verbs: str) -> str:
+    """The rendered chart minus the rule item ``resources: [resource]`` / ``verbs: [verbs]`` (and its comment).
+
+    Raises ``ValueError`` when no such item is rendered (the demonstration would prove nothing).
+    """
+    pattern = (
+        r"(?m)^(  # why:[^\n]*\n)*  - apiGroups: \[[^\]]*\]\n"
+        rf"    resources: \[{re.escape(resource)}\]\n    verbs: \[{re.escape(verbs)}\]\n"
+    )
+    stripped, count = re.subn(pattern, "", rendered)
+    if count == 0:
+        raise ValueError(f"no rendered rule with resources [{resource}] and verbs [{verbs}]")
+    return stripped
 
 
 def check(calls: Iterable[Call], grants_by_user: Mapping[str, list[Grant]]) -> Report:

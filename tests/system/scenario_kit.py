@@ -6,16 +6,22 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
+from system_cluster import Cluster
+from system_harness import LOOPBACK, Proc, free_port, wait_http
 
 from koordpy.testing.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
 from koordpy.testing.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 __all__ = [
     "NODEMETRICS",
     "PODS_PATH",
+    "BusyProc",
     "bound_pods",
     "create",
     "driver_for",
@@ -23,6 +29,7 @@ __all__ = [
     "node",
     "pod",
     "set_metric_status",
+    "start_agent",
     "wait_for",
 ]
 
@@ -113,3 +120,53 @@ async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> 
 
 def per_node(placements: Mapping[str, str]) -> Counter[str]:
     return Counter(placements.values())
+
+
+class BusyProc:
+    """A fabricated ``/proc`` whose cpu counters advance in the background at a settable busy fraction."""
+
+    def __init__(self, root: Path, cpus: int, mem_total_kib: int, mem_avail_kib: int) -> None:
+        self.root, self.cpus = root, cpus
+        self.mem = (mem_total_kib, mem_avail_kib)
+        self.busy_fraction = 0.1
+        self.total = self.busy = 0
+        self.tick()
+
+    def tick(self) -> None:
+        step = 100 * self.cpus  # one second of jiffies on every cpu
+        self.total += step
+        self.busy += int(step * self.busy_fraction)
+        write_procfs(
+            self.root,
+            cpus=self.cpus,
+            busy_jiffies=self.busy,
+            total_jiffies=self.total,
+            mem_total_kib=self.mem[0],
+            mem_avail_kib=self.mem[1],
+        )
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            self.tick()
+
+
+def start_agent(cluster: Cluster, node_name: str, workdir: Path, busy: BusyProc) -> Proc:
+    """``koordpy agent run`` for ``node_name`` on a fabricated cgroup v2 tree and ``busy``'s /proc; waits for /readyz."""
+    tree = FakeCgroupTree(workdir / "cgroup", version=2, driver="systemd")
+    port = free_port()
+    config = cluster.chart.component_config("-agent")
+    config.update(
+        {
+            "collectIntervalSeconds": 0.2,
+            "stateDir": str(workdir / "agent-state"),
+            "server": {"host": LOOPBACK, "port": port},
+            "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
+        }
+    )
+    path = workdir / "agent-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    args = ["--config", str(path), "--node", node_name, "--cgroup-root", str(tree.root), "--proc-root", str(busy.root)]
+    agent = cluster.start_agent(args)
+    wait_http(f"http://{LOOPBACK}:{port}/readyz", 60, agent)
+    return agent
