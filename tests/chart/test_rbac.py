@@ -50,7 +50,9 @@ NEEDED = {
         ("slo.koordinator.sh", "nodemetrics", "create"),
         ("slo.koordinator.sh", "nodemetrics", "patch"),
         ("slo.koordinator.sh", "nodemetrics", "delete"),
+        ("kopf.dev", "clusterkopfpeerings", "watch"),
         ("kopf.dev", "clusterkopfpeerings", "patch"),
+        ("kopf.dev", "clusterkopfpeerings", "create"),
     ],
 }
 

@@ -28,10 +28,14 @@ from helm_render import (
 from koordpy.config.errors import validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.scheduler import SchedulerConfiguration
-from koordpy.crds import RESOURCES
+from koordpy.crds import RESOURCES, crd_manifest
 from koordpy.crds.structural import structural_problems
 
 K8S_VERSION = "1.35"
+CUSTOM: dict[str, dict[str, Any]] = {}
+for _res in RESOURCES:
+    _schema = crd_manifest(_res)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    CUSTOM.setdefault(_res.api_version, {})[_res.kind] = _schema
 POD_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
 
@@ -58,6 +62,10 @@ def test_every_rendered_object_validates_against_kubernetes(scenario: str) -> No
         where = f"{obj['kind']}/{obj['metadata']['name']}"
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
             check_service_monitor(obj, objects)
+            continue
+        if obj["apiVersion"] in CUSTOM:
+            # Our own kinds: validated against the schema of the CRD the chart installs for them.
+            jsonschema.validate(obj, CUSTOM[obj["apiVersion"]][obj["kind"]])
             continue
         try:
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
@@ -186,6 +194,13 @@ def test_config_changes_restart_pods() -> None:
 
     assert checksum(base, "koordpy-manager") != checksum(changed, "koordpy-manager")
     assert checksum(base, "koordpy-scheduler") == checksum(changed, "koordpy-scheduler")
+
+
+def test_manager_peering_object_only_with_replicas() -> None:
+    assert of_kind(render(), "ClusterKopfPeering") == []
+    (peering,) = of_kind(render_scenario("ha-values.yaml"), "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "koordpy-manager"
+    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
 
 
 def test_disruption_budgets_only_with_replicas() -> None:

@@ -9,16 +9,17 @@ dependency in one place. Must run inside the operator's tasks (kopf's credential
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 import kopf
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import errors as kopf_errors
 
 from koordpy.crds.nodemetric import NODE_METRIC
+from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.manager.policy import Action, Create, Delete, Patch
 
-__all__ = ["NodeMetricWriter", "Outcome"]
+__all__ = ["NodeMetricWriter", "Outcome", "ensure_peering"]
 
 Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
 
@@ -59,3 +60,22 @@ class NodeMetricWriter:
             if isinstance(action, Delete | Patch):
                 return "gone"
             raise
+
+
+async def ensure_peering(
+    name: str, settings: kopf.OperatorSettings, logger: logging.Logger | logging.LoggerAdapter[Any]
+) -> bool:
+    """Create the ClusterKopfPeering ``name`` unless it exists; True when this call created it.
+
+    kopf does not create it: without the object every replica would see no peers and all would act.
+    """
+    res = CLUSTER_KOPF_PEERING
+    body = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name}}
+    try:
+        await kopf_api.post(
+            f"/apis/{res.group}/{res.version}/{res.plural}", payload=body, settings=settings, logger=logger
+        )
+    except kopf_errors.APIConflictError:
+        return False
+    logger.info("created ClusterKopfPeering %s", name)
+    return True

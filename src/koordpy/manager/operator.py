@@ -12,6 +12,7 @@ them only if two priorities are equal (probability about n^2/2^32). Without peer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,7 +22,7 @@ import kopf
 
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.manager.api import NodeMetricWriter, Outcome
+from koordpy.manager.api import NodeMetricWriter, Outcome, ensure_peering
 from koordpy.manager.policy import Action, reconcile_nodemetric
 
 __all__ = ["build_registry", "operator_settings", "run"]
@@ -73,6 +74,23 @@ def build_registry(config: ManagerConfiguration, apply: Apply) -> kopf.OperatorR
             action = reconcile_nodemetric(name, settings, labels, dict(spec), exists=True)
         if action is not None:
             await apply(action)
+
+    if config.peering.enabled:
+        pending: list[asyncio.Task[bool]] = []
+
+        @kopf.on.startup(registry=registry)
+        async def create_peering(
+            *, settings: kopf.OperatorSettings, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+        ) -> None:
+            # kopf authenticates only after the startup handlers, so the object is created in the background
+            # once credentials exist. Until it exists each replica sees no peers and acts; the NodeMetric
+            # actions are idempotent, so that short overlap is harmless. (The chart also creates it.)
+            pending.append(asyncio.create_task(ensure_peering(config.peering.name, settings, logger)))
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop_peering_creation(**_: Any) -> None:
+            for task in pending:
+                task.cancel()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -216,3 +218,48 @@ async def test_disabled_bookkeeping_writes_nothing(emulator: kmock.KubernetesEmu
     writes = [r for r in emulator if r.headers.get("Authorization") and r.method in ("POST", "PATCH", "PUT", "DELETE")]
     assert writes == []
     assert stored(emulator, NODEMETRICS, "ghost") is not None
+
+
+PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
+PEERING_URL = "/apis/kopf.dev/v1/clusterkopfpeerings"
+
+
+def peering_status(emulator: kmock.KubernetesEmulator) -> dict[str, Any]:
+    obj = stored(emulator, PEERINGS, "koordpy-manager")
+    return {} if obj is None else dict(obj.get("status") or {})
+
+
+async def test_peering_creates_its_object_and_stands_by_for_a_higher_priority_peer(
+    emulator: kmock.KubernetesEmulator, kubeconfig: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kopf")
+    emulator.resources[PEERINGS] = kmock.ResourceInfo(kind="ClusterKopfPeering", namespaced=False, verbs=VERBS)
+    assert await api(emulator, "POST", "/api/v1/nodes", node("web-1")) < 300
+    async with running_manager({**CONFIG, "peering": {"enabled": True}}):
+        # The manager created the shared object and announces itself in it (random priority below 2**31).
+        await eventually(lambda: len(peering_status(emulator)) == 1, "own keep-alive in the peering object")
+        (me,) = peering_status(emulator)
+        assert 1 <= peering_status(emulator)[me]["priority"] < 2**31
+        await eventually(lambda: policy_of(emulator, "web-1") == DEFAULT_POLICY, "a lone peer acts")
+
+        # Another replica with a higher priority appears: this one pauses.
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        other = {"status": {"other-replica": {"priority": 2**40, "lifetime": 600, "lastseen": now}}}
+        assert await api(emulator, "PATCH", f"{PEERING_URL}/koordpy-manager", other) < 300
+        await eventually(lambda: "Pausing operations in favour of" in caplog.text, "kopf pauses this replica")
+        assert await api(emulator, "POST", "/api/v1/nodes", node("web-2")) < 300
+        # The higher-priority peer leaves: this one resumes and catches up.
+        leave = {"status": {"other-replica": None}}
+        assert await api(emulator, "PATCH", f"{PEERING_URL}/koordpy-manager", leave) < 300
+        await eventually(lambda: policy_of(emulator, "web-2") == DEFAULT_POLICY, "resumed and caught up")
+    # Nothing was written for web-2 while paused: its create came after the other peer left.
+    requests = list(emulator)
+    left = max(i for i, r in enumerate(requests) if r.method == "PATCH" and r.data == leave)
+    created = min(
+        i
+        for i, r in enumerate(requests)
+        if r.method == "POST" and r.url.path == NM_URL and r.data["metadata"]["name"] == "web-2"
+    )
+    assert created > left
+    creates = [r for r in requests if r.method == "POST" and r.url.path == PEERING_URL]
+    assert len(creates) == 1
