@@ -129,7 +129,7 @@ class ApiServerEmulator:
             port = self.port
         if self.record_path is not None and self._record_file is None:
             self._record_file = open(self.record_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None, shutdown_timeout=2.0)
+        runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, host, port, reuse_address=True)
         try:
@@ -423,6 +423,8 @@ class ApiServerEmulator:
                 return ("ADDED", ev.obj)
             return ("DELETED", ev.obj) if was_ok else None
 
+        if self._runner is None:  # stopping: a watch that arrived during stop() must not hold the shutdown
+            raise StatusError(503, "the server is shutting down", "ServiceUnavailable")
         watcher = self.state.subscribe(info)
         try:
             initial: list[tuple[str, dict[str, Any]]] = []

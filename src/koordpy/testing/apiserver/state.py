@@ -163,14 +163,17 @@ class ClusterState:
         max_grace_seconds: float = 0.2,
         clock: Callable[[], float] | None = None,
         infos: Iterable[ResourceInfo] | None = None,
+        start_rv: int | None = None,
     ) -> None:
         import time
 
         self.history_size = history_size
         self.max_grace_seconds = max_grace_seconds
         self.clock = clock or time.time
-        self.rv = 0
-        self.compacted_rv = 0
+        # Start from a clock-derived version so that a fresh emulator on the same port answers 410 to a
+        # client resuming with a version from a previous incarnation (its versions are all older).
+        self.rv = start_rv if start_rv is not None else int(self.clock() * 1000)
+        self.compacted_rv = self.rv
         self.history: deque[StoredEvent] = deque()
         self.watchers: set[Watcher] = set()
         self.infos: dict[tuple[str, str], ResourceInfo] = {}

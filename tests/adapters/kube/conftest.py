@@ -1,0 +1,26 @@
+"""Fixtures for the kube adapter tests: a fresh emulator per test, a client for it, a polling helper."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from koordpy.testing.apiserver.fixture import api_client, apiserver
+
+__all__ = ["api_client", "apiserver", "eventually"]
+
+Eventually = Callable[..., Awaitable[None]]
+
+
+async def _eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def eventually() -> Eventually:
+    """Poll a predicate until true; fail after ``timeout`` seconds (a bound, not a speed claim)."""
+    return _eventually
