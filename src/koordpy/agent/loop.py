@@ -35,7 +35,7 @@ from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, forget, plan
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.reporter import NodeMetricReporter
-from koordpy.agent.sources.cgroups import CgroupReader, PodCgroup, PodUsage
+from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.config.agent import AgentConfiguration
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
@@ -82,9 +82,17 @@ class Collector:
     node_name: str
 
     def collect(
-        self, wall: float, mono: float, pods: Sequence[PodInfo], labels: Mapping[str, str], history: UsageHistory | None
-    ) -> tuple[NodeSample, list[PodSample], dict[str, PodCgroup]]:
-        cgroups = self.cgroups.pods()
+        self,
+        wall: float,
+        mono: float,
+        pods: Sequence[PodInfo],
+        labels: Mapping[str, str],
+        history: UsageHistory | None,
+        *,
+        containers: bool = False,
+    ) -> tuple[NodeSample, list[PodSample], dict[str, PodUsage]]:
+        """One sample of the node and its pods; per-container usage only when ``containers``."""
+        cgroups = self.cgroups.pods(containers=containers and self.cgroups.collect_containers)
         usage: dict[str, PodUsage] = self.cgroups.collect(mono, cgroups)
         reading = self.proc.read()
         node = NodeSample(
@@ -101,7 +109,7 @@ class Collector:
                 history.add_pod(pod.uid, wall, cpu, memory)
         if history is not None:
             history.add_node(wall, reading.cpu, reading.memory)
-        return node, samples, cgroups
+        return node, samples, usage
 
 
 class Agent:
@@ -158,6 +166,11 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._event_seen: dict[tuple[str, str, str], float] = {}
         self._last_report = -float("inf")
+        self._ticks = 0
+        # Per-container usage is read once per report interval (pods every tick): it is not on the
+        # decision path and would triple the per-tick file reads.
+        self._container_every = max(1, round(nm.report_interval_seconds / cfg.collect_interval_seconds))
+        self.containers: dict[str, tuple[ContainerUsage, ...]] = {}
         self.reflectors = [
             Reflector(client, resources.PODS, self._on_pod, field_selector=f"spec.nodeName={node}"),
             Reflector(client, resources.NODES, self._on_node, field_selector=f"metadata.name={node}"),
@@ -234,17 +247,23 @@ class Agent:
         return restored
 
     # -- one tick ------------------------------------------------------------------------------
-    def decide(self) -> tuple[Plan, dict[str, PodCgroup]]:
+    def decide(self) -> tuple[Plan, dict[str, PodUsage]]:
         """Collect and plan (no side effects besides reading the node): what the benchmark measures."""
         now = self.wall()
         if self._failed:
             self.state = forget(self.state, self._failed)
             self._failed.clear()
         pods = [p for p in self.pods.values() if not p.terminated]
-        node, samples, cgroups = self.collector.collect(now, self.mono(), pods, self.node_labels, self.history)
+        self._ticks += 1
+        containers = self._ticks % self._container_every == 0
+        node, samples, usage = self.collector.collect(
+            now, self.mono(), pods, self.node_labels, self.history, containers=containers
+        )
+        if containers:
+            self.containers = {uid: u.containers for uid, u in usage.items()}
         policies = list(self.policies.values()) if self.cfg.qos.enabled else []
         result = plan(policies, self.actions, node, samples, self.state, now=now, options=self.options)
-        return result, cgroups
+        return result, usage
 
     async def tick(self) -> Plan:
         started = time.perf_counter()
@@ -273,7 +292,7 @@ class Agent:
         self.history.prune(self.wall(), self.pods)
         return result
 
-    def _apply_cgroups(self, result: Plan, cgroups: Mapping[str, PodCgroup]) -> list[str]:
+    def _apply_cgroups(self, result: Plan, cgroups: Mapping[str, PodUsage]) -> list[str]:
         failed: list[str] = []
         for action in result.actions:
             if action.kind is ActionKind.EVICT:

@@ -120,6 +120,7 @@ class CgroupReader:
     version: int = 0  # 0: detect
     collect_containers: bool = True
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False)
+    _path_cache: dict[str, tuple[str, str, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.version:
@@ -143,8 +144,11 @@ class CgroupReader:
                 return driver
         return None
 
-    def pods(self) -> dict[str, PodCgroup]:
-        """Pod UID -> its cgroup, found by listing the kubepods tree (three directory reads)."""
+    def pods(self, containers: bool | None = None) -> dict[str, PodCgroup]:
+        """Pod UID -> its cgroup, found by listing the kubepods tree (three directory reads, plus
+        one per pod when ``containers``; default: ``collect_containers``)."""
+        if containers is None:
+            containers = self.collect_containers
         base = self.controller_dir("cpu")
         out: dict[str, PodCgroup] = {}
         for driver, (top, qos_dirs) in _QOS_DIRS.items():
@@ -163,7 +167,7 @@ class CgroupReader:
                         continue
                     uid = match.group(1).replace("_", "-")
                     rel = os.path.join(parent, name)
-                    out[uid] = PodCgroup(uid, rel, self._containers(base, rel) if self.collect_containers else ())
+                    out[uid] = PodCgroup(uid, rel, self._containers(base, rel) if containers else ())
         return out
 
     @staticmethod
@@ -182,25 +186,34 @@ class CgroupReader:
         return tuple(sorted(out))
 
     # -- reads -------------------------------------------------------------------------------
+    def _paths(self, rel: str) -> tuple[str, str, str]:
+        """(cpu counter, memory usage, memory.stat) file paths of ``rel``, built once per cgroup."""
+        paths = self._path_cache.get(rel)
+        if paths is None:
+            if self.version == 2:
+                base = os.path.join(self.root, rel)
+                paths = (f"{base}/cpu.stat", f"{base}/memory.current", f"{base}/memory.stat")
+            else:
+                cpu = os.path.join(self.controller_dir("cpuacct"), rel)
+                mem = os.path.join(self.controller_dir("memory"), rel)
+                paths = (f"{cpu}/cpuacct.usage", f"{mem}/memory.usage_in_bytes", f"{mem}/memory.stat")
+            self._path_cache[rel] = paths
+        return paths
+
     def cpu_usage_ns(self, rel: str) -> int | None:
         """Cumulative CPU time of the cgroup in nanoseconds."""
+        path = self._paths(rel)[0]
         if self.version == 2:
-            usec = _stat_value(_read(os.path.join(self.root, rel, "cpu.stat")), b"usage_usec")
+            usec = _stat_value(_read(path), b"usage_usec")
             return None if usec is None else usec * 1000
-        return read_int(os.path.join(self.controller_dir("cpuacct"), rel, "cpuacct.usage"))
+        return read_int(path)
 
     def working_set(self, rel: str) -> int | None:
-        if self.version == 2:
-            usage = read_int(os.path.join(self.root, rel, "memory.current"))
-            stat = _read(os.path.join(self.root, rel, "memory.stat"))
-            inactive = _stat_value(stat, b"inactive_file")
-        else:
-            mem = self.controller_dir("memory")
-            usage = read_int(os.path.join(mem, rel, "memory.usage_in_bytes"))
-            stat = _read(os.path.join(mem, rel, "memory.stat"))
-            inactive = _stat_value(stat, b"total_inactive_file")
+        _, usage_path, stat_path = self._paths(rel)
+        usage = read_int(usage_path)
         if usage is None:
             return None
+        inactive = _stat_value(_read(stat_path), b"inactive_file" if self.version == 2 else b"total_inactive_file")
         return max(0, usage - (inactive or 0))
 
     def _cpu_cores(self, rel: str, now: float) -> float | None:
@@ -214,6 +227,42 @@ class CgroupReader:
             return None
         return (total - prev[1]) / 1e9 / (now - prev[0])
 
+    def _sample(self, rel: str, now: float) -> tuple[float | None, int | None]:
+        """CPU cores and working set of one cgroup: the hot path, three reads, no helper calls."""
+        paths = self._path_cache.get(rel) or self._paths(rel)
+        raw = _read(paths[0])
+        total: int | None = None
+        if raw is not None:
+            if self.version == 2:
+                usec = _stat_value(raw, b"usage_usec")
+                total = None if usec is None else usec * 1000
+            else:
+                try:
+                    total = int(raw)
+                except ValueError:
+                    total = None
+        cpu: float | None = None
+        if total is None:
+            self._prev.pop(rel, None)
+        else:
+            prev = self._prev.get(rel)
+            self._prev[rel] = (now, total)
+            if prev is not None and now > prev[0] and total >= prev[1]:
+                cpu = (total - prev[1]) / 1e9 / (now - prev[0])
+        memory: int | None = None
+        raw = _read(paths[1])
+        if raw is not None:
+            try:
+                usage = int(raw)
+            except ValueError:
+                usage = -1
+            if usage >= 0:
+                inactive = _stat_value(
+                    _read(paths[2]), b"inactive_file" if self.version == 2 else b"total_inactive_file"
+                )
+                memory = max(0, usage - (inactive or 0))
+        return cpu, memory
+
     def collect(self, now: float, pods: dict[str, PodCgroup] | None = None) -> dict[str, PodUsage]:
         """Usage of every pod cgroup (pod UID ->). Counters of vanished cgroups are forgotten."""
         found = self.pods() if pods is None else pods
@@ -224,8 +273,12 @@ class CgroupReader:
             containers = []
             for cid, rel in cg.containers:
                 seen.add(rel)
-                containers.append(ContainerUsage(cid, self._cpu_cores(rel, now), self.working_set(rel)))
-            out[uid] = PodUsage(uid, cg.rel, self._cpu_cores(cg.rel, now), self.working_set(cg.rel), tuple(containers))
-        for rel in [r for r in self._prev if r not in seen]:
-            del self._prev[rel]
+                containers.append(ContainerUsage(cid, *self._sample(rel, now)))
+            cpu, memory = self._sample(cg.rel, now)
+            out[uid] = PodUsage(uid, cg.rel, cpu, memory, tuple(containers))
+        # Forget counters of vanished cgroups (container counters live while their pod does, even
+        # on calls that skip containers).
+        for rel in [r for r in self._path_cache if r not in seen and r.rsplit("/", 1)[0] not in seen]:
+            del self._path_cache[rel]
+            self._prev.pop(rel, None)
         return out
