@@ -28,12 +28,15 @@ __all__ = [
     "HostFragments",
     "ProtocolError",
     "decode_args",
+    "decode_args_with_names",
     "decode_bind_args",
     "encode_bind_result",
     "encode_filter_error",
     "encode_filter_result",
+    "encode_names_result",
     "encode_priorities",
     "error_body",
+    "names_suffix",
     "require_strings",
 ]
 
@@ -141,15 +144,7 @@ def encode_filter_result(
 ) -> bytes:
     """``ExtenderFilterResult`` in the caller's form: ``NodeNames`` (cache-capable) or ``Nodes.items``."""
     if items is None:
-        return orjson.dumps(
-            {
-                "Nodes": None,
-                "NodeNames": passed,
-                "FailedNodes": failed,
-                "FailedAndUnresolvableNodes": unresolvable,
-                "Error": "",
-            }
-        )
+        return encode_names_result(orjson.dumps(passed), failed, unresolvable)
     by_name: dict[str, Mapping[str, Any]] = {}
     for name, item in zip(names, items, strict=True):
         by_name.setdefault(name, item)
@@ -162,6 +157,45 @@ def encode_filter_result(
             "Error": "",
         }
     )
+
+
+def encode_names_result(names_json: bytes, failed: Mapping[str, str], unresolvable: Mapping[str, str]) -> bytes:
+    """The cache-capable ``ExtenderFilterResult`` around an already encoded ``NodeNames`` array."""
+    return b"".join(
+        (
+            b'{"Nodes":null,"NodeNames":',
+            names_json,
+            b',"FailedNodes":',
+            orjson.dumps(failed),
+            b',"FailedAndUnresolvableNodes":',
+            orjson.dumps(unresolvable),
+            b',"Error":""}',
+        )
+    )
+
+
+def names_suffix(names_json: bytes) -> bytes:
+    """How a cache-capable request ends when its ``NodeNames`` is exactly ``names_json`` (Go's field order)."""
+    return b',"NodeNames":' + names_json + b"}"
+
+
+def decode_args_with_names(body: bytes, suffix: bytes) -> Mapping[str, Any] | None:
+    """The ``Pod`` of a cache-capable request whose ``NodeNames`` bytes equal ``suffix``'s, else None.
+
+    kube-scheduler sends prioritize exactly the names the filter returned, in the same order and, for
+    DNS-name node names, byte for byte as orjson encoded them. Recognising that avoids decoding and
+    hashing thousands of names again. Anything unexpected returns None (the caller decodes normally).
+    """
+    if not body.endswith(suffix):
+        return None
+    try:
+        data = orjson.loads(body[: len(body) - len(suffix)] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or "NodeNames" in data or data.get("Nodes") is not None:
+        return None
+    pod = data.get("Pod")
+    return pod if isinstance(pod, dict) else None
 
 
 def encode_filter_error(reason: str) -> bytes:

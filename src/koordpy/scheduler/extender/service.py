@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.kube.errors import ApiError
@@ -35,12 +36,15 @@ from koordpy.scheduler.extender.protocol import (
     HostFragments,
     ProtocolError,
     decode_args,
+    decode_args_with_names,
     decode_bind_args,
     encode_bind_result,
     encode_filter_error,
     encode_filter_result,
+    encode_names_result,
     encode_priorities,
     error_body,
+    names_suffix,
     require_strings,
 )
 from koordpy.scheduler.framework.cluster import ClusterState
@@ -92,6 +96,7 @@ class ExtenderService:
         self._recent: OrderedDict[str, tuple[str, PodInfo]] = OrderedDict()
         self._last_passed: list[str] | None = None
         self._last_passed_indices: npt.NDArray[np.int64] | None = None
+        self._last_suffix: bytes | None = None
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -164,7 +169,15 @@ class ExtenderService:
                 return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
             indices = self._indices(args.names)
             outcome = self.state.filter(pod, args.names, self.clock.now(), indices=indices)
-            reply = encode_filter_result(outcome.passed, outcome.failed, outcome.unresolvable, args.items, args.names)
+            if args.items is None:
+                names_json = orjson.dumps(outcome.passed)
+                reply = encode_names_result(names_json, outcome.failed, outcome.unresolvable)
+                self._last_suffix = names_suffix(names_json)
+            else:
+                reply = encode_filter_result(
+                    outcome.passed, outcome.failed, outcome.unresolvable, args.items, args.names
+                )
+                self._last_suffix = None
             self._last_passed = outcome.passed
             self._last_passed_indices = outcome.passed_indices
         except ProtocolError as exc:
@@ -179,13 +192,20 @@ class ExtenderService:
     def prioritize(self, body: bytes, started: float | None = None) -> Reply:
         started = time.perf_counter() if started is None else started
         try:
-            args = decode_args(body)
-            pod = self._pod(args.pod, "prioritize")
+            raw_pod = decode_args_with_names(body, self._last_suffix) if self._last_suffix is not None else None
+            if raw_pod is not None and self._last_passed is not None and self._last_passed_indices is not None:
+                names, indices = self._last_passed, self._last_passed_indices  # exactly the last filter's answer
+                pod = self._pod(raw_pod, "prioritize")
+            else:
+                args = decode_args(body)
+                pod = self._pod(args.pod, "prioritize")
+                names, indices = args.names, None
             if self.not_ready() is not None:
                 self._finish("prioritize", "not_ready", started)
                 return Reply(200, b"[]")
-            indices = self._indices(args.names)
-            outcome = self.state.score(pod, args.names, self.clock.now(), indices=indices)
+            if indices is None:
+                indices = self._indices(names)
+            outcome = self.state.score(pod, names, self.clock.now(), indices=indices)
             reply = encode_priorities(self.fragments, indices, outcome.extender)
         except ProtocolError as exc:
             return self._bad_request("prioritize", exc, started)

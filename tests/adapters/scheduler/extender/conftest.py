@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import uvicorn
 
@@ -68,7 +69,10 @@ class Running:
         self.extender.cache.handler("pods")(event, raw)
 
     async def post(self, verb: str, body: Any) -> httpx.Response:
-        return await self.http.post(f"/{verb}", json=body)
+        """POST compact JSON with ``Content-Type: application/json``, as Go's encoding/json writes it."""
+        return await self.http.post(
+            f"/{verb}", content=orjson.dumps(body), headers={"Content-Type": "application/json"}
+        )
 
 
 def config(**extender: Any) -> SchedulerConfiguration:

@@ -133,3 +133,21 @@ async def test_pods_of_other_schedulers_are_answered_and_counted(ext: Any) -> No
     assert orjson.loads(resp.content)["NodeNames"] == ["idle"]
     metrics = (await ext.http.get("/metrics")).text
     assert 'koordpy_extender_foreign_pods_total{verb="filter"} 1.0' in metrics
+
+
+async def test_prioritize_after_filter_in_any_encoding_scores_the_request_pod(ext: Any) -> None:
+    seed(ext)
+    small, big = incoming("small"), incoming("big")
+    big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "16"
+    filtered = orjson.loads(
+        (await ext.post("filter", {"Pod": small, "Nodes": None, "NodeNames": ["idle", "hot"]})).content
+    )
+    assert filtered["NodeNames"] == ["idle"]
+    args = {"Pod": small, "Nodes": None, "NodeNames": ["idle"]}
+    compact = orjson.loads((await ext.post("prioritize", args)).content)
+    spaced = orjson.loads((await ext.http.post("/prioritize", json=args)).content)  # stdlib json: ", " and ": "
+    assert compact == spaced == [{"Host": "idle", "Score": 7}]
+    # same names as the filter answered, another pod: its own estimate counts
+    # big: cpu 4000 + 16000*85% = 17600 -> (32000-17600)*100//32000 = 45; (45+72)//2 = 58 -> 5
+    other = orjson.loads((await ext.post("prioritize", {"Pod": big, "Nodes": None, "NodeNames": ["idle"]})).content)
+    assert other == [{"Host": "idle", "Score": 5}]

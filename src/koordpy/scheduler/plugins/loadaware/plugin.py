@@ -89,6 +89,7 @@ class LoadAwarePlugin:
         self._node_of_index: dict[int, str] = {}
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
+        self._thresholds_of: dict[str, tuple[Vector, Vector]] = {}
         self._allocate(64)
 
     # ---- arrays ------------------------------------------------------------------------
@@ -167,18 +168,18 @@ class LoadAwarePlugin:
         prod = load.prod_usage + load.prod_delta
         self.prod_base[index] = prod
         self.score_prod_base[index] = prod
-        self.prod_thr[index] = self.vectorize(dict(profile.prod))
+        prod_thr, np_thr = self._thresholds_of[name]
+        self.prod_thr[index] = prod_thr
         # Koordinator tests the *vectorised* thresholds: all zero (or only unknown resources) means "not set".
-        self.prod_enabled[index] = bool(self.prod_thr[index].any())
+        self.prod_enabled[index] = bool(prod_thr.any())
         if profile.aggregated is not None:
             usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
-            self.np_thr[index] = self.vectorize(dict(profile.aggregated.thresholds))
             self.np_aggregated[index] = True
         else:
             usage = load.node_usage
-            self.np_thr[index] = self.vectorize(dict(profile.usage))
             self.np_aggregated[index] = False
-        self.np_enabled[index] = bool(self.np_thr[index].any())
+        self.np_thr[index] = np_thr
+        self.np_enabled[index] = bool(np_thr.any())
         self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
@@ -197,7 +198,12 @@ class LoadAwarePlugin:
         self._node_of_index[index] = node.name
         self._index_of_node[node.name] = index
         self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
-        self.profiles[node.name] = threshold_profile(node.annotations, self.args)
+        profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
+        # Vectorised once per node change, not on every pod or metric event.
+        self._thresholds_of[node.name] = (
+            self.vectorize(dict(profile.prod)),
+            self.vectorize(dict(profile.aggregated.thresholds if profile.aggregated is not None else profile.usage)),
+        )
         self._refresh(node.name)
 
     def on_node_removed(self, index: int, name: str) -> None:
@@ -205,6 +211,7 @@ class LoadAwarePlugin:
         self._index_of_node.pop(name, None)
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
+        self._thresholds_of.pop(name, None)
         self.has_metric[index] = False
         self.has_status[index] = False
         self.alloc[index] = 0

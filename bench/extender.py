@@ -1,0 +1,380 @@
+"""Extender benchmark (not a test): latency and throughput of /filter and /prioritize over loopback HTTP,
+and the in-process cost of applying one watch event.
+
+Setup per size (500 and 5,000 nodes): one uvicorn worker (uvloop + httptools) in its own process, pinned
+to CPU 0 when possible; 10 assigned pods per node and a NodeMetric per node fed through the same watch
+handlers the reflectors call; ``gc.freeze()`` after the feed, as the service does after its first lists.
+The client is a separate process pinned to CPU 1 using ``http.client`` with keep-alive, sending what
+kube-scheduler sends with ``nodeCacheCapable: true`` and ``percentageOfNodesToScore: 100``: a ~5 KB Pod,
+``"Nodes": null`` and every node name, in the rotating, slightly shuffled order of kube-scheduler's
+parallel filter; prioritize gets exactly the names the filter let through.
+
+Run: ``.venv/bin/python bench/extender.py`` (``--quick`` for a short smoke run). Prints a table and writes
+``bench/results/extender.json``.
+
+Not guaranteed: stable figures on a shared machine; run it on a quiet one and read p99 with care.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import http.client
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from koordpy.config import SchedulerConfiguration, validate
+from koordpy.scheduler.extender.server import build_extender, uvicorn_config
+from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder, PodBuilder
+
+RESULTS = Path(__file__).resolve().parent / "results" / "extender.json"
+PODS_PER_NODE = 10
+CONFIG = {"loadAware": {"usageThresholds": {"cpu": 65, "memory": 95}}}
+NOW = FakeClock().now()
+
+
+def node_names(count: int) -> list[str]:
+    rng = random.Random(7)
+    names: set[str] = set()
+    while len(names) < count:
+        names.add(f"ip-10-{rng.randrange(256)}-{rng.randrange(256)}-{rng.randrange(1, 255)}.eu-west-1.compute.internal")
+    return sorted(names)
+
+
+def realistic_pod(name: str, namespace: str = "checkout", node: str | None = None) -> dict[str, Any]:
+    """A ~5 KB Pod: two containers, 20 env vars, a 1.5 KB annotation, affinity, tolerations, volumes."""
+    builder = PodBuilder(name, namespace).requests(cpu="1500m", memory="3Gi").limits(cpu="3", memory="4Gi")
+    builder.label("app", "checkout").label("pod-template-hash", "7c9d8f6b5").label("team", "payments")
+    builder.annotation("kubectl.kubernetes.io/last-applied-configuration", "x" * 1500)
+    builder.owner("ReplicaSet", "checkout-7c9d8f6b5")
+    if node:
+        builder.node(node)
+    raw = builder.build()
+    spec = raw["spec"]
+    main = spec["containers"][0]
+    main["image"] = "registry.example.com/payments/checkout:v4.18.2"
+    main["env"] = [{"name": f"CHECKOUT_SETTING_{i:02d}", "value": f"value-{i}-" + "v" * 40} for i in range(20)]
+    main["ports"] = [{"containerPort": 8080, "name": "http", "protocol": "TCP"}]
+    main["volumeMounts"] = [{"name": "config", "mountPath": "/etc/checkout"}, {"name": "tmp", "mountPath": "/tmp"}]
+    main["readinessProbe"] = {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 5}
+    spec["containers"].append(
+        {
+            "name": "envoy",
+            "image": "registry.example.com/mesh/envoy:v1.31.0",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+            "args": ["--config-path", "/etc/envoy/envoy.yaml", "--log-level", "warn"],
+        }
+    )
+    spec["volumes"] = [{"name": "config", "configMap": {"name": "checkout"}}, {"name": "tmp", "emptyDir": {}}]
+    spec["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": ["m6i.8xlarge", "m7i.8xlarge"],
+                            }
+                        ]
+                    }
+                ]
+            }
+        },
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"app": "checkout"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        },
+    }
+    spec["tolerations"] = [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+    ]
+    spec["priority"] = 9000
+    spec["serviceAccountName"] = "checkout"
+    raw["metadata"]["resourceVersion"] = "48213377"
+    raw["metadata"]["creationTimestamp"] = "2026-11-21T09:59:00Z"
+    raw["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return raw
+
+
+def node_metric(name: str, i: int, pods: list[str]) -> dict[str, Any]:
+    # cpu usage 8..27 of 32 cores: about a quarter of the nodes end up above the 65 % threshold
+    builder = NodeMetricBuilder(name).updated(NOW - 20).report_interval(60)
+    builder.usage(cpu=f"{8 + (i * 7) % 20}", memory=f"{40 + i % 50}Gi")
+    builder.aggregated("5m", "p95", cpu=f"{9 + (i * 7) % 20}", memory=f"{42 + i % 50}Gi")
+    for pod in pods:
+        builder.pod("checkout", pod, cpu="700m", memory="2Gi")
+    return builder.build()
+
+
+def populate(extender: Any, names: list[str]) -> None:
+    cache = extender.cache
+    on_node, on_pod, on_metric = cache.handler("nodes"), cache.handler("pods"), cache.handler("nodemetrics")
+    template = realistic_pod("template", node=names[0])
+    for i, name in enumerate(names):
+        raw = NodeBuilder(name).allocatable(cpu="32", memory="128Gi", pods="110").build()
+        raw["metadata"]["labels"].update(
+            {
+                "node.kubernetes.io/instance-type": "m6i.8xlarge",
+                "topology.kubernetes.io/zone": f"eu-west-1{'abc'[i % 3]}",
+            }
+        )
+        on_node("ADDED", raw)
+        pods = [f"checkout-{i}-{j}" for j in range(PODS_PER_NODE)]
+        for pod in pods:
+            raw_pod = json.loads(json.dumps(template))
+            raw_pod["metadata"].update({"name": pod, "uid": f"uid-{pod}"})
+            raw_pod["spec"]["nodeName"] = name
+            scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-21T08:00:00Z"}
+            raw_pod["status"] = {"phase": "Running", "conditions": [scheduled]}
+            on_pod("ADDED", raw_pod)
+        on_metric("ADDED", node_metric(name, i, pods))
+
+
+def pin(cpu: int) -> int | None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {cpu % (os.cpu_count() or 1)})
+        return cpu % (os.cpu_count() or 1)
+    return None
+
+
+def server_main(count: int, conn: Any) -> None:
+    pinned = pin(0)
+    import uvicorn
+
+    cfg = validate(SchedulerConfiguration, CONFIG)
+    extender = build_extender(cfg, None, clock=FakeClock(NOW))
+    populate(extender, node_names(count))
+    gc.collect()
+    gc.freeze()
+    config = uvicorn_config(extender.app, "127.0.0.1", 0)
+    config.log_level = "warning"
+    server = uvicorn.Server(config)
+
+    async def run() -> None:
+        import asyncio
+
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        conn.send((server.servers[0].sockets[0].getsockname()[1], pinned))
+        await task
+
+    import uvloop
+
+    uvloop.run(run())
+
+
+def kube_scheduler_order(names: list[str], cycle: int, rng: random.Random) -> list[str]:
+    """Rotating start index, then local reordering like the 16 parallel filter workers produce."""
+    start = (cycle * 137) % len(names)
+    rotated = names[start:] + names[:start]
+    out: list[str] = []
+    for i in range(0, len(rotated), 16):
+        block = rotated[i : i + 16]
+        rng.shuffle(block)
+        out.extend(block)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def client_run(port: int, count: int, pairs: int, warmup: int) -> dict[str, Any]:
+    pinned = pin(1)
+    names = node_names(count)
+    rng = random.Random(11)
+    pod = realistic_pod("checkout-new-0")
+    pod_bytes = len(orjson.dumps(pod))
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    headers = {"Content-Type": "application/json"}
+    bodies = []
+    for cycle in range(64):
+        bodies.append(orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": kube_scheduler_order(names, cycle, rng)}))
+
+    def post(verb: str, body: bytes) -> bytes:
+        conn.request("POST", f"/{verb}", body, headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{verb}: HTTP {resp.status}: {data[:200]!r}")
+        return data
+
+    filter_lat: list[float] = []
+    prio_lat: list[float] = []
+    passed_counts: list[int] = []
+    sizes = {"filter_request": len(bodies[0])}
+    total_start = 0.0
+    for i in range(warmup + pairs):
+        if i == warmup:
+            total_start = time.perf_counter()
+        body = bodies[i % len(bodies)]
+        t0 = time.perf_counter()
+        result = orjson.loads(post("filter", body))
+        t1 = time.perf_counter()
+        passed = result["NodeNames"]
+        prio_body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passed})
+        t2 = time.perf_counter()
+        scores = post("prioritize", prio_body)
+        t3 = time.perf_counter()
+        if i >= warmup:
+            filter_lat.append(t1 - t0)
+            prio_lat.append(t3 - t2)
+            passed_counts.append(len(passed))
+        if i == 0:
+            sizes["filter_response"] = len(orjson.dumps(result))
+            sizes["prioritize_request"] = len(prio_body)
+            sizes["prioritize_response"] = len(scores)
+    wall = time.perf_counter() - total_start
+    conn.close()
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {
+            "p50_ms": round(percentile(values, 0.50) * 1e3, 3),
+            "p90_ms": round(percentile(values, 0.90) * 1e3, 3),
+            "p99_ms": round(percentile(values, 0.99) * 1e3, 3),
+            "max_ms": round(max(values) * 1e3, 3),
+            "requests_per_s": round(len(values) / sum(values), 1),
+        }
+
+    return {
+        "nodes": count,
+        "assigned_pods": count * PODS_PER_NODE,
+        "pairs": pairs,
+        "pod_json_bytes": pod_bytes,
+        "payload_bytes": sizes,
+        "passed_nodes_median": statistics.median(passed_counts),
+        "filter": summary(filter_lat),
+        "prioritize": summary(prio_lat),
+        "filter_prioritize_pairs_per_s": round(pairs / wall, 1),
+        "client_cpu": pinned,
+    }
+
+
+def watch_event_costs(count: int, samples: int) -> dict[str, Any]:
+    """Median cost of one watch event applied through the cache handlers (conversion included)."""
+    cfg = validate(SchedulerConfiguration, CONFIG)
+    clock = FakeClock(NOW)
+    extender = build_extender(cfg, None, clock=clock)
+    names = node_names(count)
+    populate(extender, names)
+    gc.collect()
+    gc.freeze()
+    on_pod, on_metric = extender.cache.handler("pods"), extender.cache.handler("nodemetrics")
+    bound: list[dict[str, Any]] = []
+    for k in range(samples):
+        raw = realistic_pod(f"fresh-{k}", node=names[(k * 31) % count])
+        raw["metadata"]["uid"] = f"uid-fresh-{k}"
+        bound.append(raw)
+    metrics = []
+    for k in range(samples):
+        i = (k * 17) % count
+        metrics.append(node_metric(names[i], i + k, [f"checkout-{i}-{j}" for j in range(PODS_PER_NODE)]))
+    pod_times: list[float] = []
+    for raw in bound:  # pending -> bound: the MODIFIED event after a binding
+        t0 = time.perf_counter()
+        on_pod("MODIFIED", raw)
+        pod_times.append(time.perf_counter() - t0)
+    metric_times: list[float] = []
+    for raw in metrics:
+        t0 = time.perf_counter()
+        on_metric("MODIFIED", raw)
+        metric_times.append(time.perf_counter() - t0)
+    assert extender.cache.conversion_errors == {}, extender.cache.conversion_errors
+    return {
+        "nodes": count,
+        "samples": samples,
+        "pod_bound_median_us": round(statistics.median(pod_times) * 1e6, 1),
+        "pod_bound_p90_us": round(percentile(pod_times, 0.9) * 1e6, 1),
+        "nodemetric_updated_median_us": round(statistics.median(metric_times) * 1e6, 1),
+        "nodemetric_updated_p90_us": round(percentile(metric_times, 0.9) * 1e6, 1),
+        "note": "through ClusterCache handlers: raw dict -> view conversion + ClusterState/plugin update",
+    }
+
+
+def run_size(count: int, pairs: int, warmup: int) -> dict[str, Any]:
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=server_main, args=(count, child), daemon=True)
+    proc.start()
+    try:
+        if not parent.poll(600):
+            raise RuntimeError("server did not start")
+        port, server_cpu = parent.recv()
+        result = client_run(port, count, pairs, warmup)
+        result["server_cpu"] = server_cpu
+        return result
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer requests (smoke run)")
+    parser.add_argument("--sizes", default="500,5000")
+    args = parser.parse_args()
+    pairs = {500: 3000, 5000: 2000} if not args.quick else {500: 200, 5000: 100}
+    out: dict[str, Any] = {
+        "machine": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "targets": {
+            "5000_nodes_p99_ms_each_verb": 3.0,
+            "5000_nodes_pairs_per_s": 600,
+            "500_nodes_p99_ms_each_verb": 1.0,
+            "watch_event_median_us": 50,
+        },
+        "http": [],
+    }
+    for size in (int(s) for s in args.sizes.split(",")):
+        result = run_size(size, pairs.get(size, 1000), warmup=100 if not args.quick else 20)
+        out["http"].append(result)
+        f, p = result["filter"], result["prioritize"]
+        print(
+            f"{size:>5} nodes  filter p50 {f['p50_ms']:.3f} ms p99 {f['p99_ms']:.3f} ms "
+            f"{f['requests_per_s']:.0f} req/s | "
+            f"prioritize p50 {p['p50_ms']:.3f} ms p99 {p['p99_ms']:.3f} ms {p['requests_per_s']:.0f} req/s | "
+            f"{result['filter_prioritize_pairs_per_s']:.0f} pairs/s (passed {result['passed_nodes_median']:.0f})"
+        )
+    events = watch_event_costs(5000, 2000 if not args.quick else 200)
+    out["watch_events"] = events
+    print(
+        f" 5000 nodes  watch event: pod bound median {events['pod_bound_median_us']} us, "
+        f"NodeMetric updated median {events['nodemetric_updated_median_us']} us"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
