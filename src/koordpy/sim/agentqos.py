@@ -45,6 +45,9 @@ class PlanFunction(Protocol):
     ) -> Plan: ...
 
 
+Check = tuple[Callable[[NodeSample], float | None], float]
+"""A rule's node value function and its line (in the metric's unit)."""
+
 PLAN_FUNCTIONS: dict[str, PlanFunction] = {"waterline": plan, "naive": naive_plan}
 
 
@@ -98,9 +101,10 @@ class AgentQosPlanner:
         self.busy: set[str] = set()
         """Nodes whose state holds something (a rule counting or fired, a throttle, an eviction)."""
         self.plans = 0
-        self._checks: dict[frozenset[tuple[str, str]], list[tuple[Callable[[NodeSample], float | None], float]]] = {}
+        self._checks: dict[frozenset[tuple[str, str]], list[Check]] = {}
+        self._row_checks: list[list[Check] | None] = []
 
-    def _lines(self, sample: NodeSample) -> list[tuple[Callable[[NodeSample], float | None], float]]:
+    def _lines(self, sample: NodeSample) -> list[Check]:
         """(node value function, line) of every rule that applies to a node with these labels."""
         key = frozenset(sample.labels.items())
         checks = self._checks.get(key)
@@ -110,13 +114,6 @@ class AgentQosPlanner:
             self._checks[key] = checks
         return checks
 
-    def _quiet(self, sample: NodeSample) -> bool:
-        for node_value, line in self._lines(sample):
-            value = node_value(sample)
-            if value is None or value > line:
-                return False
-        return True
-
     def step(self, view: ClusterView) -> list[QosAction]:
         out: list[QosAction] = []
         cpu = view.cpu_millis.tolist()
@@ -124,6 +121,8 @@ class AgentQosPlanner:
         memory = view.memory_bytes.tolist()
         memory_capacity = view.memory_capacity_bytes.tolist()
         now = view.time
+        if len(self._row_checks) != len(view.names):
+            self._row_checks = [None] * len(view.names)
         for row, name in enumerate(view.names):
             sample = NodeSample(
                 name,
@@ -134,8 +133,18 @@ class AgentQosPlanner:
                 int(memory_capacity[row]),
                 view.labels[row],
             )
-            if self.gate and name not in self.busy and self._quiet(sample):
-                continue
+            if self.gate and name not in self.busy:
+                checks = self._row_checks[row]
+                if checks is None:
+                    checks = self._row_checks[row] = self._lines(sample)
+                quiet = True
+                for node_value, line in checks:
+                    value = node_value(sample)
+                    if value is None or value > line:
+                        quiet = False
+                        break
+                if quiet:
+                    continue
             pods = view.pods_of(row)
             by_uid = {p.pod.uid: p.pod_id for p in pods}
             samples = [

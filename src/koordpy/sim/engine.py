@@ -132,6 +132,7 @@ class Simulation:
         self.priority = np.array([priorities[w] for w in trace.workload.tolist()], np.int64)
         self.vectors = [self.fit.vector(t) for t in trace.templates]
         self.current: list[PodInfo | None] = [None] * pods
+        self.pod_names: list[str] = [""] * pods
         self.on_node: list[set[int]] = [set() for _ in range(count)]
         self.window_cpu = np.zeros(pods)
         self.window_memory = np.zeros(pods)
@@ -157,6 +158,10 @@ class Simulation:
         self.pod_metric_kind = [kinds[w] for w in trace.workload.tolist()]
         self.started = np.zeros(pods)
         self.node_names = [n.name for n in self.nodes]
+        self.system_usage = [
+            {"cpu": int(c), "memory": int(m)}
+            for c, m in zip(self.sys_cpu.tolist(), self.sys_memory.tolist(), strict=True)
+        ]
         self.node_labels = [n.labels for n in self.nodes]
 
     @staticmethod
@@ -211,11 +216,9 @@ class Simulation:
                 progress(now / end)
         if progress is not None:
             progress(1.0)
+        if self.qos is not None:
+            self.stats.qos_plans = self.qos.plans
         return self.stats
-
-    def pod_name(self, pod_id: int) -> str:
-        pod = self.current[pod_id]
-        return pod.name if pod is not None else ""
 
     def still_pending(self) -> list[float]:
         """Seconds waited so far by each pod still in the queue at the end."""
@@ -228,7 +231,8 @@ class Simulation:
     def _enqueue(self, pod_id: int, now: float) -> None:
         self.pod_state[pod_id] = PENDING
         self.queued_at[pod_id] = now
-        self.current[pod_id] = self.trace.pod(pod_id, int(self.attempt[pod_id]))
+        pod = self.current[pod_id] = self.trace.pod(pod_id, int(self.attempt[pod_id]))
+        self.pod_names[pod_id] = pod.name
         self.active.add(pod_id)
 
     def _requeue_unschedulable(self, older_than: float | None = None) -> None:
@@ -342,6 +346,9 @@ class Simulation:
         self.samples += 1
 
     def _report(self, now: float, ids: I64, nodes: I64) -> None:
+        if self.state is None:  # the default kube-scheduler does not read NodeMetric
+            self._reset_window()
+            return
         samples = max(self.window_samples, 1)
         order = np.argsort(nodes, kind="stable")
         pod_ids = ids[order]
@@ -367,27 +374,29 @@ class Simulation:
                     np.percentile(memory_hist, q, axis=1).round().astype(np.int64),
                 )
             aggregated.append((window, kinds))
+        names = self.pod_names
         report = _Report(
             update_time=self.scenario.start + now,
             node_cpu=(self.window_node_cpu / samples).round().astype(np.int64),
             node_memory=(self.window_node_memory / samples).round().astype(np.int64),
             pod_ids=pod_ids,
-            pod_names=[self.pod_name(p) for p in pod_ids.tolist()],
+            pod_names=[names[p] for p in pod_ids.tolist()],
             pod_cpu=(self.window_cpu[pod_ids] / counts).round().astype(np.int64),
             pod_memory=(self.window_memory[pod_ids] / counts).round().astype(np.int64),
             offsets=offsets.astype(np.int64),
             aggregated=aggregated,
         )
+        self._reset_window()
+        self.reports.append(report)
+        self._push(now + self.scenario.node_metric.lag, DELIVER, len(self.reports) - 1)
+
+    def _reset_window(self) -> None:
         self.window_cpu[:] = 0
         self.window_memory[:] = 0
         self.window_count[:] = 0
         self.window_node_cpu[:] = 0
         self.window_node_memory[:] = 0
         self.window_samples = 0
-        if self.state is None:
-            return  # the default kube-scheduler does not read NodeMetric
-        self.reports.append(report)
-        self._push(now + self.scenario.node_metric.lag, DELIVER, len(self.reports) - 1)
 
     def _deliver(self, index: int) -> None:
         report = self.reports[index]
@@ -413,14 +422,12 @@ class Simulation:
                 strict=True,
             )
         ]
-        system = [
-            {"cpu": int(c), "memory": int(m)}
-            for c, m in zip(self.sys_cpu.tolist(), self.sys_memory.tolist(), strict=True)
-        ]
+        system = self.system_usage
         upsert = self.state.upsert_metric
         update_time = report.update_time
+        windows = report.aggregated
         for row, node in enumerate(self.node_names):
-            aggregated = tuple(_aggregated(window, usage, row) for window, usage in report.aggregated)
+            aggregated = tuple(_aggregated(window, usage, row) for window, usage in windows) if windows else ()
             upsert(
                 NodeMetricInfo(
                     node,

@@ -43,6 +43,8 @@ class RequestsFit:
             [[n.allocatable.get(r, 110 if r == "pods" else 0) for r in self.resources] for n in nodes], np.int64
         ).reshape(len(nodes), len(self.resources))
         self.requested: I64 = np.zeros_like(self.alloc)
+        self.free: I64 = self.alloc.copy()
+        """``alloc − requested``, kept in step by bind/unbind."""
         self._cpu = self.position.get("cpu", -1)
         self._memory = self.position.get("memory", -1)
 
@@ -58,18 +60,22 @@ class RequestsFit:
         return vec
 
     def feasible(self, vec: I64) -> npt.NDArray[np.bool_]:
-        needed = vec > 0
-        fits: npt.NDArray[np.bool_] = np.all(self.requested[:, needed] + vec[needed] <= self.alloc[:, needed], axis=1)
+        fits = np.ones(self.alloc.shape[0], np.bool_)
+        for position in np.flatnonzero(vec).tolist():
+            fits &= self.free[:, position] >= vec[position]
         return fits
 
     def bind(self, node: int, vec: I64) -> None:
         self.requested[node] += vec
+        self.free[node] -= vec
 
     def unbind(self, node: int, vec: I64) -> None:
         self.requested[node] -= vec
+        self.free[node] += vec
 
     def least_allocated(self, pod: PodInfo, rows: I64) -> I64:
         """``Σ_r (alloc − requested − pod) × 100 // alloc / 2`` over cpu and memory (non-zero requests)."""
+        every = rows.size == self.alloc.shape[0]
         total = np.zeros(rows.size, np.int64)
         for position, default, name in (
             (self._cpu, NON_ZERO_CPU_MILLIS, "cpu"),
@@ -77,10 +83,11 @@ class RequestsFit:
         ):
             if position < 0:
                 continue
-            alloc = self.alloc[rows, position]
-            used = self.requested[rows, position] + (pod.requests.get(name) or default)
+            alloc = self.alloc[:, position] if every else self.alloc[rows, position]
+            free = self.free[:, position] if every else self.free[rows, position]
+            left = free - (pod.requests.get(name) or default)
             safe = np.where(alloc == 0, 1, alloc)
-            total += np.where((alloc == 0) | (used > alloc), 0, (alloc - used) * 100 // safe)
+            total += np.where((alloc == 0) | (left < 0), 0, left * 100 // safe)
         out: I64 = total // 2
         return out
 

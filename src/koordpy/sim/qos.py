@@ -61,5 +61,7 @@ class ClusterView:
 
 class QosPlanner(Protocol):
     name: str
+    plans: int
+    """Node plans computed so far (reported as ``qosPlans``)."""
 
     def step(self, view: ClusterView) -> list[QosAction]: ...

@@ -132,3 +132,17 @@ def test_default_scenario_koordpy_beats_the_baseline(tmp_path: Path) -> None:
     assert koordpy["cpuUtilisationStd"] < baseline["cpuUtilisationStd"]
     assert koordpy["hotNodeMinutes"] < baseline["hotNodeMinutes"]
     assert 0 < koordpy["podsTouched"] < baseline["podsTouched"]
+
+
+def test_progress_bar_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from koordpy.cli.simulate import _Progress
+
+    quiet = _Progress(enabled=False)
+    quiet("koordpy", 0.5)
+    quiet.close()
+    assert capsys.readouterr().err == ""
+    shown = _Progress(enabled=True)
+    shown("koordpy", 0.5)
+    shown.close()
+    err = capsys.readouterr().err
+    assert "koordpy" in err and "50%" in err and err.endswith("\r")

@@ -30,7 +30,9 @@ def test_fit_counts_requests_and_pod_slots() -> None:
     assert fit.feasible(vec).tolist() == [False, True, True]
     fit.unbind(0, vec)
     assert fit.feasible(vec).tolist() == [True, True, True]
-    fit.requested[1, 0] = 110  # pod slots full
+    slots = np.zeros_like(vec)
+    slots[0] = 110  # n1's 110 pod slots taken
+    fit.bind(1, slots)
     assert fit.feasible(vec).tolist() == [True, False, True]
 
 
