@@ -17,6 +17,7 @@ from helm_render import (
     CHART,
     NAMESPACE,
     ROOT,
+    helm_binary,
     named,
     of_kind,
     render,
@@ -281,7 +282,7 @@ def test_values_yaml_and_scenarios_satisfy_the_schema() -> None:
 
 def test_notes_render_for_an_install() -> None:
     proc = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "helm"), "install", "koordpy", str(CHART), "--dry-run=client", "-n", NAMESPACE],
+        [str(helm_binary()), "install", "koordpy", str(CHART), "--dry-run=client", "-n", NAMESPACE],
         capture_output=True,
         text=True,
         check=False,
@@ -295,7 +296,11 @@ def test_notes_render_for_an_install() -> None:
 
 def test_deploy_manifests_are_rendered_from_the_chart(tmp_path: Path) -> None:
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "render-deploy.sh"), str(tmp_path)], capture_output=True, text=True, check=False
+        ["bash", str(ROOT / "scripts" / "render-deploy.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HELM": str(helm_binary())},
     )
     assert proc.returncode == 0, proc.stderr
     fresh = sorted(p.name for p in tmp_path.glob("*.yaml"))
@@ -303,3 +308,11 @@ def test_deploy_manifests_are_rendered_from_the_chart(tmp_path: Path) -> None:
     for name in fresh:
         committed = (ROOT / "deploy" / name).read_text(encoding="utf-8")
         assert committed == (tmp_path / name).read_text(encoding="utf-8"), f"deploy/{name} is stale"
+
+
+def test_missing_helm_fails_loudly_instead_of_skipping(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import helm_render
+
+    monkeypatch.setattr(helm_render, "HELM", tmp_path / "bin" / "helm")
+    with pytest.raises(pytest.fail.Exception, match=r"helm not found at .*: run `bash scripts/install-helm.sh"):
+        helm_render.helm_binary()
