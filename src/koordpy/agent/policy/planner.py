@@ -434,6 +434,8 @@ def _evict_one(
     if released is None and not fallback:
         tick.events.append(Event("PodMetricMissing", f"{metric.name} usage unknown: not evicted", True, sample.key))
         return
+    if not fallback and released is not None and released <= 0:
+        return  # evicting it would free nothing of this metric
     tick.acted.add(sample.uid)
     tick.credit(sample, ActionKind.EVICT, None)
     tick.actions.append(
