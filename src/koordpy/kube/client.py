@@ -287,6 +287,8 @@ class ApiClient:
         A watch ``ERROR`` event is raised as the matching :class:`ApiError` (code 410 → ``Gone``), never
         yielded. A dropped or stalled stream (no bytes for ``timeout_seconds + watch_grace``) raises
         :class:`ApiConnectionError`. Without ``timeout_seconds`` a silent stream is waited on forever.
+        To stop early, break out inside ``contextlib.aclosing(client.watch(...))`` so the connection is
+        released at once rather than when the generator is garbage-collected.
         """
         params = _selectors(label_selector, field_selector)
         params["watch"] = "true"

@@ -31,6 +31,8 @@ Handler = Callable[[str, dict[str, Any]], None]
 
 log = logging.getLogger(__name__)
 
+_SHORT_WATCH_SECONDS = 1.0
+
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
@@ -156,10 +158,12 @@ class Reflector:
         self.resource_version = result.resource_version
         self.synced.set()
 
-    async def _watch(self) -> None:
+    async def _watch(self) -> int:
+        """Watch until the server ends the stream; return how many events (bookmarks included) arrived."""
         if self._watches:
             self.restarts += 1
         self._watches += 1
+        received = 0
         async for etype, obj in self.client.watch(
             self.resource,
             namespace=self.namespace,
@@ -169,11 +173,13 @@ class Reflector:
             timeout_seconds=self.watch_timeout_seconds,
             allow_bookmarks=True,
         ):
+            received += 1
             rv = _rv(obj)
             if etype != "BOOKMARK":
                 self._apply_event(etype, obj)
             if rv:
                 self.resource_version = rv
+        return received
 
     def _delay(self, attempt: int) -> float:
         base = min(float(self.backoff_max), self.backoff_initial * float(2 ** min(attempt, 30)))
@@ -189,8 +195,15 @@ class Reflector:
                     await self._list()
                     need_list = False
                     attempt = 0
-                await self._watch()
-                attempt = 0
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                received = await self._watch()
+                if received == 0 and loop.time() - started < _SHORT_WATCH_SECONDS:
+                    # an empty stream that ended at once (a proxy or a broken server): do not spin on it
+                    await asyncio.sleep(self._delay(attempt))
+                    attempt += 1
+                else:
+                    attempt = 0
             except asyncio.CancelledError:
                 raise
             except Gone as exc:
@@ -201,12 +214,15 @@ class Reflector:
                     await asyncio.sleep(self._delay(attempt))
                     attempt += 1
                 need_list = True
-            except (ApiError, OSError, ValueError) as exc:
+            except Exception as exc:  # keep watching whatever went wrong; the counters tell
                 self.errors += 1
                 self.last_error = exc
                 delay = self._delay(attempt)
                 attempt += 1
-                log.warning("reflector %s: %s; retrying in %.2fs", self.name, exc, delay)
+                if isinstance(exc, ApiError):
+                    log.warning("reflector %s: %s; retrying in %.2fs", self.name, exc, delay)
+                else:
+                    log.exception("reflector %s: unexpected failure; retrying in %.2fs", self.name, delay)
                 await asyncio.sleep(delay)
 
 

@@ -57,10 +57,13 @@ class ResourceRef:
         """The URL path for a collection (no name) or an object (name), optionally a subresource.
 
         A namespaced resource without a namespace gives the all-namespaces collection path. A
-        namespace on a cluster-scoped resource, or a subresource without a name, raises ValueError.
+        namespace on a cluster-scoped resource, a namespaced object without a namespace, or a
+        subresource without a name raises ValueError.
         """
         if namespace is not None and not self.namespaced:
             raise ValueError(f"{self.qualified} is cluster-scoped; got namespace {namespace!r}")
+        if name is not None and namespace is None and self.namespaced:
+            raise ValueError(f"{self.qualified} is namespaced; {name!r} needs a namespace")
         if subresource is not None and name is None:
             raise ValueError(f"subresource {subresource!r} of {self.qualified} needs an object name")
         parts = [self.prefix]

@@ -23,6 +23,8 @@ def test_resource_paths() -> None:
     assert by_plural("", "pods") is PODS and by_plural("x", "pods") is None
     with pytest.raises(ValueError, match="cluster-scoped"):
         NODES.path("ns")
+    with pytest.raises(ValueError, match="needs a namespace"):
+        PODS.path(name="p")
     with pytest.raises(ValueError, match="needs an object name"):
         PODS.path("ns", subresource="status")
 
