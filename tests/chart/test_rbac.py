@@ -15,7 +15,8 @@ SCHEDULER = "koordpy-system/koordpy-scheduler"
 MANAGER = "koordpy-system/koordpy-manager"
 AGENT = "koordpy-system/koordpy-agent"
 
-# (apiGroup, resource[/subresource], verb) each component's code needs, from the brief and ARCHITECTURE.md.
+# (apiGroup, resource[/subresource], verb) each component's code calls (koordpy.kube.client calls and
+# reflectors in koordpy.agent.loop / .reporter, koordpy.scheduler.extender.server; kopf in koordpy.manager).
 NEEDED = {
     SCHEDULER: [
         ("", "nodes", "list"),
@@ -28,13 +29,13 @@ NEEDED = {
         ("", "events", "create"),
     ],
     AGENT: [
-        ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
         ("slo.koordinator.sh", "nodemetrics", "get"),
         ("slo.koordinator.sh", "nodemetrics", "create"),
-        ("slo.koordinator.sh", "nodemetrics", "update"),
-        ("slo.koordinator.sh", "nodemetrics/status", "update"),
+        ("slo.koordinator.sh", "nodemetrics/status", "patch"),
         ("", "pods/eviction", "create"),
         ("", "events", "create"),
         ("ensurance.crane.io", "nodeqosensurancepolicies", "list"),
@@ -64,7 +65,13 @@ DENIED = {
         ("", "secrets", "get"),
         ("", "pods/eviction", "create"),
     ],
-    AGENT: [("", "nodes", "patch"), ("", "pods", "delete"), ("", "secrets", "get"), ("", "pods/binding", "create")],
+    AGENT: [
+        ("", "nodes", "patch"),
+        ("", "pods", "delete"),
+        ("", "secrets", "get"),
+        ("", "pods/binding", "create"),
+        ("slo.koordinator.sh", "nodemetrics", "delete"),
+    ],
     MANAGER: [("", "pods", "delete"), ("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "secrets", "list")],
 }
 
