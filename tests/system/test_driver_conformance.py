@@ -280,3 +280,35 @@ async def test_bind_error_forgets_and_requeues(cluster: Cluster, fake: tuple[Fak
     assert [d.bind_outcome for d in driver.decisions] == ["error", "ok"]
     assert driver.assumed == {}
     assert time.monotonic() - started >= 1.0  # the retry waited out the backoff
+
+
+@pytest.mark.system
+async def test_filter_timeout_fails_the_attempt_and_prioritize_errors_are_ignored(
+    cluster: Cluster, fake: tuple[FakeExtender, str]
+) -> None:
+    ext, url = fake
+    await _nodes(cluster, "n1", "n2")
+    slow_once = [1]
+
+    async def slow_filter(ext: FakeExtender, args: dict[str, Any]) -> Any:
+        if slow_once:
+            slow_once.pop()
+            await asyncio.sleep(1.5)  # longer than httpTimeout (1 s)
+        return await _pass_all(ext, args)
+
+    async def broken(ext: FakeExtender, args: dict[str, Any]) -> Any:
+        return web.Response(status=500, text="boom")
+
+    ext.on_filter = slow_filter
+    ext.on_prioritize = broken
+    async with _driver(cluster, url, timeout="1s") as driver, cluster.admin() as admin:
+        await create(admin, PODS_PATH, pod("p"))
+        await driver.wait_until(
+            lambda: len(driver.bound()) == 1 and driver.stats.binds_ok == 1, 30, "pod bound on the second attempt"
+        )
+    first, second = driver.decisions
+    assert first.outcome == "filter-error" and "timeout" in first.error and first.node is None
+    assert second.node is not None and second.extender_scores == {}  # prioritize failed: in-tree scores decide
+    assert driver.stats.timeouts == {"filter": 1}
+    assert driver.stats.errors == {"filter": 1, "prioritize": 1}
+    assert ext.verbs() == ["filter", "filter", "prioritize", "bind"]
