@@ -144,9 +144,11 @@ def render_html(
     for r in runs:
         xs, ys = _pending_cdf(r)
         cdf.append(Series(r.policy.name, xs, ys, COLOURS.get(r.policy.name, "#555"), step=True))
+    all_zero = all(not any(r.stats.pending_seconds) and not r.still_pending for r in runs)
+    pending_title = "Pending time" + (": every pod was bound the instant it arrived" if all_zero else "")
     charts.append(
         (
-            "Pending time",
+            pending_title,
             line_chart(
                 "Pending time distribution (CDF)", cdf, "seconds pending", "percent of pods", y_min=0.0, y_max=100.0
             ),
@@ -155,10 +157,10 @@ def render_html(
     qos_series = []
     for r in runs:
         colour = COLOURS.get(r.policy.name, "#555")
-        qos_series.append(Series(f"{r.policy.name} throttles", *_cumulative(r.stats.throttle_times, end), colour))
-        qos_series.append(
-            Series(f"{r.policy.name} evictions", *_cumulative(r.stats.eviction_times, end), colour, dashed=True)
-        )
+        throttles = _downsample(*_cumulative(r.stats.throttle_times, end))
+        evictions = _downsample(*_cumulative(r.stats.eviction_times, end))
+        qos_series.append(Series(f"{r.policy.name} throttles", *throttles, colour))
+        qos_series.append(Series(f"{r.policy.name} evictions", *evictions, colour, dashed=True))
     charts.append(("QoS actions", line_chart("Throttles and evictions (cumulative)", qos_series, "hours", "actions")))
     for r in runs:
         charts.append(

@@ -103,3 +103,16 @@ def test_same_seed_same_run_and_baseline_needs_no_metrics(small: Scenario) -> No
     base = _run(small, BASELINE)
     assert base.state is None and base.reports == []
     assert base.stats.summary([])["binds"] == 42
+
+
+def test_aggregated_usage_is_reported_when_configured(small_raw: dict[str, Any]) -> None:
+    small_raw["nodeMetric"] = {"reportInterval": "60s", "aggregatedDurations": ["2m", "5m"]}
+    sim = _run(validate(Scenario, small_raw))
+    assert sim.state is not None
+    metric = sim.state.metrics["n-0"]
+    assert [entry.duration for entry in metric.aggregated] == [120.0, 300.0]
+    for entry in metric.aggregated:
+        assert set(entry.usage) == {"avg", "p50", "p90", "p95", "p99"}
+        assert entry.usage["p50"]["cpu"] <= entry.usage["p90"]["cpu"] <= entry.usage["p99"]["cpu"]
+    assert metric.pods and all(p.usage["cpu"] >= 0 for p in metric.pods)
+    assert metric.node_usage is not None and metric.node_usage["cpu"] >= sum(p.usage["cpu"] for p in metric.pods) * 0.5
