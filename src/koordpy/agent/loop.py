@@ -356,6 +356,8 @@ class Agent:
         if not self.cfg.node_metric.enabled:
             return False
         policy = self.reporter.policy
+        if not self.history.node:
+            return False  # nothing measured yet (CPU needs two samples): publish nothing rather than zeros
         if not force and now - self._last_report < policy.report_interval:
             return False
         self._last_report = now
