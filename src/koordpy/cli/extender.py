@@ -36,13 +36,13 @@ def extender_command(
     from koordpy.runtime.logging import configure_logging
     from koordpy.scheduler.extender.server import serve
 
-    configure_logging(cfg.extender.log_level)
     try:
         client = ApiClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None)
     except Exception as exc:  # the kubernetes loader raises its own ConfigException, or OSError
         where = f"{kubeconfig}: " if kubeconfig is not None else ""
         typer.echo(f"error: {where}cannot load Kubernetes connection settings: {exc}", err=True)
         raise typer.Exit(2) from None
+    configure_logging(cfg.extender.log_level)
     serve(cfg, client, host or cfg.extender.host, port or cfg.extender.port)
 
 

@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from koordpy.config import SchedulerConfiguration, validate
+from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.extender.server import Extender, build_extender
 from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
@@ -50,7 +51,7 @@ class FakeBinder:
 @dataclass
 class Running:
     extender: Extender
-    clock: FakeClock
+    clock: Any
     binder: FakeBinder
     http: httpx.AsyncClient
     url: str
@@ -80,11 +81,13 @@ def config(**extender: Any) -> SchedulerConfiguration:
     return validate(SchedulerConfiguration, data)
 
 
-async def start(cfg: SchedulerConfiguration) -> Running:
-    clock = FakeClock()
-    extender = build_extender(cfg, None, clock=clock, freeze_gc=False)
+async def start(cfg: SchedulerConfiguration, client: ApiClient | None = None, clock: Any = None) -> Running:
+    """Serve an extender; without ``client`` its binder is a :class:`FakeBinder` and nothing is watched."""
+    clock = clock or FakeClock()
+    extender = build_extender(cfg, client, clock=clock, freeze_gc=False)
     binder = FakeBinder()
-    extender.service.binder = binder
+    if client is None:
+        extender.service.binder = binder
     server = uvicorn.Server(
         uvicorn.Config(
             extender.app, host="127.0.0.1", port=0, log_config=None, access_log=False, ws="none", lifespan="on"
@@ -114,11 +117,11 @@ async def stop(running: Running) -> None:
 
 @pytest.fixture
 async def make_ext() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
-    """``await make_ext(bindTimeoutSeconds=0.2)``: an extender with these ``extender:`` settings."""
+    """``await make_ext(client=..., clock=..., bindTimeoutSeconds=0.2)``: an extender with these settings."""
     started: list[Running] = []
 
-    async def make(**extender: Any) -> Running:
-        running = await start(config(**extender))
+    async def make(client: ApiClient | None = None, clock: Any = None, **extender: Any) -> Running:
+        running = await start(config(**extender), client=client, clock=clock)
         started.append(running)
         return running
 
