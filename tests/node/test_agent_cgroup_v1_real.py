@@ -116,6 +116,9 @@ def test_throttle_to_planned_quota_then_restore_exactly(pod_cgroup, tmp_path):
 
     measured = _share(reader, rel, 2.5)
     target = quota / 100000
+    print(
+        f"\nreal cgroup v1: unthrottled {usage * 100:.1f} %, cap {target * 100:.1f} %, measured {measured * 100:.1f} % of a core"
+    )
     assert abs(measured - target) * 100 <= 5, f"measured {measured * 100:.1f} % of a core, target {target * 100:.1f} %"
 
     assert writer.restore(p.actions[0].uid)

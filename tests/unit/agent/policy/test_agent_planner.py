@@ -218,3 +218,23 @@ def test_to_json_shape():
         "metric": "cpu_total_usage",
         "released": 0.75,
     }
+
+
+def test_preview_strategy_emits_events_and_never_acts():
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "evict", strategy="Preview"))
+    pods = [pod_sample(be("a"), cpu=2.0)]
+    p = plan([pol], [evict_action("evict")], node_sample(cpu=3.0), pods, AgentState(), now=0.0)
+    assert p.actions == ()
+    assert [e.reason for e in p.events] == ["AvoidanceTriggered", "PreviewOnly"]
+    assert p.waterlines["evict"] == {}  # preview rules draw no waterline
+
+
+def test_throttle_on_utilization_counts_gap_and_release_in_percent():
+    # Crane converted percent gaps to absolute units for eviction only, so a throttle on a % metric
+    # compared percent with milliCPU. Here: 16 cores, line 50 %, node 9 cores = 56.25 % -> gap 6.25 points.
+    # a: 2.0 -> 1.0 cores frees 1.0 core = 6.25 points: closed exactly by one pod.
+    pol = qos_policy("p", rule("u", "cpu_total_utilization", 50, "throttle"))
+    pods = [pod_sample(be("a"), cpu=2.0), pod_sample(be("b"), cpu=1.0)]
+    p = plan([pol], [throttle_action("throttle", step=50)], node_sample(cpu=9.0, cores=16), pods, AgentState(), now=0.0)
+    assert p.gaps["throttle"] == {"cpu_total_utilization": 6.25}
+    assert [(a.pod, a.released) for a in p.actions] == [("default/a", 6.25)]
