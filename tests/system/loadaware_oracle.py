@@ -26,7 +26,7 @@ from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy.scheduler.profile import build_plugins
 from koordpy.testing.schedulerdriver import Decision
 
-__all__ = ["NodeUsagePercent", "final_usage", "sandwich_violations"]
+__all__ = ["NodeUsagePercent", "final_usage", "sandwich_violations", "score_mismatches"]
 
 Raw = dict[str, Any]
 
@@ -122,3 +122,46 @@ def final_usage(
             thresholds[resource] = int(plugin.np_thr[index][pos])
         out[name] = NodeUsagePercent(name, percent, thresholds)
     return out
+
+
+def score_mismatches(
+    decisions: Sequence[Decision],
+    pods: Mapping[str, Raw],
+    nodes: Sequence[Raw],
+    metrics: Sequence[Raw],
+    config: SchedulerConfiguration,
+    now: float,
+) -> tuple[list[str], int]:
+    """Prioritize answers vs the plugin's extender score, where the extender's knowledge is unambiguous.
+
+    A prioritize call is compared only when the binds answered before it was sent are exactly the binds
+    sent before it answered (no bind in flight across the call). Returns problems and the count compared.
+    """
+    surely = _state(config, nodes, metrics)
+    at_most = _state(config, nodes, metrics)
+    in_surely: set[str] = set()
+    in_at_most: set[str] = set()
+    placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
+    problems: list[str] = []
+    compared = 0
+    for decision in decisions:
+        if decision.prioritize_sent is None or decision.prioritize_done is None or not decision.extender_scores:
+            continue
+        for other in placed:
+            assert other.bind_sent is not None and other.node is not None
+            answered = other.bind_outcome == "ok" and other.bind_done is not None
+            if other.uid not in in_surely and answered and other.bind_done < decision.prioritize_sent:
+                surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
+                in_surely.add(other.uid)
+            if other.uid not in in_at_most and other.bind_sent < decision.prioritize_done:
+                at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
+                in_at_most.add(other.uid)
+        if in_surely != in_at_most:
+            continue
+        names = list(decision.passed)
+        outcome = surely.score(pod_from_dict(pods[decision.uid]), names, now)
+        expected = {name: int(score) for name, score in zip(outcome.names, outcome.extender, strict=True)}
+        compared += 1
+        if expected != decision.extender_scores:
+            problems.append(f"{decision.pod} cycle {decision.cycle}: scores {decision.extender_scores} != {expected}")
+    return problems, compared

@@ -77,6 +77,8 @@ class Decision:
     """Nodes sent to the extender's filter (passed the in-tree filters)."""
     filter_sent: float | None = None
     filter_done: float | None = None
+    prioritize_sent: float | None = None
+    prioritize_done: float | None = None
     passed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
@@ -457,13 +459,15 @@ class SchedulerDriver:
     ) -> str:
         totals = {name: least_allocated_score(requests, self.nodes[name], usage[name]) for name in feasible}
         if interested and self.extender.prioritize_verb:
+            decision.prioritize_sent = time.monotonic()
             try:
                 result = await self._call(
                     self.extender.prioritize_verb, extender_args(pod, feasible), parse_prioritize_result
                 )
             except ExtenderError:
-                pass  # prioritize errors are always ignored
+                decision.prioritize_done = time.monotonic()  # prioritize errors are always ignored
             else:
+                decision.prioritize_done = time.monotonic()
                 self.stats.noncanonical_keys.extend(result.noncanonical_keys)
                 factor = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
                 for host, score in result.scores:
