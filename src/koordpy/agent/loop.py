@@ -133,7 +133,7 @@ class Agent:
         self.collector = Collector(reader, ProcReader(proc_root), node)
         os.makedirs(cfg.state_dir, exist_ok=True)
         self.state_path = os.path.join(cfg.state_dir, "policy-state.json")
-        self.writer = CgroupWriter(cgroup_root, reader.version, os.path.join(cfg.state_dir, "throttle-originals.json"))
+        self.writer = self._writer(cgroup_root, reader.version, os.path.join(cfg.state_dir, "throttle-originals.json"))
         self.evictor = Evictor(client, retries=cfg.qos.eviction_retries)
         nm = cfg.node_metric
         self.reporter = NodeMetricReporter(
@@ -218,6 +218,17 @@ class Agent:
         except ValueError as exc:
             log.warning("%s %s ignored: %s", raw.get("kind"), name, exc)
             into.pop(name, None)
+
+    @staticmethod
+    def _writer(root: str, version: int, path: str) -> CgroupWriter:
+        """The cgroup writer; an unreadable originals file is moved aside (and logged) instead of crash-looping."""
+        try:
+            return CgroupWriter(root, version, path)
+        except ActuatorError as exc:
+            aside = f"{path}.corrupt-{int(time.time())}"
+            log.error("%s; moved to %s: caps it listed can no longer be restored automatically", exc, aside)
+            os.replace(path, aside)
+            return CgroupWriter(root, version, path)
 
     # -- state ---------------------------------------------------------------------------------
     def _load_state(self) -> AgentState:

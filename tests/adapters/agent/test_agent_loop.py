@@ -220,3 +220,16 @@ async def test_eviction_nodemetric_events_and_endpoints(apiserver, api_client, t
     finally:
         await http.close()
         await agent.shutdown()
+
+
+async def test_corrupt_state_files_do_not_crash_loop_the_agent(apiserver, api_client, tmp_path):
+    _, _, _, pods = objects()
+    node = Node(tmp_path, pods)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "throttle-originals.json").write_text("{not json")
+    (state / "policy-state.json").write_text("[]")
+    agent = make_agent(tmp_path, api_client, node)
+    assert agent.writer.originals == {}
+    assert agent.state.throttled == {}
+    assert any(p.name.startswith("throttle-originals.json.corrupt-") for p in state.iterdir())

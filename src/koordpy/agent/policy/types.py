@@ -142,6 +142,8 @@ class AgentState:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> AgentState:
         """Inverse of :meth:`to_dict`; raises ``ValueError``/``KeyError``/``TypeError`` on bad input."""
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"agent state must be an object, got {type(raw).__name__}")
         return cls(
             rules={k: RuleState(int(v[0]), int(v[1]), v[2], bool(v[3])) for k, v in raw.get("rules", {}).items()},
             last_acted={k: float(v) for k, v in raw.get("lastActed", {}).items()},
