@@ -312,3 +312,45 @@ async def test_filter_timeout_fails_the_attempt_and_prioritize_errors_are_ignore
     assert driver.stats.timeouts == {"filter": 1}
     assert driver.stats.errors == {"filter": 1, "prioritize": 1}
     assert ext.verbs() == ["filter", "filter", "prioritize", "bind"]
+
+
+@pytest.mark.system
+async def test_assumed_pod_holds_its_resources_until_its_bind_fails(
+    cluster: Cluster, fake: tuple[FakeExtender, str]
+) -> None:
+    """While a's bind is in flight a is assumed: b does not fit; a's failed bind releases the room to b."""
+    ext, url = fake
+    async with cluster.admin() as admin:
+        resp = await admin.post(
+            "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+        )
+        assert resp.status_code in (200, 201, 409)
+        await create(admin, "/api/v1/nodes", node("n1", cpu=2, memory_gi=8))
+
+    async def hold_then_fail_a(ext: FakeExtender, args: dict[str, Any]) -> Any:
+        if args["PodName"] == "a":
+            await asyncio.sleep(1.0)
+            return {"Error": "gang did not assemble"}
+        return await _bind(ext, args)
+
+    ext.on_bind = hold_then_fail_a
+    async with _driver(cluster, url, timeout="3s") as driver, cluster.admin() as admin:
+        await create(admin, PODS_PATH, pod("a", cpu="1500m", memory="1Gi"))
+        await driver.wait_until(lambda: any(d.bind_sent for d in driver.decisions), 30, "a's bind sent")
+        await create(admin, PODS_PATH, pod("b", cpu="1500m", memory="1Gi"))
+        await driver.wait_until(
+            lambda: len(driver.bound()) == 1 and not driver.binds_in_flight(), 30, "b bound after a's bind failed"
+        )
+        await driver.wait_until(lambda: sum(d.pod == "default/a" for d in driver.decisions) >= 2, 30, "a retried")
+    by_pod: dict[str, list[Any]] = {}
+    for d in driver.decisions:
+        by_pod.setdefault(d.pod, []).append(d)
+    a, b = by_pod["default/a"], by_pod["default/b"]
+    # b's first cycle ran while a was assumed: NodeResourcesFit (1500m + 1500m > 2000m) left no candidate,
+    # so the extender was not asked.
+    assert b[0].outcome == "unschedulable" and b[0].candidates == [] and b[0].filter_sent is None
+    assert b[0].started < a[0].bind_done  # type: ignore[operator]
+    assert a[0].bind_outcome == "error" and b[-1].node == "n1" and b[-1].bind_outcome == "ok"
+    # a came back after its backoff and no longer fits next to b.
+    assert a[1].outcome == "unschedulable" and a[1].candidates == []
+    assert list(driver.bound().values()) == ["n1"] and driver.assumed == {}
