@@ -35,5 +35,7 @@ def cluster(tmp_path: Path, session_calls: list[Call]) -> Iterator[Cluster]:
         env.start_emulator()
         yield env
     finally:
-        env.close()
-        session_calls.extend(env.recorded_calls())
+        try:
+            env.close()
+        finally:
+            session_calls.extend(env.recorded_calls())

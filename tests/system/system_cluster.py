@@ -194,8 +194,11 @@ class Cluster:
         return calls_from_record(self.recorded_requests())
 
     def close(self) -> None:
+        """Stop every process group; fail if any process of them survived."""
         for proc in reversed(self.procs):
             proc.stop()
+        leaked = [proc.name for proc in self.procs if proc.group_alive()]
+        assert not leaked, f"processes left running after teardown: {leaked}"
 
 
 def user_token(user: str) -> str:

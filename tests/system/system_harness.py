@@ -87,6 +87,28 @@ class Proc:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
 
+    def group_alive(self) -> bool:
+        """Whether any process of this group is still around (zombies of the group count as gone)."""
+        if self.popen is None:
+            return False
+        try:
+            os.killpg(self.popen.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # Only zombies left? /proc tells (Linux).
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == self.popen.pid and fields[0] != "Z":
+                return True
+        return False
+
     def kill(self) -> None:
         """SIGKILL the whole group and reap it."""
         self._signal_group(signal.SIGKILL)
