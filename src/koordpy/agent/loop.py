@@ -253,7 +253,7 @@ class Agent:
         restored = self.writer.reconcile(adopt)
         unknown = [uid for uid in self.state.throttled if uid not in self.writer.originals]
         if unknown:
-            self.state = forget(self.state, unknown)
+            self.state = forget(self.state, unknown, throttles=True)
         self._save_state()
         return restored
 
@@ -284,7 +284,8 @@ class Agent:
         self.state = result.state
         failed = self._apply_cgroups(result, cgroups)
         if failed:
-            self.state = forget(self.state, failed)
+            self.state = forget(self.state, failed, throttles=True)
+        self._restore_unowned()
         for action in result.actions:
             self.metrics.actions.labels(str(action.kind)).inc()
             if action.kind is ActionKind.EVICT:
@@ -302,6 +303,15 @@ class Agent:
         self.last_tick = self.mono()
         self.history.prune(self.wall(), self.pods)
         return result
+
+    def _restore_unowned(self) -> None:
+        """Safety net: a cap the writer holds but the policy no longer tracks (pod gone, failed step) goes back."""
+        for uid in [u for u in self.writer.originals if u not in self.state.throttled]:
+            try:
+                self.writer.restore(uid)
+            except ActuatorError as exc:
+                log.warning("restoring unowned cap of %s failed: %s", uid, exc)
+                self.metrics.actuator_errors.inc()
 
     def _apply_cgroups(self, result: Plan, cgroups: Mapping[str, PodUsage]) -> list[str]:
         failed: list[str] = []
@@ -407,7 +417,7 @@ class Agent:
     async def shutdown(self) -> None:
         if self.cfg.qos.restore_on_exit:
             self.writer.restore_all()
-            self.state = forget(self.state, list(self.state.throttled))
+            self.state = forget(self.state, list(self.state.throttled), throttles=True)
             self._save_state()
         for task in list(self._tasks):
             task.cancel()

@@ -233,3 +233,30 @@ async def test_corrupt_state_files_do_not_crash_loop_the_agent(apiserver, api_cl
     assert agent.writer.originals == {}
     assert agent.state.throttled == {}
     assert any(p.name.startswith("throttle-originals.json.corrupt-") for p in state.iterdir())
+
+
+async def test_cap_of_a_pod_that_leaves_is_not_orphaned(apiserver, api_client, tmp_path):
+    policy, throttle, evict, pods = objects()
+    apiserver.seed(NodeBuilder("node-1").build(), policy, throttle, evict, *pods)
+    ua, ub, udns = (p["metadata"]["uid"] for p in pods)
+    node = Node(tmp_path, pods)
+    agent = make_agent(tmp_path, api_client, node)
+    await agent.start(sync_timeout=5)
+    await agent.tick()
+    busy = {ua: 3.0, ub: 1.0, udns: 1.5}
+    for _ in range(2):
+        node.step(10, 6.0, busy)
+        await agent.tick()
+    assert set(agent.writer.originals) == {ua, ub}
+    # b is deleted and its cgroup removed: the next tick drops it from the ledger and from the writer.
+    await api_client.delete(resources.PODS, "b", "default", grace_period_seconds=0)
+    for _ in range(100):
+        if ub not in agent.pods:
+            break
+        await asyncio.sleep(0.02)
+    node.tree.remove(node.rel[ub])
+    node.step(10, 6.0, {ua: 1.5, udns: 1.5})
+    await agent.tick()
+    assert ub not in agent.state.throttled
+    assert set(agent.writer.originals) == {ua}
+    await agent.shutdown()

@@ -126,14 +126,17 @@ def naive_plan(
     )
 
 
-def forget(state: AgentState, uids: Iterable[str]) -> AgentState:
-    """Drop ledger entries of actions that failed (e.g. an eviction refused with 429)."""
+def forget(state: AgentState, uids: Iterable[str], *, throttles: bool = False) -> AgentState:
+    """Drop ledger entries of actions that failed.
+
+    Default: in-flight evictions (e.g. refused with 429), so the pods become candidates again.
+    ``throttles=True``: throttle entries instead (the cap could not be written); the caller then
+    restores whatever cap it still holds for them.
+    """
     gone = set(uids)
-    return replace(
-        state,
-        evicting={k: v for k, v in state.evicting.items() if k not in gone},
-        throttled={k: v for k, v in state.throttled.items() if k not in gone},
-    )
+    if throttles:
+        return replace(state, throttled={k: v for k, v in state.throttled.items() if k not in gone})
+    return replace(state, evicting={k: v for k, v in state.evicting.items() if k not in gone})
 
 
 def is_protected(sample: PodSample, options: PlanOptions) -> bool:
@@ -584,8 +587,8 @@ def _next_state(
                 if (amount := _freed(metric, sample, node, ActionKind.EVICT, None))
             }
             grace = action.grace_seconds if action.grace_seconds is not None else _pod_grace(sample)
+            # A throttled pod keeps its ledger entry: if the eviction is refused, its cap is still ours.
             new_evicting[action.uid] = Evicting(action.pod, now, now + options.eviction_timeout + grace, released)
-            new_throttled.pop(action.uid, None)
         elif action.kind is ActionKind.THROTTLE:
             assert action.cpu_cap is not None
             old = new_throttled.get(action.uid)

@@ -238,3 +238,20 @@ def test_throttle_on_utilization_counts_gap_and_release_in_percent():
     p = plan([pol], [throttle_action("throttle", step=50)], node_sample(cpu=9.0, cores=16), pods, AgentState(), now=0.0)
     assert p.gaps["throttle"] == {"cpu_total_utilization": 6.25}
     assert [(a.pod, a.released) for a in p.actions] == [("default/a", 6.25)]
+
+
+def test_throttled_pod_that_is_then_evicted_keeps_its_cap_in_the_ledger():
+    pol = qos_policy(
+        "p", rule("cpu", "cpu_total_usage", 4000, "throttle"), rule("ev", "cpu_total_usage", 6000, "evict")
+    )
+    acts = [throttle_action("throttle", cool_down=1), evict_action("evict", cool_down=1)]
+    pods = [pod_sample(be("a"), cpu=3.0)]
+    p1 = plan([pol], acts, node_sample(cpu=5.0), pods, AgentState(), now=0.0)
+    uid = pods[0].uid
+    assert uid in p1.state.throttled
+    p2 = plan([pol], acts, node_sample(cpu=7.0, time=5.0), pods, p1.state, now=5.0)
+    assert [a.kind for a in p2.actions] == [ActionKind.EVICT]
+    assert uid in p2.state.evicting and uid in p2.state.throttled
+    refused = forget(p2.state, [uid])  # 429: only the eviction is forgotten
+    assert uid not in refused.evicting and uid in refused.throttled
+    assert uid not in forget(refused, [uid], throttles=True).throttled
