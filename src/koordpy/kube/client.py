@@ -171,7 +171,13 @@ class ApiClient:
         headers = {"Content-Type": content_type} if data is not None else None
         try:
             async with self.session.request(
-                method, url, params=params, data=data, headers=headers, timeout=self._timeout(timeout)
+                method,
+                url,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=self._timeout(timeout),
+                server_hostname=self.connection.tls_server_name,
             ) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
@@ -302,7 +308,12 @@ class ApiClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout, sock_read=read_timeout)
         path = resource.path(namespace)
         try:
-            async with self.session.get(self.connection.server + path, params=params, timeout=timeout) as resp:
+            async with self.session.get(
+                self.connection.server + path,
+                params=params,
+                timeout=timeout,
+                server_hostname=self.connection.tls_server_name,
+            ) as resp:
                 if resp.status >= 400:
                     raw = await resp.read()
                     raise error_from_response(resp.status, raw, retry_after=resp.headers.get("Retry-After"))

@@ -120,19 +120,27 @@ def load_connection(
 
 
 def write_kubeconfig(
-    path: str | os.PathLike[str], server: str, token: str | None = None, *, user: str = "koordpy"
+    path: str | os.PathLike[str],
+    server: str,
+    token: str | None = None,
+    *,
+    user: str = "koordpy",
+    certificate_authority: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write a minimal kubeconfig (one cluster, one user with an optional bearer token, one context).
 
-    For tests and emulators: no TLS data is written, so ``server`` is normally ``http://...``.
+    For tests and emulators. ``certificate_authority`` is a CA file path for an ``https://`` server.
     """
     import yaml
 
     user_entry: dict[str, Any] = {"token": token} if token else {}
+    cluster: dict[str, Any] = {"server": server}
+    if certificate_authority is not None:
+        cluster["certificate-authority"] = os.fspath(certificate_authority)
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "koordpy", "cluster": {"server": server}}],
+        "clusters": [{"name": "koordpy", "cluster": cluster}],
         "users": [{"name": user, "user": user_entry}],
         "contexts": [{"name": "koordpy", "context": {"cluster": "koordpy", "user": user}}],
         "current-context": "koordpy",

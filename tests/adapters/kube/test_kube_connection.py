@@ -85,3 +85,40 @@ def test_connection_for_url_headers() -> None:
     assert ConnectionInfo.for_url("http://127.0.0.1:1/", "t").headers() == {"Authorization": "Bearer t"}
     assert ConnectionInfo.for_url("http://127.0.0.1:1").headers() == {}
     assert ConnectionInfo.for_url("http://127.0.0.1:1").ssl_context() is True
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    import subprocess
+
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_with_the_kubeconfig_certificate_authority(tmp_path: Path) -> None:
+    import ssl
+
+    from koordpy.kube import errors
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    emulator = ApiServerEmulator(ssl_context=server_ctx)
+    url = await emulator.start()
+    try:
+        assert url.startswith("https://127.0.0.1:")
+        trusted = write_kubeconfig(tmp_path / "kc", url, token="agent", certificate_authority=cert)
+        async with ApiClient.from_kubeconfig(str(trusted)) as client:
+            await client.create(NODES, {"metadata": {"name": "n1"}})
+        untrusted = write_kubeconfig(tmp_path / "kc-no-ca", url, token="agent")
+        async with ApiClient.from_kubeconfig(str(untrusted)) as client:
+            with pytest.raises(errors.ApiConnectionError, match="certificate"):
+                await client.get(NODES, "n1")
+    finally:
+        await emulator.close()
+    assert [r["verb"] for r in emulator.requests] == ["create"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,14 @@ def _load_seed(path: Path) -> list[dict[str, Any]]:
     return objects
 
 
+def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if cert is None:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m koordpy.testing.apiserver", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -46,6 +55,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--history-size", type=int, default=10000)
     parser.add_argument("--max-grace-seconds", type=float, default=0.2)
     parser.add_argument("--require-auth", action="store_true")
+    parser.add_argument("--tls-cert", type=Path, help="serve https with this certificate (PEM)")
+    parser.add_argument("--tls-key", type=Path, help="private key for --tls-cert (PEM)")
     return parser.parse_args(argv)
 
 
@@ -58,6 +69,7 @@ async def _serve(args: argparse.Namespace) -> None:
         record_path=args.record,
         bookmark_interval=args.bookmark_interval,
         require_auth=args.require_auth,
+        ssl_context=_tls(args.tls_cert, args.tls_key),
     )
     for path in args.seed:
         for obj in _load_seed(path):

@@ -1,5 +1,6 @@
-"""pytest fixtures for the emulator. Use with ``pytest_plugins = ["koordpy.testing.apiserver.fixture"]``
-in a ``conftest.py`` (or import the fixtures by name).
+"""pytest fixtures for the emulator. Import them by name into any ``conftest.py``
+(``from koordpy.testing.apiserver.fixture import apiserver, api_client``), or list this module in
+``pytest_plugins`` of the root ``conftest.py`` (pytest only honours ``pytest_plugins`` there).
 
 - ``apiserver``: a running :class:`ApiServerEmulator` (fresh state per test, bookmarks every 0.2 s).
 - ``api_client``: an open :class:`koordpy.kube.ApiClient` for it, authenticated as user ``test``.

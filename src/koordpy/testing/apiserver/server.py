@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Literal
@@ -77,7 +78,10 @@ class ApiServerEmulator:
     ``tokens`` maps bearer tokens to user names; an unmapped token is its own user name; no token is
     ``system:anonymous``. Each resource request is recorded in :attr:`requests` (and appended to
     ``record_path`` as a JSON line) as ``{"user", "verb", "group", "resource", "subresource", "namespace",
-    "name"}`` when it arrives, before it is served.
+    "name"}`` when it arrives, before it is served (so long-lived watches are recorded even if the process
+    is killed). ``verb`` is the RBAC verb (get/list/watch/create/update/patch/delete/deletecollection).
+    Discovery and health requests are recorded too, with ``"path"`` set and ``resource`` None (RBAC
+    grants those to every authenticated user through ``system:discovery``).
     """
 
     def __init__(
@@ -89,8 +93,10 @@ class ApiServerEmulator:
         bookmark_interval: float = 5.0,
         watch_gone: Literal["event", "http"] = "event",
         require_auth: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.state = state or ClusterState()
+        self.ssl_context = ssl_context
         self.tokens = dict(tokens or {})
         self.record_path = os.fspath(record_path) if record_path is not None else None
         self.bookmark_interval = bookmark_interval
@@ -131,7 +137,7 @@ class ApiServerEmulator:
             self._record_file = open(self.record_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         runner = web.AppRunner(self.make_app(), handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=self.ssl_context)
         try:
             await site.start()
         except BaseException:
@@ -140,7 +146,8 @@ class ApiServerEmulator:
         bound = runner.addresses[0]
         self.host, self.port = host, int(bound[1])
         self._runner = runner
-        self._url = f"http://{host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        self._url = f"{scheme}://{host}:{self.port}"
         return self._url
 
     async def stop(self) -> None:

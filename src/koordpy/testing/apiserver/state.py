@@ -4,6 +4,10 @@ Every write bumps one global, monotonically increasing ``resourceVersion`` and i
 bounded history that watches replay from. Stored objects are never mutated in place (each write
 stores a new dict), so list snapshots and history entries stay valid.
 
+Deliberate deviation: a Pod keeps the ``status`` given on create (a real API server resets it) so tests
+can create running pods without a kubelet. Custom resources with a status subresource drop ``status``
+on create, as the API server does; :meth:`ClusterState.seed` stores anything as given.
+
 Not emulated: admission, defaulting beyond ``Pod.spec.schedulerName``/``status.phase``, validation
 beyond object names and label values, garbage collection of dependents (ownerReferences), server-side
 apply, strategic merge (treated as a merge patch), a kubelet (graceful pod deletion completes after
