@@ -90,15 +90,17 @@ def test_throttle_to_planned_quota_then_restore_exactly(pod_cgroup, tmp_path):
     reader = CgroupReader(ROOT, version=1)
     usage = _share(reader, rel, 1.0)
     # ~1 core on an idle machine; other work on a shared CI box can take some of it.
-    assert usage > 0.4, f"busy loop should use most of a core unthrottled, measured {usage:.2f}"
+    assert usage > 0.25, (
+        f"busy loop should get a good part of a core unthrottled, measured {usage:.2f} (machine overloaded?)"
+    )
 
-    # The policy plans the cap: node line 0.1 cores, step 80 % -> cap = usage x 0.2 (well below what
-    # the loop gets even on a busy machine, so the kernel's cap is what is measured).
+    # The policy plans the cap: line 0.1 cores, step 90 % -> usage x 0.1, floored at the pod's
+    # request of 100m: cap = 0.1 cores, well below what the loop gets even on a busy machine.
     pol = qos_policy("p", rule("cpu", "cpu_total_usage", 100, "throttle"))
-    raw = PodBuilder("busy").build()
+    raw = PodBuilder("busy").requests(cpu="100m").build()
     p = plan(
         [pol],
-        [throttle_action("throttle", step=80)],
+        [throttle_action("throttle", step=90)],
         node_sample(cpu=usage + 0.1, cores=os.cpu_count()),
         [pod_sample(raw, cpu=usage)],
         AgentState(),
@@ -106,7 +108,7 @@ def test_throttle_to_planned_quota_then_restore_exactly(pod_cgroup, tmp_path):
     )
     assert len(p.actions) == 1
     cap = p.actions[0].cpu_cap
-    assert cap is not None and cap == pytest.approx(usage * 0.2)
+    assert cap is not None and cap == pytest.approx(max(usage * 0.1, 0.1))
 
     writer = CgroupWriter(ROOT, version=1, state_file=str(tmp_path / "throttle.json"))
     quota = writer.set_cap(p.actions[0].uid, rel, cap)
@@ -145,3 +147,30 @@ def test_restart_restores_orphaned_quota_from_the_state_file(pod_cgroup, tmp_pat
     assert fourth.reconcile(adopt=("uid-1",)) == []
     assert _quota(rel) == 30000
     assert fourth.restore("uid-1") and _quota(rel) == -1
+
+
+def test_real_v1_working_set_of_a_process_holding_memory():
+    _require_v1()
+    if not os.access(os.path.join(ROOT, "memory"), os.W_OK):
+        pytest.fail(f"{ROOT}/memory is not writable: the node tier needs a writable cgroup v1 memory controller")
+    rel = f"koordpy-nodetest-mem-{uuid.uuid4().hex[:8]}"
+    path = os.path.join(ROOT, "memory", rel)
+    os.mkdir(path)
+    # On v1, memory stays charged where it was allocated: the shell joins the cgroup first, then
+    # becomes a Python that touches 64 MiB of anonymous memory and waits to be killed.
+    script = "import time; b = bytearray(64 << 20); print('ok', flush=True); time.sleep(60)"
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", f'echo $$ > {path}/cgroup.procs && exec {sys.executable} -c "{script}"'],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ok"
+        ws = CgroupReader(ROOT, version=1).working_set(rel)
+        assert ws is not None and 60 << 20 <= ws <= 200 << 20, f"working set {ws}"
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        time.sleep(0.05)
+        os.rmdir(path)
