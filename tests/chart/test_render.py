@@ -316,3 +316,15 @@ def test_missing_helm_fails_loudly_instead_of_skipping(monkeypatch: pytest.Monke
     monkeypatch.setattr(helm_render, "HELM", tmp_path / "bin" / "helm")
     with pytest.raises(pytest.fail.Exception, match=r"helm not found at .*: run `bash scripts/install-helm.sh"):
         helm_render.helm_binary()
+
+
+def test_renders_and_validates_for_the_oldest_supported_kubernetes() -> None:
+    """Chart.yaml's kubeVersion floor (1.29): every built-in object validates against 1.29's schemas."""
+    objects = render("--kube-version", "1.29.0", "-f", str(CHART / "ci" / "ha-values.yaml"))
+    for obj in objects:
+        if obj["apiVersion"] in CUSTOM:
+            continue
+        kubernetes_validate.validate(obj, "1.29", strict=True)
+    proc = run_helm("template", "koordpy", str(CHART), "--kube-version", "1.28.9")
+    assert proc.returncode != 0
+    assert "incompatible with Kubernetes" in proc.stderr, proc.stderr
