@@ -7,6 +7,8 @@ cgroup v2) are tested next to their adapters: tests/adapters/agent/ and tests/no
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordpy.agent.policy import ActionKind, AgentState, plan
 from koordpy.testing.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
@@ -182,3 +184,24 @@ def test_bug_1_6_order_is_total_and_stable():
     for perm in (pods, list(reversed(pods))):
         p = plan([pol], [throttle_action("throttle")], node_sample(cpu=1.2), perm, AgentState(), now=0)
         assert p.candidates["throttle"] == ("default/a", "default/b", "default/c", "default/d")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    above=st.lists(st.one_of(st.booleans(), st.none()), min_size=1, max_size=20),
+    avoid=st.integers(min_value=1, max_value=4),
+)
+def test_fires_exactly_after_n_consecutive_above_samples(above, avoid):
+    # Samples: True = above the line, False = below, None = metric missing. The rule acts on a tick
+    # exactly when the last `avoid` samples were all present and above.
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "throttle", avoid=avoid))
+    act = throttle_action("throttle", cool_down=1)
+    pods = [pod_sample(be("a"), cpu=3.0)]
+    state = AgentState()
+    for i, sample in enumerate(above):
+        cpu = None if sample is None else (5.0 if sample else 3.0)
+        p = plan([pol], [act], node_sample(cpu=cpu, time=10.0 * i), pods, state, now=10.0 * i)
+        state = p.state
+        window = above[max(0, i - avoid + 1) : i + 1]
+        expected = len(window) == avoid and all(s is True for s in window)
+        assert ("p.cpu" in p.fired) == expected
