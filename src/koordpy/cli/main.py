@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from koordpy.cli import agent, scheduler, simulate
+from koordpy.cli import agent, extender, manager, scheduler, simulate
 
 app = typer.Typer(
     help="koordpy: load-aware scheduling, gang scheduling and node QoS for Kubernetes.",
@@ -15,6 +15,8 @@ app = typer.Typer(
 )
 app.add_typer(scheduler.app, name="scheduler")
 app.add_typer(agent.app, name="agent")
+extender.register(app)
+manager.register(app)
 simulate.register(app)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
