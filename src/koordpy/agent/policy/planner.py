@@ -294,6 +294,7 @@ def _plan(
         tick,
         by_uid=by_uid,
         throttled=throttled,
+        evicting=evicting,
         acting=acting,
         restoring=restoring,
         actions=actions,
@@ -483,6 +484,7 @@ def _run_restore(
     *,
     by_uid: Mapping[str, PodSample],
     throttled: Mapping[str, Throttled],
+    evicting: Mapping[str, Evicting],
     acting: Sequence[RuleView],
     restoring: Sequence[RuleView],
     actions: Mapping[str, AvoidanceAction],
@@ -526,7 +528,7 @@ def _run_restore(
     for metric in _metric_order(gaps, tick.metrics):
         if not metric.throttleable or metric.restore is None:
             continue
-        pool = [by_uid[uid] for uid in throttled if uid not in tick.acted]
+        pool = [by_uid[uid] for uid in throttled if uid not in tick.acted and uid not in evicting]
         # Restore walks the throttle order backwards: the most important pods get CPU back first.
         order = sorted(pool, key=metric.sort_key or general_key, reverse=True)
         if shown is None:
