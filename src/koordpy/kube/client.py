@@ -317,18 +317,18 @@ class ApiClient:
                 if resp.status >= 400:
                     raw = await resp.read()
                     raise error_from_response(resp.status, raw, retry_after=resp.headers.get("Retry-After"))
-                buffer = b""
+                pending = bytearray()  # bytes of an event line not terminated yet
                 async for chunk in resp.content.iter_any():
-                    buffer += chunk
-                    while True:
-                        idx = buffer.find(b"\n")
-                        if idx < 0:
-                            break
-                        line, buffer = buffer[:idx], buffer[idx + 1 :]
+                    pending += chunk
+                    if b"\n" not in chunk:
+                        continue
+                    *lines, rest = bytes(pending).split(b"\n")
+                    pending = bytearray(rest)
+                    for line in lines:
                         if line.strip():
                             yield _decode_event(line)
-                if buffer.strip():
-                    yield _decode_event(buffer)
+                if pending.strip():
+                    yield _decode_event(bytes(pending))
         except ApiError:
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:

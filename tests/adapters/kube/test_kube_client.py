@@ -403,3 +403,17 @@ async def test_discovery_serves_every_known_resource(api_client: ApiClient) -> N
             assert ref.plural in {r["name"] for r in listing["resources"]}
     with pytest.raises(errors.NotFound):
         await api_client.request("GET", "/apis/nope.example.com")
+
+
+async def test_watch_reassembles_events_larger_than_a_chunk(api_client: ApiClient) -> None:
+    start = (await api_client.list(NODES)).resource_version
+    big = "x" * 300_000  # several TCP reads / stream chunks for one JSON line
+    await api_client.create(NODES, {"metadata": {"name": "big", "annotations": {"blob": big}}})
+    await api_client.create(NODES, {"metadata": {"name": "small"}})
+    got = [
+        (etype, obj["metadata"]["name"], len(obj["metadata"].get("annotations", {}).get("blob", "")))
+        async for etype, obj in api_client.watch(
+            NODES, resource_version=start, timeout_seconds=1, allow_bookmarks=False
+        )
+    ]
+    assert got == [("ADDED", "big", 300_000), ("ADDED", "small", 0)]
