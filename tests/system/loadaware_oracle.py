@@ -51,23 +51,25 @@ def sandwich_violations(
     """Problems found, and how many filter answers were checked."""
     surely = _state(config, nodes, metrics)
     at_most = _state(config, nodes, metrics)
-    in_surely: set[str] = set()
-    in_at_most: set[str] = set()
+    # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
+    in_surely: set[tuple[str, int]] = set()
+    in_at_most: set[tuple[str, int]] = set()
     placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
     problems: list[str] = []
     checked = 0
     for decision in decisions:
-        if decision.filter_sent is None or decision.filter_done is None or decision.error:
-            continue
+        if decision.filter_sent is None or decision.filter_done is None or decision.outcome.endswith("-error"):
+            continue  # no filter call, or it failed (a bind error later does not matter here)
         for other in placed:
             assert other.bind_sent is not None and other.node is not None
             answered = other.bind_outcome == "ok" and other.bind_done is not None
-            if other.uid not in in_surely and answered and other.bind_done < decision.filter_sent:
+            key = (other.uid, other.cycle)
+            if key not in in_surely and answered and other.bind_done < decision.filter_sent:
                 surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_surely.add(other.uid)
-            if other.uid not in in_at_most and other.bind_sent < decision.filter_done:
+                in_surely.add(key)
+            if key not in in_at_most and other.bind_sent < decision.filter_done:
                 at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_at_most.add(other.uid)
+                in_at_most.add(key)
         pod = pod_from_dict(pods[decision.uid])
         upper = set(surely.filter(pod, decision.candidates, now).passed)
         lower = set(at_most.filter(pod, decision.candidates, now).passed)
@@ -139,8 +141,9 @@ def score_mismatches(
     """
     surely = _state(config, nodes, metrics)
     at_most = _state(config, nodes, metrics)
-    in_surely: set[str] = set()
-    in_at_most: set[str] = set()
+    # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
+    in_surely: set[tuple[str, int]] = set()
+    in_at_most: set[tuple[str, int]] = set()
     placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
     problems: list[str] = []
     compared = 0
@@ -150,12 +153,13 @@ def score_mismatches(
         for other in placed:
             assert other.bind_sent is not None and other.node is not None
             answered = other.bind_outcome == "ok" and other.bind_done is not None
-            if other.uid not in in_surely and answered and other.bind_done < decision.prioritize_sent:
+            key = (other.uid, other.cycle)
+            if key not in in_surely and answered and other.bind_done < decision.prioritize_sent:
                 surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_surely.add(other.uid)
-            if other.uid not in in_at_most and other.bind_sent < decision.prioritize_done:
+                in_surely.add(key)
+            if key not in in_at_most and other.bind_sent < decision.prioritize_done:
                 at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_at_most.add(other.uid)
+                in_at_most.add(key)
         if in_surely != in_at_most:
             continue
         names = list(decision.passed)
