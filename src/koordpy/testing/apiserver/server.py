@@ -35,7 +35,6 @@ _PATCH_TYPES = {
     "application/strategic-merge-patch+json": "merge",
     "application/json-patch+json": "json",
 }
-_RESOURCE_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
 @dataclass
@@ -290,6 +289,8 @@ class ApiServerEmulator:
                 "name": target.name,
             }
         )
+        if verb not in target.info.verbs:
+            raise StatusError(405, f"{verb} is not supported on {target.info.ref.qualified}", "MethodNotAllowed")
         for rule in self.injected:
             if rule.matches(verb, target.info.ref.plural, target.subresource):
                 rule.count -= 1
@@ -336,6 +337,10 @@ class ApiServerEmulator:
             return _json(st.get(info, t.namespace, t.name))
         if verb == "create":
             body = await self._body(request)
+            if t.name is None and info.ref.plural == "bindings" and t.namespace is not None:
+                name = str(((body if isinstance(body, dict) else {}).get("metadata") or {}).get("name") or "")
+                st.bind(t.namespace, name, body if isinstance(body, dict) else {})
+                return _json(status_body(201, "", "", None), 201)
             if t.name is None:
                 return _json(st.create(info, t.namespace, body), 201)
             if t.subresource == "binding" and t.namespace is not None:
@@ -573,7 +578,7 @@ class ApiServerEmulator:
                     "singularName": i.ref.kind.lower(),
                     "namespaced": i.ref.namespaced,
                     "kind": i.ref.kind,
-                    "verbs": _RESOURCE_VERBS,
+                    "verbs": list(i.verbs),
                     "shortNames": list(i.short_names),
                 }
             )

@@ -47,6 +47,7 @@ class ResourceInfo:
     status_subresource: bool = False
     extra_subresources: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
     @property
     def key(self) -> tuple[str, str]:
@@ -57,17 +58,19 @@ class ResourceInfo:
         return (("status",) if self.status_subresource else ()) + self.extra_subresources
 
 
+BINDINGS = ResourceRef("", "v1", "bindings", "Binding", namespaced=True)
 KOPFPEERINGS = ResourceRef("kopf.dev", "v1", "kopfpeerings", "KopfPeering", namespaced=True)
 CLUSTERKOPFPEERINGS = ResourceRef("kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", namespaced=False)
 
 
 def default_resources() -> list[ResourceInfo]:
-    """Every resource in :mod:`koordpy.kube.resources` plus kopf's peering resources."""
+    """Every resource in :mod:`koordpy.kube.resources` plus ``bindings`` and kopf's peering resources."""
     r = resources
     return [
         ResourceInfo(r.NAMESPACES, status_subresource=True, short_names=("ns",)),
         ResourceInfo(r.NODES, status_subresource=True, short_names=("no",)),
         ResourceInfo(r.PODS, status_subresource=True, extra_subresources=("binding", "eviction"), short_names=("po",)),
+        ResourceInfo(BINDINGS, verbs=("create",)),  # the legacy collection form of pods/binding
         ResourceInfo(r.EVENTS, short_names=("ev",)),
         ResourceInfo(r.LEASES),
         ResourceInfo(r.PDBS, status_subresource=True, short_names=("pdb",)),
