@@ -91,6 +91,7 @@ class Reflector:
         self._store: dict[str, dict[str, Any]] = {}
         self._lists = 0
         self._watches = 0
+        self._events_seen = 0
 
     @property
     def name(self) -> str:
@@ -174,6 +175,7 @@ class Reflector:
             allow_bookmarks=True,
         ):
             received += 1
+            self._events_seen += 1
             rv = _rv(obj)
             if etype != "BOOKMARK":
                 self._apply_event(etype, obj)
@@ -186,16 +188,21 @@ class Reflector:
         return base * (0.5 + 0.5 * self._rng.random())
 
     async def run(self) -> None:
-        """Run until cancelled. Never returns normally; never raises except CancelledError."""
+        """Run until cancelled. Never returns normally; never raises except CancelledError.
+
+        Backoff grows with consecutive failures and resets once a watch delivers something. A 410 right
+        after a fresh list (a server that keeps expiring versions) backs off too instead of relisting hot.
+        """
         need_list = True
         attempt = 0
+        gone_streak = 0
+        loop = asyncio.get_running_loop()
         while True:
+            seen = self._events_seen
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                    attempt = 0
-                loop = asyncio.get_running_loop()
                 started = loop.time()
                 received = await self._watch()
                 if received == 0 and loop.time() - started < _SHORT_WATCH_SECONDS:
@@ -203,20 +210,25 @@ class Reflector:
                     await asyncio.sleep(self._delay(attempt))
                     attempt += 1
                 else:
-                    attempt = 0
+                    attempt = gone_streak = 0
             except asyncio.CancelledError:
                 raise
             except Gone as exc:
                 self.errors += 1
                 self.last_error = exc
+                if self._events_seen != seen:
+                    attempt = gone_streak = 0
                 log.info("reflector %s: resourceVersion %s gone, relisting", self.name, self.resource_version)
-                if need_list:  # the list itself said 410 (expired continue token): do not spin
+                if need_list or gone_streak:  # 410 from the list itself, or again right after a relist
                     await asyncio.sleep(self._delay(attempt))
                     attempt += 1
+                gone_streak += 1
                 need_list = True
             except Exception as exc:  # keep watching whatever went wrong; the counters tell
                 self.errors += 1
                 self.last_error = exc
+                if self._events_seen != seen:
+                    attempt = 0
                 delay = self._delay(attempt)
                 attempt += 1
                 if isinstance(exc, ApiError):

@@ -242,3 +242,24 @@ async def test_selector_reflector_sees_objects_leave(api_client: ApiClient, even
     assert rec.kinds() == [("ADDED", "a"), ("DELETED", "a")]
     assert other.kinds() == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
     assert reflector.objects == {}
+
+
+async def test_repeated_gone_backs_off_instead_of_relisting_hot(
+    apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Eventually
+) -> None:
+    apiserver.inject_error(410, verb="watch", resource="nodes", count=4)  # every watch start is refused
+    delays: list[int] = []
+    reflector = fast(api_client, NODES, Recorder())
+    original = reflector._delay
+
+    def recording_delay(attempt: int) -> float:
+        delays.append(attempt)
+        return original(attempt)
+
+    reflector._delay = recording_delay  # type: ignore[method-assign]
+    async with running(reflector):
+        await eventually(lambda: reflector.errors == 4 and reflector.relists == 4)
+        await api_client.create(NODES, node("after"))
+        await eventually(lambda: "after" in reflector.objects)
+    # the first 410 relists at once; each further one in a row waits longer
+    assert delays == [0, 1, 2]
