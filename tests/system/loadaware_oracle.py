@@ -133,20 +133,20 @@ def score_mismatches(
     metrics: Sequence[Raw],
     config: SchedulerConfiguration,
     now: float,
-) -> tuple[list[str], int]:
-    """Prioritize answers vs the plugin's extender score, where the extender's knowledge is unambiguous.
+) -> tuple[list[str], int, int]:
+    """Prioritize answers vs the plugin's extender score, bracketed like the filter answers.
 
-    A prioritize call is compared only when the binds answered before it was sent are exactly the binds
-    sent before it answered (no bind in flight across the call). Returns problems and the count compared.
+    The score is monotone too (more load, lower or equal score), so each host's answer must lie between
+    the score with the pods the extender surely knew and the score with all it may have known. Returns
+    problems, the number of host scores checked, and how many of those the bracket pinned to one value.
     """
     surely = _state(config, nodes, metrics)
     at_most = _state(config, nodes, metrics)
-    # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
     in_surely: set[tuple[str, int]] = set()
     in_at_most: set[tuple[str, int]] = set()
     placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
     problems: list[str] = []
-    compared = 0
+    checked = exact = 0
     for decision in decisions:
         if decision.prioritize_sent is None or decision.prioritize_done is None or not decision.extender_scores:
             continue
@@ -160,12 +160,18 @@ def score_mismatches(
             if key not in in_at_most and other.bind_sent < decision.prioritize_done:
                 at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
                 in_at_most.add(key)
-        if in_surely != in_at_most:
-            continue
+        pod = pod_from_dict(pods[decision.uid])
         names = list(decision.passed)
-        outcome = surely.score(pod_from_dict(pods[decision.uid]), names, now)
-        expected = {name: int(score) for name, score in zip(outcome.names, outcome.extender, strict=True)}
-        compared += 1
-        if expected != decision.extender_scores:
-            problems.append(f"{decision.pod} cycle {decision.cycle}: scores {decision.extender_scores} != {expected}")
-    return problems, compared
+        high = dict(zip(names, surely.score(pod, names, now).extender.tolist(), strict=True))
+        low = dict(zip(names, at_most.score(pod, names, now).extender.tolist(), strict=True))
+        if set(decision.extender_scores) != set(names):
+            problems.append(f"{decision.pod} cycle {decision.cycle}: scored {sorted(decision.extender_scores)}")
+            continue
+        for name, score in decision.extender_scores.items():
+            checked += 1
+            exact += low[name] == high[name]
+            if not low[name] <= score <= high[name]:
+                problems.append(
+                    f"{decision.pod} cycle {decision.cycle}: {name} scored {score}, oracle {low[name]}..{high[name]}"
+                )
+    return problems, checked, exact
