@@ -1,7 +1,8 @@
 """``koordpy simulate [SCENARIO] [--compare baseline] [--out DIR] [--seed N]``.
 
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
-table and writes ``report.html`` and ``summary.json`` into ``--out``. Exit 2 on a bad scenario or
+table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
+panel per policy) into ``--out``. Exit 2 on a bad scenario or
 option, naming the file and field.
 
 Not guaranteed: the progress bar (stderr, only on a terminal) is not part of the output.
@@ -21,6 +22,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos_objects
 from koordpy.sim.engine import BASELINE, KOORDPY, Policy
+from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
 from koordpy.sim.report import render_html, render_table, summary_document
 from koordpy.sim.run import DEFAULT_SCENARIO, simulate
@@ -116,11 +118,12 @@ def simulate_command(
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         (out / "report.html").write_text(render_html(parsed, chosen_seed, runs, note), encoding="utf-8")
+        (out / "heatmap.png").write_bytes(heatmaps_png([run.stats.heatmap() for run in runs]))
     except OSError as exc:
         raise _fail(f"--out {out}: {exc.strerror or exc}") from None
     typer.echo(render_table(parsed, chosen_seed, runs))
     typer.echo(f"\nQoS: {note}")
-    typer.echo(f"wrote {out / 'report.html'} and {out / 'summary.json'}")
+    typer.echo(f"wrote {out / 'report.html'}, {out / 'summary.json'} and {out / 'heatmap.png'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -65,6 +65,7 @@ def test_same_seed_gives_identical_stdout_and_files(tmp_path: Path) -> None:
                 result.stdout,
                 (tmp_path / "out" / "summary.json").read_bytes(),
                 (tmp_path / "out" / "report.html").read_bytes(),
+                (tmp_path / "out" / "heatmap.png").read_bytes(),
             )
         )
         assert run
@@ -85,6 +86,7 @@ def test_outputs_table_summary_and_self_contained_report(tmp_path: Path) -> None
     assert set(summary["policies"]) == {"koordpy", "baseline"}
     assert summary["policies"]["baseline"]["placement"] == "least-allocated"
     assert summary["policies"]["koordpy"]["podsSubmitted"] == 50
+    assert (tmp_path / "o" / "heatmap.png").read_bytes().startswith(b"\x89PNG")
     report = (tmp_path / "o" / "report.html").read_text()
     assert report.count("<svg") >= 6
     assert "<script" not in report and "http://" not in report.replace('xmlns="http://www.w3.org/2000/svg"', "")
