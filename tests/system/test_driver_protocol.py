@@ -133,3 +133,48 @@ def test_node_resources_fit_counts_assumed_requests_and_pods() -> None:
 def test_backoff_doubles_from_one_second_to_ten() -> None:
     queue = SchedulingQueue(lambda: 0.0)
     assert [queue.backoff_duration(n) for n in (1, 2, 3, 4, 5, 6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_queue_unschedulable_pods_wait_for_an_event_then_serve_their_backoff() -> None:
+    clock = _Clock()
+    queue = SchedulingQueue(clock, max_in_unschedulable=300.0)
+    queue.add("a", priority=0)
+    popped = await queue.pop()
+    assert (popped.uid, popped.attempts) == ("a", 1)
+    queue.failed("a", unschedulable=True)
+    assert "a" in queue.unschedulable
+    clock.now += 0.5
+    queue.move_all()  # an event 0.5 s after the failure: backoff (1 s) not served yet → backoffQ
+    assert queue.backoff == {"a": 101.0} and not queue.unschedulable
+    clock.now += 0.6
+    assert (await queue.pop()).attempts == 2
+
+
+async def test_queue_event_during_the_cycle_sends_the_pod_to_backoff() -> None:
+    clock = _Clock()
+    queue = SchedulingQueue(clock)
+    queue.add("a", priority=0)
+    await queue.pop()
+    queue.move_all()  # moveRequestCycle >= the pod's cycle
+    queue.failed("a", unschedulable=True)
+    assert "a" in queue.backoff and "a" not in queue.unschedulable
+
+
+async def test_queue_priority_order_and_unschedulable_flush() -> None:
+    clock = _Clock()
+    queue = SchedulingQueue(clock, max_in_unschedulable=60.0)
+    queue.add("low", priority=1)
+    queue.add("high", priority=10)
+    assert (await queue.pop()).uid == "high"
+    queue.failed("high", unschedulable=True)
+    assert (await queue.pop()).uid == "low"
+    clock.now += 61.0  # no event at all: flushed after podMaxInUnschedulablePodsDuration
+    assert (await queue.pop()).uid == "high"
