@@ -417,3 +417,23 @@ async def test_watch_reassembles_events_larger_than_a_chunk(api_client: ApiClien
         )
     ]
     assert got == [("ADDED", "big", 300_000), ("ADDED", "small", 0)]
+
+
+async def test_unauthenticated_requests_get_401_when_auth_is_required(apiserver: ApiServerEmulator) -> None:
+    apiserver.require_auth = True
+    async with ApiClient(ConnectionInfo.for_url(apiserver.url)) as anonymous:
+        with pytest.raises(errors.Unauthorized) as denied:
+            await anonymous.list(NODES)
+    assert denied.value.status == 401 and not errors.is_temporary(denied.value)
+    async with ApiClient(ConnectionInfo.for_url(apiserver.url, "agent")) as agent:
+        assert (await agent.list(NODES)).items == []
+
+
+async def test_delete_collection_by_selector_and_method_not_allowed(api_client: ApiClient) -> None:
+    for name, app in (("a", "x"), ("b", "x"), ("c", "y")):
+        await api_client.create(PODS, pod(name, labels={"app": app}))
+    await api_client.request("DELETE", PODS.path("default"), params={"labelSelector": "app=x"})
+    assert [p["metadata"]["name"] for p in (await api_client.list(PODS)).items] == ["c"]
+    with pytest.raises(errors.ApiError) as not_allowed:
+        await api_client.request("GET", "/api/v1/namespaces/default/bindings")
+    assert not_allowed.value.status == 405
