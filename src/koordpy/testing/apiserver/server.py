@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +30,8 @@ from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector
 from koordpy.testing.apiserver.state import ClusterState, ResourceInfo, StoredEvent, Watcher
 
 __all__ = ["ApiServerEmulator", "InjectedError"]
+
+log = logging.getLogger(__name__)
 
 _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -246,6 +249,9 @@ class ApiServerEmulator:
             return await self._dispatch(request)
         except StatusError as err:
             return _json(err.body, err.code)
+        except Exception as exc:  # an emulator bug: answer like an API server would, and say what broke
+            log.exception("emulator: %s %s failed", request.method, request.path_qs)
+            return _json(status_body(500, "InternalError", f"emulator failure: {exc!r}"), 500)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
