@@ -31,15 +31,37 @@ __all__ = ["REASON_NODE_UNKNOWN", "ClusterState", "FilterOutcome", "ScoreOutcome
 REASON_NODE_UNKNOWN = "node(s) not yet known to the koordpy extender"
 
 
-@dataclass(slots=True)
 class FilterOutcome:
-    passed: list[str]
-    failed: dict[str, str]
-    unresolvable: dict[str, str]
-    statuses: dict[str, Status]
-    """Failing status per node name (first failing plugin wins)."""
-    passed_indices: npt.NDArray[np.int64] = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
-    """Node indices of ``passed``, aligned with it."""
+    """What a filter pass decided. ``statuses`` (failing status per node name, first failing plugin
+    wins) is built on first access: the extender only needs ``failed``/``unresolvable``."""
+
+    __slots__ = ("_groups", "_statuses", "failed", "passed", "passed_indices", "unresolvable")
+
+    def __init__(
+        self,
+        passed: list[str],
+        failed: dict[str, str],
+        unresolvable: dict[str, str],
+        groups: list[tuple[list[str], Status]],
+        passed_indices: npt.NDArray[np.int64],
+    ) -> None:
+        self.passed = passed
+        self.failed = failed
+        self.unresolvable = unresolvable
+        self.passed_indices = passed_indices
+        """Node indices of ``passed``, aligned with it."""
+        self._groups = groups
+        self._statuses: dict[str, Status] | None = None
+
+    @property
+    def statuses(self) -> dict[str, Status]:
+        if self._statuses is None:
+            statuses: dict[str, Status] = {}
+            for names, status in self._groups:
+                for name in names:
+                    statuses.setdefault(name, status)
+            self._statuses = statuses
+        return self._statuses
 
 
 @dataclass(slots=True)
@@ -149,11 +171,11 @@ class ClusterState:
         known = indices >= 0
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
-        statuses: dict[str, Status] = {}
+        groups: list[tuple[list[str], Status]] = []
         if not known.all():
-            for pos in np.flatnonzero(~known).tolist():
-                failed[names[pos]] = REASON_NODE_UNKNOWN
-                statuses[names[pos]] = Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")
+            unknown = [names[pos] for pos in np.flatnonzero(~known).tolist()]
+            failed.update(dict.fromkeys(unknown, REASON_NODE_UNKNOWN))
+            groups.append((unknown, Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")))
             alive = np.flatnonzero(known)
         else:
             alive = np.arange(len(names))
@@ -166,17 +188,14 @@ class ClusterState:
                 bad_positions = np.flatnonzero(bad)
                 # One Status per distinct (code, reason): thousands of failing nodes share a handful.
                 keys = verdicts.codes[bad_positions].astype(np.int64) * 65536 + verdicts.reason_ids[bad_positions]
-                distinct, groups = np.unique(keys, return_inverse=True)
+                distinct, group_of = np.unique(keys, return_inverse=True)
                 bad_names = self.index.names_at(indices[alive[bad_positions]])
                 for group, key in enumerate(distinct.tolist()):
                     code = Code(key >> 16)
                     status = Status(code, verdicts.reasons[key & 0xFFFF], plugin.name)
-                    members = np.flatnonzero(groups == group).tolist()
+                    members = np.flatnonzero(group_of == group).tolist()
                     group_names = [bad_names[i] for i in members] if len(distinct) > 1 else bad_names
-                    if statuses:
-                        statuses.update(dict.fromkeys(group_names, status))
-                    else:
-                        statuses = dict.fromkeys(group_names, status)
+                    groups.append((group_names, status))
                     if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                         unresolvable.update(dict.fromkeys(group_names, status.reason))
                     elif failed:
@@ -186,7 +205,7 @@ class ClusterState:
                 alive = alive[~bad]
         passed_indices = indices[alive]
         passed = list(names) if alive.size == len(names) else self.index.names_at(passed_indices)
-        return FilterOutcome(passed, failed, unresolvable, statuses, passed_indices)
+        return FilterOutcome(passed, failed, unresolvable, groups, passed_indices)
 
     def score(
         self, pod: PodInfo, names: list[str], now: float, indices: npt.NDArray[np.int64] | None = None
