@@ -27,7 +27,7 @@ from system_harness import BIN, KOORDPY, LOOPBACK, ROOT, Proc, free_port, wait_h
 
 from koordpy.kube.connection import write_kubeconfig
 
-HELM = ROOT / ".venv" / "bin" / "helm"
+HELM = BIN / "helm"
 CHART = ROOT / "charts" / "koordpy"
 RELEASE_NAMESPACE = "koordpy-system"
 COMPONENT_USERS = ("extender", "manager", "agent")
@@ -65,7 +65,7 @@ def default_chart() -> RenderedChart:
 
 def render_chart(*extra: str) -> RenderedChart:
     """``helm template`` with the real helm binary (fails loudly when it is missing)."""
-    assert HELM.exists(), f"{HELM} missing: run scripts/install-helm.sh .venv"
+    assert HELM.is_file(), f"{HELM} missing: run scripts/install-helm.sh {HELM.parent.parent}"
     out = subprocess.run(
         [str(HELM), "template", "koordpy", str(CHART), "--namespace", RELEASE_NAMESPACE, *extra],
         check=True,
