@@ -214,33 +214,34 @@ def error_body(reason: str) -> bytes:
     return orjson.dumps({"Error": reason})
 
 
-_SCORES = np.array([b"%d}," % s for s in range(MAX_EXTENDER_PRIORITY + 1)], dtype=object)
-
-
 class HostFragments:
-    """A cluster listener that keeps, per node index, the JSON prefix ``{"Host":"<name>","Score":``.
+    """A cluster listener that keeps, per node index and score 0..10, the JSON ``{"Host":"<name>","Score":s}``.
 
-    Prioritize answers are then assembled by one numpy gather and one ``bytes.join`` instead of a
-    dict per node. Register it in the ``ClusterState`` plugin list (it neither filters nor scores).
+    Prioritize answers are then one numpy gather and one ``bytes.join`` instead of a dict per node.
+    Register it in the ``ClusterState`` plugin list (it neither filters nor scores).
     """
 
     name = "koordpy.extender.HostFragments"
 
     def __init__(self) -> None:
-        self.fragments: npt.NDArray[np.object_] = np.full(64, b"", dtype=object)
+        self.entries: npt.NDArray[np.object_] = np.full((64, MAX_EXTENDER_PRIORITY + 1), b"", dtype=object)
+        self.removals = 0
+        """Node removals so far: a node index may be reused after one, so index caches must be dropped."""
 
     def on_capacity(self, capacity: int) -> None:
-        if capacity > self.fragments.size:
-            grown = np.full(capacity, b"", dtype=object)
-            grown[: self.fragments.size] = self.fragments
-            self.fragments = grown
+        if capacity > self.entries.shape[0]:
+            grown = np.full((capacity, MAX_EXTENDER_PRIORITY + 1), b"", dtype=object)
+            grown[: self.entries.shape[0]] = self.entries
+            self.entries = grown
 
     def on_node(self, index: int, node: NodeInfo) -> None:
         self.on_capacity(index + 1)
-        self.fragments[index] = b'{"Host":' + orjson.dumps(node.name) + b',"Score":'
+        host = b'{"Host":' + orjson.dumps(node.name) + b',"Score":'
+        self.entries[index] = [host + b"%d}" % score for score in range(MAX_EXTENDER_PRIORITY + 1)]
 
     def on_node_removed(self, index: int, name: str) -> None:
-        self.fragments[index] = b""
+        self.entries[index] = b""
+        self.removals += 1
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
         return None
@@ -261,11 +262,9 @@ def encode_priorities(fragments: HostFragments, indices: npt.NDArray[np.int64], 
     if not known.all():
         indices = indices[known]
         scores = scores[known]
-    count = indices.size
-    if count == 0:
+    if indices.size == 0:
         return b"[]"
-    parts = np.empty(2 * count, dtype=object)
-    parts[0::2] = fragments.fragments[indices]
-    parts[1::2] = _SCORES[np.clip(scores, 0, MAX_EXTENDER_PRIORITY)]
-    joined = b"".join(parts.tolist())
-    return b"[" + joined[:-1] + b"]"
+    entries: list[bytes] = fragments.entries[indices, np.clip(scores, 0, MAX_EXTENDER_PRIORITY)].tolist()
+    entries[0] = b"[" + entries[0]
+    entries[-1] = entries[-1] + b"]"
+    return b",".join(entries)

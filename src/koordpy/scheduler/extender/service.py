@@ -97,6 +97,7 @@ class ExtenderService:
         self._last_passed: list[str] | None = None
         self._last_passed_indices: npt.NDArray[np.int64] | None = None
         self._last_suffix: bytes | None = None
+        self._last_removals = 0
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -126,6 +127,11 @@ class ExtenderService:
     def _note_foreign(self, pod: PodInfo, verb: str) -> None:
         if pod.scheduler_name != self.settings.scheduler_name:
             self.metrics.foreign_pods.labels(verb).inc()
+
+    def _forget_stale_indices(self) -> None:
+        """Drop the last filter's index cache when a node was removed since (its index may be reused)."""
+        if self._last_removals != self.fragments.removals:
+            self._last_passed = self._last_passed_indices = self._last_suffix = None
 
     def _indices(self, names: list[Any]) -> npt.NDArray[np.int64]:
         """Node indices (-1 unknown); reuses the last filter's answer when prioritize sends it back."""
@@ -167,6 +173,7 @@ class ExtenderService:
             if reason is not None:
                 self._finish("filter", "not_ready", started)
                 return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
+            self._forget_stale_indices()
             indices = self._indices(args.names)
             outcome = self.state.filter(pod, args.names, self.clock.now(), indices=indices)
             if args.items is None:
@@ -180,6 +187,7 @@ class ExtenderService:
                 self._last_suffix = None
             self._last_passed = outcome.passed
             self._last_passed_indices = outcome.passed_indices
+            self._last_removals = self.fragments.removals
         except ProtocolError as exc:
             return self._bad_request("filter", exc, started)
         except Exception as exc:
@@ -192,6 +200,7 @@ class ExtenderService:
     def prioritize(self, body: bytes, started: float | None = None) -> Reply:
         started = time.perf_counter() if started is None else started
         try:
+            self._forget_stale_indices()
             raw_pod = decode_args_with_names(body, self._last_suffix) if self._last_suffix is not None else None
             if raw_pod is not None and self._last_passed is not None and self._last_passed_indices is not None:
                 names, indices = self._last_passed, self._last_passed_indices  # exactly the last filter's answer

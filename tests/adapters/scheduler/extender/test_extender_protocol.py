@@ -151,3 +151,17 @@ async def test_prioritize_after_filter_in_any_encoding_scores_the_request_pod(ex
     # big: cpu 4000 + 16000*85% = 17600 -> (32000-17600)*100//32000 = 45; (45+72)//2 = 58 -> 5
     other = orjson.loads((await ext.post("prioritize", {"Pod": big, "Nodes": None, "NodeNames": ["idle"]})).content)
     assert other == [{"Host": "idle", "Score": 5}]
+
+
+async def test_a_node_removed_between_filter_and_prioritize_is_not_scored_by_a_reused_index(ext: Any) -> None:
+    seed(ext)
+    pod = incoming()
+    filtered = orjson.loads(
+        (await ext.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["idle", "hot"]})).content
+    )
+    assert filtered["NodeNames"] == ["idle"]
+    ext.extender.cache.handler("nodes")("DELETED", {"metadata": {"name": "idle"}})
+    ext.node("newcomer")  # takes the freed index of "idle"
+    ext.metric("newcomer", cpu="30", memory="100Gi")
+    result = orjson.loads((await ext.post("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": ["idle"]})).content)
+    assert result == []  # "idle" is gone; "newcomer" was not asked about
