@@ -214,33 +214,61 @@ def error_body(reason: str) -> bytes:
     return orjson.dumps({"Error": reason})
 
 
-class HostFragments:
-    """A cluster listener that keeps, per node index and score 0..10, the JSON ``{"Host":"<name>","Score":s}``.
+_TAIL = b'"Score":00},'
+"""Every row ends with this; the two digits are overwritten with the score (`` 0``..``10``)."""
+_SCORE_DIGITS = np.frombuffer(b"".join(b"%2d" % s for s in range(MAX_EXTENDER_PRIORITY + 1)), np.uint8).reshape(-1, 2)
 
-    Prioritize answers are then one numpy gather and one ``bytes.join`` instead of a dict per node.
-    Register it in the ``ClusterState`` plugin list (it neither filters nor scores).
+
+class HostFragments:
+    """A cluster listener that keeps, per node index, a fixed-width JSON row
+    ``{"Host":"<name>",   "Score":ss},`` (spaces between tokens pad every row to one width).
+
+    A prioritize answer is then one contiguous numpy gather plus a score column write, instead of a
+    Python object per node (object touches dominate on a large heap). Register it in the
+    ``ClusterState`` plugin list (it neither filters nor scores).
     """
 
     name = "koordpy.extender.HostFragments"
 
     def __init__(self) -> None:
-        self.entries: npt.NDArray[np.object_] = np.full((64, MAX_EXTENDER_PRIORITY + 1), b"", dtype=object)
+        self._heads: list[bytes | None] = []
+        self.width = 0
+        self.rows: npt.NDArray[np.uint8] = np.zeros((64, 0), np.uint8)
         self.removals = 0
         """Node removals so far: a node index may be reused after one, so index caches must be dropped."""
 
+    def _row(self, head: bytes | None) -> bytes:
+        if head is None:
+            return b" " * self.width
+        return head + b" " * (self.width - len(head) - len(_TAIL)) + _TAIL
+
+    def _rebuild(self, capacity: int) -> None:
+        rows = np.full((capacity, self.width), ord(" "), np.uint8)
+        for index, head in enumerate(self._heads):
+            if head is not None:
+                rows[index] = np.frombuffer(self._row(head), np.uint8)
+        self.rows = rows
+
     def on_capacity(self, capacity: int) -> None:
-        if capacity > self.entries.shape[0]:
-            grown = np.full((capacity, MAX_EXTENDER_PRIORITY + 1), b"", dtype=object)
-            grown[: self.entries.shape[0]] = self.entries
-            self.entries = grown
+        if capacity > self.rows.shape[0]:
+            self._rebuild(capacity)
 
     def on_node(self, index: int, node: NodeInfo) -> None:
-        self.on_capacity(index + 1)
-        host = b'{"Host":' + orjson.dumps(node.name) + b',"Score":'
-        self.entries[index] = [host + b"%d}" % score for score in range(MAX_EXTENDER_PRIORITY + 1)]
+        head = b'{"Host":' + orjson.dumps(node.name) + b","
+        while len(self._heads) <= index:
+            self._heads.append(None)
+        self._heads[index] = head
+        capacity = max(self.rows.shape[0], index + 1)
+        if len(head) + len(_TAIL) > self.width:
+            self.width = len(head) + len(_TAIL) + 16  # room for somewhat longer names without a rebuild
+            self._rebuild(capacity)
+        else:
+            self.on_capacity(capacity)
+            self.rows[index] = np.frombuffer(self._row(head), np.uint8)
 
     def on_node_removed(self, index: int, name: str) -> None:
-        self.entries[index] = b""
+        if index < len(self._heads):
+            self._heads[index] = None
         self.removals += 1
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
@@ -256,7 +284,8 @@ class HostFragments:
 def encode_priorities(fragments: HostFragments, indices: npt.NDArray[np.int64], scores: npt.NDArray[np.int64]) -> bytes:
     """``HostPriorityList`` for the known nodes (``indices >= 0``); unknown names are left out.
 
-    ``scores`` are clamped to 0..10 here whatever the caller passed.
+    ``scores`` are clamped to 0..10 here whatever the caller passed. The JSON has padding spaces
+    between tokens (valid JSON; Go's decoder skips them).
     """
     known = indices >= 0
     if not known.all():
@@ -264,7 +293,10 @@ def encode_priorities(fragments: HostFragments, indices: npt.NDArray[np.int64], 
         scores = scores[known]
     if indices.size == 0:
         return b"[]"
-    entries: list[bytes] = fragments.entries[indices, np.clip(scores, 0, MAX_EXTENDER_PRIORITY)].tolist()
-    entries[0] = b"[" + entries[0]
-    entries[-1] = entries[-1] + b"]"
-    return b",".join(entries)
+    rows = fragments.rows.take(indices, axis=0)
+    rows[:, -4:-2] = _SCORE_DIGITS[np.clip(scores, 0, MAX_EXTENDER_PRIORITY)]
+    body = bytearray(rows.size + 1)
+    body[0] = ord("[")
+    body[1:] = rows.tobytes()
+    body[-1] = ord("]")  # replaces the last row's trailing comma
+    return bytes(body)
