@@ -47,8 +47,8 @@ def test_a_wrong_hash_table_entry_is_caught_by_verification() -> None:
     for name in names:
         index.add(name)
     index.lookup(names)  # builds the table
-    assert index._sorted_indices is not None
-    index._sorted_indices = np.roll(index._sorted_indices, 1)  # simulate a collision: hits point elsewhere
+    occupied = index._slot_index >= 0
+    index._slot_index[occupied] = np.roll(index._slot_index[occupied], 1)  # simulate collisions: hits point elsewhere
     assert index.lookup(names).tolist() == list(range(100))
 
 
@@ -94,3 +94,13 @@ def test_state_without_nodes_answers_unknown() -> None:
     assert outcome.passed == [] and set(outcome.failed) == set(names)
     state.upsert_node(node_from_dict(make_node("x5")))
     assert state.filter(pod_from_dict(PodBuilder("p").build()), names, NOW).passed == ["x5"]
+
+
+def test_names_with_nul_use_the_dict_and_stay_exact() -> None:
+    index = NodeIndex()
+    names = [f"n{i}" for i in range(80)] + ["a\x00b", "a", "b"]
+    for name in names:
+        index.add(name)
+    query = ["a", "b", "a\x00b", *names[:70], "a\x00b\x00a"]
+    assert index.lookup(query).tolist() == naive(index, query)  # type: ignore[arg-type]
+    assert index._slot_hash is not None and index._slot_hash.size == 0  # hashed path disabled
