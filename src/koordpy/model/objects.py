@@ -11,7 +11,7 @@ the full object.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
@@ -89,7 +89,8 @@ class PodInfo:
     deletion_time: float | None
     scheduled_time: float | None  # PodScheduled=True lastTransitionTime
     initialized_time: float | None  # Initialized=True lastTransitionTime
-    raw_spec: Mapping[str, Any] = field(repr=False, compare=False)
+    termination_grace_seconds: int | None = None
+    """``spec.terminationGracePeriodSeconds``; None when unset (Kubernetes then uses 30)."""
 
     @property
     def key(self) -> str:
@@ -156,8 +157,16 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         deletion_time=_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         scheduled_time=scheduled,
         initialized_time=initialized,
-        raw_spec=spec,
+        termination_grace_seconds=_grace(spec.get("terminationGracePeriodSeconds")),
     )
+
+
+def _grace(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ObjectError("spec.terminationGracePeriodSeconds: expected a non-negative integer")
+    return raw
 
 
 @dataclass(frozen=True, slots=True)

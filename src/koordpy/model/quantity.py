@@ -10,6 +10,7 @@ readable, parseable form, not the apimachinery canonical string).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -81,11 +82,13 @@ def milli_value(raw: str | int | float) -> int:
     return math.ceil(parse_quantity(raw) * 1000)
 
 
+@functools.lru_cache(maxsize=8192, typed=True)
 def resource_value(resource: str, raw: str | int | float) -> int:
     """The canonical integer for a resource: millicores for cpu, base units for the rest.
 
     The ``*-cpu`` extended resources of Koordinator (``kubernetes.io/batch-cpu``) are already
-    expressed in millicores as plain integers, so they use ``value``.
+    expressed in millicores as plain integers, so they use ``value``. Results are memoised: the
+    same few quantity strings recur on every pod and NodeMetric event.
     """
     if resource == "cpu":
         return milli_value(raw)

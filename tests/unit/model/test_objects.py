@@ -26,6 +26,13 @@ def test_pod_view() -> None:
     assert pod.scheduled_time == 100.0
     assert pod.initialized_time == 110.0
     assert not pod.terminated
+    assert pod.termination_grace_seconds is None
+
+
+def test_pod_grace_period_is_read() -> None:
+    raw = PodBuilder("p").build()
+    raw["spec"]["terminationGracePeriodSeconds"] = 5
+    assert pod_from_dict(raw).termination_grace_seconds == 5
 
 
 @pytest.mark.parametrize(
@@ -42,6 +49,8 @@ def test_pod_view() -> None:
             "status.conditions[0].lastTransitionTime",
         ),
         (lambda r: r.__setitem__("metadata", []), "metadata"),
+        (lambda r: r["spec"].__setitem__("terminationGracePeriodSeconds", -1), "spec.terminationGracePeriodSeconds"),
+        (lambda r: r["spec"].__setitem__("terminationGracePeriodSeconds", "30"), "spec.terminationGracePeriodSeconds"),
     ],
 )
 def test_pod_errors_name_the_field(mutate: object, path: str) -> None:

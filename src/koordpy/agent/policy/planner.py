@@ -612,5 +612,5 @@ def _next_state(
 
 
 def _pod_grace(sample: PodSample) -> int:
-    raw = sample.pod.raw_spec.get("terminationGracePeriodSeconds")
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) else 30
+    grace = sample.pod.termination_grace_seconds
+    return 30 if grace is None else grace
