@@ -82,17 +82,28 @@ def milli_value(raw: str | int | float) -> int:
     return math.ceil(parse_quantity(raw) * 1000)
 
 
-@functools.lru_cache(maxsize=8192, typed=True)
 def resource_value(resource: str, raw: str | int | float) -> int:
     """The canonical integer for a resource: millicores for cpu, base units for the rest.
 
     The ``*-cpu`` extended resources of Koordinator (``kubernetes.io/batch-cpu``) are already
-    expressed in millicores as plain integers, so they use ``value``. Results are memoised: the
-    same few quantity strings recur on every pod and NodeMetric event.
+    expressed in millicores as plain integers, so they use ``value``. Results for strings and
+    numbers are memoised: the same few quantity strings recur on every pod and NodeMetric event.
     """
+    if type(raw) in _MEMOISED:
+        return _resource_value(resource, raw)
+    return _uncached_resource_value(resource, raw)  # raises QuantityError for anything odd
+
+
+_MEMOISED = frozenset({str, int, float})
+
+
+def _uncached_resource_value(resource: str, raw: str | int | float) -> int:
     if resource == "cpu":
         return milli_value(raw)
     return value(raw)
+
+
+_resource_value = functools.lru_cache(maxsize=8192, typed=True)(_uncached_resource_value)
 
 
 def format_cpu_millis(millis: int) -> str:

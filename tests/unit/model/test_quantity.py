@@ -83,3 +83,10 @@ def test_formatting_round_trips() -> None:
     assert format_bytes(1000) == "1000"
     for amount in (2**20, 5 * 2**40, 12345):
         assert value(format_bytes(amount)) == amount
+
+
+@pytest.mark.parametrize("bad", [["1"], {"cpu": "1"}, True, "12x", float("inf")])
+def test_resource_value_rejects_unhashable_and_odd_values_with_quantity_error(bad: object) -> None:
+    # the memo only serves str/int/float; a list from a hostile manifest must still be a QuantityError
+    with pytest.raises(QuantityError):
+        resource_value("cpu", bad)  # type: ignore[arg-type]
