@@ -39,6 +39,8 @@ class ObjectError(ValueError):
 
 
 def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
+    if type(obj) is dict:  # the common case, without the ABC instance check
+        return obj
     if obj is None:
         return {}
     if not isinstance(obj, Mapping):

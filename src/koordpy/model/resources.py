@@ -34,12 +34,13 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
     """
     if not raw:
         return {}
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
     out: ResourceList = {}
     for name, quantity in raw.items():
+        key = name if type(name) is str else str(name)
         try:
-            out[str(name)] = resource_value(str(name), quantity)
+            out[key] = resource_value(key, quantity)
         except QuantityError as exc:
             raise QuantityError(f"{name}: {exc}") from None
     return out

@@ -7,7 +7,6 @@ changes when they do; use it to debug, not to integrate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -100,18 +99,18 @@ def describe_node(state: ClusterState, name: str, now: float) -> dict[str, Any] 
             "prodUsage": _vector(res, load.prod_usage),
             "reportIntervalSeconds": load.report_interval,
         }
-        view["pods"] = [_pod_view(res, a.pod.key, a, load.pod_usages) for a in load.pods.values()]
+        view["pods"] = [_pod_view(res, a.pod.key, a, load.reported_usage(a.key)) for a in load.pods.values()]
     out["loadAware"] = view
     return out
 
 
-def _pod_view(res: tuple[str, ...], key: str, assigned: Any, usages: Mapping[Any, Any]) -> dict[str, Any]:
+def _pod_view(res: tuple[str, ...], key: str, assigned: Any, usage: Any) -> dict[str, Any]:
     return {
         "pod": key,
         "uid": assigned.pod.uid,
         "assignedAt": assigned.timestamp,
         "estimated": _vector(res, assigned.estimated),
         "estimateDeadline": assigned.deadline,
-        "reportedUsage": _vector(res, usages.get(assigned.key)),
+        "reportedUsage": _vector(res, usage),
         "prod": assigned.prod,
     }

@@ -1,7 +1,6 @@
-"""Per-node load bookkeeping (Koordinator's v1.7+ "assign cache"), incrementally maintained.
+"""Per-node load bookkeeping (Koordinator's v1.7+ "assign cache").
 
-For each node: the NodeMetric's usage vectors, and three running sums over the pods assigned
-to it::
+For each node: the NodeMetric's usage vectors, and four sums over the pods assigned to it::
 
     nodeDelta     = Σ max(0, estimate − reported usage)   over pods that "should be estimated"
     prodDelta     = the same over Prod pods (full estimate if the metric does not call it Prod)
@@ -12,11 +11,16 @@ to it::
 A pod "should be estimated" when it has no usage in ``podsMetric``, or it was assigned after
 ``updateTime − reportInterval``, or its force-estimation deadline is after ``updateTime``.
 
+The sums are kept in plain Python integers: a NodeMetric recomputes them in one pass over the
+node's pods, a pod event adds or takes back that pod's share. At tens of pods per node this is
+faster than numpy (which has a fixed cost per array operation), and integer sums cannot drift.
+
 Not guaranteed: vectors are only as fresh as the last event; nothing here looks at the clock.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -38,41 +42,56 @@ class AssignedPod:
     timestamp: float
     estimated: Vector | None
     deadline: float | None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.pod.namespace, self.pod.name)
-
-    @property
-    def prod(self) -> bool:
-        return self.pod.priority_class is PriorityClass.PROD
-
-
-@dataclass(slots=True)
-class NodeLoad:
-    width: int
-    pods: dict[str, AssignedPod] = field(default_factory=dict)
-    metric: NodeMetricInfo | None = None
-    update_time: float = float("-inf")
-    report_interval: float = DEFAULT_REPORT_INTERVAL
-    pod_usages: dict[tuple[str, str], Vector] = field(default_factory=dict)
-    prod_pods: set[tuple[str, str]] = field(default_factory=set)
-    node_usage: Vector | None = None
-    agg_usages: dict[tuple[str, float], Vector] = field(default_factory=dict)
-    prod_usage: Vector = field(init=False)
-    node_delta: Vector = field(init=False)
-    prod_delta: Vector = field(init=False)
-    node_estimated: Vector = field(init=False)
+    key: tuple[str, str] = field(init=False)
+    prod: bool = field(init=False)
+    _estimate: tuple[int, ...] | None = field(init=False, repr=False)
+    _deadline: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._reset()
+        self.key = (self.pod.namespace, self.pod.name)
+        self.prod = self.pod.priority_class is PriorityClass.PROD
+        self._estimate = None if self.estimated is None else tuple(self.estimated.tolist())
+        self._deadline = -math.inf if self.deadline is None else self.deadline
 
-    def _reset(self) -> None:
-        zero = np.zeros(self.width, np.int64)
-        self.prod_usage = zero.copy()
-        self.node_delta = zero.copy()
-        self.prod_delta = zero.copy()
-        self.node_estimated = zero.copy()
+
+class NodeLoad:
+    """One node's metric vectors and assigned pods, with the four sums above."""
+
+    __slots__ = (
+        "_metric_prod",
+        "_sums",
+        "_system",
+        "_usage",
+        "agg_usages",
+        "metric",
+        "node_delta",
+        "node_estimated",
+        "node_usage",
+        "pods",
+        "prod_delta",
+        "prod_usage",
+        "report_interval",
+        "update_time",
+        "width",
+    )
+
+    prod_usage: Vector
+    node_delta: Vector
+    prod_delta: Vector
+    node_estimated: Vector
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.pods: dict[str, AssignedPod] = {}
+        self.metric: NodeMetricInfo | None = None
+        self.update_time = -math.inf
+        self.report_interval = DEFAULT_REPORT_INTERVAL
+        self.node_usage: Vector | None = None
+        self.agg_usages: dict[tuple[str, float], Vector] = {}
+        self._system: tuple[int, ...] = (0,) * width
+        self._usage: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._metric_prod: frozenset[tuple[str, str]] = frozenset()
+        self._recompute()
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -83,14 +102,15 @@ class NodeLoad:
         include_sys: bool,
     ) -> None:
         self.metric = metric
-        self.pod_usages = {}
-        self.prod_pods = set()
         self.node_usage = None
         self.agg_usages = {}
-        self._reset()
+        self._system = (0,) * self.width
+        self._usage = {}
+        self._metric_prod = frozenset()
         if metric is None:
+            self._recompute()
             return
-        self.update_time = metric.update_time if metric.update_time is not None else float("-inf")
+        self.update_time = metric.update_time if metric.update_time is not None else -math.inf
         self.report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
         if metric.node_usage is not None:
             self.node_usage = vectorize(metric.node_usage)
@@ -99,22 +119,20 @@ class NodeLoad:
                 for kind, usage in entry.usage.items():
                     if not usage:
                         continue
-                    self.agg_usages[(kind, entry.duration)] = vectorize(dict(usage))
+                    self.agg_usages[(kind, entry.duration)] = vectorize(usage)
                     if entry.duration > longest.get(kind, -1.0):
                         longest[kind] = entry.duration
             for kind, duration in longest.items():
                 self.agg_usages[(kind, 0.0)] = self.agg_usages[(kind, duration)]
             if include_sys:
-                self.prod_usage += vectorize(metric.system_usage)
-        for pod_metric in metric.pods:
-            if not pod_metric.usage:
-                continue
-            key = (pod_metric.namespace, pod_metric.name)
-            self.pod_usages[key] = vectorize(pod_metric.usage)
-            if pod_metric.priority == PriorityClass.PROD.value:
-                self.prod_pods.add(key)
-        for assigned in self.pods.values():
-            self._account(assigned, +1)
+                self._system = vectorize.values(metric.system_usage)
+        # Pods without usage count as "not reported"; a repeated name keeps its last usage and
+        # is Prod if any of its entries says so.
+        values = vectorize.values
+        self._usage = {(p.namespace, p.name): values(p.usage) for p in metric.pods if p.usage}
+        prod = PriorityClass.PROD.value
+        self._metric_prod = frozenset((p.namespace, p.name) for p in metric.pods if p.usage and p.priority == prod)
+        self._recompute()
 
     def aggregated(self, kind: str, duration: float) -> Vector | None:
         """Usage for (type, duration); duration 0 = longest with data, else ``nodeUsage``."""
@@ -123,52 +141,71 @@ class NodeLoad:
             return self.node_usage
         return vec
 
+    def reported_usage(self, key: tuple[str, str]) -> Vector | None:
+        """The pod's usage in the current NodeMetric's ``podsMetric``; None when not reported."""
+        usage = self._usage.get(key)
+        return None if usage is None else np.array(usage, np.int64)
+
     # ---- pods --------------------------------------------------------------------------
 
     def add_pod(self, assigned: AssignedPod) -> None:
         old = self.pods.get(assigned.pod.uid)
-        if old is not None and self.metric is not None:
+        if old is not None:
             self._account(old, -1)
         self.pods[assigned.pod.uid] = assigned
-        if self.metric is not None:
-            self._account(assigned, +1)
+        self._account(assigned, +1)
+        self._publish()
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
-        if old is not None and self.metric is not None:
+        if old is not None:
             self._account(old, -1)
+            self._publish()
+
+    def _recompute(self) -> None:
+        self._sums = ([0] * self.width, [0] * self.width, [0] * self.width, list(self._system))
+        for assigned in self.pods.values():
+            self._account(assigned, +1)
+        self._publish()
 
     def _account(self, assigned: AssignedPod, sign: int) -> None:
-        key = assigned.key
-        usage = self.pod_usages.get(key)
-        prod = assigned.prod
-        active_prod = prod and key in self.prod_pods
-        if active_prod and usage is not None:
-            self.prod_usage += sign * usage
-        estimated = assigned.estimated
-        if estimated is None:
+        """Add (sign +1) or take back (-1) one pod's share: the only place the rule lives.
+
+        Plain integers, so taking a share back is exact and the sums cannot drift.
+        """
+        if self.metric is None:
             return
+        node_delta, prod_delta, node_estimated, prod_usage = self._sums
+        width = range(self.width)
+        usage = self._usage.get(assigned.key)
+        active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
+        if active_prod:
+            for r in width:
+                prod_usage[r] += sign * usage[r]  # type: ignore[index]
+        estimate = assigned._estimate
+        if estimate is None:
+            return
+        for r in width:
+            node_estimated[r] += sign * estimate[r]
         should = (
             usage is None
-            or self.update_time - self.report_interval < assigned.timestamp
-            or (assigned.deadline is not None and assigned.deadline > self.update_time)
+            or assigned.timestamp > self.update_time - self.report_interval
+            or assigned._deadline > self.update_time
         )
+        delta = estimate if usage is None else [max(e - u, 0) for e, u in zip(estimate, usage, strict=True)]
         if should:
-            self.node_delta += sign * _delta(estimated, usage)
-        self.node_estimated += sign * estimated
-        if not prod:
-            return
-        if not active_prod and usage is not None:
-            usage, should = None, True
-        if should:
-            self.prod_delta += sign * _delta(estimated, usage)
+            for r in width:
+                node_delta[r] += sign * delta[r]
+        if assigned.prod:
+            if not active_prod and usage is not None:
+                delta, should = estimate, True  # Prod by spec, not by the metric: full estimate
+            if should:
+                for r in width:
+                    prod_delta[r] += sign * delta[r]
 
-
-def _delta(estimated: Vector, usage: Vector | None) -> Vector:
-    if usage is None:
-        return estimated
-    delta: Vector = np.maximum(estimated - usage, 0)
-    return delta
+    def _publish(self) -> None:
+        sums = np.array(self._sums, np.int64)
+        self.node_delta, self.prod_delta, self.node_estimated, self.prod_usage = sums
 
 
 class Vectorizer:
@@ -177,6 +214,10 @@ class Vectorizer:
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
         self.position = {name: i for i, name in enumerate(resources)}
+
+    def values(self, values: Mapping[str, int]) -> tuple[int, ...]:
+        """The same as a tuple of Python ints, for per-pod arithmetic."""
+        return tuple([values.get(name, 0) for name in self.resources])
 
     def __call__(self, values: Mapping[str, int]) -> Vector:
         vec = np.zeros(len(self.resources), np.int64)

@@ -1,0 +1,96 @@
+"""NodeLoad bookkeeping: the sums depend only on the current set of pods and metric.
+
+The rule itself is covered by the filter/score tables; these tests check that adding, replacing
+and removing rows (swap-remove, growth) never leaves stale contributions behind.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
+from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vectorizer
+from koordpy.testing import NodeMetricBuilder, PodBuilder
+from koordpy.testing.scheduling import NOW
+
+VEC = Vectorizer(("cpu", "memory"))
+GI = 2**30
+
+
+def assigned(i: int, rng: random.Random) -> AssignedPod:
+    builder = PodBuilder(f"p{i}", "ns").requests(cpu=f"{rng.randint(1, 8) * 250}m", memory=f"{rng.randint(1, 4)}Gi")
+    if i % 3 == 0:
+        builder = builder.priority(9500)  # Prod
+    pod = pod_from_dict(builder.build())
+    estimate = None if i % 7 == 0 else np.array([rng.randint(0, 2000), rng.randint(0, 4) * GI], np.int64)
+    deadline = NOW + rng.choice([-100, 100]) if i % 4 == 0 else None
+    return AssignedPod(pod=pod, timestamp=NOW - rng.choice([10, 30, 600]), estimated=estimate, deadline=deadline)
+
+
+def metric(rng: random.Random, count: int) -> object:
+    builder = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="3", memory="20Gi")
+    builder.system_usage(cpu="500m", memory="1Gi")
+    for i in range(0, count, 2):  # every other pod reported, some of them as Prod
+        builder.pod(
+            "ns", f"p{i}", priority="koord-prod" if i % 6 == 0 else "koord-batch", cpu=f"{rng.randint(0, 1500)}m"
+        )
+    return nodemetric_from_dict(builder.build())
+
+
+def sums(load: NodeLoad) -> list[list[int]]:
+    return [v.tolist() for v in (load.node_delta, load.prod_delta, load.node_estimated, load.prod_usage)]
+
+
+def test_sums_do_not_depend_on_event_order_or_removed_pods() -> None:
+    rng = random.Random(7)
+    pods = [assigned(i, rng) for i in range(40)]
+    nm = metric(rng, 40)
+    churned = NodeLoad(2)
+    churned.set_metric(nm, VEC, include_sys=True)  # type: ignore[arg-type]
+    for pod in pods:  # all 40 in: the arrays grow from 4 rows several times
+        churned.add_pod(pod)
+    gone = rng.sample(range(40), 15)
+    for i in gone:  # swap-removes from the middle
+        churned.remove_pod(pods[i].pod.uid)
+    churned.add_pod(pods[(set(range(40)) - set(gone)).pop()])  # re-adding a present pod replaces it
+    churned.remove_pod("no-such-uid")
+    churned.set_metric(nm, VEC, include_sys=True)  # type: ignore[arg-type]
+
+    kept = [p for i, p in enumerate(pods) if i not in gone]
+    rng.shuffle(kept)
+    fresh = NodeLoad(2)
+    for pod in kept:  # pods first, metric last: the other order
+        fresh.add_pod(pod)
+    fresh.set_metric(nm, VEC, include_sys=True)  # type: ignore[arg-type]
+    assert sums(churned) == sums(fresh)
+    assert sorted(churned.pods) == sorted(p.pod.uid for p in kept)
+    assert fresh.node_estimated.tolist() != [0, 0]  # the comparison is not between two empty loads
+
+
+def test_removing_every_pod_leaves_only_system_usage() -> None:
+    rng = random.Random(3)
+    load = NodeLoad(2)
+    load.set_metric(metric(rng, 6), VEC, include_sys=True)  # type: ignore[arg-type]
+    pods = [assigned(i, rng) for i in range(6)]
+    for pod in pods:
+        load.add_pod(pod)
+    for pod in pods:
+        load.remove_pod(pod.pod.uid)
+    # systemUsage 500m / 1Gi counts towards prodUsage (prodUsageIncludeSys); nothing else is left
+    assert sums(load) == [[0, 0], [0, 0], [0, 0], [500, GI]]
+
+
+def test_no_metric_means_zero_sums_and_reported_usage_is_per_pod() -> None:
+    rng = random.Random(5)
+    load = NodeLoad(2)
+    pods = [assigned(i, rng) for i in range(4)]
+    for pod in pods:
+        load.add_pod(pod)
+    assert sums(load) == [[0, 0]] * 4
+    load.set_metric(metric(rng, 4), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.reported_usage(("ns", "p0")) is not None
+    assert load.reported_usage(("ns", "p1")) is None  # odd pods are not in podsMetric
+    load.set_metric(None, VEC, include_sys=False)
+    assert sums(load) == [[0, 0]] * 4
