@@ -1,4 +1,5 @@
-# The two commands in README.md: `make demo` (main job, embedded default) and `make test` (every test).
+# The two commands in README.md: `make demo` (the main job, the simulator on the embedded default scenario,
+# koordpy vs the baseline, figures and pictures in sim-out/) and `make test` (every test).
 # Both bootstrap .venv from pyproject.toml on first use, so a fresh clone needs nothing else.
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +13,7 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/koordpy demo
+	$(BIN)/koordpy simulate --compare baseline --out sim-out
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts

@@ -9,7 +9,7 @@ import typer
 from koordpy.cli import agent, extender, manager, scheduler, simulate
 
 app = typer.Typer(
-    help="koordpy: load-aware scheduling, gang scheduling and node QoS for Kubernetes.",
+    help="koordpy: load-aware scheduling and node QoS for Kubernetes.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -20,18 +20,7 @@ manager.register(app)
 simulate.register(app)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-@app.command("demo")
-def demo() -> None:
-    """Run the embedded default: explain a pending pod on the bundled example dump."""
-    scheduler.explain_command(
-        files=[EXAMPLES / "cluster-dump.yaml"],
-        pod="default/web-new",
-        config=None,
-        now="2026-11-21T10:01:00Z",
-        output="table",
-    )
+"""Bundled example inputs for the offline tools (README.md and the CLI tests run them)."""
 
 
 def main() -> None:
