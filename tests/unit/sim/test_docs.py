@@ -15,6 +15,7 @@ from koordpy.sim.engine import BASELINE, KOORDPY
 from koordpy.sim.run import simulate
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "simulate.md"
+BUNDLED = Path(__file__).resolve().parents[3] / "src" / "koordpy" / "examples" / "scenario.yaml"
 
 
 def _example() -> dict[str, object]:
@@ -44,3 +45,8 @@ def test_docs_list_every_summary_key() -> None:
     text = DOC.read_text(encoding="utf-8")
     missing = [key for key in run.summary if f"`{key}`" not in text]
     assert missing == []
+
+
+def test_bundled_example_scenario_is_the_docs_example() -> None:
+    """README.md runs ``koordpy simulate src/koordpy/examples/scenario.yaml``; it must not drift from the doc."""
+    assert yaml.safe_load(BUNDLED.read_text(encoding="utf-8")) == _example()
