@@ -21,7 +21,7 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -192,8 +192,10 @@ class NodeLoad:
             or assigned.timestamp > self.update_time - self.report_interval
             or assigned._deadline > self.update_time
         )
-        delta = estimate if usage is None else [max(e - u, 0) for e, u in zip(estimate, usage, strict=True)]
+        delta: Sequence[int] = estimate
         if should:
+            if usage is not None:
+                delta = [e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True)]
             for r in width:
                 node_delta[r] += sign * delta[r]
         if assigned.prod:
@@ -214,10 +216,11 @@ class Vectorizer:
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
         self.position = {name: i for i, name in enumerate(resources)}
+        self._zeros = (0,) * len(resources)
 
     def values(self, values: Mapping[str, int]) -> tuple[int, ...]:
         """The same as a tuple of Python ints, for per-pod arithmetic."""
-        return tuple([values.get(name, 0) for name in self.resources])
+        return tuple(map(values.get, self.resources, self._zeros))
 
     def __call__(self, values: Mapping[str, int]) -> Vector:
         vec = np.zeros(len(self.resources), np.int64)
