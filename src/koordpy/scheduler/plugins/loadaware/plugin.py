@@ -89,7 +89,6 @@ class LoadAwarePlugin:
         self._node_of_index: dict[int, str] = {}
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
-        self._thresholds_of: dict[str, tuple[Vector, Vector]] = {}
         self._allocate(64)
 
     # ---- arrays ------------------------------------------------------------------------
@@ -156,7 +155,6 @@ class LoadAwarePlugin:
             return
         load = self.loads.get(name)
         profile = self.profiles[name]
-        self.alloc[index] = self._alloc_of[name]
         metric = load.metric if load is not None else None
         if load is None or metric is None:
             self.has_metric[index] = False
@@ -168,18 +166,12 @@ class LoadAwarePlugin:
         prod = load.prod_usage + load.prod_delta
         self.prod_base[index] = prod
         self.score_prod_base[index] = prod
-        prod_thr, np_thr = self._thresholds_of[name]
-        self.prod_thr[index] = prod_thr
-        # Koordinator tests the *vectorised* thresholds: all zero (or only unknown resources) means "not set".
-        self.prod_enabled[index] = bool(prod_thr.any())
         if profile.aggregated is not None:
             usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
             self.np_aggregated[index] = True
         else:
             usage = load.node_usage
             self.np_aggregated[index] = False
-        self.np_thr[index] = np_thr
-        self.np_enabled[index] = bool(np_thr.any())
         self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
@@ -199,11 +191,16 @@ class LoadAwarePlugin:
         self._index_of_node[node.name] = index
         self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
         profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
-        # Vectorised once per node change, not on every pod or metric event.
-        self._thresholds_of[node.name] = (
-            self.vectorize(dict(profile.prod)),
-            self.vectorize(dict(profile.aggregated.thresholds if profile.aggregated is not None else profile.usage)),
-        )
+        # Node-static rows: set once per node change, not on every pod or metric event.
+        prod_thr = self.vectorize(dict(profile.prod))
+        usage_thresholds = profile.aggregated.thresholds if profile.aggregated is not None else profile.usage
+        np_thr = self.vectorize(dict(usage_thresholds))
+        self.alloc[index] = self._alloc_of[node.name]
+        self.prod_thr[index] = prod_thr
+        self.np_thr[index] = np_thr
+        # Koordinator tests the *vectorised* thresholds: all zero (or only unknown resources) means "not set".
+        self.prod_enabled[index] = bool(prod_thr.any())
+        self.np_enabled[index] = bool(np_thr.any())
         self._refresh(node.name)
 
     def on_node_removed(self, index: int, name: str) -> None:
@@ -211,7 +208,6 @@ class LoadAwarePlugin:
         self._index_of_node.pop(name, None)
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
-        self._thresholds_of.pop(name, None)
         self.has_metric[index] = False
         self.has_status[index] = False
         self.alloc[index] = 0
