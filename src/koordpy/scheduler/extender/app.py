@@ -4,6 +4,10 @@ The verbs are plain Starlette routes (``Request`` in, ``Response(bytes)`` out): 
 injection, no pydantic, no ``jsonable_encoder`` on the hot path. Request bodies are size-limited
 (``extender.maxRequestBytes``) and must be ``application/json``.
 
+``create_ops_app`` is the operations app for the optional second listener (``extender.metricsPort``):
+the same ``/healthz``, ``/readyz`` and ``/metrics`` handlers, and nothing else, so it can listen on
+the pod IP for the kubelet and Prometheus while the verbs (``/bind`` creates bindings) stay on loopback.
+
 Not guaranteed: anything but the verbs is for operators (``/debug`` has no stable schema).
 """
 
@@ -16,15 +20,17 @@ from contextlib import AbstractAsyncContextManager
 import orjson
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Router
 
 from koordpy.runtime.metrics import render
 from koordpy.scheduler.extender.debug import describe_node
 from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
 from koordpy.scheduler.extender.service import ExtenderService, Reply
 
-__all__ = ["create_app", "read_body"]
+__all__ = ["add_ops_routes", "create_app", "create_ops_app", "read_body"]
 
 JSON = "application/json"
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -65,6 +71,37 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def _response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, media_type=JSON)
+
+
+def add_ops_routes(router: Router, service: ExtenderService, registry: CollectorRegistry) -> None:
+    """``GET /healthz``, ``/readyz`` and ``/metrics``: one implementation for the main and the ops app."""
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(_: Request) -> Response:
+        reason = service.not_ready()
+        if reason is not None:
+            return PlainTextResponse(f"not ready: {reason}", status_code=503)
+        return PlainTextResponse("ok")
+
+    async def metrics(_: Request) -> Response:
+        body, content_type = render(registry)
+        return Response(body, media_type=content_type)
+
+    router.add_route("/healthz", healthz, methods=["GET"])
+    router.add_route("/readyz", readyz, methods=["GET"])
+    router.add_route("/metrics", metrics, methods=["GET"])
+
+
+def _crashed(service: ExtenderService, request: Request, exc: Exception) -> str:
+    """Log a request that escaped its route; the one-line reason for the response."""
+    service.log.error("request.crashed", path=request.url.path, error=f"{type(exc).__name__}: {exc}")
+    return f"koordpy extender internal error: {type(exc).__name__}"
+
+
+def _error(reason: str) -> Response:
+    return Response(orjson.dumps({"Error": reason}), status_code=503, media_type=JSON)
 
 
 def create_app(
@@ -111,21 +148,7 @@ def create_app(
     app.router.add_route("/prioritize", prioritize_verb, methods=["POST"])
     app.router.add_route("/bind", bind_verb, methods=["POST"])
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return PlainTextResponse("ok")
-
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        reason = service.not_ready()
-        if reason is not None:
-            return PlainTextResponse(f"not ready: {reason}", status_code=503)
-        return PlainTextResponse("ok")
-
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        body, content_type = render(registry)
-        return Response(body, media_type=content_type)
+    add_ops_routes(app.router, service, registry)
 
     @app.get("/debug/nodes/{name}")
     async def debug_node(name: str) -> Response:
@@ -136,16 +159,30 @@ def create_app(
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         """Last resort: anything that escaped a route becomes the protocol's error shape, logged."""
+        reason = _crashed(service, request, exc)
         path = request.url.path
-        service.log.error("request.crashed", path=path, error=f"{type(exc).__name__}: {exc}")
-        reason = f"koordpy extender internal error: {type(exc).__name__}"
         if path.endswith("/filter"):
             return Response(encode_filter_error(reason), media_type=JSON)
         if path.endswith("/prioritize"):
             return Response(b"[]", media_type=JSON)
         if path.endswith("/bind"):
             return Response(encode_bind_result(reason), media_type=JSON)
-        return Response(orjson.dumps({"Error": reason}), status_code=503, media_type=JSON)
+        return _error(reason)
+
+    app.add_exception_handler(Exception, unexpected)
+    return app
+
+
+def create_ops_app(service: ExtenderService, registry: CollectorRegistry) -> Starlette:
+    """The operations app: ``GET /healthz``, ``/readyz``, ``/metrics`` only; any other path is 404.
+
+    No lifespan of its own: the main app's lifespan runs the watches both apps report on.
+    """
+    app = Starlette()
+    add_ops_routes(app.router, service, registry)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        return _error(_crashed(service, request, exc))
 
     app.add_exception_handler(Exception, unexpected)
     return app
