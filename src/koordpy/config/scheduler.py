@@ -8,6 +8,7 @@
       usageThresholds: {cpu: 65, memory: 95}
     extender:
       port: 10262
+      metricsPort: 10263  # optional: /healthz, /readyz and /metrics on the pod IP as well
 
 Unknown keys are errors (a typo must not silently fall back to a default).
 """
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from koordpy.config.errors import field_problems
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 
 __all__ = ["API_VERSION", "ExtenderSettings", "SchedulerConfiguration"]
@@ -35,6 +37,12 @@ class ExtenderSettings(_Settings):
     host: str = "127.0.0.1"
     """Listen address. Loopback by default: kube-scheduler runs in the same pod."""
     port: int = Field(10262, ge=1, le=65535)
+    metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
+    """Port of a second, operations-only listener serving ``/healthz``, ``/readyz`` and ``/metrics``
+    (never the verbs nor ``/debug``), so that the kubelet can probe and Prometheus can scrape the
+    extender while the verbs stay on loopback. Unset: no second listener. Must differ from ``port``."""
+    metrics_host: str = Field("0.0.0.0", alias="metricsHost")
+    """Listen address of the operations listener: all interfaces, so the pod IP answers."""
     max_request_bytes: int = Field(16 * 1024 * 1024, alias="maxRequestBytes", ge=1024)
     """Larger bodies get 413. 16 MiB holds a 5,000-node NodeNames request many times over."""
     scheduler_name: str = Field("koordpy-scheduler", alias="schedulerName")
@@ -44,6 +52,12 @@ class ExtenderSettings(_Settings):
     watch_timeout_seconds: int = Field(300, alias="watchTimeoutSeconds", ge=10)
     """Server-side ``timeoutSeconds`` of each watch request; the watch is resumed after it."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
+
+    @model_validator(mode="after")
+    def _check(self) -> ExtenderSettings:
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise field_problems([f"metricsPort: must differ from port ({self.port}): that one serves the verbs"])
+        return self
 
 
 class SchedulerConfiguration(_Settings):
