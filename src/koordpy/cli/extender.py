@@ -22,7 +22,10 @@ def extender_command(
     host: Annotated[str | None, typer.Option("--host", help="Listen address (overrides extender.host).")] = None,
     port: Annotated[int | None, typer.Option("--port", help="Listen port (overrides extender.port).")] = None,
 ) -> None:
-    """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster."""
+    """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster.
+
+    With extender.metricsPort set, /healthz, /readyz and /metrics are served on that port as well.
+    """
     try:
         cfg = load_scheduler_config(config)
     except (InputError, ConfigError) as exc:
@@ -30,6 +33,10 @@ def extender_command(
         raise typer.Exit(2) from None
     if port is not None and not 1 <= port <= 65535:
         typer.echo(f"error: --port: must be 1..65535, got {port}", err=True)
+        raise typer.Exit(2)
+    metrics_port = cfg.extender.metrics_port
+    if port is not None and port == metrics_port:
+        typer.echo(f"error: --port: must differ from extender.metricsPort ({metrics_port})", err=True)
         raise typer.Exit(2)
     # Imported here so `koordpy --help` and the offline tools do not pay for the server stack.
     from koordpy.kube.client import ApiClient
@@ -43,7 +50,14 @@ def extender_command(
         typer.echo(f"error: {where}cannot load Kubernetes connection settings: {exc}", err=True)
         raise typer.Exit(2) from None
     configure_logging(cfg.extender.log_level)
-    serve(cfg, client, host or cfg.extender.host, port or cfg.extender.port)
+    serve(
+        cfg,
+        client,
+        host or cfg.extender.host,
+        port or cfg.extender.port,
+        metrics_host=cfg.extender.metrics_host,
+        metrics_port=metrics_port,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,10 @@ reflector per resource (nodes, pods in all namespaces, NodeMetrics), and once ev
 delivered freezes the garbage collector's view of the cache (``gc.freeze``) so full collections stop
 walking it on the hot path.
 
+``serve`` runs the main uvicorn server (the verbs, on loopback) and, with ``extender.metricsPort``, a
+second one for the operations app (``/healthz``, ``/readyz``, ``/metrics``) in the same event loop. The
+main server keeps the lifespan (the watches); the signals are handled once for both (``serve_all``).
+
 Not guaranteed: readiness without the NodeMetric CRD (its reflector keeps retrying, so the extender
 stays unready: load-aware scheduling needs the metrics).
 """
@@ -15,13 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator, Mapping
+import signal
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import Any, Literal
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
 
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
@@ -31,7 +40,7 @@ from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
-from koordpy.scheduler.extender.app import create_app
+from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import HostFragments
@@ -39,7 +48,7 @@ from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["Extender", "build_extender", "serve"]
+__all__ = ["Extender", "build_extender", "build_servers", "serve", "serve_all"]
 
 WATCHED: tuple[tuple[str, ResourceRef], ...] = (("nodes", NODES), ("pods", PODS), ("nodemetrics", NODEMETRICS))
 
@@ -49,6 +58,8 @@ class Extender:
     """One assembled extender. ``reflectors`` is empty without an API client."""
 
     app: FastAPI
+    ops_app: Starlette
+    """``/healthz``, ``/readyz`` and ``/metrics`` only, for the ``extender.metricsPort`` listener."""
     service: ExtenderService
     cache: ClusterCache
     state: ClusterState
@@ -129,7 +140,8 @@ def build_extender(
             await client.close()
 
     app = create_app(service, registry, lifespan=lifespan)
-    extender = Extender(app, service, cache, state, registry, reflectors, asyncio.Event())
+    ops_app = create_ops_app(service, registry)
+    extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event())
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
     return extender
@@ -146,7 +158,7 @@ async def _after_sync(extender: Extender, freeze_gc: bool, log: Any) -> None:
     extender.synced.set()
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
+def uvicorn_config(app: Any, host: str, port: int, *, lifespan: Literal["on", "off"] = "on") -> uvicorn.Config:
     """One worker, uvloop + httptools, no access log (one line per filter call would be noise)."""
     return uvicorn.Config(
         app,
@@ -156,12 +168,102 @@ def uvicorn_config(app: FastAPI, host: str, port: int) -> uvicorn.Config:
         http="httptools",
         access_log=False,
         log_config=None,
-        lifespan="on",
+        lifespan=lifespan,
         timeout_keep_alive=75,
     )
 
 
-def serve(config: SchedulerConfiguration, client: ApiClient, host: str, port: int) -> None:
-    """Run the extender until SIGINT/SIGTERM (blocking)."""
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT/SIGTERM to :func:`serve_all`.
+
+    ``uvicorn.Server.serve`` replaces the process's handlers with its own for as long as it runs and
+    re-raises the captured signals when it ends. Two of them in one loop would each install theirs over
+    the other's (only the last one would hear SIGTERM) and restore them out of order.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def build_servers(
+    extender: Extender, host: str, port: int, *, metrics_host: str = "0.0.0.0", metrics_port: int | None = None
+) -> list[uvicorn.Server]:
+    """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set."""
+    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port))]
+    if metrics_port is not None:
+        servers.append(_Server(uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off")))
+    return servers
+
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_stop(servers: Sequence[uvicorn.Server]) -> Iterator[None]:
+    """uvicorn's signal semantics, for all servers at once.
+
+    The first SIGINT/SIGTERM shuts every server down gracefully, a second SIGINT forces it. Afterwards
+    the previous handlers are restored and the signals re-raised, so the exit status says why the
+    process stopped (as with a single ``uvicorn.Server``). Only the main thread can handle signals.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    captured: list[int] = []
+
+    def handle(sig: int, _: FrameType | None) -> None:
+        captured.append(sig)
+        force = sig == signal.SIGINT and all(s.should_exit for s in servers)
+        for server in servers:
+            server.should_exit = True
+            server.force_exit = server.force_exit or force
+
+    previous = {handled: signal.signal(handled, handle) for handled in HANDLED_SIGNALS}
+    try:
+        yield
+    finally:
+        for handled, handler in previous.items():
+            signal.signal(handled, handler)
+    for sig in reversed(captured):
+        signal.raise_signal(sig)
+
+
+async def serve_all(servers: Sequence[uvicorn.Server]) -> None:
+    """Run the servers in this loop until SIGINT/SIGTERM, or until one of them stops: then all stop.
+
+    A server that fails to start (port in use, lifespan start-up failure) makes uvicorn exit; the others
+    are shut down gracefully first, then ``SystemExit`` is raised with uvicorn's status. Any other error
+    of a server is raised likewise once the others stopped.
+    """
+    failures: list[BaseException] = []
+
+    async def run(server: uvicorn.Server) -> None:
+        try:
+            await server.serve()
+        except (SystemExit, Exception) as exc:  # SystemExit would otherwise escape the event loop at once
+            failures.append(exc)
+        finally:
+            for other in servers:
+                other.should_exit = True
+
+    with _signals_stop(servers):
+        await asyncio.gather(*(run(server) for server in servers))
+    if failures:
+        raise failures[0]
+
+
+def serve(
+    config: SchedulerConfiguration,
+    client: ApiClient,
+    host: str,
+    port: int,
+    *,
+    metrics_host: str = "0.0.0.0",
+    metrics_port: int | None = None,
+) -> None:
+    """Run the extender until SIGINT/SIGTERM (blocking); with ``metrics_port``, the ops listener as well."""
     extender = build_extender(config, client)
-    uvicorn.Server(uvicorn_config(extender.app, host, port)).run()
+    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve_all(servers))
