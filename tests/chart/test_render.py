@@ -169,6 +169,50 @@ def test_component_configs_validate_with_koordpys_models(scenario: str) -> None:
         assert port == manager.health.port
 
 
+def extender_ops(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the extender's ops port shows up: container ports, probes, Service ports, ServiceMonitor."""
+    deployment = named(objects, "Deployment", "-scheduler")
+    (extender,) = [c for c in containers(deployment) if c["name"] == "extender"]
+    monitors = [m for m in of_kind(objects, "ServiceMonitor") if m["metadata"]["name"].endswith("-scheduler")]
+    return {
+        "ports": extender.get("ports", []),
+        "probes": {k: extender[k] for k in ("livenessProbe", "readinessProbe")},
+        "service": [p["name"] for p in named(objects, "Service", "-scheduler")["spec"]["ports"]],
+        "monitor": [e["port"] for m in monitors for e in m["spec"]["endpoints"]],
+        "config": validate(SchedulerConfiguration, config_of(objects, "-scheduler")).extender,
+    }
+
+
+def test_extender_ops_port_is_the_configured_one(scenario: str) -> None:
+    objects = render_scenario(scenario)
+    if not any(d["metadata"]["name"] == "koordpy-scheduler" for d in of_kind(objects, "Deployment")):
+        return  # scheduler disabled in this scenario
+    ops = extender_ops(objects)
+    port = ops["config"].metrics_port
+    assert port is not None, "the chart's default keeps the ops listener"
+    assert ops["ports"] == [{"name": "http-metrics", "containerPort": port, "protocol": "TCP"}]
+    assert ops["probes"]["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert ops["probes"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    assert ops["service"] == ["https-metrics", "http-metrics"]
+    assert ops["monitor"] in ([], ["https-metrics", "http-metrics"])
+    assert ops["config"].metrics_host == "0.0.0.0"
+    port_of = {p["name"]: p["port"] for p in named(objects, "Service", "-scheduler")["spec"]["ports"]}
+    assert port_of["http-metrics"] == port
+
+
+def test_without_metrics_port_the_extender_stays_on_loopback() -> None:
+    sm = str(CHART / "ci" / "servicemonitor-values.yaml")
+    assert extender_ops(render("-f", sm))["monitor"] == ["https-metrics", "http-metrics"]
+    ops = extender_ops(render("-f", sm, "--set", "scheduler.config.extender.metricsPort=null"))
+    assert ops["config"].metrics_port is None
+    assert ops["ports"] == []
+    for name, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        command = ops["probes"][name]["exec"]["command"]
+        assert f"http://127.0.0.1:{ops['config'].port}{path}" in command[-1]
+    assert ops["service"] == ["https-metrics"]
+    assert ops["monitor"] == ["https-metrics"]
+
+
 def test_agent_config_validates_with_koordpys_model(scenario: str) -> None:
     try:
         from koordpy.config.agent import AgentConfiguration
@@ -222,6 +266,12 @@ def test_disruption_budgets_only_with_replicas() -> None:
             "needs scheduler.leaderElection.enabled",
         ),
         (("--set", "scheduler.config.extender.host=0.0.0.0"), "must stay 127.0.0.1"),
+        (
+            ("--set", "scheduler.config.extender.metricsPort=10262"),
+            "metricsPort (10262) must differ from extender.port and scheduler.kubeScheduler.securePort",
+        ),
+        (("--set", "scheduler.config.extender.metricsPort=10259"), "metricsPort (10259) must differ"),
+        (("--set", "scheduler.config.extender.metricsHost=127.0.0.1"), "metricsHost must not be loopback"),
         (("--set", "scheduler.bogus=1"), "additional properties 'bogus' not allowed"),
         (("--set", "crds.exclude={nodemetrics}"), "/crds/exclude/0"),
         (("--set", "scheduler.kubeScheduler.percentageOfNodesToScore=101"), "percentageOfNodesToScore"),

@@ -70,6 +70,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- dig "extender" "port" 10262 .Values.scheduler.config | int }}
 {{- end }}
 
+{{/* The extender's ops port (/healthz, /readyz, /metrics on the pod IP), from its configuration file;
+empty when extender.metricsPort is unset (then the extender listens on loopback only). */}}
+{{- define "koordpy.scheduler.metricsPort" -}}
+{{- with dig "extender" "metricsPort" "" .Values.scheduler.config }}{{ int . }}{{ end }}
+{{- end }}
+
 {{/* The manager's configuration file; peering is forced on when more than one replica runs. */}}
 {{- define "koordpy.manager.config" -}}
 {{- $cfg := merge (deepCopy .Values.manager.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "ManagerConfiguration") }}
@@ -113,5 +119,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- if ne (dig "extender" "host" "127.0.0.1" .Values.scheduler.config) "127.0.0.1" }}
 {{- fail "scheduler.config.extender.host must stay 127.0.0.1: the bind endpoint must not be reachable from outside the pod" }}
+{{- end }}
+{{- with include "koordpy.scheduler.metricsPort" . }}
+{{- $taken := list (int (include "koordpy.scheduler.extenderPort" $)) (int $.Values.scheduler.kubeScheduler.securePort) }}
+{{- if has (int .) $taken }}
+{{- fail (printf "scheduler.config.extender.metricsPort (%s) must differ from extender.port and scheduler.kubeScheduler.securePort: the containers share the pod's network" .) }}
+{{- end }}
+{{- if has (dig "extender" "metricsHost" "0.0.0.0" $.Values.scheduler.config) (list "127.0.0.1" "localhost" "::1") }}
+{{- fail "scheduler.config.extender.metricsHost must not be loopback: the kubelet probes and Prometheus scrapes the pod IP" }}
+{{- end }}
 {{- end }}
 {{- end }}
