@@ -144,7 +144,12 @@ class Cluster:
 
     def extender_config(self, load_aware: Mapping[str, Any] | None = None, port: int | None = None) -> Path:
         config = self.chart.component_config("-scheduler")
-        config = _deep_merge(config, {"extender": {"host": LOOPBACK, "port": port or free_port()}})
+        port = port or free_port()
+        extender: dict[str, Any] = {"host": LOOPBACK, "port": port}
+        if config.get("extender", {}).get("metricsPort") is not None:
+            # The chart's ops listener (/healthz, /readyz, /metrics) too, on loopback and a free port.
+            extender |= {"metricsHost": LOOPBACK, "metricsPort": next(p for p in iter(free_port, None) if p != port)}
+        config = _deep_merge(config, {"extender": extender})
         if load_aware is not None:
             config["loadAware"] = dict(load_aware)
         path = self.workdir / "extender-config.yaml"
@@ -152,13 +157,15 @@ class Cluster:
         return path
 
     def start_extender(self, config: Path, timeout: float = 60.0) -> tuple[Proc, str]:
-        port = int(yaml.safe_load(config.read_text())["extender"]["port"])
+        settings = yaml.safe_load(config.read_text())["extender"]
         proc = self._proc(
             "extender",
             [str(KOORDPY), "extender", "--config", str(config), "--kubeconfig", str(self.kubeconfig("extender"))],
         )
-        base = f"http://{LOOPBACK}:{port}"
+        base = f"http://{LOOPBACK}:{int(settings['port'])}"
         wait_http(base + "/readyz", timeout, proc)
+        if settings.get("metricsPort") is not None:  # the kubelet's readiness probe in the chart
+            wait_http(f"http://{LOOPBACK}:{int(settings['metricsPort'])}/readyz", timeout, proc)
         return proc, base
 
     def restart(self, proc: Proc, ready_url: str, timeout: float = 60.0) -> None:
