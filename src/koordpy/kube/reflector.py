@@ -8,9 +8,14 @@ during the gap, ``MODIFIED`` for changed ones (different resourceVersion), ``ADD
 errors back off exponentially with jitter and retry the step that failed (the list, or the watch from
 the last resourceVersion).
 
+The reflector remembers only each delivered object's identity (apiVersion, kind and the metadata
+fields name, namespace, uid, resourceVersion), not the whole object: the handler owns whatever view it
+needs, and 50,000 raw pods would otherwise hold about 1 GB. So a ``DELETED`` found by a relist carries
+that identity only; a ``DELETED`` watch event carries the server's full object, as usual.
+
 Not guaranteed: exactly-once delivery across a relist (an object deleted and recreated under the same
 name during the gap shows up as one ``MODIFIED``); handler exceptions are logged and counted in
-``handler_errors`` but do not stop the reflector (the object is stored as delivered anyway).
+``handler_errors`` but do not stop the reflector (the object is recorded as delivered anyway).
 """
 
 from __future__ import annotations
@@ -44,6 +49,19 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+_IDENTITY = ("name", "namespace", "uid", "resourceVersion")
+
+
+def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a relist needs to diff against and to deliver as a ``DELETED`` tombstone."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {k: meta[k] for k in _IDENTITY if k in meta}}
+    for field in ("apiVersion", "kind"):
+        if field in obj:
+            out[field] = obj[field]
+    return out
 
 
 class Reflector:
@@ -99,8 +117,8 @@ class Reflector:
         return f"{self.resource.qualified}{scope}"
 
     @property
-    def objects(self) -> Mapping[str, dict[str, Any]]:
-        """The last delivered object per key (read-only by convention; do not mutate)."""
+    def known(self) -> Mapping[str, dict[str, Any]]:
+        """The identity of the last delivered object per key (see the module docstring); read-only."""
         return self._store
 
     # -- delivery ---------------------------------------------------------------------------------
@@ -122,7 +140,7 @@ class Reflector:
         rv = _rv(obj)
         if previous is not None and rv and _rv(previous) == rv:
             return  # the same version again (a replay after a resume); already delivered
-        self._store[key] = obj
+        self._store[key] = _identity(obj)
         self._deliver(etype if previous is None or etype != "ADDED" else "MODIFIED", obj)
 
     def _apply_list(self, items: Iterable[dict[str, Any]]) -> None:
@@ -133,7 +151,7 @@ class Reflector:
         self._store = {}
         for key, obj in fresh.items():
             prev = old.get(key)
-            self._store[key] = obj
+            self._store[key] = _identity(obj)
             if prev is None:
                 self._deliver("ADDED", obj)
             elif _rv(prev) != _rv(obj) or not _rv(obj):

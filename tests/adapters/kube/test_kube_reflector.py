@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
+from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.reflector import Reflector, run_reflectors, wait_synced
 from koordpy.kube.resources import NODES, PODS
+from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.framework import ClusterState as SchedulerState
+from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
+from koordpy.testing import FakeClock
 from koordpy.testing.apiserver import ApiServerEmulator, ClusterState
 
 Eventually = Callable[..., Awaitable[None]]
@@ -71,7 +76,7 @@ async def test_initial_list_then_live_events(api_client: ApiClient, eventually: 
         await api_client.create(NODES, node("d"))
         await eventually(lambda: len(rec.events) == 6)
     assert rec.kinds()[3:] == [("MODIFIED", "b"), ("DELETED", "a"), ("ADDED", "d")]
-    assert set(reflector.objects) == {"b", "c", "d"}
+    assert set(reflector.known) == {"b", "c", "d"}
     assert reflector.relists == 0 and reflector.errors == 0
 
 
@@ -133,8 +138,13 @@ async def test_gone_relists_and_delivers_the_diff(
         await apiserver.start()
         await eventually(lambda: reflector.relists == 1 and len(rec.events) == 6)
     assert sorted(rec.kinds()[3:]) == [("ADDED", "new"), ("DELETED", "remove"), ("MODIFIED", "change")]
-    assert set(reflector.objects) == {"keep", "change", "new"}
-    assert reflector.objects["change"]["metadata"]["labels"] == {"v": "2"}
+    assert set(reflector.known) == {"keep", "change", "new"}
+    # the relist delivered the changed object itself, and the reflector keeps only its identity
+    changed = st.objects[("", "nodes")][("", "change")]
+    assert rec.events[3:].count(("MODIFIED", "change", changed["metadata"]["resourceVersion"])) == 1
+    assert reflector.known["change"]["metadata"] == {
+        k: changed["metadata"][k] for k in ("name", "uid", "resourceVersion")
+    }
 
 
 async def test_fresh_server_on_same_port_forces_relist(apiserver: ApiServerEmulator, eventually: Eventually) -> None:
@@ -241,7 +251,7 @@ async def test_selector_reflector_sees_objects_leave(api_client: ApiClient, even
             await task
     assert rec.kinds() == [("ADDED", "a"), ("DELETED", "a")]
     assert other.kinds() == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
-    assert reflector.objects == {}
+    assert reflector.known == {}
 
 
 async def test_repeated_gone_backs_off_instead_of_relisting_hot(
@@ -260,6 +270,46 @@ async def test_repeated_gone_backs_off_instead_of_relisting_hot(
     async with running(reflector):
         await eventually(lambda: reflector.errors == 4 and reflector.relists == 4)
         await api_client.create(NODES, node("after"))
-        await eventually(lambda: "after" in reflector.objects)
+        await eventually(lambda: "after" in reflector.known)
     # the first 410 relists at once; each further one in a row waits longer
     assert delays == [0, 1, 2]
+
+
+async def test_deleted_during_a_gap_arrives_as_a_tombstone_the_extender_cache_understands(
+    apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Eventually
+) -> None:
+    apiserver.watch_gone = "event"  # type: ignore[assignment]
+    placed = pod("placed")
+    placed["spec"]["nodeName"] = "n1"
+    placed["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2"}}
+    created = await api_client.create(PODS, placed, namespace="default")
+    cache = ClusterCache(SchedulerState([LoadAwarePlugin(validate(LoadAwareSchedulingArgs, {}))]), FakeClock())
+    handler = cache.handler("pods")
+    delivered: list[tuple[str, dict[str, Any]]] = []
+
+    def record(etype: str, obj: dict[str, Any]) -> None:
+        delivered.append((etype, obj))
+        handler(etype, obj)
+
+    reflector = fast(api_client, PODS, record)
+    async with running(reflector):
+        await asyncio.wait_for(reflector.synced.wait(), 10)
+        assert created["metadata"]["uid"] in cache.state.assigned
+        # the reflector remembers the pod's identity only, never its spec
+        assert reflector.known["default/placed"] == {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {k: created["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion")},
+        }
+        await apiserver.stop()
+        await eventually(lambda: reflector.errors >= 1)
+        apiserver.state.history_size = 1
+        st = apiserver.state
+        st.delete(st.infos[("", "pods")], "default", "placed", {"gracePeriodSeconds": 0})
+        st.create(st.infos[("", "nodes")], None, node("noise"))
+        await apiserver.start()
+        await eventually(lambda: reflector.relists == 1 and len(delivered) == 2)
+    etype, tombstone = delivered[1]
+    assert etype == "DELETED"
+    assert "spec" not in tombstone and tombstone["metadata"]["uid"] == created["metadata"]["uid"]
+    assert cache.state.assigned == {}  # the cache removed the pod from its identity alone
