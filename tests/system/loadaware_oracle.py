@@ -40,6 +40,42 @@ def _state(config: SchedulerConfiguration, nodes: Sequence[Raw], metrics: Sequen
     return state
 
 
+class _Bracket:
+    """The two states bracketing what the extender knew when it answered a call sent at ``sent``
+    and answered at ``done``: ``surely`` holds pods whose bind answered before ``sent``, ``at_most``
+    those whose bind was sent before ``done``. Calls must be fed in order; pods are added once each.
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        nodes: Sequence[Raw],
+        metrics: Sequence[Raw],
+        decisions: Sequence[Decision],
+        pods: Mapping[str, Raw],
+        now: float,
+    ) -> None:
+        self.surely = _state(config, nodes, metrics)
+        self.at_most = _state(config, nodes, metrics)
+        self._placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
+        self._pods, self._now = pods, now
+        # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
+        self._in_surely: set[tuple[str, int]] = set()
+        self._in_at_most: set[tuple[str, int]] = set()
+
+    def advance(self, sent: float, done: float) -> None:
+        for other in self._placed:
+            assert other.bind_sent is not None and other.node is not None
+            answered = other.bind_outcome == "ok" and other.bind_done is not None
+            key = (other.uid, other.cycle)
+            if key not in self._in_surely and answered and other.bind_done < sent:
+                self.surely.assume(pod_from_dict(self._pods[other.uid]), other.node, self._now)
+                self._in_surely.add(key)
+            if key not in self._in_at_most and other.bind_sent < done:
+                self.at_most.assume(pod_from_dict(self._pods[other.uid]), other.node, self._now)
+                self._in_at_most.add(key)
+
+
 def sandwich_violations(
     decisions: Sequence[Decision],
     pods: Mapping[str, Raw],
@@ -49,30 +85,16 @@ def sandwich_violations(
     now: float,
 ) -> tuple[list[str], int]:
     """Problems found, and how many filter answers were checked."""
-    surely = _state(config, nodes, metrics)
-    at_most = _state(config, nodes, metrics)
-    # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
-    in_surely: set[tuple[str, int]] = set()
-    in_at_most: set[tuple[str, int]] = set()
-    placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
+    bracket = _Bracket(config, nodes, metrics, decisions, pods, now)
     problems: list[str] = []
     checked = 0
     for decision in decisions:
         if decision.filter_sent is None or decision.filter_done is None or decision.outcome.endswith("-error"):
             continue  # no filter call, or it failed (a bind error later does not matter here)
-        for other in placed:
-            assert other.bind_sent is not None and other.node is not None
-            answered = other.bind_outcome == "ok" and other.bind_done is not None
-            key = (other.uid, other.cycle)
-            if key not in in_surely and answered and other.bind_done < decision.filter_sent:
-                surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_surely.add(key)
-            if key not in in_at_most and other.bind_sent < decision.filter_done:
-                at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_at_most.add(key)
+        bracket.advance(decision.filter_sent, decision.filter_done)
         pod = pod_from_dict(pods[decision.uid])
-        upper = set(surely.filter(pod, decision.candidates, now).passed)
-        lower = set(at_most.filter(pod, decision.candidates, now).passed)
+        upper = set(bracket.surely.filter(pod, decision.candidates, now).passed)
+        lower = set(bracket.at_most.filter(pod, decision.candidates, now).passed)
         answer = set(decision.passed)
         checked += 1
         if not answer <= upper:
@@ -140,30 +162,17 @@ def score_mismatches(
     the score with the pods the extender surely knew and the score with all it may have known. Returns
     problems, the number of host scores checked, and how many of those the bracket pinned to one value.
     """
-    surely = _state(config, nodes, metrics)
-    at_most = _state(config, nodes, metrics)
-    in_surely: set[tuple[str, int]] = set()
-    in_at_most: set[tuple[str, int]] = set()
-    placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
+    bracket = _Bracket(config, nodes, metrics, decisions, pods, now)
     problems: list[str] = []
     checked = exact = 0
     for decision in decisions:
         if decision.prioritize_sent is None or decision.prioritize_done is None or not decision.extender_scores:
             continue
-        for other in placed:
-            assert other.bind_sent is not None and other.node is not None
-            answered = other.bind_outcome == "ok" and other.bind_done is not None
-            key = (other.uid, other.cycle)
-            if key not in in_surely and answered and other.bind_done < decision.prioritize_sent:
-                surely.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_surely.add(key)
-            if key not in in_at_most and other.bind_sent < decision.prioritize_done:
-                at_most.assume(pod_from_dict(pods[other.uid]), other.node, now)
-                in_at_most.add(key)
+        bracket.advance(decision.prioritize_sent, decision.prioritize_done)
         pod = pod_from_dict(pods[decision.uid])
         names = list(decision.passed)
-        high = dict(zip(names, surely.score(pod, names, now).extender.tolist(), strict=True))
-        low = dict(zip(names, at_most.score(pod, names, now).extender.tolist(), strict=True))
+        high = dict(zip(names, bracket.surely.score(pod, names, now).extender.tolist(), strict=True))
+        low = dict(zip(names, bracket.at_most.score(pod, names, now).extender.tolist(), strict=True))
         if set(decision.extender_scores) != set(names):
             problems.append(f"{decision.pod} cycle {decision.cycle}: scored {sorted(decision.extender_scores)}")
             continue
