@@ -14,7 +14,7 @@ Not guaranteed: anything but the verbs is for operators (``/debug`` has no stabl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 import orjson
@@ -69,6 +69,10 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+Answer = Callable[[bytes, float], Reply | Awaitable[Reply]]
+"""A service verb: (body, started) -> reply; ``bind`` is a coroutine."""
+
+
 def _response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, media_type=JSON)
 
@@ -120,33 +124,23 @@ def create_app(
     )
     limit = service.settings.max_request_bytes
 
-    async def filter_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            body = await read_body(request, limit)
-        except ProtocolError as exc:
-            return _response(service.reject("filter", exc, started))
-        return _response(service.filter(body, started))
+    def verb(name: str, answer: Answer) -> Callable[[Request], Awaitable[Response]]:
+        """One route per verb: read the size-limited body, then the service answers (``bind`` awaits)."""
 
-    async def prioritize_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            body = await read_body(request, limit)
-        except ProtocolError as exc:
-            return _response(service.reject("prioritize", exc, started))
-        return _response(service.prioritize(body, started))
+        async def handle(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                body = await read_body(request, limit)
+            except ProtocolError as exc:
+                return _response(service.reject(name, exc, started))
+            reply = answer(body, started)
+            return _response(reply if isinstance(reply, Reply) else await reply)
 
-    async def bind_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            body = await read_body(request, limit)
-        except ProtocolError as exc:
-            return _response(service.reject("bind", exc, started))
-        return _response(await service.bind(body, started))
+        return handle
 
-    app.router.add_route("/filter", filter_verb, methods=["POST"])
-    app.router.add_route("/prioritize", prioritize_verb, methods=["POST"])
-    app.router.add_route("/bind", bind_verb, methods=["POST"])
+    app.router.add_route("/filter", verb("filter", service.filter), methods=["POST"])
+    app.router.add_route("/prioritize", verb("prioritize", service.prioritize), methods=["POST"])
+    app.router.add_route("/bind", verb("bind", service.bind), methods=["POST"])
 
     add_ops_routes(app.router, service, registry)
 
