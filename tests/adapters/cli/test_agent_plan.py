@@ -45,6 +45,7 @@ def test_exact_output_for_the_example():
             {"action": "throttle", "pod": "batch/batch-b", "metric": "cpu_total_usage", "released": 0.9},
             {"action": "throttle", "pod": "batch/batch-c", "metric": "cpu_total_usage", "released": 0.6},
         ],
+        "warnings": [],
     }
 
 
