@@ -9,7 +9,8 @@ every report interval of its ``spec.metricCollectPolicy``.
 Policies: NodeQOSEnsurancePolicy and Crane v0.8+ NodeQOS (converted, PodQOS-scoped), PodQOS and
 AvoidanceAction are watched. Whenever one of them changes, the object warnings
 (:func:`koordpy.agent.policy.objectcheck.qos_warnings`) are recomputed; each new one is logged and
-recorded as a Warning Event on the object it names.
+recorded as a Warning Event on the object it names. An object that does not validate is not used;
+it gets an ``InvalidObject`` Warning Event.
 
 On start, throttled pods remembered in the state directory are re-adopted when both the policy
 state and the cgroup writer know them and the cgroup still exists; every other remembered cap is
@@ -44,6 +45,7 @@ from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.config.agent import AgentConfiguration
+from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
@@ -233,6 +235,11 @@ class Agent:
             self.qos_raw.pop(key, None)
         else:
             self.qos_raw[key] = raw
+            try:
+                validate(model, raw)
+            except ConfigError as exc:  # not used (see _on_crd): say so on the object too
+                detail = "; ".join(f"{path}: {message}" for path, message in exc.problems)
+                self._spawn(self._emit_on(raw, "InvalidObject", f"ignored by koordpy-agent: {detail}"))
         self._qos_changed = True
         self._on_crd(etype, raw, into, model)
 

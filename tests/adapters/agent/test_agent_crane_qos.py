@@ -105,7 +105,17 @@ async def _terminating(api_client, name: str):
 
 async def test_deleting_the_podqos_stops_the_evictions(apiserver, api_client, tmp_path):
     be = PodBuilder("be").node("node-1").phase("Running").build()
-    apiserver.seed(NodeBuilder("node-1").build(), *crane_objects(), be)
+    # Exists is a core ScopeSelectorOperator, but Crane evaluates only In/NotIn: refused, with an Event.
+    invalid = {
+        "apiVersion": "ensurance.crane.io/v1alpha1",
+        "kind": "PodQOS",
+        "metadata": {"name": "invalid"},
+        "spec": {
+            "allowedActions": ["eviction"],
+            "scopeSelector": {"matchExpressions": [{"scopeName": "QOSClass", "operator": "Exists", "values": ["x"]}]},
+        },
+    }
+    apiserver.seed(NodeBuilder("node-1").build(), *crane_objects(), invalid, be)
     node = Node(tmp_path, [be])
     agent = make_agent(tmp_path, api_client, node)
     await agent.start(sync_timeout=5)
@@ -122,5 +132,18 @@ async def test_deleting_the_podqos_stops_the_evictions(apiserver, api_client, tm
             result = await agent.tick()
         assert result.actions == ()  # Crane v0.8+: no PodQOS allows eviction -> no candidate
         assert any(w.reason == "NoPodAllowed" for w in agent.qos_warnings)
+
+        async def invalid_events():
+            items = (await api_client.list(resources.EVENTS, namespace="default")).items
+            return [e for e in items if e["involvedObject"].get("name") == "invalid"]
+
+        (event,) = await wait_for(invalid_events, "the InvalidObject Event")
+        assert (event["involvedObject"]["kind"], event["reason"], event["type"]) == (
+            "PodQOS",
+            "InvalidObject",
+            "Warning",
+        )
+        assert event["message"].startswith("ignored by koordpy-agent: spec.scopeSelector.matchExpressions[0].operator:")
+        assert "unknown operator 'Exists'" in event["message"]
     finally:
         await agent.shutdown()
