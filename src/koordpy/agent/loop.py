@@ -167,6 +167,7 @@ class Agent:
         self.policies: dict[str, NodeQOSEnsurancePolicy] = {}
         self.actions: dict[str, AvoidanceAction] = {}
         self.node_qos: dict[str, NodeQOS] = {}
+        self.node_qos_policies: dict[str, NodeQOSEnsurancePolicy] = {}  # node_qos converted once, for plan()
         self.pod_qos: dict[str, PodQOS] = {}
         self.qos_raw: dict[tuple[str, str], dict[str, Any]] = {}  # (kind, name) -> object, for Events
         self.qos_warnings: set[PolicyWarning] = set()
@@ -221,6 +222,12 @@ class Agent:
 
     def _on_node_qos(self, etype: str, raw: dict[str, Any]) -> None:
         self._on_qos_object(etype, raw, self.node_qos, NodeQOS)
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        current = self.node_qos.get(name)
+        if current is None:
+            self.node_qos_policies.pop(name, None)
+        else:
+            self.node_qos_policies[name] = current.to_policy()
 
     def _on_pod_qos(self, etype: str, raw: dict[str, Any]) -> None:
         self._on_qos_object(etype, raw, self.pod_qos, PodQOS)
@@ -328,7 +335,7 @@ class Agent:
         )
         if containers:
             self.containers = {uid: u.containers for uid, u in usage.items()}
-        policies = [*self.policies.values(), *(q.to_policy() for q in self.node_qos.values())]
+        policies = [*self.policies.values(), *self.node_qos_policies.values()]
         result = plan(
             policies if self.cfg.qos.enabled else [],
             self.actions,
