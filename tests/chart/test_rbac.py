@@ -42,6 +42,10 @@ NEEDED = {
         ("ensurance.crane.io", "nodeqosensurancepolicies", "watch"),
         ("ensurance.crane.io", "avoidanceactions", "list"),
         ("ensurance.crane.io", "avoidanceactions", "watch"),
+        ("ensurance.crane.io", "nodeqoss", "list"),
+        ("ensurance.crane.io", "nodeqoss", "watch"),
+        ("ensurance.crane.io", "podqoss", "list"),
+        ("ensurance.crane.io", "podqoss", "watch"),
     ],
     MANAGER: [
         ("", "nodes", "list"),
@@ -71,6 +75,8 @@ DENIED = {
         ("", "secrets", "get"),
         ("", "pods/binding", "create"),
         ("slo.koordinator.sh", "nodemetrics", "delete"),
+        ("ensurance.crane.io", "podqoss", "patch"),
+        ("ensurance.crane.io", "nodeqoss", "delete"),
     ],
     MANAGER: [("", "pods", "delete"), ("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "secrets", "list")],
 }

@@ -105,6 +105,11 @@ def test_crd_switches() -> None:
     skipped = render("--set", "crds.exclude={nodemetrics.slo.koordinator.sh,podgroups.scheduling.sigs.k8s.io}")
     names = {c["metadata"]["name"] for c in of_kind(skipped, "CustomResourceDefinition")}
     assert names == {r.name for r in RESOURCES} - {"nodemetrics.slo.koordinator.sh", "podgroups.scheduling.sigs.k8s.io"}
+    crane = {"nodeqoss.ensurance.crane.io", "podqoss.ensurance.crane.io"}
+    assert crane <= {r.name for r in RESOURCES}
+    skipped = render("--set", "crds.exclude={nodeqoss.ensurance.crane.io,podqoss.ensurance.crane.io}")
+    names = {c["metadata"]["name"] for c in of_kind(skipped, "CustomResourceDefinition")}
+    assert names == {r.name for r in RESOURCES} - crane
 
 
 def test_only_the_agent_runs_privileged_or_touches_the_host(scenario: str) -> None:

@@ -6,6 +6,12 @@ evictions in the background (429 is retried by the evictor; a refusal makes the 
 pod so it can be picked again), emit Events, persist the policy state. The NodeMetric is written
 every report interval of its ``spec.metricCollectPolicy``.
 
+Policies: NodeQOSEnsurancePolicy and Crane v0.8+ NodeQOS (converted, PodQOS-scoped), PodQOS and
+AvoidanceAction are watched. Whenever one of them changes, the object warnings
+(:func:`koordpy.agent.policy.objectcheck.qos_warnings`) are recomputed; each new one is logged and
+recorded as a Warning Event on the object it names. An object that does not validate is not used;
+it gets an ``InvalidObject`` Warning Event.
+
 On start, throttled pods remembered in the state directory are re-adopted when both the policy
 state and the cgroup writer know them and the cgroup still exists; every other remembered cap is
 restored, so no quota is orphaned.
@@ -33,12 +39,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from koordpy.agent.actuators.cgroup import ActuatorError, CgroupWriter
 from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, forget, plan
+from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.config.agent import AgentConfiguration
-from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.config.errors import ConfigError, validate
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector
@@ -158,6 +166,12 @@ class Agent:
         self.raw_pods: dict[str, dict[str, Any]] = {}
         self.policies: dict[str, NodeQOSEnsurancePolicy] = {}
         self.actions: dict[str, AvoidanceAction] = {}
+        self.node_qos: dict[str, NodeQOS] = {}
+        self.node_qos_policies: dict[str, NodeQOSEnsurancePolicy] = {}  # node_qos converted once, for plan()
+        self.pod_qos: dict[str, PodQOS] = {}
+        self.qos_raw: dict[tuple[str, str], dict[str, Any]] = {}  # (kind, name) -> object, for Events
+        self.qos_warnings: set[PolicyWarning] = set()
+        self._qos_changed = False
         self.node_labels: dict[str, str] = {}
         self.last_plan: Plan | None = None
         self.last_tick: float | None = None
@@ -178,6 +192,8 @@ class Agent:
         if cfg.qos.enabled:
             self.reflectors += [
                 Reflector(client, resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
+                Reflector(client, resources.NODEQOSS, self._on_node_qos),
+                Reflector(client, resources.PODQOSS, self._on_pod_qos),
                 Reflector(client, resources.AVOIDANCEACTIONS, self._on_action),
             ]
 
@@ -202,10 +218,57 @@ class Agent:
                 self.node_labels = dict(node_from_dict(raw).labels)
 
     def _on_policy(self, etype: str, raw: dict[str, Any]) -> None:
-        self._on_crd(etype, raw, self.policies, NodeQOSEnsurancePolicy)
+        self._on_qos_object(etype, raw, self.policies, NodeQOSEnsurancePolicy)
+
+    def _on_node_qos(self, etype: str, raw: dict[str, Any]) -> None:
+        self._on_qos_object(etype, raw, self.node_qos, NodeQOS)
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        current = self.node_qos.get(name)
+        if current is None:
+            self.node_qos_policies.pop(name, None)
+        else:
+            self.node_qos_policies[name] = current.to_policy()
+
+    def _on_pod_qos(self, etype: str, raw: dict[str, Any]) -> None:
+        self._on_qos_object(etype, raw, self.pod_qos, PodQOS)
 
     def _on_action(self, etype: str, raw: dict[str, Any]) -> None:
-        self._on_crd(etype, raw, self.actions, AvoidanceAction)
+        self._on_qos_object(etype, raw, self.actions, AvoidanceAction)
+
+    def _on_qos_object(self, etype: str, raw: dict[str, Any], into: dict[str, Any], model: Any) -> None:
+        """Keep the raw object (Events about it need its identity) and recheck the warnings next tick."""
+        key = (str(raw.get("kind") or model.__name__), str((raw.get("metadata") or {}).get("name") or ""))
+        if etype == "DELETED":
+            self.qos_raw.pop(key, None)
+        else:
+            self.qos_raw[key] = raw
+            try:
+                validate(model, raw)
+            except ConfigError as exc:  # not used (see _on_crd): say so on the object too
+                detail = "; ".join(f"{path}: {message}" for path, message in exc.problems)
+                self._spawn(self._emit_on(raw, "InvalidObject", f"ignored by koordpy-agent: {detail}"))
+        self._qos_changed = True
+        self._on_crd(etype, raw, into, model)
+
+    def check_qos_objects(self) -> list[PolicyWarning]:
+        """Warnings that are new since the last check: logged and recorded as Events on their objects."""
+        if not self._qos_changed:
+            return []
+        self._qos_changed = False
+        current = qos_warnings(
+            [*self.policies.values(), *self.node_qos.values()],
+            self.actions,
+            list(self.pod_qos.values()),
+            metrics=self.options.metrics,
+        )
+        new = [w for w in current if w not in self.qos_warnings]
+        self.qos_warnings = set(current)
+        for warning in new:
+            log.warning("%s", warning.text)
+            raw = self.qos_raw.get((warning.kind, warning.name))
+            if raw is not None:
+                self._spawn(self._emit_on(raw, warning.reason, warning.message))
+        return new
 
     @staticmethod
     def _on_crd(etype: str, raw: dict[str, Any], into: dict[str, Any], model: Any) -> None:
@@ -272,11 +335,21 @@ class Agent:
         )
         if containers:
             self.containers = {uid: u.containers for uid, u in usage.items()}
-        policies = list(self.policies.values()) if self.cfg.qos.enabled else []
-        result = plan(policies, self.actions, node, samples, self.state, now=now, options=self.options)
+        policies = [*self.policies.values(), *self.node_qos_policies.values()]
+        result = plan(
+            policies if self.cfg.qos.enabled else [],
+            self.actions,
+            node,
+            samples,
+            self.state,
+            now=now,
+            options=self.options,
+            pod_qos=list(self.pod_qos.values()),
+        )
         return result, usage
 
     async def tick(self) -> Plan:
+        self.check_qos_objects()
         started = time.perf_counter()
         result, cgroups = self.decide()
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
@@ -365,6 +438,20 @@ class Agent:
                 reason=reason,
                 message=message,
                 event_type="Warning" if warning else "Normal",
+                component="koordpy-agent",
+                host=self.node,
+            )
+        except errors.ApiError as exc:
+            log.debug("event %s not written: %s", reason, exc)
+
+    async def _emit_on(self, involved: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Warning Event about a QoS object (best effort, like every Event)."""
+        try:
+            await self.client.create_event(
+                involved,
+                reason=reason,
+                message=message,
+                event_type="Warning",
                 component="koordpy-agent",
                 host=self.node,
             )

@@ -63,6 +63,8 @@ def plan_command(
     for event in result.events:
         where = f" {event.pod}" if event.pod else ""
         print(f"note: {event.reason}{where}: {event.message}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     typer.echo(json.dumps(result.to_json(), indent=2))
 
 

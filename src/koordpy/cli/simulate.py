@@ -20,7 +20,7 @@ import typer
 from koordpy.cli.files import InputError, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
-from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos_objects
+from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos, scenario_qos_warnings
 from koordpy.sim.engine import BASELINE, KOORDPY, Policy
 from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
@@ -37,7 +37,7 @@ def load_scenario(path: Path | None) -> Scenario:
     source = path if path is not None else DEFAULT_SCENARIO
     scenario = validate(Scenario, read_mapping(source), str(source))
     try:
-        load_qos_objects(scenario)
+        load_qos(scenario)
     except ConfigError as exc:
         raise ConfigError(exc.problems, str(source)) from None
     return scenario
@@ -47,15 +47,17 @@ def qos_factory(scenario: Scenario, policy: Policy) -> QosPlanner | None:
     """The agent's planner for a policy: ``plan`` for koordpy, ``naive_plan`` for the baseline."""
     if not scenario.qos.enabled or not scenario.qos.policies:
         return None
-    policies, actions = load_qos_objects(scenario)
-    return AgentQosPlanner(policy.qos, policies, actions, PLAN_FUNCTIONS[policy.qos])
+    objects = load_qos(scenario)
+    return AgentQosPlanner(
+        policy.qos, objects.policies, objects.actions, PLAN_FUNCTIONS[policy.qos], pod_qos=objects.pod_qos
+    )
 
 
 def qos_note(scenario: Scenario) -> str:
     if not scenario.qos.enabled:
         return "disabled by the scenario"
     if not scenario.qos.policies:
-        return "no NodeQOSEnsurancePolicy in the scenario"
+        return "no NodeQOSEnsurancePolicy or NodeQOS in the scenario"
     return "koordpy runs the agent's plan(); the baseline runs the agent's naive_plan() (acts on every candidate)"
 
 
@@ -105,6 +107,9 @@ def simulate_command(
         parsed = load_scenario(scenario)
     except (InputError, ConfigError) as exc:
         raise _fail(str(exc)) from None
+    if parsed.qos.enabled:
+        for warning in scenario_qos_warnings(parsed):
+            typer.echo(f"warning: {warning}", err=True)
     chosen_seed = parsed.seed if seed is None else seed
     policies = [KOORDPY] + ([BASELINES[compare]] if compare is not None else [])
     progress = _Progress(sys.stderr.isatty())

@@ -253,9 +253,11 @@ class QosSettings(_Model):
     interval: Seconds = 30.0
     """Seconds between the agent's QoS evaluations (Crane's collect interval)."""
     policies: list[dict[str, Any]] = Field(default_factory=list)
-    """``ensurance.crane.io/v1alpha1`` NodeQOSEnsurancePolicy objects (waterline rules)."""
+    """``ensurance.crane.io/v1alpha1`` NodeQOSEnsurancePolicy or (Crane v0.8+) NodeQOS objects."""
     actions: list[dict[str, Any]] = Field(default_factory=list)
     """``ensurance.crane.io/v1alpha1`` AvoidanceAction objects the rules name."""
+    pod_qos: list[dict[str, Any]] = Field(default_factory=list, alias="podQOS")
+    """``ensurance.crane.io/v1alpha1`` PodQOS objects: NodeQOS rules act only on pods they allow."""
 
 
 class ReportSettings(_Model):

@@ -4,7 +4,7 @@
 (unknown fields ignored); ``koordpy.crds.schema`` turns them into structural OpenAPI schemas.
 """
 
-from koordpy.crds.ensurance import AVOIDANCE_ACTION, NODE_QOS_ENSURANCE_POLICY
+from koordpy.crds.ensurance import AVOIDANCE_ACTION, NODE_QOS, NODE_QOS_ENSURANCE_POLICY, POD_QOS
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.crds.podgroup import POD_GROUP
@@ -15,9 +15,11 @@ __all__ = [
     "AVOIDANCE_ACTION",
     "CLUSTER_KOPF_PEERING",
     "NODE_METRIC",
+    "NODE_QOS",
     "NODE_QOS_ENSURANCE_POLICY",
     "POD_GROUP",
     "POD_MIGRATION_JOB",
+    "POD_QOS",
     "RESOURCES",
     "PrinterColumn",
     "Resource",
@@ -31,6 +33,8 @@ RESOURCES: tuple[Resource, ...] = (
     POD_GROUP,
     POD_MIGRATION_JOB,
     NODE_QOS_ENSURANCE_POLICY,
+    NODE_QOS,
+    POD_QOS,
     AVOIDANCE_ACTION,
     CLUSTER_KOPF_PEERING,
 )

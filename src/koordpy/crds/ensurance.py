@@ -1,6 +1,10 @@
-"""Crane's ``ensurance.crane.io/v1alpha1`` kinds: NodeQOSEnsurancePolicy and AvoidanceAction.
+"""Crane's ``ensurance.crane.io/v1alpha1`` kinds: NodeQOSEnsurancePolicy, NodeQOS, PodQOS, AvoidanceAction.
 
-Field names are Crane's, so existing manifests load unchanged. Defaults are Crane's
+Field names are Crane's (gocrane/api ``ensurance/v1alpha1``), so existing manifests load unchanged.
+NodeQOS (Crane v0.8+) is NodeQOSEnsurancePolicy renamed, with ``spec.rules`` for
+``spec.objectiveEnsurances`` (same element schema): :meth:`NodeQOS.to_policy` converts it, keeping
+``kind: NodeQOS`` so the planner knows its rules only act on pods a PodQOS allows
+(:func:`pod_qos_allows`). Defaults are Crane's
 (``avoidanceThreshold``/``restoreThreshold`` 1, ``coolDownSeconds`` 300, ``strategy`` ``None``).
 
 koordpy reads these fields differently from Crane where Crane's behaviour is a bug (see
@@ -8,25 +12,30 @@ koordpy reads these fields differently from Crane where Crane's behaviour is a b
 action itself, and ``eviction.terminationGracePeriodSeconds`` really reaches the eviction call.
 
 Not guaranteed: ``nodeQualityProbe`` and ``memoryThrottle`` are accepted and ignored (as in Crane);
-``metricRule.selector`` is accepted but the agent only evaluates node-level series.
+``metricRule.selector`` is accepted but the agent only evaluates node-level series. NodeQOS
+``elasticCpuLimit``/``memLimit``/``memoryCompression``/``netLimits`` and PodQOS ``resourceQOS``/
+``podQualityProbe`` are kept verbatim and not acted on (``koordpy.agent.policy.warnings`` says so).
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from koordpy.crds.schema import PrinterColumn, Quantity, Resource, WireModel
+from koordpy.crds.schema import FreeForm, PrinterColumn, Quantity, Resource, WireModel
+from koordpy.model.objects import PodInfo
 from koordpy.model.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "AVOIDANCE_ACTION",
+    "NODE_QOS",
     "NODE_QOS_ENSURANCE_POLICY",
+    "POD_QOS",
     "AvoidanceAction",
     "AvoidanceActionSpec",
     "CPUThrottle",
@@ -34,13 +43,21 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "MetricRule",
+    "NodeQOS",
     "NodeQOSEnsurancePolicy",
     "NodeQOSEnsurancePolicySpec",
+    "NodeQOSSpec",
     "ObjectMeta",
     "ObjectiveEnsurance",
+    "PodQOS",
+    "PodQOSSpec",
+    "ScopeSelector",
+    "ScopedResourceSelectorRequirement",
     "Strategy",
     "Throttle",
     "label_selector_matches",
+    "pod_qos_allows",
+    "pod_qos_matches",
 ]
 
 GROUP = "ensurance.crane.io"
@@ -208,6 +225,173 @@ class NodeQOSEnsurancePolicy(WireModel):
         return data
 
 
+class NodeQOSSpec(WireModel):
+    selector: LabelSelector | None = None
+    """Node label selector; ``None`` selects every node."""
+    node_quality_probe: NodeQualityProbe | None = Field(default=None, alias="nodeQualityProbe")
+    """Accepted for compatibility."""
+    rules: list[ObjectiveEnsurance] = Field(default_factory=list)
+    """The rules (NodeQOSEnsurancePolicy's ``objectiveEnsurances``)."""
+    elastic_cpu_limit: FreeForm | None = Field(default=None, alias="elasticCpuLimit")
+    """Kept verbatim; not acted on (warned)."""
+    mem_limit: FreeForm | None = Field(default=None, alias="memLimit")
+    """Kept verbatim; not acted on (warned)."""
+    memory_compression: FreeForm | None = Field(default=None, alias="memoryCompression")
+    """Kept verbatim; not acted on (warned)."""
+    net_limits: FreeForm | None = Field(default=None, alias="netLimits")
+    """Kept verbatim; not acted on (warned)."""
+
+    @model_validator(mode="after")
+    def _unique_rule_names(self) -> NodeQOSSpec:
+        seen: set[str] = set()
+        for rule in self.rules:
+            if rule.name in seen:
+                raise ValueError(f"rules: duplicate rule name {rule.name!r}")
+            seen.add(rule.name)
+        return self
+
+    def ignored_fields(self) -> list[str]:
+        """Set fields koordpy does not act on, by their wire name."""
+        pairs = (
+            ("elasticCpuLimit", self.elastic_cpu_limit),
+            ("memLimit", self.mem_limit),
+            ("memoryCompression", self.memory_compression),
+            ("netLimits", self.net_limits),
+        )
+        return [name for name, value in pairs if value]
+
+
+class NodeQOS(WireModel):
+    """Crane v0.8+ node policy. Convert with :meth:`to_policy` for the planner."""
+
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", alias="apiVersion")
+    kind: str = "NodeQOS"
+    metadata: ObjectMeta
+    spec: NodeQOSSpec = Field(default_factory=NodeQOSSpec)
+
+    def to_policy(self) -> NodeQOSEnsurancePolicy:
+        """The same rules as a NodeQOSEnsurancePolicy whose ``kind`` stays ``NodeQOS`` (PodQOS-scoped)."""
+        return NodeQOSEnsurancePolicy(
+            kind="NodeQOS",
+            metadata=self.metadata,
+            spec=NodeQOSEnsurancePolicySpec(
+                selector=self.spec.selector,
+                nodeQualityProbe=self.spec.node_quality_probe,
+                objectiveEnsurances=list(self.spec.rules),
+            ),
+        )
+
+
+class ScopeName(enum.StrEnum):
+    QOS_CLASS = "QOSClass"
+    PRIORITY = "Priority"
+    NAMESPACE = "Namespace"
+
+
+class ScopedResourceSelectorRequirement(WireModel):
+    scope_name: ScopeName = Field(alias="scopeName")
+    """``QOSClass`` (pod status.qosClass), ``Priority`` (spec.priority) or ``Namespace``."""
+    operator: str
+    """``In`` or ``NotIn`` (the only operators Crane evaluates)."""
+    values: list[str] = Field(default_factory=list)
+    """Values; for ``Priority`` each is an integer ``"N"`` or an inclusive range ``"A-B"``."""
+
+    @field_validator("operator")
+    @classmethod
+    def _known_operator(cls, value: str) -> str:
+        if value not in ("In", "NotIn"):
+            raise ValueError(f"unknown operator {value!r} (In, NotIn)")
+        return value
+
+    @model_validator(mode="after")
+    def _values(self) -> ScopedResourceSelectorRequirement:
+        if not self.values:
+            raise ValueError("values: must be non-empty for In/NotIn")
+        if self.scope_name is ScopeName.PRIORITY:
+            for value in self.values:
+                if _priority_range(value) is None:
+                    raise ValueError(f"values: {value!r} is not a priority 'N' or range 'A-B' with A <= B")
+        return self
+
+    def matches(self, pod: PodInfo) -> bool:
+        if self.scope_name is ScopeName.PRIORITY:
+            priority = pod.priority if pod.priority is not None else 0
+            hit = any(lo <= priority <= hi for lo, hi in (_priority_range(v) or (1, 0) for v in self.values))
+        elif self.scope_name is ScopeName.QOS_CLASS:
+            hit = str(pod.qos) in self.values
+        else:
+            hit = pod.namespace in self.values
+        return hit if self.operator == "In" else not hit
+
+
+def _priority_range(value: str) -> tuple[int, int] | None:
+    """``"N"`` -> (N, N); ``"A-B"`` -> (A, B); anything else (or A > B) -> None."""
+    parts = value.split("-")
+    try:
+        if len(parts) == 1:
+            return int(parts[0]), int(parts[0])
+        if len(parts) == 2:
+            lo, hi = int(parts[0]), int(parts[1])
+            return (lo, hi) if lo <= hi else None
+    except ValueError:
+        return None
+    return None
+
+
+class ScopeSelector(WireModel):
+    match_expressions: list[ScopedResourceSelectorRequirement] = Field(default_factory=list, alias="matchExpressions")
+    """Requirements that must all hold."""
+
+
+class PodQOSSpec(WireModel):
+    label_selector: LabelSelector | None = Field(default=None, alias="labelSelector")
+    """Pod label selector."""
+    scope_selector: ScopeSelector | None = Field(default=None, alias="scopeSelector")
+    """QoS class, priority and namespace requirements (ANDed with the label selector)."""
+    allowed_actions: list[str] = Field(default_factory=list, alias="allowedActions")
+    """AvoidanceAction names a NodeQOS rule may run on the selected pods."""
+    resource_qos: FreeForm | None = Field(default=None, alias="resourceQOS")
+    """Kept verbatim; not acted on (warned)."""
+    pod_quality_probe: FreeForm | None = Field(default=None, alias="podQualityProbe")
+    """Kept verbatim; not acted on (warned)."""
+
+    def selects_nothing(self) -> bool:
+        """Crane: a PodQOS with neither a label selector nor a scope selector matches no pod."""
+        labels = self.label_selector
+        no_labels = labels is None or (not labels.match_labels and not labels.match_expressions)
+        return no_labels and (self.scope_selector is None or not self.scope_selector.match_expressions)
+
+
+class PodQOS(WireModel):
+    """Crane v0.8+ pod policy: which pods NodeQOS rules may act on, and with which actions."""
+
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", alias="apiVersion")
+    kind: str = "PodQOS"
+    metadata: ObjectMeta
+    spec: PodQOSSpec = Field(default_factory=PodQOSSpec)
+
+
+def pod_qos_matches(pod_qos: PodQOS, pod: PodInfo) -> bool:
+    """Whether ``pod_qos`` selects ``pod``: label selector AND every scope requirement.
+
+    As Crane: a PodQOS with no selector at all selects nothing. Unlike Crane's fetcher (which
+    skips ``labelSelector``), the label selector is evaluated, as the field's documentation says.
+    """
+    spec = pod_qos.spec
+    if spec.selects_nothing():
+        return False
+    if not label_selector_matches(spec.label_selector, pod.labels):
+        return False
+    scope = spec.scope_selector
+    return scope is None or all(req.matches(pod) for req in scope.match_expressions)
+
+
+def pod_qos_allows(pod_qos: Iterable[PodQOS], pod: PodInfo, action_name: str) -> bool:
+    """Crane v0.8+: a NodeQOS rule may run ``action_name`` on ``pod`` only if some PodQOS that
+    selects the pod lists the action in ``allowedActions``; a pod no PodQOS selects is never acted on."""
+    return any(action_name in q.spec.allowed_actions and pod_qos_matches(q, pod) for q in pod_qos)
+
+
 class CPUThrottle(WireModel):
     min_cpu_ratio: int = Field(default=0, ge=0, le=100, alias="minCPURatio")
     """Floor as a percentage of the pod's CPU limit: floor = max(request, limit x ratio / 100)."""
@@ -274,5 +458,31 @@ AVOIDANCE_ACTION = Resource(
     description="Crane avoidance action: how to throttle or evict when a waterline is crossed.",
     short_names=("avoid",),
     columns=(PrinterColumn("CoolDown", "integer", ".spec.coolDownSeconds"),),
+    status_subresource=False,
+)
+
+NODE_QOS = Resource(
+    group=GROUP,
+    version=VERSION,
+    kind="NodeQOS",
+    plural="nodeqoss",
+    namespaced=False,
+    spec=NodeQOSSpec,
+    status=None,
+    description="Crane (v0.8+) node QoS: waterline rules and the actions they trigger.",
+    short_names=("nq",),
+    status_subresource=False,
+)
+
+POD_QOS = Resource(
+    group=GROUP,
+    version=VERSION,
+    kind="PodQOS",
+    plural="podqoss",
+    namespaced=False,
+    spec=PodQOSSpec,
+    status=None,
+    description="Crane (v0.8+) pod QoS: which pods NodeQOS rules may act on, and with which actions.",
+    short_names=("pq",),
     status_subresource=False,
 )

@@ -18,10 +18,12 @@ __all__ = [
     "NAMESPACES",
     "NODEMETRICS",
     "NODEQOSENSURANCEPOLICIES",
+    "NODEQOSS",
     "NODES",
     "PDBS",
     "PODGROUPS",
     "PODMIGRATIONJOBS",
+    "PODQOSS",
     "PODS",
     "ResourceRef",
     "by_plural",
@@ -97,6 +99,8 @@ NODEQOSENSURANCEPOLICIES = ResourceRef(
 AVOIDANCEACTIONS = ResourceRef(
     "ensurance.crane.io", "v1alpha1", "avoidanceactions", "AvoidanceAction", namespaced=False
 )
+NODEQOSS = ResourceRef("ensurance.crane.io", "v1alpha1", "nodeqoss", "NodeQOS", namespaced=False)
+PODQOSS = ResourceRef("ensurance.crane.io", "v1alpha1", "podqoss", "PodQOS", namespaced=False)
 
 ALL: tuple[ResourceRef, ...] = (
     NAMESPACES,
@@ -111,6 +115,8 @@ ALL: tuple[ResourceRef, ...] = (
     PODMIGRATIONJOBS,
     NODEQOSENSURANCEPOLICIES,
     AVOIDANCEACTIONS,
+    NODEQOSS,
+    PODQOSS,
 )
 
 _BY_KEY = {(r.group, r.plural): r for r in ALL}

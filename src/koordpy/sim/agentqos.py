@@ -12,22 +12,29 @@ which matters solely for a rule that has fired. The lines and values come from t
 ``rules_for_node`` and metric registry. ``gate=False`` plans every node every tick (the unit tests
 check both give the same run).
 
+Policies: ``qos.policies`` holds NodeQOSEnsurancePolicy and NodeQOS objects (dispatched on ``kind``),
+``qos.podQOS`` PodQOS objects; NodeQOS rules act only on pods a PodQOS allows, as in the agent.
+:func:`scenario_qos_warnings` lists the objects' problems (the same checks as the agent and
+``koordpy agent plan``) against the scenario's nodes.
+
 Not guaranteed: evictions take effect at once (no grace period), throttles at the next sample.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, naive_plan, plan
+from koordpy.agent.policy.objectcheck import qos_warnings
 from koordpy.agent.policy.waterline import rules_for_node
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
-from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.sim.qos import ClusterView, QosAction
 
-__all__ = ["AgentQosPlanner", "load_qos_objects"]
+__all__ = ["AgentQosPlanner", "QosObjects", "load_qos", "load_qos_objects", "scenario_qos_warnings"]
 
 
 class PlanFunction(Protocol):
@@ -42,6 +49,7 @@ class PlanFunction(Protocol):
         now: float,
         options: PlanOptions | None = None,
         assume_fired: bool = False,
+        pod_qos: Sequence[PodQOS] = (),
     ) -> Plan: ...
 
 
@@ -51,31 +59,80 @@ Check = tuple[Callable[[NodeSample], float | None], float]
 PLAN_FUNCTIONS: dict[str, PlanFunction] = {"waterline": plan, "naive": naive_plan}
 
 
-def load_qos_objects(scenario: Scenario) -> tuple[list[NodeQOSEnsurancePolicy], dict[str, AvoidanceAction]]:
-    """The scenario's ``qos.policies`` and ``qos.actions`` as the agent's CRD models.
+@dataclass
+class QosObjects:
+    """The scenario's QoS objects as the agent's models."""
+
+    legacy: list[NodeQOSEnsurancePolicy] = field(default_factory=list)
+    node_qos: list[NodeQOS] = field(default_factory=list)
+    actions: dict[str, AvoidanceAction] = field(default_factory=dict)
+    pod_qos: list[PodQOS] = field(default_factory=list)
+
+    @property
+    def policies(self) -> list[NodeQOSEnsurancePolicy]:
+        """What the planner takes: the NodeQOSEnsurancePolicies and the converted NodeQOS objects."""
+        return [*self.legacy, *(q.to_policy() for q in self.node_qos)]
+
+
+def load_qos(scenario: Scenario) -> QosObjects:
+    """The scenario's ``qos.policies``, ``qos.actions`` and ``qos.podQOS``.
 
     Raises ``ConfigError`` with paths under ``qos.``.
     """
     problems: list[tuple[str, str]] = []
-    policies: list[NodeQOSEnsurancePolicy] = []
-    actions: dict[str, AvoidanceAction] = {}
-    for field, model, sink in (
-        ("policies", NodeQOSEnsurancePolicy, policies),
-        ("actions", AvoidanceAction, actions),
-    ):
-        for i, raw in enumerate(getattr(scenario.qos, field)):
-            try:
-                obj: Any = validate(model, raw)
-            except ConfigError as exc:
-                problems.extend((f"qos.{field}[{i}].{path}", msg) for path, msg in exc.problems)
-                continue
-            if isinstance(sink, list):
-                sink.append(obj)
-            else:
-                sink[obj.metadata.name] = obj
+    out = QosObjects()
+
+    def load(path: str, model: type[Any], raw: Any) -> Any:
+        try:
+            return validate(model, raw)
+        except ConfigError as exc:
+            problems.extend((f"{path}.{where}", msg) for where, msg in exc.problems)
+            return None
+
+    for i, raw in enumerate(scenario.qos.policies):
+        kind = raw.get("kind", "NodeQOSEnsurancePolicy")
+        if kind == "NodeQOS":
+            if (obj := load(f"qos.policies[{i}]", NodeQOS, raw)) is not None:
+                out.node_qos.append(obj)
+        elif kind == "NodeQOSEnsurancePolicy":
+            if (obj := load(f"qos.policies[{i}]", NodeQOSEnsurancePolicy, raw)) is not None:
+                out.legacy.append(obj)
+        else:
+            problems.append((f"qos.policies[{i}].kind", f"expected NodeQOSEnsurancePolicy or NodeQOS, got {kind!r}"))
+    for i, raw in enumerate(scenario.qos.actions):
+        if (obj := load(f"qos.actions[{i}]", AvoidanceAction, raw)) is not None:
+            out.actions[obj.metadata.name] = obj
+    for i, raw in enumerate(scenario.qos.pod_qos):
+        if (obj := load(f"qos.podQOS[{i}]", PodQOS, raw)) is not None:
+            out.pod_qos.append(obj)
     if problems:
         raise ConfigError(problems)
-    return policies, actions
+    return out
+
+
+def load_qos_objects(scenario: Scenario) -> tuple[list[NodeQOSEnsurancePolicy], dict[str, AvoidanceAction]]:
+    """The planner's policies (NodeQOS converted) and the actions by name; see :func:`load_qos`."""
+    objects = load_qos(scenario)
+    return objects.policies, objects.actions
+
+
+def scenario_qos_warnings(scenario: Scenario, options: PlanOptions | None = None) -> list[str]:
+    """The objects' problems (:func:`koordpy.agent.policy.objectcheck.qos_warnings`) against the
+    scenario's nodes (labels: ``kubernetes.io/hostname`` plus the pool's, as the engine gives them)."""
+    objects = load_qos(scenario)
+    nodes = [
+        {"kubernetes.io/hostname": f"{pool.name}-{i}", **pool.labels}
+        for pool in scenario.node_pools
+        for i in range(pool.count)
+    ]
+    warnings = qos_warnings(
+        [*objects.legacy, *objects.node_qos],
+        objects.actions,
+        objects.pod_qos,
+        metrics=(options or PlanOptions()).metrics,
+        node_labels=nodes,
+    )
+    return [w.text for w in warnings]
 
 
 class AgentQosPlanner:
@@ -90,8 +147,10 @@ class AgentQosPlanner:
         *,
         options: PlanOptions | None = None,
         gate: bool = True,
+        pod_qos: Sequence[PodQOS] = (),
     ) -> None:
         self.name = name
+        self.pod_qos = list(pod_qos)
         self.policies = list(policies)
         self.actions = dict(actions)
         self.plan_function = plan_function
@@ -158,7 +217,7 @@ class AgentQosPlanner:
             ]
             state = self.states.get(name) or AgentState()
             result = self.plan_function(
-                self.policies, self.actions, sample, samples, state, now=now, options=self.options
+                self.policies, self.actions, sample, samples, state, now=now, options=self.options, pod_qos=self.pod_qos
             )
             self.plans += 1
             self.states[name] = result.state

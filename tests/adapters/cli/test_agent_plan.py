@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 from typer.testing import CliRunner
@@ -45,6 +46,7 @@ def test_exact_output_for_the_example():
             {"action": "throttle", "pod": "batch/batch-b", "metric": "cpu_total_usage", "released": 0.9},
             {"action": "throttle", "pod": "batch/batch-c", "metric": "cpu_total_usage", "released": 0.6},
         ],
+        "warnings": [],
     }
 
 
@@ -91,3 +93,68 @@ def test_errors_name_the_problem(tmp_path):
     assert code == 2 and "-o" in err
     code, _, err = run("-f", str(DUMP), "--node", "node-1", "--now", "yesterday")
     assert code == 2 and "--now" in err
+
+
+CRANE = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
+
+
+def crane_dump(tmp_path, *extra: dict) -> Path:
+    """Crane's NodeQOS + PodQOS + AvoidanceAction example with the bundled node, pods and NodeMetric;
+    batch-b made Burstable (a cpu request)."""
+    docs = [d for d in yaml.safe_load_all(DUMP.read_text()) if d["kind"] in ("Node", "List", "NodeMetric")]
+    pods = next(d for d in docs if d["kind"] == "List")["items"]
+    batch_b = next(p for p in pods if p["metadata"]["name"] == "batch-b")
+    batch_b["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    path = tmp_path / "crane.yaml"
+    path.write_text(CRANE.read_text() + "\n---\n" + yaml.safe_dump_all([*docs, *extra]))
+    return path
+
+
+def test_crane_nodeqos_and_podqos_pair_evicts_only_besteffort(tmp_path):
+    code, out, err = run("-f", str(crane_dump(tmp_path)), "--node", "node-1", "--now", NOW)
+    assert code == 0, err
+    result = json.loads(out)
+    # line 5000m = 5 cores, node 6.5 -> gap 1.5. The PodQOS allows "eviction" on BestEffort pods only:
+    # batch-a (0.3) and batch-c (1.2); batch-b (Burstable, 1.8 cores) and web (Guaranteed) are not
+    # candidates, kube-proxy is protected. batch-c 1.2 + batch-a 0.3 = 1.5 closes the gap exactly.
+    assert result["waterlines"]["evict"] == {"cpu_total_usage": 5}
+    assert result["candidates"]["evict"] == ["batch/batch-c", "batch/batch-a"]
+    assert result["actions"] == [
+        {"action": "evict", "pod": "batch/batch-c", "metric": "cpu_total_usage", "released": 1.2},
+        {"action": "evict", "pod": "batch/batch-a", "metric": "cpu_total_usage", "released": 0.3},
+    ]
+    assert result["warnings"] == []
+    assert "warning:" not in err
+
+
+def test_warnings_in_json_and_on_stderr(tmp_path):
+    disable = {
+        "apiVersion": "ensurance.crane.io/v1alpha1",
+        "kind": "AvoidanceAction",
+        "metadata": {"name": "disablescheduling"},
+        "spec": {"coolDownSeconds": 300},
+    }
+    extra_rules = {
+        "apiVersion": "ensurance.crane.io/v1alpha1",
+        "kind": "NodeQOS",
+        "metadata": {"name": "more"},
+        "spec": {
+            "selector": {"matchLabels": {"pool": "gpu"}},
+            "rules": [
+                {
+                    "name": "sched",
+                    "actionName": "disablescheduling",
+                    "metricRule": {"name": "cpu_total_usage", "value": 4000},
+                },
+                {"name": "typo", "actionName": "eviction", "metricRule": {"name": "cpu_usage", "value": 4000}},
+            ],
+        },
+    }
+    code, out, err = run("-f", str(crane_dump(tmp_path, disable, extra_rules)), "--node", "node-1", "--now", NOW)
+    assert code == 0, err
+    warnings = json.loads(out)["warnings"]
+    assert [w.split(":")[0] for w in warnings] == ["NodeQOS more"] * 3
+    assert "spec.selector matches no node" in warnings[0]
+    assert "AvoidanceAction 'disablescheduling' neither evicts nor throttles CPU" in warnings[1]
+    assert "metric 'cpu_usage' is not known" in warnings[2]
+    assert [line for line in err.splitlines() if line.startswith("warning: ")] == [f"warning: {w}" for w in warnings]

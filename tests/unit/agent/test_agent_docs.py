@@ -65,3 +65,32 @@ def test_policy_example_validates_and_acts_as_documented():
 def test_agent_configuration_example_validates():
     cfg = validate(AgentConfiguration, yaml.safe_load(blocks("yaml")[1]), "docs/agent.md")
     assert cfg.server.port == 9316 and cfg.node_metric.aggregation_durations_seconds == (300, 600, 1800)
+
+
+def test_nodeqos_podqos_example_is_cranes_and_evicts_only_besteffort():
+    from koordpy.crds.ensurance import NodeQOS, PodQOS
+
+    (example,) = [b for b in blocks("yaml") if "kind: PodQOS" in b]
+    docs = {d["kind"]: d for d in yaml.safe_load_all(example)}
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
+    crane = {d["kind"]: d for d in yaml.safe_load_all(fixture.read_text())}
+    # Same objects as Crane's example, minus nodeQualityProbe (accepted and ignored) and the description.
+    assert docs["PodQOS"] == crane["PodQOS"]
+    assert docs["NodeQOS"]["spec"]["rules"] == crane["NodeQOS"]["spec"]["rules"]
+    policy = validate(NodeQOS, docs["NodeQOS"], "docs/agent.md").to_policy()
+    pod_qos = validate(PodQOS, docs["PodQOS"], "docs/agent.md")
+    action = validate(AvoidanceAction, docs["AvoidanceAction"], "docs/agent.md")
+    burstable = pod_sample(PodBuilder("web").requests(cpu="1").build(), cpu=3.0)
+    best_effort = pod_sample(PodBuilder("job").build(), cpu=1.0)
+    # 6 cores > 5: gap 1; only the BestEffort pod may be evicted (1 core closes it).
+    result = plan(
+        [policy],
+        [action],
+        node_sample(cpu=6.0),
+        [burstable, best_effort],
+        AgentState(),
+        now=0.0,
+        assume_fired=True,
+        pod_qos=[pod_qos],
+    )
+    assert [(a.kind, a.pod) for a in result.actions] == [(ActionKind.EVICT, "default/job")]

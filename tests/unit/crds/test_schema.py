@@ -37,6 +37,9 @@ UPSTREAM = {
         "Cluster",
         ["nep"],
     ),
+    # Crane v0.8+ (gocrane/api ensurance/v1alpha1: kubebuilder path=nodeqoss shortName=nq, path=podqoss shortName=pq).
+    "nodeqoss.ensurance.crane.io": ("ensurance.crane.io", "v1alpha1", "NodeQOS", "Cluster", ["nq"]),
+    "podqoss.ensurance.crane.io": ("ensurance.crane.io", "v1alpha1", "PodQOS", "Cluster", ["pq"]),
     "avoidanceactions.ensurance.crane.io": ("ensurance.crane.io", "v1alpha1", "AvoidanceAction", "Cluster", ["avoid"]),
     "clusterkopfpeerings.kopf.dev": ("kopf.dev", "v1", "ClusterKopfPeering", "Cluster", []),
 }

@@ -1,12 +1,14 @@
 """``koordpy agent plan``: the waterline plan for one node from a dump of objects.
 
-Input kinds: NodeQOSEnsurancePolicy (or Crane v0.8 ``NodeQOS``), AvoidanceAction, Pod, NodeMetric
+Input kinds: NodeQOSEnsurancePolicy, Crane v0.8+ ``NodeQOS`` and ``PodQOS``, AvoidanceAction, Pod, NodeMetric
 (node and pod usage) and optionally Node (capacity, labels: needed by the ``*_utilization``
 metrics and policy selectors). Pods are those with ``spec.nodeName`` = the node; their usage is
 the NodeMetric ``podsMetric`` entry with the same namespace/name.
 
 Rules fire "now": every rule whose metric is above its line counts as fired, cool-downs are
-ignored and nothing is in flight. The output is :meth:`Plan.to_json`.
+ignored and nothing is in flight. The output is :meth:`Plan.to_json`; its ``warnings`` are
+:func:`koordpy.agent.policy.objectcheck.qos_warnings` over the input (``SelectsNoNode`` against the
+input's Nodes, or the planned node alone when the input has none).
 
 Not guaranteed: pods' current CFS caps are not in a dump, so they are taken from their CPU limit.
 """
@@ -14,20 +16,22 @@ Not guaranteed: pods' current CFS caps are not in a dump, so they are taken from
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pydantic
 
+from koordpy.agent.policy.objectcheck import qos_warnings
 from koordpy.agent.policy.planner import PlanOptions, plan
 from koordpy.agent.policy.types import AgentState, NodeSample, Plan, PodSample
 from koordpy.config.errors import ConfigError, validate
-from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.model.dumps import DumpError, sort_dump
 from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
 
 __all__ = ["OfflineError", "offline_plan"]
 
-KINDS = ("NodeQOSEnsurancePolicy", "NodeQOS", "AvoidanceAction", "Pod", "NodeMetric", "Node")
+KINDS = ("NodeQOSEnsurancePolicy", "NodeQOS", "PodQOS", "AvoidanceAction", "Pod", "NodeMetric", "Node")
 
 
 class OfflineError(ValueError):
@@ -51,7 +55,10 @@ def offline_plan(
                 raise OfflineError(str(exc)) from None
         return out
 
-    policies = model("NodeQOSEnsurancePolicy", NodeQOSEnsurancePolicy) + model("NodeQOS", NodeQOSEnsurancePolicy)
+    legacy: list[NodeQOSEnsurancePolicy] = model("NodeQOSEnsurancePolicy", NodeQOSEnsurancePolicy)
+    node_qos: list[NodeQOS] = model("NodeQOS", NodeQOS)
+    pod_qos: list[PodQOS] = model("PodQOS", PodQOS)
+    policies = legacy + [q.to_policy() for q in node_qos]
     actions = model("AvoidanceAction", AvoidanceAction)
     try:
         metrics = [(w, nodemetric_from_dict(o)) for w, o in dump.of("NodeMetric")]
@@ -83,7 +90,18 @@ def offline_plan(
         memory = pod_usage.get("memory") if pod_usage is not None else None
         limit = pod.limits.get("cpu")
         samples.append(PodSample(pod, cpu, memory, limit / 1000 if limit else None))
-    return plan(policies, actions, sample, samples, AgentState(), now=now, options=options, assume_fired=True)
+    result = plan(
+        policies, actions, sample, samples, AgentState(), now=now, options=options, assume_fired=True, pod_qos=pod_qos
+    )
+    known_nodes = [dict(n.labels) for _, n in nodes] or [dict(sample.labels)]
+    warnings = qos_warnings(
+        [*legacy, *node_qos],
+        actions,
+        pod_qos,
+        metrics=(options or PlanOptions()).metrics,
+        node_labels=known_nodes,
+    )
+    return replace(result, warnings=tuple(w.text for w in warnings))
 
 
 def _name(obj: Any) -> str:

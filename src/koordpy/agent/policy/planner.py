@@ -36,7 +36,7 @@ from koordpy.agent.policy.types import (
     Throttled,
 )
 from koordpy.agent.policy.waterline import RuleView, detect, gaps_from, rules_for_node, waterlines_from
-from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
+from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy, PodQOS, pod_qos_allows
 
 __all__ = ["PlanOptions", "forget", "naive_plan", "plan"]
 
@@ -71,6 +71,7 @@ def plan(
     now: float,
     options: PlanOptions | None = None,
     assume_fired: bool = False,
+    pod_qos: Sequence[PodQOS] = (),
 ) -> Plan:
     """Decide what to do on ``node`` now.
 
@@ -78,7 +79,9 @@ def plan(
     node sample, the node's pods with their usage, the state returned by the previous call
     (``AgentState()`` at first) and ``now`` (epoch seconds; used for cool-downs and the ledger).
     ``assume_fired=True`` treats every rule whose metric is above its line as fired right now and
-    ignores cool-downs (``koordpy agent plan``).
+    ignores cool-downs (``koordpy agent plan``). ``pod_qos``: the PodQOS objects; rules of a
+    ``NodeQOS`` act only on pods a PodQOS allows (see :func:`koordpy.crds.ensurance.pod_qos_allows`),
+    rules of a NodeQOSEnsurancePolicy on every eligible pod (Crane before v0.8).
 
     Output: a :class:`Plan` with waterlines and gaps per action kind and metric, candidates in
     action order, the precise ordered actions, Events to emit and the next state. Pure: the
@@ -94,6 +97,7 @@ def plan(
         options=options or PlanOptions(),
         assume_fired=assume_fired,
         precise=True,
+        pod_qos=pod_qos,
     )
 
 
@@ -107,6 +111,7 @@ def naive_plan(
     now: float,
     options: PlanOptions | None = None,
     assume_fired: bool = False,
+    pod_qos: Sequence[PodQOS] = (),
 ) -> Plan:
     """The pre-seed baseline for comparison: once a rule fires, act on *every* candidate.
 
@@ -123,6 +128,7 @@ def naive_plan(
         options=options or PlanOptions(),
         assume_fired=assume_fired,
         precise=False,
+        pod_qos=pod_qos,
     )
 
 
@@ -192,6 +198,7 @@ def _plan(
     options: PlanOptions,
     assume_fired: bool,
     precise: bool,
+    pod_qos: Sequence[PodQOS],
 ) -> Plan:
     metrics = options.metrics
     actions = actions_in if isinstance(actions_in, Mapping) else {a.metadata.name: a for a in actions_in}
@@ -281,7 +288,11 @@ def _plan(
             cooling.append(str(kind))
             continue
         pool = [
-            p for p in eligible if p.uid not in tick.acted and not (kind is ActionKind.EVICT and p.pod.is_daemonset_pod)
+            p
+            for p in eligible
+            if p.uid not in tick.acted
+            and not (kind is ActionKind.EVICT and p.pod.is_daemonset_pod)
+            and _allowed(p, kind_rules, pod_qos)
         ]
         before = len(tick.actions)
         order = _run_down(tick, kind=kind, pool=pool, rules=kind_rules, throttled=throttled, precise=precise)
@@ -329,6 +340,11 @@ def _plan(
         fired=tuple(r.key for r in firing),
         cooling_down=tuple(cooling),
     )
+
+
+def _allowed(sample: PodSample, rules: Sequence[RuleView], pod_qos: Sequence[PodQOS]) -> bool:
+    """Some rule driving this kind may act on the pod: an unscoped one, or a NodeQOS rule a PodQOS allows."""
+    return any(not r.scoped or pod_qos_allows(pod_qos, sample.pod, r.rule.action_name) for r in rules)
 
 
 def _ready(

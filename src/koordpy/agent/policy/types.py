@@ -211,6 +211,7 @@ class Plan:
     state: AgentState
     fired: tuple[str, ...] = ()  # rule keys above their line for avoidanceThreshold samples
     cooling_down: tuple[str, ...] = ()  # action kinds that fired but wait for a cool-down
+    warnings: tuple[str, ...] = ()  # object problems (koordpy.agent.policy.objectcheck), filled by the caller
 
     def to_json(self) -> dict[str, Any]:
         """The ``koordpy agent plan -o json`` shape."""
@@ -220,6 +221,7 @@ class Plan:
             "gaps": {k: {m: _num(v) for m, v in ms.items()} for k, ms in self.gaps.items()},
             "candidates": {k: list(v) for k, v in self.candidates.items()},
             "actions": [a.to_json() for a in self.actions],
+            "warnings": list(self.warnings),
         }
 
 

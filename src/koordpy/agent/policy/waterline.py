@@ -41,6 +41,7 @@ class RuleView:
     action: AvoidanceAction | None  # None: the named AvoidanceAction does not exist
     metric: str
     line: float
+    scoped: bool = False  # from a NodeQOS: acts only on pods a PodQOS allows (Crane v0.8+)
 
     @property
     def preview(self) -> bool:
@@ -83,7 +84,8 @@ def rules_for_node(
                 events.append(
                     Event("UnknownAction", f"rule {key}: AvoidanceAction {rule.action_name!r} not found", True)
                 )
-            views.append(RuleView(key, rule, action, metric.name, metric.waterline(rule.metric_rule.threshold)))
+            line = metric.waterline(rule.metric_rule.threshold)
+            views.append(RuleView(key, rule, action, metric.name, line, scoped=policy.kind == "NodeQOS"))
     return views, events
 
 

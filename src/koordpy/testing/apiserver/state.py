@@ -80,6 +80,8 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(r.PODMIGRATIONJOBS, status_subresource=True, short_names=("pmj",)),
         ResourceInfo(r.NODEQOSENSURANCEPOLICIES, status_subresource=True, short_names=("nep",)),
         ResourceInfo(r.AVOIDANCEACTIONS, status_subresource=True, short_names=("avoid",)),
+        ResourceInfo(r.NODEQOSS, short_names=("nq",)),
+        ResourceInfo(r.PODQOSS, short_names=("pq",)),
         ResourceInfo(KOPFPEERINGS),
         ResourceInfo(CLUSTERKOPFPEERINGS),
     ]

@@ -210,7 +210,7 @@ def test_state_round_trips_through_json_form():
 def test_to_json_shape():
     pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5), ("b", 1.0))
     out = plan(pols, acts, node, pods, AgentState(), now=0.0).to_json()
-    assert set(out) == {"node", "waterlines", "gaps", "candidates", "actions"}
+    assert set(out) == {"node", "waterlines", "gaps", "candidates", "actions", "warnings"}
     assert out["waterlines"] == {"evict": {}, "throttle": {"cpu_total_usage": 4}, "restore": {"cpu_total_usage": 4}}
     assert out["actions"][0] == {
         "action": "throttle",
