@@ -10,17 +10,19 @@ Defaulting follows Koordinator's ``SetDefaults_LoadAwareSchedulingArgs`` (v1.8):
 
 Validation follows Koordinator's ``ValidateLoadAwareSchedulingArgs``: weights 1..100, thresholds
 and factors 0..100 (a factor must be > 0), ``dominantResourceWeight`` 0..100, expiration > 0,
-every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``).
+every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``). Every bound is a
+field constraint, so ``model_json_schema()`` carries it (the chart's values schema is generated from it);
+only the cross-field rule is a model validator.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from koordpy.config.errors import field_problems
-from koordpy.model.durations import DurationError, parse_duration
+from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = ["AggregatedArgs", "AggregationType", "LoadAwareSchedulingArgs"]
 
@@ -43,17 +45,33 @@ def _duration(value: Any) -> float:
     return seconds
 
 
-Duration = Annotated[float, BeforeValidator(_duration)]
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+"""Seconds: a Go duration string (``"5m"``), a bare number of seconds, or null (0)."""
+Weight = Annotated[int, Field(ge=1, le=100)]
+Percent = Annotated[int, Field(ge=0, le=100)]
+ScalingFactor = Annotated[int, Field(gt=0, le=100)]
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class AggregatedArgs(_Args):
     """Percentile (aggregated) usage thresholds and scoring."""
 
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
+    usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="usageThresholds")
     usage_aggregation_type: AggregationType = Field("", alias="usageAggregationType")
     usage_aggregated_duration: Duration = Field(0.0, alias="usageAggregatedDuration")
     """Seconds; 0 means the longest duration that has data."""
@@ -76,19 +94,19 @@ class LoadAwareSchedulingArgs(_Args):
     kind: str | None = None
     filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics")
     """Block nodes whose NodeMetric is older than ``nodeMetricExpirationSeconds`` (Filter only)."""
-    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds")
+    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds", gt=0)
     enable_schedule_when_node_metrics_expired: bool = Field(False, alias="enableScheduleWhenNodeMetricsExpired")
     """Let expired nodes pass Filter anyway (they still score 0)."""
-    resource_weights: dict[str, int] = Field(default_factory=dict, alias="resourceWeights")
-    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight")
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
-    prod_usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="prodUsageThresholds")
+    resource_weights: dict[str, Weight] = Field(default_factory=dict, alias="resourceWeights")
+    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight", ge=0, le=100)
+    usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="usageThresholds")
+    prod_usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="prodUsageThresholds")
     prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys")
     score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage")
-    estimator: str = ""
-    estimated_scaling_factors: dict[str, int] = Field(default_factory=dict, alias="estimatedScalingFactors")
-    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled")
-    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized")
+    estimator: Literal["", "defaultEstimator"] = ""
+    estimated_scaling_factors: dict[str, ScalingFactor] = Field(default_factory=dict, alias="estimatedScalingFactors")
+    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled", ge=0)
+    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized", ge=0)
     allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation")
     aggregated: AggregatedArgs | None = None
     supported_resources: list[str] = Field(default_factory=list, alias="supportedResources")
@@ -118,35 +136,12 @@ class LoadAwareSchedulingArgs(_Args):
 
     @model_validator(mode="after")
     def _validate(self) -> LoadAwareSchedulingArgs:
-        problems: list[str] = []
-        if self.node_metric_expiration_seconds <= 0:
-            problems.append("nodeMetricExpirationSeconds: must be greater than 0")
-        for name, weight in self.resource_weights.items():
-            if not 1 <= weight <= 100:
-                problems.append(f"resourceWeights.{name}: must be in 1..100, got {weight}")
-            if name not in self.estimated_scaling_factors:
-                problems.append(f"resourceWeights.{name}: needs an estimatedScalingFactors entry")
-        if not 0 <= self.dominant_resource_weight <= 100:
-            problems.append(f"dominantResourceWeight: must be in 0..100, got {self.dominant_resource_weight}")
-        for field, values in (
-            ("usageThresholds", self.usage_thresholds),
-            ("prodUsageThresholds", self.prod_usage_thresholds),
-            ("aggregated.usageThresholds", self.aggregated.usage_thresholds if self.aggregated else {}),
-        ):
-            for name, threshold in values.items():
-                if not 0 <= threshold <= 100:
-                    problems.append(f"{field}.{name}: must be in 0..100, got {threshold}")
-        for name, factor in self.estimated_scaling_factors.items():
-            if not 0 < factor <= 100:
-                problems.append(f"estimatedScalingFactors.{name}: must be in 1..100, got {factor}")
-        for field, seconds in (
-            ("estimatedSecondsAfterPodScheduled", self.estimated_seconds_after_pod_scheduled),
-            ("estimatedSecondsAfterInitialized", self.estimated_seconds_after_initialized),
-        ):
-            if seconds is not None and seconds < 0:
-                problems.append(f"{field}: must not be negative")
-        if self.estimator not in ("", "defaultEstimator"):
-            problems.append(f"estimator: unknown estimator {self.estimator!r} (only defaultEstimator)")
+        """The one cross-field rule (bounds are field constraints); skipped by pydantic when a field failed."""
+        problems = [
+            f"resourceWeights.{name}: needs an estimatedScalingFactors entry"
+            for name in self.resource_weights
+            if name not in self.estimated_scaling_factors
+        ]
         if problems:
             raise field_problems(problems)
         return self
