@@ -13,13 +13,14 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helm_render import CHART, ROOT, run_helm
+from helm_render import CHART, ROOT, render, run_helm
 from pydantic import BaseModel
 
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.crds import RESOURCES
 
 SCRIPT = ROOT / "scripts" / "render-values-schema.py"
 MODELS: dict[str, type[BaseModel]] = {
@@ -231,3 +232,41 @@ def test_schema_and_model_agree(component: str, config: dict[str, Any], accepted
     except ConfigError:
         model_ok = False
     assert (schema_ok, model_ok) == (accepted, accepted)
+
+
+def test_the_chart_readme_shows_helms_own_output() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```console\n$ helm template ", 1)[1].split("```", 1)[0]
+    command, _, shown = block.partition("\n    ")
+    args, _, output = shown.partition("\n")
+    argv = (command + " " + args).replace("\\", " ").split()
+    assert argv[:2] == ["koordpy", "charts/koordpy"]
+    proc = run_helm("template", "koordpy", str(CHART), *argv[2:])
+    assert proc.returncode != 0
+    assert proc.stderr.rstrip("\n") + "\n" == output, proc.stderr
+
+
+def test_the_chart_readme_names_every_crd_to_exclude_and_each_example_renders() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    names = {r.name for r in RESOURCES}
+    examples = [
+        line.split("'crds.exclude={", 1)[1].split("}'", 1)[0].split(",")
+        for line in readme.splitlines()
+        if "--set 'crds.exclude={" in line
+    ]
+    assert len(examples) == 2
+    excluded = {name for example in examples for name in example}
+    assert excluded == {
+        "nodemetrics.slo.koordinator.sh",
+        "podmigrationjobs.scheduling.koordinator.sh",
+        "podgroups.scheduling.sigs.k8s.io",
+        "nodeqosensurancepolicies.ensurance.crane.io",
+        "avoidanceactions.ensurance.crane.io",
+    }
+    values_yaml = (CHART / "values.yaml").read_text(encoding="utf-8")
+    for name in excluded:
+        assert name in values_yaml, f"values.yaml does not name {name}"
+    for example in examples:
+        rendered = render("--set", "crds.exclude={" + ",".join(example) + "}")
+        left = {c["metadata"]["name"] for c in rendered if c["kind"] == "CustomResourceDefinition"}
+        assert left == names - set(example)
