@@ -89,7 +89,7 @@ def config_schema(model: type[BaseModel], component: str) -> dict[str, Any]:
 
 def render(current: Mapping[str, Any]) -> dict[str, Any]:
     """``current`` with each ``<component>.config`` node replaced by the generated one (key order kept)."""
-    out = json.loads(json.dumps(current))
+    out: dict[str, Any] = json.loads(json.dumps(current))
     for component, model in COMPONENTS.items():
         try:
             props = out["properties"][component]["properties"]

@@ -120,7 +120,7 @@ def test_out_of_range_threshold_fails_at_template_time(tmp_path: Path) -> None:
     assert "at '/scheduler/config/loadAware/usageThresholds/cpu': maximum: got 120, want 100" in err, err
 
 
-TYPOS = {
+TYPOS: dict[str, tuple[dict[str, Any], str, str]] = {
     "scheduler": ({"loadAware": {"usageThreshold": {"cpu": 60}}}, "/scheduler/config/loadAware", "usageThreshold"),
     "manager": ({"nodeMetric": {"usageThreshold": 1}}, "/manager/config/nodeMetric", "usageThreshold"),
     "agent": ({"qos": {"usageThreshold": 1}}, "/agent/config/qos", "usageThreshold"),
@@ -137,7 +137,7 @@ def test_a_typo_in_any_component_config_fails_at_template_time(tmp_path: Path, c
     assert [p for p, _ in caught.value.problems] == [f"{where.split('/config/')[1].replace('/', '.')}.{key}"]
 
 
-BAD = {
+BAD: dict[str, dict[str, Any]] = {
     "scheduler": {
         "loadAware": {"usageThresholds": {"cpu": 120}, "usageThreshold": {"cpu": 1}, "estimator": "mine"},
         "extender": {"port": 0, "logLevel": "loud"},
