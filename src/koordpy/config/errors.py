@@ -38,8 +38,9 @@ _BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "l
 def validate(model: type[M], data: Mapping[str, Any] | None, source: str = "") -> M:
     """Validate ``data`` into ``model`` or raise :class:`ConfigError` with field paths.
 
-    Every field problem is reported at once. A model's cross-field rule runs only when that model's own
-    fields are valid (pydantic skips "after" validators otherwise), so it may show up on the next run.
+    Every field problem is reported at once, and so is the load-aware args' cross-field rule. Other models'
+    cross-field rules ("after" validators) run only once that model's own fields are valid, so they may show
+    up on the next run.
     """
     try:
         return model.model_validate(data or {})

@@ -19,9 +19,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from koordpy.config.errors import field_problems
+from koordpy.config.errors import FIELD_PROBLEMS, field_problems
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = ["AggregatedArgs", "AggregationType", "LoadAwareSchedulingArgs"]
@@ -31,6 +41,42 @@ AggregationType = Literal["", "avg", "p50", "p90", "p95", "p99"]
 DEFAULT_RESOURCE_WEIGHTS = {"cpu": 1, "memory": 1}
 DEFAULT_USAGE_THRESHOLDS = {"cpu": 65, "memory": 95}
 DEFAULT_ESTIMATED_SCALING_FACTORS = {"cpu": 85, "memory": 70}
+
+
+def _with_defaults(data: Any) -> Any:
+    """Koordinator's SetDefaults_LoadAwareSchedulingArgs on the raw mapping (a new dict; anything else as is)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    weights = data.get("resourceWeights", data.get("resource_weights"))
+    dominant = data.get("dominantResourceWeight", data.get("dominant_resource_weight", 0)) or 0
+    if not weights and dominant == 0:
+        data.pop("resource_weights", None)
+        data["resourceWeights"] = dict(DEFAULT_RESOURCE_WEIGHTS)
+    thresholds = data.get("usageThresholds", data.get("usage_thresholds"))
+    if not thresholds:
+        data.pop("usage_thresholds", None)
+        data["usageThresholds"] = dict(DEFAULT_USAGE_THRESHOLDS)
+    factors = data.pop("estimatedScalingFactors", None) or data.pop("estimated_scaling_factors", None) or {}
+    if isinstance(factors, dict):
+        merged = dict(DEFAULT_ESTIMATED_SCALING_FACTORS)
+        merged.update(factors)
+        factors = merged
+    data["estimatedScalingFactors"] = factors
+    return data
+
+
+def _unscaled_weights(data: Any) -> list[str]:
+    """Every weighted resource needs an estimatedScalingFactors entry (Koordinator's one cross-field rule)."""
+    if not isinstance(data, dict):
+        return []
+    weights = data.get("resourceWeights", data.get("resource_weights"))
+    factors = data.get("estimatedScalingFactors")
+    if not isinstance(weights, dict) or not isinstance(factors, dict):
+        return []
+    return [
+        f"resourceWeights.{name}: needs an estimatedScalingFactors entry" for name in weights if name not in factors
+    ]
 
 
 def _duration(value: Any) -> float:
@@ -114,37 +160,30 @@ class LoadAwareSchedulingArgs(_Args):
     @model_validator(mode="before")
     @classmethod
     def _apply_defaults(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        weights = data.get("resourceWeights", data.get("resource_weights"))
-        dominant = data.get("dominantResourceWeight", data.get("dominant_resource_weight", 0)) or 0
-        if not weights and dominant == 0:
-            data.pop("resource_weights", None)
-            data["resourceWeights"] = dict(DEFAULT_RESOURCE_WEIGHTS)
-        thresholds = data.get("usageThresholds", data.get("usage_thresholds"))
-        if not thresholds:
-            data.pop("usage_thresholds", None)
-            data["usageThresholds"] = dict(DEFAULT_USAGE_THRESHOLDS)
-        factors = data.pop("estimatedScalingFactors", None) or data.pop("estimated_scaling_factors", None) or {}
-        if isinstance(factors, dict):
-            merged = dict(DEFAULT_ESTIMATED_SCALING_FACTORS)
-            merged.update(factors)
-            factors = merged
-        data["estimatedScalingFactors"] = factors
-        return data
+        return _with_defaults(data)
 
-    @model_validator(mode="after")
-    def _validate(self) -> LoadAwareSchedulingArgs:
-        """The one cross-field rule (bounds are field constraints); skipped by pydantic when a field failed."""
-        problems = [
-            f"resourceWeights.{name}: needs an estimatedScalingFactors entry"
-            for name in self.resource_weights
-            if name not in self.estimated_scaling_factors
-        ]
+    @model_validator(mode="wrap")
+    @classmethod
+    def _validate(
+        cls, data: Any, handler: ModelWrapValidatorHandler[LoadAwareSchedulingArgs]
+    ) -> LoadAwareSchedulingArgs:
+        """The one cross-field rule (every bound is a field constraint). It reads only the keys of the defaulted
+        mapping, so it is reported together with the field errors instead of after they are fixed."""
+        problems = _unscaled_weights(_with_defaults(data))
+        try:
+            args = handler(data)
+        except ValidationError as exc:
+            if not problems:
+                raise
+            extra = InitErrorDetails(
+                type=PydanticCustomError("field_problems", "{text}", {"text": FIELD_PROBLEMS + "\n".join(problems)}),
+                loc=(),
+                input=data,
+            )
+            raise ValidationError.from_exception_data(exc.title, [*exc.errors(), extra]) from None  # type: ignore[list-item]
         if problems:
             raise field_problems(problems)
-        return self
+        return args
 
     @property
     def resources(self) -> tuple[str, ...]:

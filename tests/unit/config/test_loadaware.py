@@ -121,3 +121,18 @@ def test_a_bound_error_names_the_value() -> None:
     assert str(caught.value) == (
         "sched.yaml: loadAware.usageThresholds.cpu: Input should be less than or equal to 100, got 120"
     )
+
+
+def test_the_cross_field_rule_is_reported_with_the_field_errors() -> None:
+    # usageThresholds.cpu is out of range, "typo" is unknown and gpu has a weight but no scaling factor:
+    # three problems, one message (the rule does not wait for the field errors to be fixed).
+    with pytest.raises(ConfigError) as caught:
+        validate(
+            SchedulerConfiguration,
+            {"loadAware": {"usageThresholds": {"cpu": 120}, "resourceWeights": {"gpu": 5}, "typo": 1}},
+        )
+    assert sorted(p for p, _ in caught.value.problems) == [
+        "loadAware.resourceWeights.gpu",
+        "loadAware.typo",
+        "loadAware.usageThresholds.cpu",
+    ]
