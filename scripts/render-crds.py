@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from koordpy.crds import RESOURCES, crd_manifest
+from koordpy.crds import RESOURCES, Resource, crd_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "charts" / "koordpy" / "templates" / "crds"
@@ -28,13 +28,12 @@ apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: %(name)s
-  {{- if .Values.crds.keep }}
-  annotations:
+%(annotations)s  labels:
+    {{- include "koordpy.labels" . | nindent 4 }}
+"""
+KEEP = """\
     # Uninstalling the release keeps this CRD: deleting it would delete every %(kind)s in the cluster.
     helm.sh/resource-policy: keep
-  {{- end }}
-  labels:
-    {{- include "koordpy.labels" . | nindent 4 }}
 """
 
 
@@ -54,6 +53,18 @@ def _dump(obj: Any) -> str:
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=10_000)
 
 
+def _annotations(res: Resource) -> str:
+    """The metadata.annotations block: the model's own (always) and helm's keep annotation (crds.keep)."""
+    keep = KEEP % {"kind": res.kind}
+    if not res.annotations:
+        return "  {{- if .Values.crds.keep }}\n  annotations:\n" + keep + "  {{- end }}\n"
+    fixed = _dump(dict(res.annotations))
+    if "{{" in fixed or "}}" in fixed:
+        raise ValueError(f"{res.name}: annotations contain Helm delimiters")
+    indented = "".join(f"    {line}\n" for line in fixed.splitlines())
+    return "  annotations:\n" + indented + "    {{- if .Values.crds.keep }}\n" + keep + "    {{- end }}\n"
+
+
 def render() -> dict[Path, str]:
     """File path -> content, for every CRD in ``koordpy.crds.RESOURCES``."""
     out: dict[Path, str] = {}
@@ -62,7 +73,7 @@ def render() -> dict[Path, str]:
         body = _dump({"spec": manifest["spec"]})
         if "{{" in body or "}}" in body:
             raise ValueError(f"{res.name}: schema text contains Helm delimiters")
-        text = HEADER % {"name": res.name, "kind": res.kind} + body + "{{- end }}\n"
+        text = HEADER % {"name": res.name, "annotations": _annotations(res)} + body + "{{- end }}\n"
         out[OUT / f"{res.name}.yaml"] = text
     return out
 

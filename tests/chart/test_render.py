@@ -95,13 +95,18 @@ def test_crds_are_apiextensions_v1_and_structural() -> None:
         for version in crd["spec"]["versions"]:
             problems = structural_problems(version["schema"]["openAPIV3Schema"])
             assert problems == [], f"{crd['metadata']['name']}: {problems}"
-        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        model = {r.name: r for r in RESOURCES}[crd["metadata"]["name"]]
+        assert crd["metadata"]["annotations"] == {**model.annotations, "helm.sh/resource-policy": "keep"}
 
 
 def test_crd_switches() -> None:
     assert of_kind(render("--set", "crds.enabled=false"), "CustomResourceDefinition") == []
     unkept = of_kind(render("--set", "crds.keep=false"), "CustomResourceDefinition")
-    assert unkept and all("annotations" not in c["metadata"] for c in unkept)
+    assert unkept and all("helm.sh/resource-policy" not in c["metadata"].get("annotations", {}) for c in unkept)
+    approved = {c["metadata"]["name"]: c["metadata"].get("annotations") for c in unkept}
+    assert approved["podgroups.scheduling.sigs.k8s.io"] == {
+        "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"
+    }
     skipped = render("--set", "crds.exclude={nodemetrics.slo.koordinator.sh,podgroups.scheduling.sigs.k8s.io}")
     names = {c["metadata"]["name"] for c in of_kind(skipped, "CustomResourceDefinition")}
     assert names == {r.name for r in RESOURCES} - {"nodemetrics.slo.koordinator.sh", "podgroups.scheduling.sigs.k8s.io"}

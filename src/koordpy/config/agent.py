@@ -31,7 +31,7 @@ __all__ = ["AgentConfiguration", "NodeMetricSettings", "QoSSettings", "ServerSet
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class QoSSettings(_Settings):
@@ -77,7 +77,7 @@ class AgentConfiguration(_Settings):
     kind: Literal["AgentConfiguration"] = "AgentConfiguration"
     collect_interval_seconds: float = Field(10.0, alias="collectIntervalSeconds", gt=0)
     """One collection + decision tick every this many seconds."""
-    state_dir: str = Field("/var/lib/koordpy-agent", alias="stateDir")
+    state_dir: str = Field("/var/lib/koordpy-agent", alias="stateDir", pattern="^/")
     """Where throttle originals and the policy state survive restarts (a hostPath)."""
     collect_containers: bool = Field(True, alias="collectContainers")
     """Read per-container usage too (pods are always read)."""
@@ -91,8 +91,6 @@ class AgentConfiguration(_Settings):
     @model_validator(mode="after")
     def _check(self) -> AgentConfiguration:
         problems = []
-        if not self.state_dir.startswith("/"):
-            problems.append("stateDir: must be an absolute path")
         if self.node_metric.report_interval_seconds < self.collect_interval_seconds:
             problems.append("nodeMetric.reportIntervalSeconds: must not be shorter than collectIntervalSeconds")
         if any(d < self.collect_interval_seconds for d in self.node_metric.aggregation_durations_seconds):

@@ -32,8 +32,16 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
 def validate(model: type[M], data: Mapping[str, Any] | None, source: str = "") -> M:
-    """Validate ``data`` into ``model`` or raise :class:`ConfigError` with field paths."""
+    """Validate ``data`` into ``model`` or raise :class:`ConfigError` with field paths.
+
+    Every field problem is reported at once, and so is the load-aware args' cross-field rule. Other models'
+    cross-field rules ("after" validators) run only once that model's own fields are valid, so they may show
+    up on the next run.
+    """
     try:
         return model.model_validate(data or {})
     except pydantic.ValidationError as exc:
@@ -41,6 +49,8 @@ def validate(model: type[M], data: Mapping[str, Any] | None, source: str = "") -
         for err in exc.errors(include_url=False):
             base = _path(tuple(err["loc"]))
             msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] in _BOUND_ERRORS:
+                msg += f", got {err['input']!r}"
             if msg.startswith(FIELD_PROBLEMS):
                 # A model-level validator reporting several ``path: message`` problems.
                 for item in msg.removeprefix(FIELD_PROBLEMS).split("\n"):

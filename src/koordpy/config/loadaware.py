@@ -10,17 +10,29 @@ Defaulting follows Koordinator's ``SetDefaults_LoadAwareSchedulingArgs`` (v1.8):
 
 Validation follows Koordinator's ``ValidateLoadAwareSchedulingArgs``: weights 1..100, thresholds
 and factors 0..100 (a factor must be > 0), ``dominantResourceWeight`` 0..100, expiration > 0,
-every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``).
+every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``). Every bound is a
+field constraint, so ``model_json_schema()`` carries it (the chart's values schema is generated from it);
+only the cross-field rule is a model validator.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from koordpy.config.errors import field_problems
-from koordpy.model.durations import DurationError, parse_duration
+from koordpy.config.errors import FIELD_PROBLEMS, field_problems
+from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = ["AggregatedArgs", "AggregationType", "LoadAwareSchedulingArgs"]
 
@@ -29,6 +41,42 @@ AggregationType = Literal["", "avg", "p50", "p90", "p95", "p99"]
 DEFAULT_RESOURCE_WEIGHTS = {"cpu": 1, "memory": 1}
 DEFAULT_USAGE_THRESHOLDS = {"cpu": 65, "memory": 95}
 DEFAULT_ESTIMATED_SCALING_FACTORS = {"cpu": 85, "memory": 70}
+
+
+def _with_defaults(data: Any) -> Any:
+    """Koordinator's SetDefaults_LoadAwareSchedulingArgs on the raw mapping (a new dict; anything else as is)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    weights = data.get("resourceWeights", data.get("resource_weights"))
+    dominant = data.get("dominantResourceWeight", data.get("dominant_resource_weight", 0)) or 0
+    if not weights and dominant == 0:
+        data.pop("resource_weights", None)
+        data["resourceWeights"] = dict(DEFAULT_RESOURCE_WEIGHTS)
+    thresholds = data.get("usageThresholds", data.get("usage_thresholds"))
+    if not thresholds:
+        data.pop("usage_thresholds", None)
+        data["usageThresholds"] = dict(DEFAULT_USAGE_THRESHOLDS)
+    factors = data.pop("estimatedScalingFactors", None) or data.pop("estimated_scaling_factors", None) or {}
+    if isinstance(factors, dict):
+        merged = dict(DEFAULT_ESTIMATED_SCALING_FACTORS)
+        merged.update(factors)
+        factors = merged
+    data["estimatedScalingFactors"] = factors
+    return data
+
+
+def _unscaled_weights(data: Any) -> list[str]:
+    """Every weighted resource needs an estimatedScalingFactors entry (Koordinator's one cross-field rule)."""
+    if not isinstance(data, dict):
+        return []
+    weights = data.get("resourceWeights", data.get("resource_weights"))
+    factors = data.get("estimatedScalingFactors")
+    if not isinstance(weights, dict) or not isinstance(factors, dict):
+        return []
+    return [
+        f"resourceWeights.{name}: needs an estimatedScalingFactors entry" for name in weights if name not in factors
+    ]
 
 
 def _duration(value: Any) -> float:
@@ -43,17 +91,33 @@ def _duration(value: Any) -> float:
     return seconds
 
 
-Duration = Annotated[float, BeforeValidator(_duration)]
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+"""Seconds: a Go duration string (``"5m"``), a bare number of seconds, or null (0)."""
+Weight = Annotated[int, Field(ge=1, le=100)]
+Percent = Annotated[int, Field(ge=0, le=100)]
+ScalingFactor = Annotated[int, Field(gt=0, le=100)]
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class AggregatedArgs(_Args):
     """Percentile (aggregated) usage thresholds and scoring."""
 
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
+    usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="usageThresholds")
     usage_aggregation_type: AggregationType = Field("", alias="usageAggregationType")
     usage_aggregated_duration: Duration = Field(0.0, alias="usageAggregatedDuration")
     """Seconds; 0 means the longest duration that has data."""
@@ -76,19 +140,19 @@ class LoadAwareSchedulingArgs(_Args):
     kind: str | None = None
     filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics")
     """Block nodes whose NodeMetric is older than ``nodeMetricExpirationSeconds`` (Filter only)."""
-    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds")
+    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds", gt=0)
     enable_schedule_when_node_metrics_expired: bool = Field(False, alias="enableScheduleWhenNodeMetricsExpired")
     """Let expired nodes pass Filter anyway (they still score 0)."""
-    resource_weights: dict[str, int] = Field(default_factory=dict, alias="resourceWeights")
-    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight")
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
-    prod_usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="prodUsageThresholds")
+    resource_weights: dict[str, Weight] = Field(default_factory=dict, alias="resourceWeights")
+    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight", ge=0, le=100)
+    usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="usageThresholds")
+    prod_usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="prodUsageThresholds")
     prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys")
     score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage")
-    estimator: str = ""
-    estimated_scaling_factors: dict[str, int] = Field(default_factory=dict, alias="estimatedScalingFactors")
-    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled")
-    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized")
+    estimator: Literal["", "defaultEstimator"] = ""
+    estimated_scaling_factors: dict[str, ScalingFactor] = Field(default_factory=dict, alias="estimatedScalingFactors")
+    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled", ge=0)
+    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized", ge=0)
     allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation")
     aggregated: AggregatedArgs | None = None
     supported_resources: list[str] = Field(default_factory=list, alias="supportedResources")
@@ -96,60 +160,30 @@ class LoadAwareSchedulingArgs(_Args):
     @model_validator(mode="before")
     @classmethod
     def _apply_defaults(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        weights = data.get("resourceWeights", data.get("resource_weights"))
-        dominant = data.get("dominantResourceWeight", data.get("dominant_resource_weight", 0)) or 0
-        if not weights and dominant == 0:
-            data.pop("resource_weights", None)
-            data["resourceWeights"] = dict(DEFAULT_RESOURCE_WEIGHTS)
-        thresholds = data.get("usageThresholds", data.get("usage_thresholds"))
-        if not thresholds:
-            data.pop("usage_thresholds", None)
-            data["usageThresholds"] = dict(DEFAULT_USAGE_THRESHOLDS)
-        factors = data.pop("estimatedScalingFactors", None) or data.pop("estimated_scaling_factors", None) or {}
-        if isinstance(factors, dict):
-            merged = dict(DEFAULT_ESTIMATED_SCALING_FACTORS)
-            merged.update(factors)
-            factors = merged
-        data["estimatedScalingFactors"] = factors
-        return data
+        return _with_defaults(data)
 
-    @model_validator(mode="after")
-    def _validate(self) -> LoadAwareSchedulingArgs:
-        problems: list[str] = []
-        if self.node_metric_expiration_seconds <= 0:
-            problems.append("nodeMetricExpirationSeconds: must be greater than 0")
-        for name, weight in self.resource_weights.items():
-            if not 1 <= weight <= 100:
-                problems.append(f"resourceWeights.{name}: must be in 1..100, got {weight}")
-            if name not in self.estimated_scaling_factors:
-                problems.append(f"resourceWeights.{name}: needs an estimatedScalingFactors entry")
-        if not 0 <= self.dominant_resource_weight <= 100:
-            problems.append(f"dominantResourceWeight: must be in 0..100, got {self.dominant_resource_weight}")
-        for field, values in (
-            ("usageThresholds", self.usage_thresholds),
-            ("prodUsageThresholds", self.prod_usage_thresholds),
-            ("aggregated.usageThresholds", self.aggregated.usage_thresholds if self.aggregated else {}),
-        ):
-            for name, threshold in values.items():
-                if not 0 <= threshold <= 100:
-                    problems.append(f"{field}.{name}: must be in 0..100, got {threshold}")
-        for name, factor in self.estimated_scaling_factors.items():
-            if not 0 < factor <= 100:
-                problems.append(f"estimatedScalingFactors.{name}: must be in 1..100, got {factor}")
-        for field, seconds in (
-            ("estimatedSecondsAfterPodScheduled", self.estimated_seconds_after_pod_scheduled),
-            ("estimatedSecondsAfterInitialized", self.estimated_seconds_after_initialized),
-        ):
-            if seconds is not None and seconds < 0:
-                problems.append(f"{field}: must not be negative")
-        if self.estimator not in ("", "defaultEstimator"):
-            problems.append(f"estimator: unknown estimator {self.estimator!r} (only defaultEstimator)")
+    @model_validator(mode="wrap")
+    @classmethod
+    def _validate(
+        cls, data: Any, handler: ModelWrapValidatorHandler[LoadAwareSchedulingArgs]
+    ) -> LoadAwareSchedulingArgs:
+        """The one cross-field rule (every bound is a field constraint). It reads only the keys of the defaulted
+        mapping, so it is reported together with the field errors instead of after they are fixed."""
+        problems = _unscaled_weights(_with_defaults(data))
+        try:
+            args = handler(data)
+        except ValidationError as exc:
+            if not problems:
+                raise
+            extra = InitErrorDetails(
+                type=PydanticCustomError("field_problems", "{text}", {"text": FIELD_PROBLEMS + "\n".join(problems)}),
+                loc=(),
+                input=data,
+            )
+            raise ValidationError.from_exception_data(exc.title, [*exc.errors(), extra]) from None  # type: ignore[list-item]
         if problems:
             raise field_problems(problems)
-        return self
+        return args
 
     @property
     def resources(self) -> tuple[str, ...]:

@@ -19,11 +19,11 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from koordpy.model.durations import DurationError, parse_duration
+from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = [
     "HealthSettings",
@@ -34,10 +34,12 @@ __all__ = [
 ]
 
 MemoryPolicy = Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"]
+DurationText = Annotated[str, WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
+"""A Go duration kept as written (``"5m0s"``); checked by ``_check_durations``, described by its pattern."""
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 def _check_durations(values: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -64,7 +66,7 @@ class NodeMetricOverride(_Settings):
     """Labels a node must carry (all of them) for this override to apply."""
     aggregate_duration_seconds: int | None = Field(None, alias="aggregateDurationSeconds", ge=1)
     report_interval_seconds: int | None = Field(None, alias="reportIntervalSeconds", ge=1)
-    node_aggregate_durations: tuple[str, ...] | None = Field(None, alias="nodeAggregateDurations")
+    node_aggregate_durations: tuple[DurationText, ...] | None = Field(None, alias="nodeAggregateDurations")
     node_memory_collect_policy: MemoryPolicy | None = Field(None, alias="nodeMemoryCollectPolicy")
 
     _durations = field_validator("node_aggregate_durations")(_check_durations)
@@ -79,7 +81,9 @@ class NodeMetricSettings(_Settings):
     """Window of ``status.nodeMetric.nodeUsage``."""
     report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", ge=1)
     """How often agents report. The extender treats a NodeMetric older than its own limit as stale."""
-    node_aggregate_durations: tuple[str, ...] = Field(("5m0s", "10m0s", "30m0s"), alias="nodeAggregateDurations")
+    node_aggregate_durations: tuple[DurationText, ...] = Field(
+        ("5m0s", "10m0s", "30m0s"), alias="nodeAggregateDurations"
+    )
     """Windows of ``status.nodeMetric.aggregatedNodeUsages`` (Go durations)."""
     node_memory_collect_policy: MemoryPolicy | None = Field(None, alias="nodeMemoryCollectPolicy")
     """Unset: the agent's default (``usageWithoutPageCache``); the field is then left out of the spec."""

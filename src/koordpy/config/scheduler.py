@@ -28,7 +28,7 @@ API_VERSION = "koordpy.io/v1alpha1"
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
 
 
 class ExtenderSettings(_Settings):

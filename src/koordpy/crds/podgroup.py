@@ -49,6 +49,8 @@ POD_GROUP = Resource(
     spec=PodGroupSpec,
     status=PodGroupStatus,
     description="A gang of pods that are bound all together or not at all.",
+    # scheduler-plugins' own CRD carries this approval; kube-apiserver refuses a *.k8s.io CRD without it.
+    annotations={"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"},
     short_names=("pg", "pgs"),
     categories=("koordpy",),
     columns=(

@@ -182,6 +182,9 @@ class Resource:
     status_subresource: bool = True
     extra_properties: Mapping[str, Any] = field(default_factory=dict)
     """Top-level properties besides spec/status (upstream kinds that keep data at the root)."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """The CRD object's own annotations, as upstream's carries them (``api-approved.kubernetes.io`` for a
+    group under ``k8s.io``/``kubernetes.io``, without which kube-apiserver refuses the CRD)."""
 
     @property
     def name(self) -> str:
@@ -234,7 +237,7 @@ def crd_manifest(res: Resource) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": res.name},
+        "metadata": {"name": res.name, **({"annotations": dict(res.annotations)} if res.annotations else {})},
         "spec": {
             "group": res.group,
             "names": names,

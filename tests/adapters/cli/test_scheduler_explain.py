@@ -138,7 +138,7 @@ def test_bad_config_names_the_field(tmp_path: Path) -> None:
     config.write_text("loadAware:\n  usageThresholds: {cpu: 101}\n")
     code, _, err = run("-f", str(DUMP), "--pod", "default/web-new", "--config", str(config))
     assert code == 2
-    assert f"{config}: loadAware.usageThresholds.cpu: must be in 0..100" in err
+    assert f"{config}: loadAware.usageThresholds.cpu: Input should be less than or equal to 100, got 101" in err
 
 
 def test_missing_file_is_exit_2(tmp_path: Path) -> None:

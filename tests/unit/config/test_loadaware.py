@@ -101,3 +101,38 @@ def test_resources_are_name_sorted_and_include_every_named_resource() -> None:
         {"supportedResources": ["nvidia.com/gpu"], "usageThresholds": {"cpu": 60, "ephemeral-storage": 80}},
     )
     assert args.resources == ("cpu", "ephemeral-storage", "memory", "nvidia.com/gpu")
+
+
+def test_bounds_are_field_constraints_so_the_json_schema_carries_them() -> None:
+    props = LoadAwareSchedulingArgs.model_json_schema(by_alias=True)["properties"]
+    assert props["usageThresholds"]["additionalProperties"] == {"type": "integer", "minimum": 0, "maximum": 100}
+    assert props["resourceWeights"]["additionalProperties"] == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert props["estimatedScalingFactors"]["additionalProperties"] == {
+        "type": "integer",
+        "exclusiveMinimum": 0,
+        "maximum": 100,
+    }
+    assert props["estimator"]["enum"] == ["", "defaultEstimator"]
+
+
+def test_a_bound_error_names_the_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate(SchedulerConfiguration, {"loadAware": {"usageThresholds": {"cpu": 120}}}, "sched.yaml")
+    assert str(caught.value) == (
+        "sched.yaml: loadAware.usageThresholds.cpu: Input should be less than or equal to 100, got 120"
+    )
+
+
+def test_the_cross_field_rule_is_reported_with_the_field_errors() -> None:
+    # usageThresholds.cpu is out of range, "typo" is unknown and gpu has a weight but no scaling factor:
+    # three problems, one message (the rule does not wait for the field errors to be fixed).
+    with pytest.raises(ConfigError) as caught:
+        validate(
+            SchedulerConfiguration,
+            {"loadAware": {"usageThresholds": {"cpu": 120}, "resourceWeights": {"gpu": 5}, "typo": 1}},
+        )
+    assert sorted(p for p, _ in caught.value.problems) == [
+        "loadAware.resourceWeights.gpu",
+        "loadAware.typo",
+        "loadAware.usageThresholds.cpu",
+    ]

@@ -1,6 +1,14 @@
+import re
+
 import pytest
 
-from koordpy.model.durations import DurationError, format_rfc3339, parse_duration, parse_rfc3339
+from koordpy.model.durations import (
+    DURATION_PATTERN,
+    DurationError,
+    format_rfc3339,
+    parse_duration,
+    parse_rfc3339,
+)
 
 
 @pytest.mark.parametrize(
@@ -27,3 +35,16 @@ def test_rfc3339_round_trip_and_zones() -> None:
         parse_rfc3339("2026-11-21T10:00:00")  # no zone
     with pytest.raises(DurationError):
         parse_rfc3339("yesterday")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["5m", "5m0s", "1h30m", "300ms", "1.5h", ".5s", "2us", "3µs", "+10s", "0", "", "-5m", "5", "5 m", "m", "5d", "1h-"],
+)
+def test_duration_pattern_matches_what_the_parser_reads_as_non_negative(text: str) -> None:
+    """DURATION_PATTERN (the chart's values schema uses it) agrees with parse_duration on each string."""
+    try:
+        parsed_ok = parse_duration(text) >= 0
+    except DurationError:
+        parsed_ok = False
+    assert bool(re.fullmatch(DURATION_PATTERN, text)) is parsed_ok

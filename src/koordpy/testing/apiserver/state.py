@@ -8,10 +8,13 @@ Deliberate deviation: a Pod keeps the ``status`` given on create (a real API ser
 can create running pods without a kubelet. Custom resources with a status subresource drop ``status``
 on create, as the API server does; :meth:`ClusterState.seed` stores anything as given.
 
-Not emulated: admission, defaulting beyond ``Pod.spec.schedulerName``/``status.phase``, validation
-beyond object names and label values, garbage collection of dependents (ownerReferences), server-side
-apply, strategic merge (treated as a merge patch), a kubelet (graceful pod deletion completes after
-``min(gracePeriodSeconds, max_grace_seconds)`` of wall time instead).
+CustomResourceDefinitions are validated as kube-apiserver does (see
+:mod:`koordpy.testing.apiserver.crdvalidation`), on create, update and :meth:`ClusterState.seed` alike.
+
+Not emulated: admission, defaulting beyond ``Pod.spec.schedulerName``/``status.phase`` and the CRD names,
+validation of other objects beyond their names and label values, garbage collection of dependents
+(ownerReferences), server-side apply, strategic merge (treated as a merge patch), a kubelet (graceful pod
+deletion completes after ``min(gracePeriodSeconds, max_grace_seconds)`` of wall time instead).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from koordpy.kube import resources
 from koordpy.kube.resources import ResourceRef
+from koordpy.testing.apiserver.crdvalidation import FieldError, apply_crd_defaults, crd_problems
 from koordpy.testing.apiserver.errors import StatusError
 from koordpy.testing.apiserver.patching import apply_json_patch, apply_merge_patch
 from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
@@ -139,6 +143,18 @@ def _invalid(info: ResourceInfo, name: str, field_path: str, message: str) -> St
             "kind": info.ref.kind,
             "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field_path}],
         },
+    )
+
+
+def _invalid_all(info: ResourceInfo, name: str, errors: list[FieldError]) -> StatusError:
+    """422 Invalid naming every error, worded as kube-apiserver words it (``[a, b]`` for several)."""
+    qualified = f"{info.ref.kind}.{info.ref.group}" if info.ref.group else info.ref.kind
+    listed = str(errors[0]) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
+    return StatusError(
+        422,
+        f'{qualified} "{name}" is invalid: {listed}',
+        "Invalid",
+        {"name": name, "group": info.ref.group, "kind": info.ref.kind, "causes": [e.cause() for e in errors]},
     )
 
 
@@ -356,6 +372,13 @@ class ClusterState:
                 "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'",
             )
 
+    def _check_crd(self, info: ResourceInfo, crd: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Default and validate a CustomResourceDefinition in place; 422 with every problem."""
+        apply_crd_defaults(crd)
+        problems = crd_problems(crd, old)
+        if problems:
+            raise _invalid_all(info, str(_meta(crd).get("name") or ""), problems)
+
     def _check_labels(self, info: ResourceInfo, name: str, obj: Mapping[str, Any]) -> None:
         for where in ("labels", "annotations"):
             values = _meta(obj).get(where)
@@ -405,6 +428,7 @@ class ClusterState:
         elif info.status_subresource and info.ref.group not in ("", "policy", "apiextensions.k8s.io"):
             obj.pop("status", None)  # custom resources with a status subresource drop status on create
         if info.ref == resources.CUSTOMRESOURCEDEFINITIONS:
+            self._check_crd(info, obj, None)
             self._register_crd(obj)
         return self._commit(info, "ADDED", key, obj, None)
 
@@ -433,6 +457,12 @@ class ClusterState:
         key = (ns or "", str(meta.get("name") or ""))
         old = self.objects[info.key].get(key)
         if info.ref == resources.CUSTOMRESOURCEDEFINITIONS:
+            apply_crd_defaults(new)
+            problems = crd_problems(new, old)
+            if problems:
+                raise ValueError(
+                    f"seed: CustomResourceDefinition {key[1]!r} is invalid: {'; '.join(map(str, problems))}"
+                )
             self._register_crd(new)
         return self._commit(info, "ADDED" if old is None else "MODIFIED", key, new, old)
 
@@ -489,6 +519,8 @@ class ClusterState:
         new["metadata"] = meta
         new["apiVersion"] = info.ref.api_version
         new["kind"] = info.ref.kind
+        if info.ref == resources.CUSTOMRESOURCEDEFINITIONS and subresource is None:
+            self._check_crd(info, new, old)
         if new == old:
             return old  # a no-op write does not bump the resourceVersion (as the API server does)
         strip = ("metadata", "status", "apiVersion", "kind")
