@@ -211,11 +211,12 @@ def heatmap(
             f'<path d="M{left - 4} {y0 + 0.5:.1f} H{left - 8} V{y1 - 0.5:.1f} H{left - 4}" fill="none" stroke="#222"/>'
         )
         count = f"{g.shown} of {g.nodes}" if g.shown < g.nodes else f"{g.nodes}"
+        count += " node" if g.nodes == 1 else " nodes"
         mid = (y0 + y1) / 2
         parts.append(
             f'<text x="{left - 12}" y="{mid - 2:.1f}" font-size="11" text-anchor="end">{html.escape(g.name)}</text>'
             f'<text x="{left - 12}" y="{mid + 11:.1f}" font-size="10" fill="#666" text-anchor="end">'
-            f"{count} nodes</text>"
+            f"{count}</text>"
         )
     span = cols * bucket_seconds if cols else 1.0
     for at, label in time_ticks(0.0, duration, max_ticks=9):
