@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PoolRows", "heat_rows", "ramp_rgb"]
+__all__ = ["PoolRows", "heat_rows", "ramp_rgb", "stack_labels"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -63,3 +63,15 @@ def ramp_rgb(values: F64) -> npt.NDArray[np.uint8]:
     b = np.where(low, 250 - 130 * t, 120 - 90 * t)
     out: npt.NDArray[np.uint8] = np.rint(np.stack([r, g, b], axis=-1)).astype(np.uint8)
     return out
+
+
+def stack_labels(spans: Sequence[tuple[float, float]], heights: Sequence[float], gap: float = 2.0) -> list[float]:
+    """Top of each label, centred on its (top, bottom) row span, never above the first span's top and
+    pushed down so that no label overlaps the one above it (spans in drawing order)."""
+    tops: list[float] = []
+    floor = spans[0][0] if spans else 0.0
+    for (top, bottom), height in zip(spans, heights, strict=True):
+        y = max((top + bottom) / 2 - height / 2, floor)
+        tops.append(y)
+        floor = y + height + gap
+    return tops

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.sim.bitmapfont import CELL_HEIGHT, GLYPH_HEIGHT, draw_text, text_width
-from koordpy.sim.heatrows import PoolRows, heat_rows, ramp_rgb
+from koordpy.sim.heatrows import PoolRows, heat_rows, ramp_rgb, stack_labels
 from koordpy.sim.ticks import time_ticks
 
 __all__ = ["TITLE", "heatmaps_png", "png_bytes"]
@@ -79,7 +79,11 @@ def heatmaps_png(
     groups = laid_out[0][1] if laid_out else []
     plot_h = max((p.shape[0] for p in panels), default=scale)
     panel_w = max((p.shape[1] for p in panels), default=scale)
-    label_w = max((max(text_width(g.name, FONT), text_width(_count(g), FONT)) for g in groups), default=0)
+    # pool labels: name over node count when the pool's rows are tall enough, else "name (count)"
+    labels = [
+        [g.name, _count(g)] if g.shown * scale >= 2 * LINE else [f"{g.name} ({_count(g).split()[0]})"] for g in groups
+    ]
+    label_w = max((text_width(line, FONT) for lines in labels for line in lines), default=0)
     left = PAD + label_w + 10
     top = PAD + LINE + 10 + LINE + 4
     panels_w = len(panels) * panel_w + max(len(panels) - 1, 0) * PANEL_GAP
@@ -88,7 +92,10 @@ def heatmaps_png(
     title_right = PAD + text_width(TITLE, FONT) + PAD
     width = max(right, title_right)
     bottom = top + plot_h
-    height = bottom + TICK + 4 + LINE + 6 + LINE + PAD
+    spans = [(top + g.first * scale, top + (g.first + g.shown) * scale) for g in groups]
+    label_tops = [round(y) for y in stack_labels(spans, [len(lines) * LINE for lines in labels])]
+    label_bottom = max((y + len(lines) * LINE for y, lines in zip(label_tops, labels, strict=True)), default=0)
+    height = max(bottom + TICK + 4 + LINE + 6 + LINE, label_bottom) + PAD
     image = np.full((height, width, 3), WHITE, np.uint8)
 
     draw_text(image, PAD, PAD, TITLE, colour=INK, scale=FONT)
@@ -106,15 +113,14 @@ def heatmaps_png(
     caption = "time since start (h:mm)"
     caption_x = left + (panels_w - text_width(caption, FONT)) // 2
     draw_text(image, caption_x, bottom + TICK + 4 + LINE + 6, caption, colour=GREY, scale=FONT)
-    for group in groups:  # pool names, centred on their rows, with a bracket
-        y0, y1 = top + group.first * scale, top + (group.first + group.shown) * scale - 1
+    for (y0, y_end), lines, ly in zip(spans, labels, label_tops, strict=True):  # pool names with a bracket
+        y1 = y_end - 1
         image[y0 : y1 + 1, left - 5] = INK
         image[y0, left - 5 : left - 1] = INK
         image[y1, left - 5 : left - 1] = INK
-        ly = max((y0 + y1) // 2 - LINE, top)
-        draw_text(image, left - 10 - text_width(group.name, FONT), ly, group.name, colour=INK, scale=FONT)
-        count = _count(group)
-        draw_text(image, left - 10 - text_width(count, FONT), ly + LINE + 2, count, colour=GREY, scale=FONT)
+        for k, line in enumerate(lines):
+            colour = INK if k == 0 else GREY
+            draw_text(image, left - 10 - text_width(line, FONT), ly + k * LINE, line, colour=colour, scale=FONT)
     # colour scale: 100% on top, 0% at the bottom, ticks every 25%
     ramp = ramp_rgb(np.linspace(1.0, 0.0, plot_h))
     image[top:bottom, bar_x : bar_x + BAR_WIDTH] = ramp[:, None, :]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.sim.heatrows import heat_rows, ramp_rgb
+from koordpy.sim.heatrows import heat_rows, ramp_rgb, stack_labels
 from koordpy.sim.ticks import nice_axis, tick_label, time_ticks
 
 __all__ = ["Series", "heatmap", "line_chart"]
@@ -29,6 +29,7 @@ __all__ = ["Series", "heatmap", "line_chart"]
 WIDTH = 720
 LEFT, RIGHT, TITLE_BAND, BOTTOM = 64, 16, 28, 44
 LEGEND_ROW = 16
+LABEL_LINE = 13
 CHAR_WIDTH = 6.2
 
 
@@ -179,13 +180,29 @@ def heatmap(
     order, groups = heat_rows(matrix, pools, max_rows)
     cols = matrix.shape[1]
     shown = matrix[order] if cols else np.zeros((len(order), 0))
-    label_w = max((CHAR_WIDTH * max(len(g.name), 10) for g in groups), default=0.0)
-    left = max(LEFT, round(label_w + 24))
-    plot_w = WIDTH - left - RIGHT
-    cell_w = plot_w / max(cols, 1)
-    cell_h = max(1.0, min(4.0, 300 / max(len(order), 1)))
+    cell_h = max(1.0, min(8.0, 300 / max(len(order), 1)))
     top = TITLE_BAND + 6
     bottom = top + cell_h * len(order)
+    # pool labels: name over node count when the pool's rows are tall enough, else "name (count)"
+    spans = [(top + g.first * cell_h, top + (g.first + g.shown) * cell_h) for g in groups]
+    counts = [
+        (f"{g.shown} of {g.nodes}" if g.shown < g.nodes else f"{g.nodes}") + (" node" if g.nodes == 1 else " nodes")
+        for g in groups
+    ]
+    two_lines = [y1 - y0 >= 2 * LABEL_LINE for y0, y1 in spans]
+    label_tops = stack_labels(spans, [LABEL_LINE * (2 if two else 1) for two in two_lines])
+    label_chars = [
+        max(len(g.name), len(count)) if two else len(g.name) + len(count) + 3
+        for g, count, two in zip(groups, counts, two_lines, strict=True)
+    ]
+    left = max(100, round(CHAR_WIDTH * max(label_chars, default=0) + 24))
+    plot_w = WIDTH - left - RIGHT
+    cell_w = plot_w / max(cols, 1)
+    xs = [round(left + c * cell_w, 1) for c in range(cols + 1)]  # shared edges: no seams between cells
+    label_bottom = max(
+        (y + LABEL_LINE * (2 if two else 1) for y, two in zip(label_tops, two_lines, strict=True)), default=0
+    )
+    bottom = max(bottom, label_bottom)
     height = bottom + 100
     colours = ramp_rgb(shown)
     parts = [
@@ -199,25 +216,28 @@ def heatmap(
         for c in range(cols):
             stroke = ' stroke="#400" stroke-width="0.3"' if float(shown[r, c]) * 100 > threshold else ""
             parts.append(
-                f'<rect x="{left + c * cell_w:.1f}" y="{y:.1f}" width="{cell_w:.2f}" height="{cell_h:.2f}"'
+                f'<rect x="{xs[c]:g}" y="{y:.1f}" width="{xs[c + 1] - xs[c]:.1f}" height="{cell_h:.2f}"'
                 f' fill="{_hex(colours[r, c])}"{stroke}/>'
             )
     parts.append("</g>")
-    for g in groups:
-        y0, y1 = top + g.first * cell_h, top + (g.first + g.shown) * cell_h
+    for g, (y0, y1), count, two, ly in zip(groups, spans, counts, two_lines, label_tops, strict=True):
         if g.first:
             parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y0:.1f}" y2="{y0:.1f}" stroke="#222"/>')
         parts.append(
             f'<path d="M{left - 4} {y0 + 0.5:.1f} H{left - 8} V{y1 - 0.5:.1f} H{left - 4}" fill="none" stroke="#222"/>'
         )
-        count = f"{g.shown} of {g.nodes}" if g.shown < g.nodes else f"{g.nodes}"
-        count += " node" if g.nodes == 1 else " nodes"
-        mid = (y0 + y1) / 2
-        parts.append(
-            f'<text x="{left - 12}" y="{mid - 2:.1f}" font-size="11" text-anchor="end">{html.escape(g.name)}</text>'
-            f'<text x="{left - 12}" y="{mid + 11:.1f}" font-size="10" fill="#666" text-anchor="end">'
-            f"{count}</text>"
-        )
+        name = html.escape(g.name)
+        if two:
+            parts.append(
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}</text>'
+                f'<text x="{left - 12}" y="{ly + 10 + LABEL_LINE:.1f}" font-size="10" fill="#666" text-anchor="end">'
+                f"{count}</text>"
+            )
+        else:
+            parts.append(
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}'
+                f' <tspan fill="#666" font-size="10">({count})</tspan></text>'
+            )
     span = cols * bucket_seconds if cols else 1.0
     for at, label in time_ticks(0.0, duration, max_ticks=9):
         x = left + min(at, span) / span * plot_w
@@ -241,12 +261,15 @@ def heatmap(
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bar_y + bar_h:.0f}" y2="{bar_y + bar_h + 4:.0f}" stroke="#222"/>'
             f'<text x="{x:.1f}" y="{bar_y + bar_h + 16:.0f}" font-size="11" text-anchor="middle">{percent}%</text>'
         )
+    parts.append(
+        f'<text x="{bar_x - 6:.0f}" y="{bar_y + 10:.0f}" font-size="11" text-anchor="end">CPU utilisation</text>'
+    )
     tx = bar_x + threshold / 100 * bar_w
     parts.append(
         f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{bar_y - 3:.0f}" y2="{bar_y + bar_h:.0f}" stroke="#400"'
         ' stroke-width="2"/>'
-        f'<text x="{bar_x + bar_w + 12:.0f}" y="{bar_y + 10:.0f}" font-size="11">CPU utilisation; outlined cells'
-        f" and the mark: above {threshold:g}% (hot)</text>"
+        f'<text x="{bar_x + bar_w + 12:.0f}" y="{bar_y + 10:.0f}" font-size="11">outlined cells and the mark:'
+        f" hot (above {threshold:g}%)</text>"
     )
     parts.append("</svg>")
     return "\n".join(parts)

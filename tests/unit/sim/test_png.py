@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from koordpy.sim.bitmapfont import CELL_WIDTH, GLYPH_HEIGHT, draw_text, text_mask, text_width
-from koordpy.sim.heatrows import heat_rows
+from koordpy.sim.heatrows import heat_rows, stack_labels
 from koordpy.sim.png import FONT, PAD, TITLE, heatmaps_png
 
 
@@ -119,3 +119,12 @@ def test_font_draws_known_glyphs_and_blanks_unknown_ones() -> None:
     image = np.full((20, 20, 3), 255, np.uint8)
     draw_text(image, 15, 15, "88", colour=(0, 0, 0))  # clipped at the edges, no error
     assert (image[15:, 15:] == 0).any() and (image[:15, :15] == 255).all()
+
+
+def test_pool_labels_never_overlap() -> None:
+    # spans (top, bottom) in pixels: a tall pool, then two 8-pixel pools whose 16-pixel labels cannot be centred
+    # label 1: centre 50 - 8 = 42; label 2: centre 104 - 8 = 96 but the floor is 42 + 16 + 2 = 60 → 96;
+    # label 3: centre 112 - 8 = 104, floor 96 + 16 + 2 = 114 → 114 (pushed below its pool, not over label 2)
+    assert stack_labels([(0, 100), (100, 108), (108, 116)], [16, 16, 16]) == [42, 96, 114]
+    # a label taller than the first pool does not rise above the plot's top
+    assert stack_labels([(10, 14), (14, 200)], [32, 16]) == [10, 99]  # 10 (not -4); centre 107 - 8

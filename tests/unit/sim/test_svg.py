@@ -31,7 +31,7 @@ def _points(svg: ET.Element) -> list[tuple[float, float]]:
 
 
 def _texts(svg: ET.Element) -> list[str]:
-    return [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    return ["".join(t.itertext()) for t in svg.iter("{http://www.w3.org/2000/svg}text")]
 
 
 def _busy_series(count: int) -> list[Series]:
@@ -98,7 +98,8 @@ def test_heatmap_names_pools_has_time_ticks_and_a_colour_scale() -> None:
     svg_text = heatmap("Per-node CPU", matrix, 300.0, 65, pools=[("general", 4), ("gpu", 3)], duration=21600)
     svg = ET.fromstring(svg_text)
     texts = _texts(svg)
-    assert "general" in texts and "gpu" in texts and "4 nodes" in texts and "3 nodes" in texts
+    # 7 rows of 8 px: general spans 32 px (name over count), gpu 24 px (< 2 lines of 13 px: one line)
+    assert "general" in texts and "4 nodes" in texts and "gpu (3 nodes)" in texts
     assert [t for t in texts if re.fullmatch(r"\d+:\d\d", t)] == [f"{h}:00" for h in range(7)]
     assert [t for t in texts if t.endswith("%")] == ["0%", "25%", "50%", "75%", "100%"]
     assert any("above 65%" in t for t in texts)
