@@ -35,6 +35,8 @@ PAD = 8
 PANEL_GAP = 16
 BAR_WIDTH = 14
 TICK = 4
+MIN_PANEL_WIDTH = 160
+MAX_ROW_HEIGHT = 16
 
 
 def _count(group: PoolRows) -> str:
@@ -72,16 +74,21 @@ def heatmaps_png(
     if len(names) != len(matrices):
         raise ValueError("one panel name per matrix")
     laid_out = [heat_rows(m, pools, max_rows) for m in matrices]
+    groups = laid_out[0][1] if laid_out else []
+    # cells are scale × scale pixels, stretched when a run is too short or a pool too small to label
+    cols = max((max(m.shape[1], 1) for m in matrices), default=1)
+    min_panel = max([MIN_PANEL_WIDTH, *(text_width(name, FONT) + PANEL_GAP for name in names)])
+    x_scale = max(scale, -(-min_panel // cols))
+    y_scale = max(scale, min(MAX_ROW_HEIGHT, -(-LINE // max(min((g.shown for g in groups), default=1), 1))))
     panels = []
     for matrix, (order, _) in zip(matrices, laid_out, strict=True):
         shown = matrix[order] if matrix.shape[1] else np.zeros((len(order), 1))
-        panels.append(ramp_rgb(shown).repeat(scale, axis=0).repeat(scale, axis=1))
-    groups = laid_out[0][1] if laid_out else []
-    plot_h = max((p.shape[0] for p in panels), default=scale)
-    panel_w = max((p.shape[1] for p in panels), default=scale)
+        panels.append(ramp_rgb(shown).repeat(y_scale, axis=0).repeat(x_scale, axis=1))
+    plot_h = max((p.shape[0] for p in panels), default=y_scale)
+    panel_w = max((p.shape[1] for p in panels), default=x_scale)
     # pool labels: name over node count when the pool's rows are tall enough, else "name (count)"
     labels = [
-        [g.name, _count(g)] if g.shown * scale >= 2 * LINE else [f"{g.name} ({_count(g).split()[0]})"] for g in groups
+        [g.name, _count(g)] if g.shown * y_scale >= 2 * LINE else [f"{g.name} ({_count(g).split()[0]})"] for g in groups
     ]
     label_w = max((text_width(line, FONT) for lines in labels for line in lines), default=0)
     left = PAD + label_w + 10
@@ -92,8 +99,8 @@ def heatmaps_png(
     title_right = PAD + text_width(TITLE, FONT) + PAD
     width = max(right, title_right)
     bottom = top + plot_h
-    spans = [(top + g.first * scale, top + (g.first + g.shown) * scale) for g in groups]
-    label_tops = [round(y) for y in stack_labels(spans, [len(lines) * LINE for lines in labels])]
+    spans = [(top + g.first * y_scale, top + (g.first + g.shown) * y_scale) for g in groups]
+    label_tops = [round(y) for y in stack_labels(spans, [len(lines) * LINE for lines in labels], gap=0)]
     label_bottom = max((y + len(lines) * LINE for y, lines in zip(label_tops, labels, strict=True)), default=0)
     height = max(bottom + TICK + 4 + LINE + 6 + LINE, label_bottom) + PAD
     image = np.full((height, width, 3), WHITE, np.uint8)
@@ -104,9 +111,9 @@ def heatmaps_png(
         image[top : top + panel.shape[0], x : x + panel.shape[1]] = panel
         draw_text(image, x, top - LINE - 2, name, colour=INK, scale=FONT)
         for group in groups[1:]:  # a line between pools
-            image[top + group.first * scale, x : x + panel.shape[1]] = INK
+            image[top + group.first * y_scale, x : x + panel.shape[1]] = INK
         for at, label in time_ticks(0.0, duration, max_ticks=max(2, panel_w // (text_width("0:00", FONT) + 24))):
-            tx = x + min(round(at / bucket_seconds * scale), panel.shape[1] - 1)
+            tx = x + min(round(at / bucket_seconds * x_scale), panel.shape[1] - 1)
             image[bottom : bottom + TICK, tx] = INK
             lx = min(max(tx - text_width(label, FONT) // 2, x), x + panel_w - text_width(label, FONT))
             draw_text(image, lx, bottom + TICK + 4, label, colour=INK, scale=FONT)

@@ -59,9 +59,12 @@ def test_panels_keep_the_ramp_and_hottest_row_first() -> None:
     image = _picture()
     ys, xs = _pixels(image, RED)
     top, left = int(ys.min()), int(xs.min())  # the first red pixel: node 1, column 0 of the first panel
-    assert image[top : top + 4, left : left + 4].tolist() == [[RED] * 4] * 4  # one cell at scale 4
-    assert image[top, left + 4].tolist() == YELLOW  # 50% → yellow, next column
-    assert image[top + 4, left].tolist() == BLUE  # 0% → pale blue, the row below (cooler node)
+    # the cell: 2 columns stretched to the 160-pixel minimum panel → 80 wide; the pool's 2 rows stretched to
+    # one 16-pixel label line → 8 high
+    cell = (image[top : top + 8, left : left + 80] == np.array(RED, np.uint8)).all(axis=-1)
+    assert cell.all()
+    assert image[top, left + 80].tolist() == YELLOW  # 50% → yellow, next column
+    assert image[top + 8, left].tolist() == BLUE  # 0% → pale blue, the row below (cooler node)
 
 
 def test_margins_hold_title_panel_names_pool_label_ticks_and_colour_scale() -> None:
@@ -69,8 +72,8 @@ def test_margins_hold_title_panel_names_pool_label_ticks_and_colour_scale() -> N
     height, width, _ = image.shape
     ys, xs = _pixels(image, RED)
     cell_top, cell_left = int(ys.min()), int(xs.min())
-    panel_h, line = 2 * 4, GLYPH_HEIGHT * FONT
-    # margins around two 8 × 8 panels: the picture is far larger than them
+    panel_h, line = 2 * 8, GLYPH_HEIGHT * FONT
+    # margins around two 160 × 16 panels
     assert width >= text_width(TITLE, FONT) + 2 * PAD
     assert cell_top >= 2 * line  # title and panel names above
     assert height - (cell_top + panel_h) >= 2 * line  # tick labels and caption below
@@ -128,3 +131,16 @@ def test_pool_labels_never_overlap() -> None:
     assert stack_labels([(0, 100), (100, 108), (108, 116)], [16, 16, 16]) == [42, 96, 114]
     # a label taller than the first pool does not rise above the plot's top
     assert stack_labels([(10, 14), (14, 200)], [32, 16]) == [10, 99]  # 10 (not -4); centre 107 - 8
+
+
+def test_a_short_run_on_small_pools_is_stretched_to_stay_readable() -> None:
+    # one 5-minute column, twelve one-node pools: cells stretch to a 160-pixel panel and 16-pixel rows
+    # (one text line each), so panel names, pool labels and ticks have room
+    matrix = np.full((12, 1), 0.5)
+    pools = [(f"pool-{i}", 1) for i in range(12)]
+    image = _decode(heatmaps_png([matrix, matrix], ["koordpy", "baseline"], pools, 300.0, 240.0))
+    ys, xs = _pixels(image, YELLOW)
+    first_panel = xs < int(xs.min()) + 170  # the second panel starts 16 pixels after the first
+    assert int(xs[first_panel].max()) - int(xs.min()) + 1 == 160  # ceil(160 / 1 column) pixels wide
+    assert int(ys.max()) - int(ys.min()) + 1 == 12 * 16  # ceil(16 / 1 row) pixels per node, one label line each
+    assert image.shape[0] >= int(ys.max()) + 2 * GLYPH_HEIGHT * FONT  # room for ticks and caption below
