@@ -181,6 +181,8 @@ def heatmap(
     cols = matrix.shape[1]
     shown = matrix[order] if cols else np.zeros((len(order), 0))
     cell_h = max(1.0, min(8.0, 300 / max(len(order), 1)))
+    smallest = min((g.shown for g in groups), default=1)
+    cell_h = max(cell_h, min(16.0, LABEL_LINE / max(smallest, 1)))  # room for one label line per pool
     top = TITLE_BAND + 6
     bottom = top + cell_h * len(order)
     # pool labels: name over node count when the pool's rows are tall enough, else "name (count)"
@@ -190,7 +192,7 @@ def heatmap(
         for g in groups
     ]
     two_lines = [y1 - y0 >= 2 * LABEL_LINE for y0, y1 in spans]
-    label_tops = stack_labels(spans, [LABEL_LINE * (2 if two else 1) for two in two_lines])
+    label_tops = stack_labels(spans, [LABEL_LINE * (2 if two else 1) for two in two_lines], gap=0)
     label_chars = [
         max(len(g.name), len(count)) if two else len(g.name) + len(count) + 3
         for g, count, two in zip(groups, counts, two_lines, strict=True)
