@@ -2,8 +2,9 @@
 
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
 table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
-panel per policy) into ``--out``. Exit 2 on a bad scenario or
-option, naming the file and field.
+panel per policy) into ``--out``. Scenario rules that do nothing are printed on stderr as
+``warning: ...`` lines (and listed in the report and ``summary.json``); they do not stop the run.
+Exit 2 on a bad scenario or option, naming the file and field.
 
 Not guaranteed: the progress bar (stderr, only on a terminal) is not part of the output.
 """
@@ -20,12 +21,14 @@ import typer
 from koordpy.cli.files import InputError, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
-from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos, scenario_qos_warnings
+from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
 from koordpy.sim.engine import BASELINE, KOORDPY, Policy
 from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
 from koordpy.sim.report import render_html, render_table, summary_document
 from koordpy.sim.run import DEFAULT_SCENARIO, simulate
+from koordpy.sim.scenariocheck import scenario_warnings
+from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
 
 __all__ = ["DEFAULT_SCENARIO", "load_scenario", "qos_factory", "qos_note", "register"]
 
@@ -107,9 +110,9 @@ def simulate_command(
         parsed = load_scenario(scenario)
     except (InputError, ConfigError) as exc:
         raise _fail(str(exc)) from None
-    if parsed.qos.enabled:
-        for warning in scenario_qos_warnings(parsed):
-            typer.echo(f"warning: {warning}", err=True)
+    warnings = scenario_warnings(parsed)
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
     chosen_seed = parsed.seed if seed is None else seed
     policies = [KOORDPY] + ([BASELINES[compare]] if compare is not None else [])
     progress = _Progress(sys.stderr.isatty())
@@ -118,12 +121,19 @@ def simulate_command(
     finally:
         progress.close()
     note = qos_note(parsed)
-    document = summary_document(parsed, chosen_seed, runs, note)
+    document = summary_document(parsed, chosen_seed, runs, note, warnings)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        (out / "report.html").write_text(render_html(parsed, chosen_seed, runs, note), encoding="utf-8")
-        (out / "heatmap.png").write_bytes(heatmaps_png([run.stats.heatmap() for run in runs]))
+        (out / "report.html").write_text(render_html(parsed, chosen_seed, runs, note, warnings), encoding="utf-8")
+        picture = heatmaps_png(
+            [run.stats.heatmap() for run in runs],
+            [run.policy.name for run in runs],
+            [(pool.name, pool.count) for pool in parsed.node_pools],
+            HEATMAP_BUCKET_SECONDS,
+            parsed.duration,
+        )
+        (out / "heatmap.png").write_bytes(picture)
     except OSError as exc:
         raise _fail(f"--out {out}: {exc.strerror or exc}") from None
     typer.echo(render_table(parsed, chosen_seed, runs))

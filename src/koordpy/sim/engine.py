@@ -44,7 +44,7 @@ from koordpy.sim.stats import RunStats
 from koordpy.sim.trace import Trace
 from koordpy.sim.usage import UsageModel
 
-__all__ = ["BASELINE", "KOORDPY", "Policy", "Simulation"]
+__all__ = ["BASELINE", "KOORDPY", "Policy", "Simulation", "scenario_nodes"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -86,6 +86,24 @@ def _koord_qos(pod: PodInfo) -> str:
     if label:
         return label
     return {"Guaranteed": "LSR", "Burstable": "LS"}.get(pod.qos.value, "BE")
+
+
+def scenario_nodes(scenario: Scenario) -> list[NodeInfo]:
+    """The scenario's nodes, pool by pool (``<pool>-<i>``), as the simulated cluster holds them."""
+    nodes = []
+    for pool in scenario.node_pools:
+        allocatable = {k: str(v) if k != "cpu" else f"{v}m" for k, v in pool.allocatable.items()}
+        for i in range(pool.count):
+            raw = {
+                "metadata": {
+                    "name": f"{pool.name}-{i}",
+                    "labels": {"kubernetes.io/hostname": f"{pool.name}-{i}", **pool.labels},
+                    "annotations": dict(pool.annotations),
+                },
+                "status": {"allocatable": allocatable, "capacity": allocatable},
+            }
+            nodes.append(node_from_dict(raw))
+    return nodes
 
 
 class Simulation:
@@ -166,20 +184,7 @@ class Simulation:
 
     @staticmethod
     def _nodes(scenario: Scenario) -> list[NodeInfo]:
-        nodes = []
-        for pool in scenario.node_pools:
-            allocatable = {k: str(v) if k != "cpu" else f"{v}m" for k, v in pool.allocatable.items()}
-            for i in range(pool.count):
-                raw = {
-                    "metadata": {
-                        "name": f"{pool.name}-{i}",
-                        "labels": {"kubernetes.io/hostname": f"{pool.name}-{i}", **pool.labels},
-                        "annotations": dict(pool.annotations),
-                    },
-                    "status": {"allocatable": allocatable, "capacity": allocatable},
-                }
-                nodes.append(node_from_dict(raw))
-        return nodes
+        return scenario_nodes(scenario)
 
     # ---- event plumbing ----------------------------------------------------------------
 
@@ -328,7 +333,7 @@ class Simulation:
         node_cpu = np.bincount(nodes, weights=cpu, minlength=count) + self.sys_cpu
         node_memory = np.bincount(nodes, weights=memory, minlength=count) + self.sys_memory
         utilisation = node_cpu / self.alloc_cpu
-        self.stats.sample(now, utilisation, len(self.active) + len(self.unschedulable))
+        self.stats.sample(now, utilisation, len(self.active) + len(self.unschedulable), self.alloc_cpu)
         self.window_cpu[ids] += cpu
         self.window_memory[ids] += memory
         self.window_count[ids] += 1

@@ -1,6 +1,8 @@
 """What a run measured: per-sample cluster figures, pending times and QoS actions, and the summary.
 
-Utilisation is CPU usage (pods + system) over allocatable, per node. "Hot" means strictly above
+Utilisation is CPU usage (pods + system) over allocatable, per node. The cluster-wide ratio at a
+sample is Σ usage / Σ allocatable over all nodes (a big node weighs more than a small one); with
+identical nodes it equals the mean of the nodes' utilisations. "Hot" means strictly above
 the scenario's hot threshold (percent). Pending time is bind time minus the time the pod (or its
 recreation after an eviction) entered the queue; pods still pending at the end count with the
 time they have waited so far, so a policy cannot look better by never placing a pod.
@@ -32,6 +34,9 @@ class RunStats:
     times: list[float] = field(default_factory=list)
     spread: list[float] = field(default_factory=list)
     mean: list[float] = field(default_factory=list)
+    """Mean over nodes of each node's utilisation (every node weighs the same)."""
+    cluster: list[float] = field(default_factory=list)
+    """Σ CPU usage / Σ allocatable CPU over all nodes."""
     hot: list[int] = field(default_factory=list)
     pending_queue: list[int] = field(default_factory=list)
     pending_seconds: list[float] = field(default_factory=list)
@@ -48,10 +53,13 @@ class RunStats:
     _heat_sum: list[F64] = field(default_factory=list)
     _heat_count: list[int] = field(default_factory=list)
 
-    def sample(self, offset: float, utilisation: F64, pending: int) -> None:
+    def sample(self, offset: float, utilisation: F64, pending: int, capacity: F64) -> None:
+        """``utilisation`` and ``capacity`` (allocatable CPU, any unit) per node."""
         self.times.append(offset)
         self.spread.append(float(utilisation.std()))
         self.mean.append(float(utilisation.mean()))
+        total = float(capacity.sum())
+        self.cluster.append(float((utilisation * capacity).sum()) / total if total > 0 else 0.0)
         self.hot.append(int(np.count_nonzero(utilisation * 100.0 > self.hot_threshold)))
         self.pending_queue.append(pending)
         bucket = int(offset // HEATMAP_BUCKET_SECONDS)
@@ -86,6 +94,7 @@ class RunStats:
             "pendingAtEnd": len(still_pending),
             "schedulingAttempts": self.attempts,
             "cpuUtilisationMean": round(float(np.mean(self.mean)) if self.mean else 0.0, 4),
+            "cpuUtilisationClusterMean": round(float(np.mean(self.cluster)) if self.cluster else 0.0, 4),
             "cpuUtilisationStd": round(float(spread.mean()) if spread.size else 0.0, 4),
             "cpuUtilisationStdMax": round(float(spread.max()) if spread.size else 0.0, 4),
             "hotThresholdPercent": self.hot_threshold,

@@ -1,6 +1,15 @@
 """Minimal inline-SVG charts (line chart, heat map) for the simulation report; no plotting library.
 
-Not guaranteed: pretty axes. Ticks are evenly spaced, not "nice" numbers beyond a little rounding.
+Line charts: round ticks (``koordpy.sim.ticks``), a time axis in ``h:mm`` since the start with
+ticks inside the run only, axis labels as given (they carry the units), and the legend in a band
+of its own between the title and the plot area, so it never covers a curve. The legend is a
+``<g class="legend">`` whose first child is its bounding ``<rect class="legend-box">``; the plot
+area is ``<rect class="plot-area">``.
+
+Heat maps: rows grouped by pool (names on the left), time ticks, a colour scale with % ticks.
+
+Not guaranteed: text widths are estimated (about 6.2 px per character at 11 px), so a very long
+legend label may wrap earlier or later than needed.
 """
 
 from __future__ import annotations
@@ -12,10 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.sim.heatrows import heat_rows, ramp_rgb, stack_labels
+from koordpy.sim.ticks import nice_axis, tick_label, time_ticks
+
 __all__ = ["Series", "heatmap", "line_chart"]
 
-WIDTH, HEIGHT = 720, 260
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40
+WIDTH = 720
+LEFT, RIGHT, TITLE_BAND, BOTTOM = 64, 16, 28, 44
+LEGEND_ROW = 16
+LABEL_LINE = 13
+CHAR_WIDTH = 6.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +47,34 @@ def _num(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".") if abs(value) < 1e6 else f"{value:.3g}"
 
 
-def _label(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}".rstrip("0").rstrip(".")
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+def _legend(series: Sequence[Series], top: float, width: float) -> tuple[list[str], float]:
+    """Legend items laid out left to right, wrapping inside ``width``; returns (svg parts, height)."""
+    items: list[tuple[float, int, Series]] = []
+    x, row = 0.0, 0
+    for s in series:
+        item_w = 24 + CHAR_WIDTH * len(s.label) + 18
+        if x > 0 and x + item_w > width:
+            x, row = 0.0, row + 1
+        items.append((x, row, s))
+        x += item_w
+    rows = row + 1 if series else 0
+    height = rows * LEGEND_ROW + 4 if rows else 0.0
+    used = max((x + 24 + CHAR_WIDTH * len(s.label) for x, _, s in items), default=0.0)
+    parts = [
+        '<g class="legend">',
+        f'<rect class="legend-box" x="{LEFT}" y="{_num(top)}" width="{_num(used + 8)}" height="{_num(height)}"'
+        ' fill="none" stroke="none"/>',
+    ]
+    for x, row, s in items:
+        lx, ly = LEFT + 4 + x, top + 2 + row * LEGEND_ROW + LEGEND_ROW / 2
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        parts.append(
+            f'<line x1="{_num(lx)}" x2="{_num(lx + 18)}" y1="{_num(ly)}" y2="{_num(ly)}"'
+            f' stroke="{s.color}" stroke-width="2"{dash}/>'
+        )
+        parts.append(f'<text x="{_num(lx + 24)}" y="{_num(ly + 4)}" font-size="11">{html.escape(s.label)}</text>')
+    parts.append("</g>")
+    return parts, height
 
 
 def line_chart(
@@ -50,48 +85,67 @@ def line_chart(
     *,
     y_min: float | None = 0.0,
     y_max: float | None = None,
+    x_range: tuple[float, float] | None = None,
+    time_axis: bool = False,
+    plot_height: int = 190,
 ) -> str:
+    """``time_axis``: xs are seconds since the start, ticks on round minutes/hours within ``x_range``
+    (default: the data's range). Otherwise round value ticks inside the x range."""
     xs_all = [x for s in series for x in s.xs]
     ys_all = [y for s in series for y in s.ys]
-    x0, x1 = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
-    lo = y_min if y_min is not None else (min(ys_all) if ys_all else 0.0)
-    hi = y_max if y_max is not None else (max(ys_all) if ys_all else 1.0)
-    if hi <= lo:
-        hi = lo + 1.0
+    x0, x1 = x_range if x_range is not None else ((min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0))
     if x1 <= x0:
         x1 = x0 + 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    lo = y_min if y_min is not None else (min(ys_all) if ys_all else 0.0)
+    hi = y_max if y_max is not None else (max(ys_all) if ys_all else 1.0)
+    lo, hi, y_ticks = nice_axis(lo, hi if hi > lo else lo + 1.0)
+    if y_max is not None:
+        hi = y_max
+        y_ticks = [t for t in y_ticks if t <= y_max]
+    plot_w = WIDTH - LEFT - RIGHT
+    legend_parts, legend_h = _legend(series, TITLE_BAND, plot_w)
+    top = TITLE_BAND + legend_h + 6
+    height = top + plot_height + BOTTOM
 
     def px(x: float) -> float:
         return LEFT + (x - x0) / (x1 - x0) * plot_w
 
     def py(y: float) -> float:
-        return TOP + plot_h - (min(max(y, lo), hi) - lo) / (hi - lo) * plot_h
+        return top + plot_height - (min(max(y, lo), hi) - lo) / (hi - lo) * plot_height
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}"'
-        f' role="img" aria-label="{html.escape(title)}">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_num(height)}" width="{WIDTH}"'
+        f' height="{_num(height)}" role="img" aria-label="{html.escape(title)}">',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-        f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>',
+        f'<rect class="plot-area" x="{LEFT}" y="{_num(top)}" width="{plot_w}" height="{plot_height}"'
+        ' fill="#fafafa" stroke="#ccc"/>',
     ]
-    for i in range(5):
-        value = lo + (hi - lo) * i / 4
+    for value in y_ticks:
         y = py(value)
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{_num(y)}" y2="{_num(y)}" stroke="#e4e4e4"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{_num(y + 4)}" font-size="11" text-anchor="end">{_label(value)}</text>')
-        xv = x0 + (x1 - x0) * i / 4
         parts.append(
-            f'<text x="{_num(px(xv))}" y="{TOP + plot_h + 16}" font-size="11" text-anchor="middle">{_label(xv)}</text>'
+            f'<text x="{LEFT - 6}" y="{_num(y + 4)}" font-size="11" text-anchor="end">{tick_label(value)}</text>'
         )
+    if time_axis:
+        x_ticks = time_ticks(x0, x1, max_ticks=9)
+    else:
+        _, _, candidates = nice_axis(x0, x1, target=6)
+        x_ticks = [(t, tick_label(t)) for t in candidates if x0 - 1e-9 <= t <= x1 + 1e-9]
+    bottom = top + plot_height
+    for value, label in x_ticks:
+        x = px(value)
+        parts.append(f'<line x1="{_num(x)}" x2="{_num(x)}" y1="{_num(bottom)}" y2="{_num(bottom + 4)}" stroke="#888"/>')
+        parts.append(f'<text x="{_num(x)}" y="{_num(bottom + 16)}" font-size="11" text-anchor="middle">{label}</text>')
     parts.append(
-        f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 6}" font-size="11" text-anchor="middle">'
+        f'<text x="{LEFT + plot_w / 2:.0f}" y="{_num(height - 8)}" font-size="11" text-anchor="middle">'
         f"{html.escape(x_label)}</text>"
     )
+    mid = top + plot_height / 2
     parts.append(
-        f'<text x="14" y="{TOP + plot_h / 2:.0f}" font-size="11" text-anchor="middle"'
-        f' transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{html.escape(y_label)}</text>'
+        f'<text x="14" y="{_num(mid)}" font-size="11" text-anchor="middle"'
+        f' transform="rotate(-90 14 {_num(mid)})">{html.escape(y_label)}</text>'
     )
-    for k, s in enumerate(series):
+    for s in series:
         points: list[str] = []
         prev_y: float | None = None
         for x, y in zip(s.xs, s.ys, strict=True):
@@ -101,68 +155,123 @@ def line_chart(
             prev_y = y
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         parts.append(f'<polyline fill="none" stroke="{s.color}" stroke-width="1.6"{dash} points="{" ".join(points)}"/>')
-        lx = LEFT + 8 + 150 * k
-        parts.append(
-            f'<line x1="{lx}" x2="{lx + 18}" y1="{TOP + 10}" y2="{TOP + 10}"'
-            f' stroke="{s.color}" stroke-width="2"{dash}/>'
-        )
-        parts.append(f'<text x="{lx + 22}" y="{TOP + 14}" font-size="11">{html.escape(s.label)}</text>')
+    parts.extend(legend_parts)
     parts.append("</svg>")
     return "\n".join(parts)
 
 
-def _colour(value: float) -> str:
-    """0 -> pale blue, 0.5 -> yellow, 1 -> red (utilisation)."""
-    v = min(max(value, 0.0), 1.0)
-    if v < 0.5:
-        t = v / 0.5
-        r, g, b = 220 + 35 * t, 235 + 10 * t, 250 - 130 * t
-    else:
-        t = (v - 0.5) / 0.5
-        r, g, b = 255, 245 - 205 * t, 120 - 90 * t
-    return f"#{round(r):02x}{round(g):02x}{round(b):02x}"
+def _hex(rgb: npt.NDArray[np.uint8]) -> str:
+    r, g, b = (int(v) for v in rgb)
+    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 def heatmap(
-    title: str, matrix: npt.NDArray[np.float64], bucket_seconds: float, threshold: float, max_rows: int = 200
+    title: str,
+    matrix: npt.NDArray[np.float64],
+    bucket_seconds: float,
+    threshold: float,
+    *,
+    pools: Sequence[tuple[str, int]],
+    duration: float,
+    max_rows: int = 200,
 ) -> str:
-    """Rows = nodes sorted by mean value (hottest on top), columns = time buckets; cells above
-    ``threshold`` get a dark outline. Only the ``max_rows`` hottest nodes are drawn."""
-    rows, cols = matrix.shape
-    order = np.argsort(-matrix.mean(axis=1), kind="stable")[:max_rows] if rows else np.zeros(0, np.int64)
-    shown = matrix[order] if rows else matrix
-    plot_w = WIDTH - LEFT - RIGHT
+    """Rows = nodes grouped by pool (hottest first in each), columns = time buckets; cells above
+    ``threshold`` (percent) get a dark outline."""
+    order, groups = heat_rows(matrix, pools, max_rows)
+    cols = matrix.shape[1]
+    shown = matrix[order] if cols else np.zeros((len(order), 0))
+    cell_h = max(1.0, min(8.0, 300 / max(len(order), 1)))
+    smallest = min((g.shown for g in groups), default=1)
+    cell_h = max(cell_h, min(16.0, LABEL_LINE / max(smallest, 1)))  # room for one label line per pool
+    top = TITLE_BAND + 6
+    bottom = top + cell_h * len(order)
+    # pool labels: name over node count when the pool's rows are tall enough, else "name (count)"
+    spans = [(top + g.first * cell_h, top + (g.first + g.shown) * cell_h) for g in groups]
+    counts = [
+        (f"{g.shown} of {g.nodes}" if g.shown < g.nodes else f"{g.nodes}") + (" node" if g.nodes == 1 else " nodes")
+        for g in groups
+    ]
+    two_lines = [y1 - y0 >= 2 * LABEL_LINE for y0, y1 in spans]
+    label_tops = stack_labels(spans, [LABEL_LINE * (2 if two else 1) for two in two_lines], gap=0)
+    label_chars = [
+        max(len(g.name), len(count)) if two else len(g.name) + len(count) + 3
+        for g, count, two in zip(groups, counts, two_lines, strict=True)
+    ]
+    left = max(100, round(CHAR_WIDTH * max(label_chars, default=0) + 24))
+    plot_w = WIDTH - left - RIGHT
     cell_w = plot_w / max(cols, 1)
-    cell_h = max(1.0, min(4.0, 300 / max(len(order), 1)))
-    height = TOP + cell_h * len(order) + BOTTOM
+    xs = [round(left + c * cell_w, 1) for c in range(cols + 1)]  # shared edges: no seams between cells
+    label_bottom = max(
+        (y + LABEL_LINE * (2 if two else 1) for y, two in zip(label_tops, two_lines, strict=True)), default=0
+    )
+    bottom = max(bottom, label_bottom)
+    height = bottom + 100
+    colours = ramp_rgb(shown)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}"'
         f' height="{height:.0f}" role="img" aria-label="{html.escape(title)}">',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
     ]
+    parts.append('<g shape-rendering="crispEdges">')
     for r in range(len(order)):
-        y = TOP + r * cell_h
+        y = top + r * cell_h
         for c in range(cols):
-            value = float(shown[r, c])
-            stroke = ' stroke="#400" stroke-width="0.3"' if value * 100 > threshold else ""
+            stroke = ' stroke="#400" stroke-width="0.3"' if float(shown[r, c]) * 100 > threshold else ""
             parts.append(
-                f'<rect x="{LEFT + c * cell_w:.1f}" y="{y:.1f}" width="{cell_w:.2f}" height="{cell_h:.2f}"'
-                f' fill="{_colour(value)}"{stroke}/>'
+                f'<rect x="{xs[c]:g}" y="{y:.1f}" width="{xs[c + 1] - xs[c]:.1f}" height="{cell_h:.2f}"'
+                f' fill="{_hex(colours[r, c])}"{stroke}/>'
             )
-    bottom = TOP + cell_h * len(order)
-    parts.append(
-        f'<text x="{LEFT - 6}" y="{TOP + 10}" font-size="11" text-anchor="end">hot</text>'
-        f'<text x="{LEFT - 6}" y="{bottom:.0f}" font-size="11" text-anchor="end">cool</text>'
-    )
-    for i in range(5):
-        hours = cols * bucket_seconds / 3600 * i / 4
+    parts.append("</g>")
+    for g, (y0, y1), count, two, ly in zip(groups, spans, counts, two_lines, label_tops, strict=True):
+        if g.first:
+            parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y0:.1f}" y2="{y0:.1f}" stroke="#222"/>')
         parts.append(
-            f'<text x="{LEFT + plot_w * i / 4:.0f}" y="{bottom + 16:.0f}" font-size="11" text-anchor="middle">'
-            f"{_label(hours)}</text>"
+            f'<path d="M{left - 4} {y0 + 0.5:.1f} H{left - 8} V{y1 - 0.5:.1f} H{left - 4}" fill="none" stroke="#222"/>'
+        )
+        name = html.escape(g.name)
+        if two:
+            parts.append(
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}</text>'
+                f'<text x="{left - 12}" y="{ly + 10 + LABEL_LINE:.1f}" font-size="10" fill="#666" text-anchor="end">'
+                f"{count}</text>"
+            )
+        else:
+            parts.append(
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}'
+                f' <tspan fill="#666" font-size="10">({count})</tspan></text>'
+            )
+    span = cols * bucket_seconds if cols else 1.0
+    for at, label in time_ticks(0.0, duration, max_ticks=9):
+        x = left + min(at, span) / span * plot_w
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom:.1f}" y2="{bottom + 4:.1f}" stroke="#888"/>')
+        parts.append(f'<text x="{x:.1f}" y="{bottom + 16:.1f}" font-size="11" text-anchor="middle">{label}</text>')
+    parts.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{bottom + 32:.0f}" font-size="11" text-anchor="middle">'
+        "time since start (h:mm); rows: nodes by pool, hottest first</text>"
+    )
+    # colour scale: 50 steps 0..100 %, ticks every 25 %, the hot threshold marked
+    bar_x, bar_y, bar_w, bar_h = left, bottom + 48, 300.0, 12.0
+    ramp = ramp_rgb(np.linspace(0.0, 1.0, 50))
+    for i in range(50):
+        parts.append(
+            f'<rect x="{bar_x + i * bar_w / 50:.1f}" y="{bar_y:.0f}" width="{bar_w / 50 + 0.3:.2f}"'
+            f' height="{bar_h:.0f}" fill="{_hex(ramp[i])}"/>'
+        )
+    for percent in (0, 25, 50, 75, 100):
+        x = bar_x + percent / 100 * bar_w
+        parts.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bar_y + bar_h:.0f}" y2="{bar_y + bar_h + 4:.0f}" stroke="#222"/>'
+            f'<text x="{x:.1f}" y="{bar_y + bar_h + 16:.0f}" font-size="11" text-anchor="middle">{percent}%</text>'
         )
     parts.append(
-        f'<text x="{LEFT + plot_w / 2:.0f}" y="{bottom + 32:.0f}" font-size="11" text-anchor="middle">'
-        "hours (cell colour: CPU utilisation, pale 0% → yellow 50% → red 100%; outlined: above threshold)</text>"
+        f'<text x="{bar_x - 6:.0f}" y="{bar_y + 10:.0f}" font-size="11" text-anchor="end">CPU utilisation</text>'
+    )
+    tx = bar_x + threshold / 100 * bar_w
+    parts.append(
+        f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{bar_y - 3:.0f}" y2="{bar_y + bar_h:.0f}" stroke="#400"'
+        ' stroke-width="2"/>'
+        f'<text x="{bar_x + bar_w + 12:.0f}" y="{bar_y + 10:.0f}" font-size="11">outlined cells and the mark:'
+        f" hot (above {threshold:g}%)</text>"
     )
     parts.append("</svg>")
     return "\n".join(parts)

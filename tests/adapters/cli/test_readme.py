@@ -157,7 +157,7 @@ def test_make_demo_runs_the_simulator_on_the_default_scenario_against_the_baseli
 
 def _figure_formatters(hot: int) -> dict[str, Callable[[dict[str, Any]], str]]:
     return {
-        "CPU utilisation, mean": lambda p: f"{p['cpuUtilisationMean'] * 100:.1f} %",
+        "CPU utilisation, mean": lambda p: f"{p['cpuUtilisationClusterMean'] * 100:.1f} %",
         "utilisation spread": lambda p: f"{p['cpuUtilisationStd']:.3f}",
         f"hot-node minutes: node-minutes above {hot} % CPU": lambda p: f"{p['hotNodeMinutes']:,.1f}",
         "pending time p50 / p99": lambda p: f"{p['pendingP50Seconds']:g} s / {p['pendingP99Seconds']:g} s",

@@ -134,6 +134,28 @@ def test_default_scenario_koordpy_beats_the_baseline(tmp_path: Path) -> None:
     assert koordpy["cpuUtilisationStd"] < baseline["cpuUtilisationStd"]
     assert koordpy["hotNodeMinutes"] < baseline["hotNodeMinutes"]
     assert 0 < koordpy["podsTouched"] < baseline["podsTouched"]
+    assert result.stderr == ""  # the bundled scenario has no rule that does nothing
+    # utilisation mean: the cluster-wide ratio, and the old per-node key kept; identical nodes make them equal
+    assert koordpy["cpuUtilisationClusterMean"] == koordpy["cpuUtilisationMean"] > 0
+
+
+def test_rules_that_do_nothing_are_warned_on_stderr_and_listed_in_the_outputs(tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(SMALL))
+    raw["start"] = "2026-11-21T12:00:00Z"  # 12:00-13:00 UTC
+    raw["workloads"][0]["usage"]["peakHour"] = 18
+    raw["nodePools"].append({"name": "tiny", "count": 1, "allocatable": {"cpu": "500m", "memory": "1Gi"}})
+    result = _invoke(str(_write(tmp_path, raw)), "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    expected = [
+        "warning: nodePools[1] (tiny): no workload's requests fit its nodes; they stay empty",
+        "warning: workloads[0] (svc).usage.peakHour: 18:00 UTC is outside the simulated hours (12:00-13:00 UTC)",
+    ]
+    assert result.stderr.splitlines() == expected
+    assert "warning" not in result.stdout
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["warnings"] == [line.removeprefix("warning: ") for line in expected]
+    report = (tmp_path / "o" / "report.html").read_text()
+    assert "tiny" in report and "no workload&#x27;s requests fit its nodes" in report
 
 
 def test_progress_bar_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
