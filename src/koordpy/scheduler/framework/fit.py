@@ -164,9 +164,10 @@ class RequestsTable:
 
     def feasible(self, vec: I64) -> npt.NDArray[np.bool_]:
         """Per row: does the pod fit? One pass per requested resource."""
-        fits = np.ones(self.alloc.shape[0], np.bool_)
+        short = np.zeros(self.alloc.shape[0], np.bool_)
         for position in np.flatnonzero(vec).tolist():
-            fits &= ~_short(self.free[:, position], vec[position])
+            short |= _short(self.free[:, position], vec[position])
+        fits: npt.NDArray[np.bool_] = ~short
         return fits
 
     def insufficient(self, row: int, vec: I64) -> list[InsufficientResource]:
