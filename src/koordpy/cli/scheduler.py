@@ -14,7 +14,7 @@ from koordpy.cli.files import InputError, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_rfc3339
-from koordpy.scheduler.explain import ExplainError, explain
+from koordpy.scheduler.explain import ExplainError, NoInstantError, explain
 
 app = typer.Typer(help="Scheduler tools.", no_args_is_help=True)
 
@@ -86,8 +86,14 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         cfg = load_scheduler_config(config)
         documents, live = read_input(files, kubeconfig, context, (NODES, PODS, NODEMETRICS))
         instant = parse_rfc3339(now) if now else time.time() if live else None
-        result, ignored = explain(documents, pod, cfg, instant, in_tree=in_tree)
-        if live and not now:
+        from_clock = live and not now
+        try:
+            result, ignored = explain(documents, pod, cfg, instant, in_tree=in_tree)
+        except NoInstantError:
+            print("note: the input carries no timestamp: evaluated at the clock", file=sys.stderr)
+            result, ignored = explain(documents, pod, cfg, time.time(), in_tree=in_tree)
+            from_clock = True
+        if from_clock:
             result["nowFrom"] = "clock"
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None

@@ -57,13 +57,17 @@ from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin, LoadDetail
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["ExplainError", "dump_instant", "explain"]
+__all__ = ["ExplainError", "NoInstantError", "dump_instant", "explain"]
 
 KINDS = ("Node", "Pod", "NodeMetric")
 
 
 class ExplainError(ValueError):
     """Bad input: names the source and the field."""
+
+
+class NoInstantError(ExplainError):
+    """``now`` was None and the input carries no timestamp."""
 
 
 def explain(
@@ -116,7 +120,7 @@ def explain(
         now = dump_instant([raw for _, raw in node_pairs], pods, metrics)
         now_from = "dump"
         if now is None:
-            raise ExplainError("--now: the input carries no timestamp to evaluate at; pass --now")
+            raise NoInstantError("--now: the input carries no timestamp to evaluate at; pass --now")
 
     plugins = build_plugins(config)
     state = ClusterState(plugins)

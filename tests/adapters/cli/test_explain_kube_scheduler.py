@@ -209,3 +209,13 @@ def test_node_selector_and_affinity_from_the_pod_spec(tmp_path: Path) -> None:
     assert by["cool"]["failures"][0]["reason"] == "node(s) didn't match Pod's node affinity/selector"
     assert "term[0] field metadata.name In [hot] (node: cool)" in by["cool"]["failures"][0]["detail"]
     assert by["hot"]["fit"]["feasible"] is True
+
+
+def test_a_dump_without_any_timestamp_falls_back_to_the_clock_and_says_so(tmp_path: Path) -> None:
+    docs = [NodeBuilder("n1").allocatable(cpu="4", memory="8Gi", pods="110").build(), PodBuilder("p").build()]
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    code, out, err = run(path, "default/p", "-o", "json")
+    assert code == 0
+    assert json.loads(out)["nowFrom"] == "clock"
+    assert "note: the input carries no timestamp: evaluated at the clock" in err

@@ -36,7 +36,15 @@ def test_json_output_has_the_exact_shape() -> None:
         "nowFrom",
     }
     assert result["pod"] == "default/web-new"
-    assert [n["name"] for n in result["nodes"]] == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    assert [n["name"] for n in result["nodes"]] == [
+        "node-a",
+        "node-b",
+        "node-c",
+        "node-d",
+        "node-e",
+        "node-f",
+        "node-g",
+    ]
     for node in result["nodes"]:
         assert set(node) == {"name", "feasible", "failures", "scores", "extenderScore"} | {"fit", "loadAware"}
         assert 0 <= node["extenderScore"] <= 10
@@ -50,6 +58,9 @@ def test_json_output_has_the_exact_shape() -> None:
     by_name = {n["name"]: n for n in result["nodes"]}
     assert by_name["node-a"]["failures"][0]["reason"] == "node(s) cpu usage exceed threshold"
     assert by_name["node-d"]["failures"][0]["reason"] == "node(s) nodeMetric expired"
+    # kube-scheduler's in-tree filters: node-f is cordoned, node-g has 14 of 15.92 cores requested (db-0)
+    assert by_name["node-f"]["failures"][0]["plugin"] == "NodeUnschedulable"
+    assert by_name["node-g"]["failures"][0]["detail"] == "Insufficient cpu: requested 2, free 1.92 of 15.92"
     best = max((n for n in result["nodes"] if n["feasible"]), key=lambda n: n["scores"]["LoadAwareScheduling"])
     assert result["selected"] == best["name"] == "node-e"
 

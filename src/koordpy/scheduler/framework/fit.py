@@ -231,7 +231,7 @@ def node_unschedulable(pod: PodPlacement, node: NodeInfo) -> Status:
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             REASON_UNSCHEDULABLE,
             NODE_UNSCHEDULABLE,
-            f"{REASON_UNSCHEDULABLE}: spec.unschedulable is true (cordoned) and the pod does not tolerate "
+            f"{REASON_UNSCHEDULABLE}: cordoned (spec.unschedulable), no toleration for "
             f"{TAINT_NODE_UNSCHEDULABLE}:NoSchedule",
         )
     return Status(plugin=NODE_UNSCHEDULABLE)
