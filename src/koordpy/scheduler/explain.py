@@ -29,7 +29,8 @@ feasible node with the highest summed plugin score (ties: first in input order).
 
 Not guaranteed: only the in-tree filters listed above are modelled (no ports, volumes, topology
 spread, inter-pod affinity, preemption), and kube-scheduler's own score plugins are not added to
-the extender's score.
+the extender's score. For a bound pod evaluated as if pending, its own measured usage stays in its
+node's NodeMetric (its requests do not count there).
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ kube-scheduler without ``RunAllFilters``):
 Each failing :class:`Status` carries kube-scheduler's fixed reason string (what its events say)
 and a ``detail`` with the numbers (``Insufficient cpu: requested 15, free 11.82 of 15.92``).
 
-:class:`RequestsTable` holds allocatable and requested per node (rows) and resource (columns)
-as integer arrays: ``feasible`` answers for every node in one pass (the simulator's hot path)
-and ``insufficient`` lists the shortfalls of one node with their numbers; both use the single
+:func:`resources_fit` answers for one node from plain mappings (allocatable, requested so far,
+pod count, the pod's requests). :class:`RequestsTable` holds allocatable and requested per node
+(rows) and resource (columns) as integer arrays: ``feasible`` answers for every node in one pass
+(the simulator's hot path) and ``insufficient`` lists the shortfalls of one node with their numbers; both use the single
 comparison in ``_short``.
 
 Not guaranteed: NodePorts, volume plugins, topology spread and inter-pod affinity are not
@@ -50,6 +51,7 @@ __all__ = [
     "node_name",
     "node_unschedulable",
     "resource_columns",
+    "resources_fit",
     "taint_toleration",
     "tolerates",
 ]
@@ -339,6 +341,19 @@ def filter_node(pod: PodPlacement, node: NodeInfo, table: RequestsTable, row: in
         if not status.is_success:
             return status
     return table.status(row, vec)
+
+
+def resources_fit(
+    allocatable: Mapping[str, int], requested: Mapping[str, int], pods: int, pod_requests: Mapping[str, int]
+) -> Status:
+    """``NodeResourcesFit`` for one node: ``requested`` sums the requests of the ``pods`` already
+    there (assigned or reserved); ``pod_requests`` is the incoming pod's. A one-row
+    :class:`RequestsTable`, so the same rule and numbers as everywhere else."""
+    table = RequestsTable([allocatable], set(requested) | set(pod_requests))
+    used = table.vector(requested)
+    used[0] = pods
+    table.bind(0, used)
+    return table.status(0, table.vector(pod_requests))
 
 
 def resource_columns(requests: Iterable[ResourceList]) -> set[str]:

@@ -259,3 +259,17 @@ def test_first_failure_in_kube_scheduler_order() -> None:
     status = filter_node(tolerant, node, table, 0, vec)
     assert (status.plugin, status.detail) == ("NodeResourcesFit", "Insufficient cpu: requested 2, free 1 of 1")
     assert filter_node(tolerant, node, table, 0, table.vector({"cpu": 500})).is_success
+
+
+def test_resources_fit_for_one_node_from_mappings() -> None:
+    from koordpy.scheduler.framework.fit import resources_fit
+
+    alloc = {"cpu": 15920, "memory": 64 * GI, "pods": 110}
+    # 15.92 − 4.1 = 11.82 free < 15
+    status = resources_fit(alloc, {"cpu": 4100}, 1, {"cpu": 15000})
+    assert status.detail == "Insufficient cpu: requested 15, free 11.82 of 15.92"
+    assert resources_fit(alloc, {"cpu": 4100}, 1, {"cpu": 11820}).is_success
+    # 110 pods already: the slot is gone even for an empty pod
+    assert resources_fit(alloc, {}, 110, {}).reason == "Too many pods"
+    # an extended resource requested so far that the incoming pod does not ask for is irrelevant
+    assert resources_fit(alloc, {"example.com/fpga": 1}, 1, {"cpu": 1000}).is_success
