@@ -100,15 +100,24 @@ def render_plan_table(plan: dict[str, Any], facts: dict[str, tuple[str, str, str
 
 @app.command("plan")
 def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
-    node: Annotated[str, typer.Option("--node", help="Node to plan for (its NodeMetric must be in the input).")],
-    files: Annotated[list[Path] | None, typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")] = None,
-    kubeconfig: Annotated[
-        str | None, typer.Option("--kubeconfig", help="Read the cluster this kubeconfig names instead of files.")
+    node: Annotated[
+        str, typer.Option("--node", metavar="NAME", help="Node to plan for (its NodeMetric must be in the input).")
+    ],
+    files: Annotated[
+        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
     ] = None,
-    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context (implies live mode).")] = None,
-    now: Annotated[str | None, typer.Option("--now", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "json",
-    config: Annotated[Path | None, typer.Option("--config", help="Agent configuration (protected pods).")] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
+    ] = None,
+    now: Annotated[str | None, typer.Option("--now", metavar="TIME", help="Evaluation instant, RFC 3339.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="FORMAT", help="json or table.")] = "json",
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="Agent configuration (protected pods).")
+    ] = None,
 ) -> None:
     """Waterlines, gaps, candidates and the precise actions for a node, assuming the rules fire now.
 

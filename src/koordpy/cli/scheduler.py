@@ -59,18 +59,31 @@ def render_table(result: dict[str, Any]) -> str:
 
 @app.command("explain")
 def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
-    pod: Annotated[str, typer.Option("--pod", help="NAMESPACE/NAME of the pod being placed.")],
-    files: Annotated[list[Path] | None, typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")] = None,
-    kubeconfig: Annotated[
-        str | None, typer.Option("--kubeconfig", help="Read the cluster this kubeconfig names instead of files.")
+    pod: Annotated[
+        str, typer.Option("--pod", metavar="NAMESPACE/NAME", help="NAMESPACE/NAME of the pod being placed.")
+    ],
+    files: Annotated[
+        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
     ] = None,
-    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context (implies live mode).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Scheduler configuration file.")] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="Scheduler configuration file.")
+    ] = None,
     now: Annotated[
         str | None,
-        typer.Option("--now", help="Evaluation instant, RFC 3339; default: the dump's newest timestamp (live: now)."),
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="Evaluation instant, RFC 3339; default: the dump's newest timestamp (live: now).",
+        ),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", metavar="FORMAT", help="json or table.")] = "table",
     in_tree: Annotated[
         bool,
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
