@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from koordpy.cli.files import InputError, read_documents, read_mapping
+from koordpy.cli.files import InputError, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_rfc3339
-from koordpy.scheduler.explain import ExplainError, explain
+from koordpy.scheduler.explain import ExplainError, NoInstantError, explain
 
 app = typer.Typer(help="Scheduler tools.", no_args_is_help=True)
 
@@ -32,41 +32,94 @@ def fail(message: str) -> typer.Exit:
 
 
 def render_table(result: dict[str, Any]) -> str:
-    lines = [f"pod {result['pod']}: selected {result['selected'] or '<none>'}"]
-    header = f"{'NODE':<24} {'FEASIBLE':<8} {'LOADAWARE':>9} {'EXT':>4}  REASON"
-    lines.append(header)
+    """One line for the pod, then one row per node: in-tree fit, load-aware verdict, score, reason."""
+    if result.get("schedulable", True):
+        lines = [f"pod {result['pod']}: selected {result['selected'] or '<none>'}"]
+    else:
+        lines = [f"pod {result['pod']}: kube-scheduler would not schedule it"]
+        lines.extend(f"  note: {note}" for note in result.get("notes", []))
+        lines.append(f"  if it were pending: would select {result.get('wouldSelect') or '<none>'}")
+    chosen = result["selected"] or result.get("wouldSelect")
+    lines.append(f"{'NODE':<16} {'FIT':<5} {'LOADAWARE':<13} {'SCORE':>5} {'EXT':>3}  REASON")
     for row in result["nodes"]:
-        reason = "; ".join(f"{f['plugin']}: {f['reason']}" for f in row["failures"])
+        fit = row.get("fit", {})
+        load = row.get("loadAware", {})
+        fit_text = "skip" if fit.get("skipped") else "ok" if fit.get("feasible", True) else "fail"
         score = row["scores"].get("LoadAwareScheduling", "-")
         ext = row["extenderScore"] if row["feasible"] else "-"
-        mark = "*" if row["name"] == result["selected"] else " "
-        lines.append(f"{mark}{row['name']:<23} {row['feasible']!s:<8} {score!s:>9} {ext!s:>4}  {reason}")
+        if row["failures"]:
+            reason = "; ".join(f"{f['plugin']}: {f.get('detail') or f['reason']}" for f in row["failures"])
+        else:
+            reason = load.get("detail", "")
+        mark = "*" if row["name"] == chosen else " "
+        verdict = load.get("verdict", "-")
+        lines.append(f"{mark}{row['name']:<15} {fit_text:<5} {verdict:<13} {score!s:>5} {ext!s:>3}  {reason}")
     return "\n".join(lines)
 
 
 @app.command("explain")
-def explain_command(
-    files: Annotated[list[Path], typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")],
-    pod: Annotated[str, typer.Option("--pod", help="NAMESPACE/NAME of the pod being placed.")],
-    config: Annotated[Path | None, typer.Option("--config", help="Scheduler configuration file.")] = None,
-    now: Annotated[str | None, typer.Option("--now", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "table",
+def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
+    pod: Annotated[
+        str, typer.Option("--pod", metavar="NAMESPACE/NAME", help="NAMESPACE/NAME of the pod being placed.")
+    ],
+    files: Annotated[
+        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="Scheduler configuration file.")
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now",
+            metavar="TIME",
+            help="Evaluation instant, RFC 3339; default: the dump's newest timestamp (live: now).",
+        ),
+    ] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="FORMAT", help="json or table.")] = "table",
+    in_tree: Annotated[
+        bool,
+        typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
+    ] = True,
 ) -> None:
-    """Explain where a pod would go and why, from a dump of Nodes, Pods and NodeMetrics."""
+    """Explain where a pod would go and why, from a dump of Nodes, Pods and NodeMetrics (or a cluster)."""
+    from koordpy.cli.live import LiveError, read_input
+    from koordpy.kube.resources import NODEMETRICS, NODES, PODS
+
     if output not in ("json", "table"):
         raise fail(f"-o: expected json or table, got {output!r}")
     try:
-        instant = parse_rfc3339(now) if now else time.time()
+        cfg = load_scheduler_config(config)
+        documents, live = read_input(files, kubeconfig, context, (NODES, PODS, NODEMETRICS))
+        instant = parse_rfc3339(now) if now else time.time() if live else None
+        from_clock = live and not now
+        try:
+            result, ignored = explain(documents, pod, cfg, instant, in_tree=in_tree)
+        except NoInstantError:
+            print("note: the input carries no timestamp: evaluated at the clock", file=sys.stderr)
+            result, ignored = explain(documents, pod, cfg, time.time(), in_tree=in_tree)
+            from_clock = True
+        if from_clock:
+            result["nowFrom"] = "clock"
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None
-    try:
-        cfg = load_scheduler_config(config)
-        documents = read_documents(files)
-        result, ignored = explain(documents, pod, cfg, instant)
-    except (InputError, ConfigError, ExplainError) as exc:
+    except (InputError, ConfigError, ExplainError, LiveError) as exc:
         raise fail(str(exc)) from None
     for kind, count in sorted(ignored.items()):
         print(f"note: ignored {count} object(s) of kind {kind}", file=sys.stderr)
+    if result["nowFrom"] == "dump":
+        print(
+            f"note: evaluated at {result['now']}, the newest timestamp in the input (not the clock); "
+            "pass --now to choose",
+            file=sys.stderr,
+        )
     if output == "json":
         typer.echo(json.dumps(result, indent=2))
     else:

@@ -1,18 +1,36 @@
 """``koordpy scheduler explain``: why would this pod go where, from a dump of real objects.
 
-Runs the very ``ClusterState`` + plugins the extender runs. The named pod is the one being
-placed (its own ``spec.nodeName`` is ignored); every other non-terminated pod with
-``spec.nodeName`` is assigned to that node.
+Models the kube-scheduler the extender sits behind: first the in-tree filters that decide most
+pending pods (``koordpy.scheduler.framework.fit``: NodeUnschedulable, NodeName, TaintToleration,
+NodeAffinity, NodeResourcesFit on the requests of the assigned, non-terminated pods), then, on
+the nodes that pass, the very ``ClusterState`` + plugins the extender runs. The load-aware verdict
+is also shown for nodes that fail the fit (``loadAware``), but ``failures`` lists only what
+kube-scheduler would report (the in-tree failure, else the extender's), and only nodes that pass
+both are feasible.
 
-Output (``-o json``)::
+A pod kube-scheduler would not schedule (already bound, another ``schedulerName``, terminated,
+being deleted) gets ``schedulable: false`` and a note; it is still evaluated as if it were pending
+(its own ``spec.nodeName`` is ignored) and the result is in ``wouldSelect``, while ``selected`` is
+null. Every other non-terminated pod with ``spec.nodeName`` is assigned to that node.
+
+Output (``-o json``; keys beyond the first line are additions, the first keys never change)::
 
     {"pod": "ns/name",
-     "nodes": [{"name", "feasible", "failures": [{"plugin", "reason", "unresolvable"}],
-                "scores": {"LoadAwareScheduling": 0..100}, "extenderScore": 0..10}],
-     "selected": "node" | null}
+     "nodes": [{"name", "feasible", "failures": [{"plugin", "reason", "unresolvable", "detail"}],
+                "scores": {"LoadAwareScheduling": 0..100}, "extenderScore": 0..10,
+                "fit": {"feasible", "plugin", "reason", "detail"},
+                "loadAware": {"verdict": "pass"|"fail"|"no NodeMetric"|..., "detail", "resources": [...]}}],
+     "selected": "node" | null,
+     "schedulable": bool, "notes": [str], "boundTo": "node" | null, "wouldSelect": "node" | null,
+     "now": RFC 3339, "nowFrom": "--now" | "dump"}
 
 Nodes are in input order; ``scores`` is empty for infeasible nodes; ``selected`` is the
 feasible node with the highest summed plugin score (ties: first in input order).
+
+Not guaranteed: only the in-tree filters listed above are modelled (no ports, volumes, topology
+spread, inter-pod affinity, preemption), and kube-scheduler's own score plugins are not added to
+the extender's score. For a bound pod evaluated as if pending, its own measured usage stays in its
+node's NodeMetric (its requests do not count there).
 """
 
 from __future__ import annotations
@@ -23,11 +41,24 @@ from typing import Any
 
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.dumps import DumpError, sort_dump
-from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
+from koordpy.model.durations import DurationError, format_rfc3339, parse_rfc3339
+from koordpy.model.objects import (
+    NodeInfo,
+    NodeMetricInfo,
+    ObjectError,
+    PodInfo,
+    node_from_dict,
+    nodemetric_from_dict,
+    pod_from_dict,
+)
+from koordpy.model.placement import placement_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.fit import RequestsTable, filter_node, format_amount
+from koordpy.scheduler.framework.status import Status
+from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin, LoadDetail
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["ExplainError", "explain"]
+__all__ = ["ExplainError", "NoInstantError", "dump_instant", "explain"]
 
 KINDS = ("Node", "Pod", "NodeMetric")
 
@@ -36,13 +67,23 @@ class ExplainError(ValueError):
     """Bad input: names the source and the field."""
 
 
+class NoInstantError(ExplainError):
+    """``now`` was None and the input carries no timestamp."""
+
+
 def explain(
     documents: Iterable[tuple[str, Any]],
     pod_key: str,
     config: SchedulerConfiguration,
-    now: float,
+    now: float | None,
+    *,
+    in_tree: bool = True,
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """Return the explanation and the count of ignored objects by kind."""
+    """Return the explanation and the count of ignored objects by kind.
+
+    ``now`` None: the newest timestamp in the input (``dump_instant``); ``nowFrom`` says which.
+    ``in_tree`` False skips kube-scheduler's filters (the extender's plugins alone).
+    """
     namespace, sep, name = pod_key.partition("/")
     if not sep or not namespace or not name:
         raise ExplainError(f"--pod: expected NAMESPACE/NAME, got {pod_key!r}")
@@ -51,35 +92,53 @@ def explain(
     except DumpError as exc:
         raise ExplainError(str(exc)) from None
 
-    def convert(kind: str, conv: Any) -> list[Any]:
+    def convert(kind: str, conv: Any) -> list[tuple[Any, Mapping[str, Any]]]:
         out = []
         for where, obj in dump.of(kind):
             try:
-                out.append(conv(obj))
+                out.append((conv(obj), obj))
             except ObjectError as exc:
                 raise ExplainError(f"{where}: {kind} {_name(obj)}: {exc}") from None
         return out
 
-    nodes = convert("Node", node_from_dict)
-    pods = convert("Pod", pod_from_dict)
-    metrics = convert("NodeMetric", nodemetric_from_dict)
-    target = next((p for p in pods if p.namespace == namespace and p.name == name), None)
-    if target is None:
+    node_pairs = convert("Node", node_from_dict)
+    nodes: list[NodeInfo] = [n for n, _ in node_pairs]
+    pod_pairs: list[tuple[PodInfo, Mapping[str, Any]]] = convert("Pod", pod_from_dict)
+    metrics: list[NodeMetricInfo] = [m for m, _ in convert("NodeMetric", nodemetric_from_dict)]
+    found = next(((p, raw) for p, raw in pod_pairs if p.namespace == namespace and p.name == name), None)
+    if found is None:
         raise ExplainError(f"--pod: pod {pod_key} is not in the input")
-    target = dataclasses.replace(target, node_name="")
+    original, raw_target = found
+    try:
+        placement = dataclasses.replace(placement_from_dict(raw_target), node_name="")
+    except ObjectError as exc:
+        raise ExplainError(f"--pod: pod {pod_key}: {exc}") from None
+    target = dataclasses.replace(original, node_name="")
+    pods = [p for p, _ in pod_pairs]
 
-    state = ClusterState(build_plugins(config))
+    now_from = "--now"
+    if now is None:
+        now = dump_instant([raw for _, raw in node_pairs], pods, metrics)
+        now_from = "dump"
+        if now is None:
+            raise NoInstantError("--now: the input carries no timestamp to evaluate at; pass --now")
+
+    plugins = build_plugins(config)
+    state = ClusterState(plugins)
     for node in nodes:
         state.upsert_node(node)
-    for pod in pods:
-        if pod.uid != target.uid and not (pod.namespace == namespace and pod.name == name):
-            state.upsert_pod(pod, now)
+    others = [p for p in pods if p.uid != target.uid and not (p.namespace == namespace and p.name == name)]
+    for pod in others:
+        state.upsert_pod(pod, now)
     for metric in metrics:
         state.upsert_metric(metric)
 
     names = [n.name for n in nodes]
+    fit_status = _fit(nodes, others, target, placement) if in_tree else {}
     filtered = state.filter(target, names, now)
-    feasible = [n for n in names if n not in filtered.statuses]
+    loadaware = next((p for p in plugins if isinstance(p, LoadAwarePlugin)), None)
+    metric_names = {m.name for m in metrics}
+    feasible = [n for n in names if n not in filtered.statuses and fit_status.get(n, _OK).is_success]
     scored = state.score(target, feasible, now) if feasible else None
     by_name: dict[str, int] = {}
     if scored is not None:
@@ -88,18 +147,34 @@ def explain(
     best: tuple[int, str] | None = None
     for node_name in names:
         status = filtered.statuses.get(node_name)
+        fit = fit_status.get(node_name, _OK)
         row: dict[str, Any] = {
             "name": node_name,
-            "feasible": status is None,
+            "feasible": node_name in by_name,
             "failures": [],
             "scores": {},
             "extenderScore": 0,
         }
-        if status is not None:
-            row["failures"].append(
-                {"plugin": status.plugin, "reason": status.reason, "unresolvable": status.unresolvable}
-            )
-        elif scored is not None:
+        if not fit.is_success:
+            row["failures"].append(_failure(fit))
+        load = _load_aware(
+            loadaware, state, target, node_name, now, status=status, has_metric=node_name in metric_names
+        )
+        if status is not None and fit.is_success:  # kube-scheduler asks the extender only about fitting nodes
+            failure = _failure(status)
+            if status.plugin == getattr(loadaware, "name", None) and load["detail"]:
+                failure["detail"] = f"{status.reason}: {load['detail']}"
+            row["failures"].append(failure)
+        row["fit"] = {
+            "feasible": fit.is_success,
+            "plugin": fit.plugin if not fit.is_success else "",
+            "reason": fit.reason,
+            "detail": fit.detail,
+        }
+        if not in_tree:
+            row["fit"]["skipped"] = True
+        row["loadAware"] = load
+        if scored is not None and node_name in by_name:
             pos = by_name[node_name]
             row["scores"] = {plugin: int(values[pos]) for plugin, values in scored.per_plugin.items()}
             row["extenderScore"] = int(scored.extender[pos])
@@ -107,8 +182,165 @@ def explain(
             if best is None or total > best[0]:
                 best = (total, node_name)
         rows.append(row)
-    result = {"pod": f"{namespace}/{name}", "nodes": rows, "selected": best[1] if best else None}
+    notes = _pod_notes(original, config.extender.scheduler_name)
+    schedulable = not notes
+    would = best[1] if best else None
+    result = {
+        "pod": f"{namespace}/{name}",
+        "nodes": rows,
+        "selected": would if schedulable else None,
+        "schedulable": schedulable,
+        "notes": notes,
+        "boundTo": original.node_name or None,
+        "wouldSelect": would,
+        "now": format_rfc3339(now),
+        "nowFrom": now_from,
+    }
     return result, dump.ignored
+
+
+_OK = Status()
+
+
+def _failure(status: Status) -> dict[str, Any]:
+    return {
+        "plugin": status.plugin,
+        "reason": status.reason,
+        "unresolvable": status.unresolvable,
+        "detail": status.detail or status.reason,
+    }
+
+
+def _fit(nodes: list[NodeInfo], others: list[PodInfo], target: PodInfo, placement: Any) -> dict[str, Status]:
+    """kube-scheduler's in-tree verdict per node name."""
+    table = RequestsTable.of_nodes(nodes, target.requests)
+    row_of = {n.name: i for i, n in enumerate(nodes)}
+    for pod in others:
+        row = row_of.get(pod.node_name)
+        if row is None or pod.terminated:
+            continue
+        known = {r: v for r, v in pod.requests.items() if r in table.position}
+        table.bind(row, table.vector(known))
+    vec = table.vector(target.requests)
+    return {node.name: filter_node(placement, node, table, row_of[node.name], vec) for node in nodes}
+
+
+def _pod_notes(pod: PodInfo, scheduler_name: str) -> list[str]:
+    """Why kube-scheduler (with the extender) would not schedule this pod at all."""
+    notes = []
+    if pod.terminated:
+        notes.append(f"pod is terminated (phase {pod.phase}): kube-scheduler does not schedule it")
+    if pod.deletion_time is not None:
+        notes.append(
+            f"pod is being deleted (deletionTimestamp {format_rfc3339(pod.deletion_time)}): "
+            "kube-scheduler does not schedule it"
+        )
+    if pod.node_name:
+        notes.append(
+            f"pod is already bound to {pod.node_name} (phase {pod.phase}): kube-scheduler does not schedule it again"
+        )
+    if pod.scheduler_name != scheduler_name:
+        notes.append(
+            f"pod has spec.schedulerName {pod.scheduler_name}, not {scheduler_name}: "
+            "another scheduler places it and the extender is never asked"
+        )
+    return notes
+
+
+def _load_aware(
+    plugin: LoadAwarePlugin | None,
+    state: ClusterState,
+    pod: PodInfo,
+    node: str,
+    now: float,
+    *,
+    status: Status | None,
+    has_metric: bool,
+) -> dict[str, Any]:
+    verdict = "pass" if status is None else "fail"
+    out: dict[str, Any] = {"verdict": verdict, "detail": ""}
+    if status is not None and plugin is None:
+        out["detail"] = status.detail or status.reason
+    if plugin is None:
+        return out
+    index = int(state.index.lookup([node])[0])
+    detail = plugin.detail(pod, index, now)
+    out["detail"] = _describe_load(detail, status, plugin.args.node_metric_expiration_seconds, has_metric)
+    out["resources"] = [
+        {
+            "resource": r.resource,
+            "usage": r.usage,
+            "estimate": r.estimate,
+            "allocatable": r.allocatable,
+            "percent": r.percent,
+            "threshold": r.threshold,
+        }
+        for r in detail.resources
+    ]
+    if not has_metric:
+        out["verdict"] = "no NodeMetric" if status is None else verdict
+    elif detail.expired and status is None:
+        out["verdict"] = "pass (metric expired)"
+    return out
+
+
+def _describe_load(detail: LoadDetail, status: Status | None, expiration: float, has_metric: bool) -> str:
+    if not has_metric or not detail.has_metric:
+        return "no NodeMetric for this node: load-aware filtering passes and its score is 0"
+    age = "updateTime unset" if detail.age is None else f"updated {_seconds(detail.age)} ago"
+    if detail.expired:
+        text = f"NodeMetric expired ({age}, expiration {_seconds(expiration)})"
+        return text if status is not None else text + ": not checked, score 0"
+    if not detail.has_status:
+        return f"NodeMetric has no status.nodeMetric ({age}): passes, score 0"
+    kind = "prod usage" if detail.prod else "aggregated usage" if detail.aggregated else "usage"
+    checked = [r for r in detail.resources if r.threshold > 0 and r.percent is not None]
+    over = [r for r in checked if r.over]
+    if status is not None and over:
+        return "; ".join(
+            f"{r.resource} {kind} {r.percent}% ({kind} {format_amount(r.resource, r.usage)} + estimate "
+            f"{format_amount(r.resource, r.estimate)} of {format_amount(r.resource, r.allocatable)}) "
+            f"> threshold {r.threshold}%"
+            for r in over
+        )
+    return ", ".join(f"{r.resource} {r.percent}% <= {r.threshold}%" for r in checked) or "no threshold set"
+
+
+def _seconds(value: float) -> str:
+    value = max(value, 0.0)
+    if value >= 120:
+        return f"{value / 60:.0f}m"
+    return f"{value:.0f}s"
+
+
+def dump_instant(
+    raw_nodes: Iterable[Mapping[str, Any]], pods: Iterable[PodInfo], metrics: Iterable[NodeMetricInfo]
+) -> float | None:
+    """The newest timestamp in the input: NodeMetric ``status.updateTime``, pod creation, scheduling,
+    initialisation and deletion times, Node condition heartbeats. None when there is none.
+
+    Not guaranteed: a dump's newest timestamp is a lower bound of when it was taken.
+    """
+    stamps: list[float] = []
+    stamps.extend(m.update_time for m in metrics if m.update_time is not None)
+    for pod in pods:
+        stamps.extend(
+            t for t in (pod.creation_time, pod.scheduled_time, pod.initialized_time, pod.deletion_time) if t is not None
+        )
+    for raw in raw_nodes:
+        status = raw.get("status")
+        conditions = status.get("conditions") if isinstance(status, Mapping) else None
+        for cond in conditions if isinstance(conditions, list) else []:
+            if not isinstance(cond, Mapping):
+                continue
+            for key in ("lastHeartbeatTime", "lastTransitionTime"):
+                value = cond.get(key)
+                if isinstance(value, str) and value:
+                    try:
+                        stamps.append(parse_rfc3339(value))
+                    except DurationError:
+                        continue
+    return max(stamps) if stamps else None
 
 
 def _name(obj: Mapping[str, Any]) -> str:

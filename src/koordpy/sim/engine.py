@@ -148,7 +148,7 @@ class Simulation:
         self.cpu_limit = np.array([limits[w] or np.inf for w in trace.workload.tolist()], np.float64)
         priorities = [t.priority or 0 for t in trace.templates]
         self.priority = np.array([priorities[w] for w in trace.workload.tolist()], np.int64)
-        self.vectors = [self.fit.vector(t) for t in trace.templates]
+        self.vectors = [self.fit.vector(t.requests) for t in trace.templates]
         self.current: list[PodInfo | None] = [None] * pods
         self.pod_names: list[str] = [""] * pods
         self.on_node: list[set[int]] = [set() for _ in range(count)]

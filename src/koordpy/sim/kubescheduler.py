@@ -1,7 +1,8 @@
 """A model of the stock kube-scheduler around the extender: fit on requests, then one of two scorers.
 
-* ``RequestsFit`` is NodeResourcesFit's filter: every requested resource (and one pod slot) must
-  fit in allocatable minus the requests of the pods already bound there.
+* ``RequestsFit`` is NodeResourcesFit's filter, the shared rule in
+  ``koordpy.scheduler.framework.fit``: every requested resource (and one pod slot) must fit in
+  allocatable minus the requests of the pods already bound there.
 * ``LoadAwarePlacement`` then asks ``ClusterState.filter`` / ``ClusterState.score`` exactly as the
   extender's ``/filter`` and ``/prioritize`` do (node names in, names and totals out) and takes the
   highest total; this is koordpy.
@@ -23,6 +24,7 @@ import numpy.typing as npt
 
 from koordpy.model.objects import NodeInfo, PodInfo
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.fit import RequestsTable
 
 __all__ = ["LeastAllocatedPlacement", "LoadAwarePlacement", "Placement", "RequestsFit"]
 
@@ -32,46 +34,15 @@ NON_ZERO_CPU_MILLIS = 100
 NON_ZERO_MEMORY_BYTES = 200 * 1024 * 1024
 
 
-class RequestsFit:
-    """Allocatable and bound requests per node (rows) and resource (columns), plus the pod slot."""
+class RequestsFit(RequestsTable):
+    """The shared ``NodeResourcesFit`` table (``koordpy.scheduler.framework.fit``) over the
+    simulator's nodes, plus the LeastAllocated score. Nodes without ``allocatable.pods`` hold 110."""
 
     def __init__(self, nodes: Sequence[NodeInfo], resources: Sequence[str]) -> None:
-        self.resources = ("pods", *sorted(set(resources) - {"pods"}))
-        self.position = {name: i for i, name in enumerate(self.resources)}
+        super().__init__([n.allocatable for n in nodes], resources, missing_pods=110)
         self.names = [n.name for n in nodes]
-        self.alloc: I64 = np.array(
-            [[n.allocatable.get(r, 110 if r == "pods" else 0) for r in self.resources] for n in nodes], np.int64
-        ).reshape(len(nodes), len(self.resources))
-        self.requested: I64 = np.zeros_like(self.alloc)
-        self.free: I64 = self.alloc.copy()
-        """``alloc − requested``, kept in step by bind/unbind."""
         self._cpu = self.position.get("cpu", -1)
         self._memory = self.position.get("memory", -1)
-
-    def vector(self, pod: PodInfo) -> I64:
-        vec = np.zeros(len(self.resources), np.int64)
-        vec[0] = 1
-        for name, amount in pod.requests.items():
-            if amount:
-                position = self.position.get(name)
-                if position is None:
-                    raise KeyError(f"resource {name} is not known to the simulator")
-                vec[position] = amount
-        return vec
-
-    def feasible(self, vec: I64) -> npt.NDArray[np.bool_]:
-        fits = np.ones(self.alloc.shape[0], np.bool_)
-        for position in np.flatnonzero(vec).tolist():
-            fits &= self.free[:, position] >= vec[position]
-        return fits
-
-    def bind(self, node: int, vec: I64) -> None:
-        self.requested[node] += vec
-        self.free[node] -= vec
-
-    def unbind(self, node: int, vec: I64) -> None:
-        self.requested[node] -= vec
-        self.free[node] += vec
 
     def least_allocated(self, pod: PodInfo, rows: I64) -> I64:
         """``Σ_r (alloc − requested − pod) × 100 // alloc / 2`` over cpu and memory (non-zero requests)."""

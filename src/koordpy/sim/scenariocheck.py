@@ -62,7 +62,7 @@ def _placement(scenario: Scenario) -> list[str]:
     for template in templates:
         resources.update(r for r, v in template.requests.items() if v)
     fit = RequestsFit(first_nodes, sorted(resources))
-    fits = [fit.feasible(fit.vector(t)) for t in templates]  # per workload: per pool, on an empty node
+    fits = [fit.feasible(fit.vector(t.requests)) for t in templates]  # per workload: per pool, on an empty node
     out = []
     for i, (workload, row) in enumerate(zip(scenario.workloads, fits, strict=True)):
         if workload.arrivals.count and not row.any():

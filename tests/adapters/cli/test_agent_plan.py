@@ -89,7 +89,7 @@ def test_errors_name_the_problem(tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump_all(docs))
     code, _, err = run("-f", str(tmp_path / "bad.yaml"), "--node", "node-1", "--now", NOW)
     assert code == 2 and "spec.throttle.cpuThrottle.stepCPURatio" in err and "bad.yaml" in err
-    code, _, err = run("-f", str(DUMP), "--node", "node-1", "-o", "table")
+    code, _, err = run("-f", str(DUMP), "--node", "node-1", "-o", "yaml")
     assert code == 2 and "-o" in err
     code, _, err = run("-f", str(DUMP), "--node", "node-1", "--now", "yesterday")
     assert code == 2 and "--now" in err
@@ -158,3 +158,23 @@ def test_warnings_in_json_and_on_stderr(tmp_path):
     assert "AvoidanceAction 'disablescheduling' neither evicts nor throttles CPU" in warnings[1]
     assert "metric 'cpu_usage' is not known" in warnings[2]
     assert [line for line in err.splitlines() if line.startswith("warning: ")] == [f"warning: {w}" for w in warnings]
+
+
+def test_table_shows_each_candidates_usage_qos_and_priority():
+    code, out, _ = run("-f", str(DUMP), "--node", "node-1", "--now", NOW, "-o", "table")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "node node-1"
+    # waterline 20401094656 B = 19Gi, gap 1Gi; cpu in cores
+    assert lines[2].split() == ["evict", "memory_total_usage", "19Gi", "1Gi"]
+    assert lines[3].split() == ["throttle", "cpu_total_usage", "5", "1.5"]
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("batch/", "default/"))}
+    # usage from the NodeMetric's podsMetric: batch-b 1800m / 1Gi, web 1900m / 5Gi
+    assert rows["batch/batch-b"] == ["batch/batch-b", "BestEffort", "5000", "1.8", "1Gi", "evict,throttle"]
+    assert rows["default/web"] == ["default/web", "Guaranteed", "9000", "1.9", "5Gi", "evict,throttle"]
+    actions = lines[lines.index(next(line for line in lines if line.startswith("ACTION"))) + 1 :]
+    assert [a.split() for a in actions] == [
+        ["evict", "batch/batch-a", "memory_total_usage", "3Gi"],
+        ["throttle", "batch/batch-b", "cpu_total_usage", "0.9"],
+        ["throttle", "batch/batch-c", "cpu_total_usage", "0.6"],
+    ]

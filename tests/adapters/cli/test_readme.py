@@ -274,8 +274,8 @@ def test_a_nodemetric_without_update_time_is_expired_as_the_readme_says(tmp_path
     created = reconcile_nodemetric("n1", NodeMetricSettings.model_validate({}), {}, None, exists=False)
     assert isinstance(created, Create) and "status" not in created.body
     docs = [
-        NodeBuilder("n1").allocatable(cpu="16", memory="64Gi").build(),
-        NodeBuilder("n2").allocatable(cpu="16", memory="64Gi").build(),  # no NodeMetric at all: passes
+        NodeBuilder("n1").allocatable(cpu="16", memory="64Gi", pods="110").build(),
+        NodeBuilder("n2").allocatable(cpu="16", memory="64Gi", pods="110").build(),  # no NodeMetric: passes
         created.body,
         PodBuilder("web").requests(cpu="1", memory="1Gi").build(),
     ]

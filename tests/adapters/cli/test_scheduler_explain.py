@@ -26,11 +26,27 @@ def test_json_output_has_the_exact_shape() -> None:
     code, out, _ = run("-f", str(DUMP), "--pod", "default/web-new", "--now", NOW, "-o", "json")
     assert code == 0
     result = json.loads(out)
-    assert set(result) == {"pod", "nodes", "selected"}
+    # the original keys stay; later additions are listed so that a rename cannot pass unnoticed
+    assert set(result) == {"pod", "nodes", "selected"} | {
+        "schedulable",
+        "notes",
+        "boundTo",
+        "wouldSelect",
+        "now",
+        "nowFrom",
+    }
     assert result["pod"] == "default/web-new"
-    assert [n["name"] for n in result["nodes"]] == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    assert [n["name"] for n in result["nodes"]] == [
+        "node-a",
+        "node-b",
+        "node-c",
+        "node-d",
+        "node-e",
+        "node-f",
+        "node-g",
+    ]
     for node in result["nodes"]:
-        assert set(node) == {"name", "feasible", "failures", "scores", "extenderScore"}
+        assert set(node) == {"name", "feasible", "failures", "scores", "extenderScore"} | {"fit", "loadAware"}
         assert 0 <= node["extenderScore"] <= 10
         if node["feasible"]:
             assert node["failures"] == []
@@ -38,10 +54,13 @@ def test_json_output_has_the_exact_shape() -> None:
             assert node["extenderScore"] == node["scores"]["LoadAwareScheduling"] // 10
         else:
             assert node["scores"] == {}
-            assert set(node["failures"][0]) == {"plugin", "reason", "unresolvable"}
+            assert set(node["failures"][0]) == {"plugin", "reason", "unresolvable"} | {"detail"}
     by_name = {n["name"]: n for n in result["nodes"]}
     assert by_name["node-a"]["failures"][0]["reason"] == "node(s) cpu usage exceed threshold"
     assert by_name["node-d"]["failures"][0]["reason"] == "node(s) nodeMetric expired"
+    # kube-scheduler's in-tree filters: node-f is cordoned, node-g has 14 of 15.92 cores requested (db-0)
+    assert by_name["node-f"]["failures"][0]["plugin"] == "NodeUnschedulable"
+    assert by_name["node-g"]["failures"][0]["detail"] == "Insufficient cpu: requested 2, free 1.92 of 15.92"
     best = max((n for n in result["nodes"] if n["feasible"]), key=lambda n: n["scores"]["LoadAwareScheduling"])
     assert result["selected"] == best["name"] == "node-e"
 
@@ -59,7 +78,7 @@ def test_recently_placed_pods_count_against_a_cold_node(tmp_path: Path) -> None:
 
 def test_the_pods_own_node_name_is_ignored_and_terminated_pods_do_not_count(tmp_path: Path) -> None:
     docs = [
-        NodeBuilder("n1").allocatable(cpu="10", memory="10Gi").build(),
+        NodeBuilder("n1").allocatable(cpu="10", memory="10Gi", pods="110").build(),
         NodeMetricBuilder("n1").updated(1795255200.0).usage(cpu="6", memory="1Gi").build(),
         PodBuilder("me").requests(cpu="1").node("n1").build(),  # already "placed": ignored
         PodBuilder("done").requests(cpu="8").limits(cpu="8").node("n1").phase("Succeeded").build(),
@@ -84,7 +103,7 @@ def test_config_file_is_the_extenders(tmp_path: Path) -> None:
 
 def test_list_and_json_inputs_and_ignored_kinds(tmp_path: Path) -> None:
     items = [
-        NodeBuilder("n1").allocatable(cpu="10", memory="10Gi").build(),
+        NodeBuilder("n1").allocatable(cpu="10", memory="10Gi", pods="110").build(),
         PodBuilder("p").build(),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
     ]

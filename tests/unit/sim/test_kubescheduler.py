@@ -23,7 +23,7 @@ def _fit() -> RequestsFit:
 def test_fit_counts_requests_and_pod_slots() -> None:
     fit = _fit()
     pod = pod_from_dict(make_pod("p", cpu="3", memory="4Gi"))
-    vec = fit.vector(pod)
+    vec = fit.vector(pod.requests)
     fit.bind(0, vec)
     fit.bind(0, vec)
     # n0 has 6 of 8 cpus requested: another 3 does not fit; n1, n2 are empty
@@ -38,7 +38,7 @@ def test_fit_counts_requests_and_pod_slots() -> None:
 
 def test_least_allocated_worked_example() -> None:
     fit = _fit()
-    fit.bind(0, fit.vector(pod_from_dict(make_pod("a", cpu="4", memory="8Gi"))))
+    fit.bind(0, fit.vector(pod_from_dict(make_pod("a", cpu="4", memory="8Gi")).requests))
     pod = pod_from_dict(make_pod("p", cpu="2", memory="4Gi"))
     scores = fit.least_allocated(pod, np.array([0, 1]))
     # n0: cpu (8-6)*100//8 = 25, mem (16-12)*100//16 = 25 -> 25; n1: cpu 75, mem 75 -> 75

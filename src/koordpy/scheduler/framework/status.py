@@ -28,6 +28,8 @@ class Status:
     code: Code = Code.SUCCESS
     reason: str = ""
     plugin: str = ""
+    detail: str = ""
+    """The reason with the numbers behind it, for people; ``reason`` stays the fixed string."""
 
     @property
     def is_success(self) -> bool:

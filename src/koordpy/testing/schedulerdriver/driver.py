@@ -38,8 +38,8 @@ import orjson
 from koordpy.model.objects import NodeInfo, ObjectError, node_from_dict
 from koordpy.model.resources import ResourceList, pod_requests
 from koordpy.testing.schedulerdriver.intree import (
+    InTreeFilter,
     NodeUsage,
-    filter_node,
     least_allocated_score,
     num_feasible_nodes_to_find,
 )
@@ -398,10 +398,11 @@ class SchedulerDriver:
         feasible: list[str] = []
         start = self._next_start % len(names) if names else 0
         processed = 0
+        in_tree = InTreeFilter(pod, requests, self.nodes, usage)
         for offset in range(len(names)):
             name = names[(start + offset) % len(names)]
             processed += 1
-            if filter_node(pod, requests, self.nodes[name], usage[name]) is None:
+            if in_tree.status(name).is_success:
                 feasible.append(name)
                 if len(feasible) >= wanted:
                     break

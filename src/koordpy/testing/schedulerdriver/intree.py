@@ -1,20 +1,14 @@
 """The in-tree plugins the driver runs before the extender: a small, faithful subset.
 
-Filter (first failure wins, like the framework's ordered filter plugins):
-
-* ``NodeUnschedulable``: ``spec.unschedulable`` unless the pod tolerates
-  ``node.kubernetes.io/unschedulable:NoSchedule``;
-* ``NodeAffinity``: ``spec.nodeSelector`` only (no affinity terms);
-* ``TaintToleration``: ``NoSchedule``/``NoExecute`` taints must be tolerated;
-* ``NodeResourcesFit`` (``fitsRequest``): pod count against ``allocatable.pods``, then every
-  resource the pod requests (> 0) against ``allocatable − requested`` of the node, where
-  ``requested`` sums the pods on the node *including assumed ones*; resources listed as ignored
-  (``managedResources[].ignoredByScheduler``) are skipped.
+Filter: ``koordpy.scheduler.framework.fit`` (NodeUnschedulable, NodeName, TaintToleration,
+NodeAffinity with nodeSelector and required terms, NodeResourcesFit), first failure wins. Here
+``requested`` sums the pods on the node *including assumed ones*; resources listed as ignored
+(``managedResources[].ignoredByScheduler``) are skipped.
 
 Score: ``NodeResourcesFit`` LeastAllocated over cpu and memory (weights 1), on requests with the
 scheduler's non-zero defaults (100m cpu, 200 MiB memory), 0..100, plugin weight 1.
 
-Not guaranteed: affinity terms, topology spread, inter-pod affinity, ports, volumes, image
+Not guaranteed: topology spread, inter-pod affinity, ports, volumes, image
 locality and BalancedAllocation are not modelled; non-zero defaults are applied per pod, not per
 container.
 """
@@ -25,12 +19,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordpy.model.objects import NodeInfo
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.model.objects import NodeInfo, ObjectError
+from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.model.resources import ResourceList
+from koordpy.scheduler.framework.fit import RequestsTable
+from koordpy.scheduler.framework.fit import filter_node as filter_status
+from koordpy.scheduler.framework.status import Status
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
+    "InTreeFilter",
     "NodeUsage",
     "filter_node",
     "least_allocated_score",
@@ -40,6 +42,7 @@ __all__ = [
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 MIN_FEASIBLE_NODES_TO_FIND = 100
+I64 = npt.NDArray[np.int64]
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 
@@ -67,19 +70,44 @@ class NodeUsage:
         self.pods += 1
 
 
-def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        operator = tol.get("operator") or "Equal"
-        key = tol.get("key") or ""
-        if operator == "Exists":
-            if not key or key == taint.get("key"):
-                return True
-        elif key == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
+class InTreeFilter:
+    """The in-tree filters for one pod in one cycle, over the shared fit module: the pod's
+    constraints are read once and the nodes' requests go into one ``RequestsTable``."""
+
+    def __init__(
+        self,
+        pod: Mapping[str, Any],
+        requests: ResourceList,
+        nodes: Mapping[str, NodeInfo],
+        usage: Mapping[str, NodeUsage],
+        ignored_resources: frozenset[str] = frozenset(),
+    ) -> None:
+        try:
+            self.placement = placement_from_dict(pod)
+        except ObjectError:  # the API server validates these; keep scheduling on what is readable
+            self.placement = PodPlacement(node_name=str((pod.get("spec") or {}).get("nodeName") or ""))
+        self.names = list(nodes)
+        self.nodes = nodes
+        self.row = {name: i for i, name in enumerate(self.names)}
+        wanted = {r: v for r, v in requests.items() if r not in ignored_resources}
+        self.table = RequestsTable.of_nodes([nodes[n] for n in self.names], wanted)
+        for name in self.names:
+            used = usage.get(name)
+            if used is not None:
+                self.table.bind(self.row[name], self._usage_vector(used))
+        self.vec = self.table.vector(wanted)
+
+    def _usage_vector(self, used: NodeUsage) -> I64:
+        vec = np.zeros(len(self.table.resources), np.int64)
+        vec[0] = used.pods
+        for name, amount in used.requested.items():
+            position = self.table.position.get(name)
+            if position is not None and position > 0:
+                vec[position] = amount
+        return vec
+
+    def status(self, name: str) -> Status:
+        return filter_status(self.placement, self.nodes[name], self.table, self.row[name], self.vec)
 
 
 def filter_node(
@@ -89,29 +117,9 @@ def filter_node(
     usage: NodeUsage,
     ignored_resources: frozenset[str] = frozenset(),
 ) -> str | None:
-    """The first in-tree filter failure for ``pod`` on ``node``, or None when it fits."""
-    spec = pod.get("spec") or {}
-    tolerations = spec.get("tolerations") or []
-    if node.unschedulable and not _tolerates(
-        tolerations, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    ):
-        return "node(s) were unschedulable"
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if node.labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
-    for taint in node.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
-            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
-    allowed_pods = node.allocatable.get("pods", 0)
-    if usage.pods + 1 > allowed_pods:
-        return "Too many pods"
-    for name, amount in requests.items():
-        if amount <= 0 or name == "pods" or name in ignored_resources:
-            continue
-        free = node.allocatable.get(name, 0) - usage.requested.get(name, 0)
-        if amount > free:
-            return f"Insufficient {name}"
-    return None
+    """The first in-tree filter failure's reason for ``pod`` on ``node``, or None when it fits."""
+    status = InTreeFilter(pod, requests, {node.name: node}, {node.name: usage}, ignored_resources).status(node.name)
+    return None if status.is_success else status.reason
 
 
 def least_allocated_score(requests: ResourceList, node: NodeInfo, usage: NodeUsage) -> int:

@@ -23,6 +23,7 @@ resource ``s = 0 if cap == 0 or used > cap else (cap − used) × 100 // cap`` a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,12 +50,53 @@ __all__ = [
     "REASON_NODEMETRIC_EXPIRED",
     "REASON_USAGE_EXCEED",
     "LoadAwarePlugin",
+    "LoadDetail",
+    "ResourceLoad",
 ]
 
 NAME = "LoadAwareScheduling"
 REASON_NODEMETRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED = "node(s) {} aggregated usage exceed threshold"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLoad:
+    """One resource of a node as the filter sees it: ``usage`` is the node's base (reported usage +
+    the delta of recently assigned pods, or the chosen percentile), ``estimate`` the incoming pod's."""
+
+    resource: str
+    usage: int
+    estimate: int
+    allocatable: int
+    percent: int | None
+    """``round((usage + estimate) / allocatable × 100)``; None when allocatable is 0."""
+    threshold: int
+    """0 = not checked."""
+    over: bool
+    """``percent > threshold`` as the filter decides it."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadDetail:
+    """What ``LoadAwarePlugin.filter`` looked at for one node. Not guaranteed: the verdict itself
+    comes from ``filter`` (DaemonSet pods and disabled thresholds pass before any of this)."""
+
+    node: str
+    has_metric: bool
+    has_status: bool = False
+    age: float | None = None
+    """Seconds since ``status.updateTime``; None when unset."""
+    expired: bool = False
+    prod: bool = False
+    aggregated: bool = False
+    resources: tuple[ResourceLoad, ...] = ()
+
+
+def _exceeds(thresholds: Vector, alloc: Vector, percent: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """THE threshold rule: a set threshold on a resource the node has, strictly exceeded."""
+    out: npt.NDArray[np.bool_] = (thresholds > 0) & (alloc > 0) & (percent > thresholds)
+    return out
 
 
 def _go_round(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -261,6 +303,61 @@ class LoadAwarePlugin:
         with np.errstate(invalid="ignore"):
             return np.isnan(updated) | (now - updated >= self.args.node_metric_expiration_seconds)
 
+    def _percent(
+        self, pod: PodInfo, rows: IndexArray
+    ) -> tuple[npt.NDArray[np.bool_], Vector, Vector, Vector, npt.NDArray[np.float64]]:
+        """Per row: prod thresholds used?, used (base + estimate), allocatable, thresholds, percent."""
+        # ``take`` along axis 0 rather than ``matrix[rows]``: same result, an order of magnitude faster.
+        use_prod = self.prod_enabled[rows] if pod.priority_class is PriorityClass.PROD else np.zeros(rows.size, bool)
+        if use_prod.any():
+            base = np.where(use_prod[:, None], self.prod_base.take(rows, 0), self.np_base.take(rows, 0))
+            thresholds = np.where(use_prod[:, None], self.prod_thr.take(rows, 0), self.np_thr.take(rows, 0))
+        else:
+            base = self.np_base.take(rows, 0)
+            thresholds = self.np_thr.take(rows, 0)
+        used = base + self.estimate(pod)
+        alloc = self.alloc.take(rows, 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            percent = _go_round(used.astype(np.float64) / alloc.astype(np.float64) * 100.0)
+        return use_prod, used, alloc, thresholds, percent
+
+    def detail(self, pod: PodInfo, index: int, now: float) -> LoadDetail:
+        """The numbers behind ``filter`` for one node (the same arrays and arithmetic)."""
+        name = self._node_of_index.get(index, "")
+        if not self.has_metric[index]:
+            return LoadDetail(name, has_metric=False)
+        updated = float(self.update_time[index])
+        age = None if np.isnan(updated) else now - updated
+        expired = bool(self._expired(np.array([index], np.int64), now)[0])
+        if not self.has_status[index]:
+            return LoadDetail(name, has_metric=True, has_status=False, age=age, expired=expired)
+        use_prod, used, alloc, thresholds, percent = self._percent(pod, np.array([index], np.int64))
+        estimate = self.estimate(pod)
+        over = _exceeds(thresholds, alloc, percent)
+        resources = tuple(
+            ResourceLoad(
+                resource=r,
+                usage=int(used[0, i] - estimate[i]),
+                estimate=int(estimate[i]),
+                allocatable=int(alloc[0, i]),
+                percent=None if alloc[0, i] <= 0 else int(percent[0, i]),
+                threshold=int(thresholds[0, i]),
+                over=bool(over[0, i]),
+            )
+            for i, r in enumerate(self.resources)
+        )
+        aggregated = bool(self.np_aggregated[index]) and not bool(use_prod[0])
+        return LoadDetail(
+            name,
+            has_metric=True,
+            has_status=True,
+            age=age,
+            expired=expired,
+            prod=bool(use_prod[0]),
+            aggregated=aggregated,
+            resources=resources,
+        )
+
     def filter(self, pod: PodInfo, indices: IndexArray, now: float) -> FilterVerdicts:
         count = indices.size
         if pod.is_daemonset_pod or count == 0:
@@ -282,19 +379,8 @@ class LoadAwarePlugin:
         if not checked.any():
             return FilterVerdicts(codes, reason_ids, self.reasons)
         rows = indices if checked.all() else indices[checked]
-        # ``take`` along axis 0 rather than ``matrix[rows]``: same result, an order of magnitude faster.
-        use_prod = self.prod_enabled[rows] if pod.priority_class is PriorityClass.PROD else np.zeros(rows.size, bool)
-        if use_prod.any():
-            base = np.where(use_prod[:, None], self.prod_base.take(rows, 0), self.np_base.take(rows, 0))
-            thresholds = np.where(use_prod[:, None], self.prod_thr.take(rows, 0), self.np_thr.take(rows, 0))
-        else:
-            base = self.np_base.take(rows, 0)
-            thresholds = self.np_thr.take(rows, 0)
-        used = base + self.estimate(pod)
-        alloc = self.alloc.take(rows, 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            percent = _go_round(used.astype(np.float64) / alloc.astype(np.float64) * 100.0)
-        over = (thresholds > 0) & (alloc > 0) & (percent > thresholds)
+        use_prod, _used, alloc, thresholds, percent = self._percent(pod, rows)
+        over = _exceeds(thresholds, alloc, percent)
         failing = over.any(axis=1)
         if failing.any():
             first = over.argmax(axis=1)

@@ -1,0 +1,203 @@
+"""Live mode: ``explain`` and ``agent plan`` list the objects from a cluster (the API emulator, its own
+process on 127.0.0.1) instead of reading files, through ``koordpy`` and through kubectl's plugin
+mechanism (``kubectl koordpy ...`` with the real kubectl finding ``kubectl-koordpy`` on PATH)."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from test_explain_kube_scheduler import STAMP, dump
+
+from koordpy.cli.kubectl import translate
+from koordpy.cli.main import EXAMPLES
+from koordpy.kube.connection import write_kubeconfig
+
+BIN = Path(sys.executable).parent
+KOORDPY = BIN / "koordpy"
+KUBECTL = BIN / "kubectl"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An emulator seeded with the kubectl-shaped dump and the agent example (read-only: shared by the
+    module's tests); yields a kubeconfig."""
+    tmp_path = tmp_path_factory.mktemp("live")
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(yaml.safe_dump(dump()), encoding="utf-8")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "koordpy.testing.apiserver",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--seed",
+            str(seed),
+            "--seed",
+            str(EXAMPLES / "agent-node.yaml"),
+            "--token",
+            "t0k=admin",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            assert sel.select(timeout=30), "the emulator printed no URL within 30 s"
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield write_kubeconfig(tmp_path / "kubeconfig", url, token="t0k")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_explain_reads_the_cluster(cluster: Path) -> None:
+    done = run(
+        KOORDPY,
+        "scheduler",
+        "explain",
+        "--kubeconfig",
+        cluster,
+        "--pod",
+        "default/web-big",
+        "--now",
+        STAMP,
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    by = {row["name"]: row for row in result["nodes"]}
+    # the same verdicts as from the file (test_explain_kube_scheduler), plus the agent example's node-1
+    assert by["full"]["failures"][0]["detail"] == "Insufficient cpu: requested 15, free 11.82 of 15.92"
+    assert by["cordoned"]["failures"][0]["plugin"] == "NodeUnschedulable"
+    assert result["selected"] == "cool" and result["nowFrom"] == "--now"
+    assert "node-1" in by
+
+
+def test_live_without_now_uses_the_clock(cluster: Path) -> None:
+    done = run(
+        KOORDPY,
+        "scheduler",
+        "explain",
+        "--kubeconfig",
+        cluster,
+        "--context",
+        "koordpy",
+        "--pod",
+        "default/web-big",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["nowFrom"] == "clock"
+    assert "newest timestamp" not in done.stderr
+
+
+def test_files_and_cluster_are_exclusive(cluster: Path, tmp_path: Path) -> None:
+    done = run(
+        KOORDPY, "scheduler", "explain", "--kubeconfig", cluster, "-f", tmp_path / "x.yaml", "--pod", "default/web-big"
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: -f and --kubeconfig/--context are mutually exclusive: read files or a cluster"
+    )
+
+
+def test_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:9", token="x")
+    done = run(KOORDPY, "scheduler", "explain", "--kubeconfig", kubeconfig, "--pod", "default/p")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("error: cluster")
+
+
+def test_agent_plan_reads_the_cluster(cluster: Path) -> None:
+    done = run(
+        KOORDPY,
+        "agent",
+        "plan",
+        "--kubeconfig",
+        cluster,
+        "--node",
+        "node-1",
+        "--now",
+        "2026-11-21T10:00:30Z",
+        "-o",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    from_file = run(
+        KOORDPY,
+        "agent",
+        "plan",
+        "-f",
+        EXAMPLES / "agent-node.yaml",
+        "--node",
+        "node-1",
+        "--now",
+        "2026-11-21T10:00:30Z",
+        "-o",
+        "json",
+    )
+    assert json.loads(done.stdout) == json.loads(from_file.stdout)
+
+
+def test_kubectl_plugin(cluster: Path) -> None:
+    assert translate(["explain", "--pod", "a/b"]) == ["scheduler", "explain", "--pod", "a/b"]
+    assert translate(["agent", "plan"]) == ["agent", "plan"]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    listed = run(KUBECTL, "plugin", "list", env=env)
+    assert str(BIN / "kubectl-koordpy") in listed.stdout, listed.stdout + listed.stderr
+    done = run(
+        KUBECTL,
+        "koordpy",
+        "explain",
+        "--kubeconfig",
+        cluster,
+        "--pod",
+        "default/web-big",
+        "--now",
+        STAMP,
+        "-o",
+        "table",
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "pod default/web-big: selected cool"
+    plan = run(
+        KUBECTL,
+        "koordpy",
+        "agent",
+        "plan",
+        "--kubeconfig",
+        cluster,
+        "--node",
+        "node-1",
+        "--now",
+        "2026-11-21T10:00:30Z",
+        "-o",
+        "table",
+        env=env,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.splitlines()[0] == "node node-1"
+    assert any(line.startswith("evict      batch/batch-a") for line in plan.stdout.splitlines())

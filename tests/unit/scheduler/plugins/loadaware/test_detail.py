@@ -1,0 +1,53 @@
+"""``LoadAwarePlugin.detail``: the numbers behind the filter's verdict, from the same arrays.
+
+Node n: 10 cpu / 100Gi allocatable. Incoming pod: no requests, estimate 250m cpu / 200Mi memory.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from koordpy.model.objects import pod_from_dict
+from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy.testing.scheduling import NOW
+from koordpy.testing.scheduling import ClusterHarness as Harness
+
+BE_POD = PodBuilder("incoming").build()
+MI = 2**20
+
+
+def _detail(h: Harness, node: str = "n", now: float = NOW):  # type: ignore[no-untyped-def]
+    index = int(h.state.index.lookup([node])[0])
+    return h.plugin.detail(pod_from_dict(BE_POD), index, now)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "percent", "over"),
+    [
+        # 6.25c + 0.25c = 6.5c of 10 → 65% → not over 65
+        ("6250m", 65, False),
+        # 6.3c + 0.25c = 6.55c → 65.5 → Go rounds half away → 66 > 65
+        ("6300m", 66, True),
+    ],
+)
+def test_detail_agrees_with_the_filter(cpu: str, percent: int, over: bool) -> None:
+    h = Harness().node(NodeBuilder("n").allocatable(cpu="10", memory="100Gi").build())
+    h.metric(NodeMetricBuilder("n").updated(NOW - 30).usage(cpu=cpu, memory="10Gi").build())
+    detail = _detail(h)
+    by = {r.resource: r for r in detail.resources}
+    assert (by["cpu"].usage, by["cpu"].estimate, by["cpu"].allocatable) == (int(cpu[:-1]), 250, 10000)
+    assert (by["cpu"].percent, by["cpu"].threshold, by["cpu"].over) == (percent, 65, over)
+    # memory: 10Gi + 200Mi of 100Gi → 10.2% → 10, threshold 95
+    assert (by["memory"].estimate, by["memory"].percent, by["memory"].over) == (200 * MI, 10, False)
+    assert (h.reason(BE_POD, "n") is not None) is over
+    assert detail.has_metric and detail.has_status and not detail.expired and detail.age == 30
+
+
+def test_detail_without_metric_and_expired() -> None:
+    h = Harness().node(NodeBuilder("n").allocatable(cpu="10", memory="100Gi").build())
+    assert _detail(h).has_metric is False
+    h.metric(NodeMetricBuilder("n").updated(NOW - 600).usage(cpu="1", memory="1Gi").build())
+    # 600 s ≥ 180 s expiration
+    detail = _detail(h)
+    assert detail.expired and detail.age == 600
+    assert h.reason(BE_POD, "n") == "node(s) nodeMetric expired"
