@@ -143,7 +143,7 @@ def _ceil_tail(tail: str, binary: int) -> int:
     kept = tail[:binary]
     rest_nonzero = tail[binary:].strip("0") != ""
     scaled = (int(kept) if kept else 0) << binary
-    unit = 10 ** len(kept)
+    unit: int = 10 ** len(kept)
     if rest_nonzero:
         return scaled // unit + 1
     return -(-scaled // unit)
