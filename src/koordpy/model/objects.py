@@ -298,6 +298,13 @@ class NodeMetricInfo:
     system_usage: ResourceList
     aggregated: tuple[AggregatedUsage, ...]
     pods: tuple[PodMetricInfo, ...]
+    error: str | None = None
+    """Why the object could not be read (see :meth:`unreadable`); None for a converted one."""
+
+    @staticmethod
+    def unreadable(name: str, error: str) -> NodeMetricInfo:
+        """A NodeMetric that exists but could not be converted: its usage is unknown, not zero."""
+        return NodeMetricInfo(name, None, None, None, None, {}, (), (), error)
 
 
 def _resource_map(obj: Any, path: str) -> ResourceList:
