@@ -90,9 +90,7 @@ pods = st.fixed_dictionaries(
 )
 
 raw_allocatable = st.one_of(
-    st.dictionaries(st.sampled_from(["cpu", "memory"]), quantities, max_size=2).map(
-        lambda d: __import__("json").dumps(d)
-    ),
+    st.dictionaries(st.sampled_from(["cpu", "memory"]), quantities, max_size=2).map(json.dumps),
     st.text(max_size=12),
     st.just("[" * 50_000),
 )
