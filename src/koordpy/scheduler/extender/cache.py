@@ -5,7 +5,8 @@ calls with ``ADDED``/``MODIFIED``/``DELETED``. A single object that cannot be co
 and counted and the watch carries on; it never raises into the reflector. A Node or NodeMetric that
 cannot be converted but names its node is not ignored: the node is marked invalid in the cluster
 state (filtered, score 0: its allocatable or usage is unknown), listed in ``invalid`` and handed to
-``report`` (the server turns that into a Warning Event on the Node) once per distinct error.
+``report`` (the server turns that into a Warning Event on the Node) once each time it turns unreadable
+(alternating bad contents do not flood the Events; the log line has every one).
 
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
 bind can record the pod's estimate at once even when this process did not see the filter call.
@@ -140,7 +141,7 @@ class ClusterCache:
         error = str(exc)
         previous = self.invalid[resource].get(name)
         self.invalid[resource][name] = error
-        if previous != error and self.report is not None:
+        if previous is None and self.report is not None:  # once per readable -> unreadable transition
             self.report(resource, name, error)
 
     def _conversion_error(self, resource: str, raw: Mapping[str, Any], exc: Exception) -> None:

@@ -2,7 +2,7 @@
 
 The cache reports synchronously from a watch handler (:meth:`NodeEventReporter.report`); the reports
 wait in a bounded queue and one task posts them through the API client, so a flood of bad objects
-never blocks the watch or grows memory. The cache reports a node once per distinct error.
+never blocks the watch or grows memory. The cache reports a node once each time it turns unreadable.
 
 Not guaranteed: delivery. A full queue drops the report (counted in ``dropped``), and a failed POST
 is logged and not retried; the metric ``koordpy_extender_invalid_nodes`` and the log line stay.

@@ -124,15 +124,16 @@ class FakeSink:
         return {}
 
 
-async def test_reporter_posts_one_warning_per_distinct_error() -> None:
+async def test_reporter_posts_one_warning_per_transition_to_unreadable() -> None:
     class Log:
         def warning(self, *args: Any, **kw: Any) -> None: ...
 
     reporter = NodeEventReporter(Log(), capacity=2)
     cache = ClusterCache(ClusterState([]), FakeClock(), Log(), report=reporter.report)
     metric = NodeMetricBuilder("n7").usage(cpu="1e400", memory="1Gi").build()
-    for _ in range(3):  # the same bad content again (a resync): reported once
-        cache.handler("nodemetrics")("MODIFIED", metric)
+    other = NodeMetricBuilder("n7").usage(cpu="1e99999999", memory="1Gi").build()
+    for raw in (metric, metric, other):  # a resync, then another bad value: still one report
+        cache.handler("nodemetrics")("MODIFIED", raw)
     sink = FakeSink()
     task = asyncio.create_task(reporter.run(sink))
     for _ in range(100):
@@ -145,6 +146,11 @@ async def test_reporter_posts_one_warning_per_distinct_error() -> None:
     assert obj["kind"] == "Node" and obj["metadata"]["name"] == "n7"
     assert (reason, kind) == (REASONS["nodemetrics"], "Warning")
     assert "status.nodeMetric.nodeUsage.resources.cpu: quantity out of range" in message
+    # Readable again, then unreadable again: a second report.
+    cache.handler("nodemetrics")("MODIFIED", NodeMetricBuilder("n7").usage(cpu="1", memory="1Gi").build())
+    cache.handler("nodemetrics")("MODIFIED", other)
+    assert reporter.queue.qsize() == 1
+    reporter.queue.get_nowait()
     # A full queue drops instead of blocking the watch handler.
     for i in range(5):
         reporter.report("nodes", f"x{i}", "e")
