@@ -55,7 +55,10 @@ def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 def _str_map(obj: Any, path: str) -> dict[str, str]:
     raw = _mapping(obj, path)
-    return {str(k): str(v) for k, v in raw.items()}
+    try:
+        return {str(k): str(v) for k, v in raw.items()}
+    except ValueError:  # str() of an integer beyond Python's 4,300-digit conversion limit
+        raise ObjectError(f"{path}: a value too long to read") from None
 
 
 def _resources(obj: Any, path: str) -> ResourceList:

@@ -76,3 +76,9 @@ def test_raw_allocatable_is_parsed_with_the_node() -> None:
     raw = NodeBuilder("n").allocatable(cpu="32").annotation("node.koordinator.sh/raw-allocatable", '{"cpu":"16"}')
     assert node_from_dict(raw.build()).raw_allocatable == {"cpu": 16000}
     assert node_from_dict(NodeBuilder("n").build()).raw_allocatable is None
+
+
+def test_labels_with_an_unprintable_integer_name_the_field() -> None:
+    # A YAML/JSON reader can produce a 5,000-digit integer; str() of it raises ValueError in Python.
+    with pytest.raises(ObjectError, match=r"metadata\.labels"):
+        pod_from_dict({"metadata": {"name": "p", "labels": {"a": 10**5000}}, "spec": {}})

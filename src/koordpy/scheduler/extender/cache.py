@@ -169,4 +169,8 @@ def _object_name(raw: object) -> str:
         return "<unknown>"
     name = meta.get("name")
     namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else str(name)
+    # Never str() anything but a string or None: a 5,000-digit int raises ValueError in Python.
+    name = name[:253] if isinstance(name, str) else "None" if name is None else f"<{type(name).__name__}>"
+    if isinstance(namespace, str) and namespace:
+        return f"{namespace[:63]}/{name}"
+    return name

@@ -174,3 +174,17 @@ async def test_reporter_survives_a_failing_api() -> None:
         await asyncio.sleep(0.01)
     task.cancel()
     assert reporter.failed == 2 and Log.lines == ["event.failed", "event.failed"]
+
+
+def test_cache_handler_never_raises_on_an_unprintable_name() -> None:
+    class Log:
+        lines: list[dict[str, Any]] = []
+
+        def warning(self, event: str, **kw: Any) -> None:
+            self.lines.append(kw)
+
+    cache = ClusterCache(ClusterState([]), FakeClock(), Log())
+    # A 5,000-digit integer name: str() of it raises ValueError; the log line must not.
+    cache.handler("nodes")("ADDED", {"metadata": {"name": 10**5000}})
+    assert cache.conversion_errors["nodes"] == 1
+    assert Log.lines[-1]["object"] == "<int>"
