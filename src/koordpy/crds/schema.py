@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
+
+from koordpy.model.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "Duration",
@@ -32,8 +34,20 @@ __all__ = [
 _NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 QUANTITY_PATTERN = rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$"
 
+
+def _bounded_quantity(raw: str | int | float) -> str | int | float:
+    """Keep the value as written, but only if it is a quantity koordpy can use (bounds in
+    ``koordpy.model.quantity``): ``1e400`` or ``"１"`` fail validation here, not arithmetic later."""
+    try:
+        parse_quantity(raw)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    return raw
+
+
 Quantity = Annotated[
     str | int | float,
+    AfterValidator(_bounded_quantity),
     WithJsonSchema(
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
@@ -42,7 +56,8 @@ Quantity = Annotated[
         }
     ),
 ]
-"""A resource.Quantity: ``"500m"``, ``"1Gi"`` or a bare number. Not parsed here."""
+"""A resource.Quantity: ``"500m"``, ``"1Gi"`` or a bare number, kept as written once it parses within
+koordpy's bounds. The CRD schema carries upstream's pattern only (it admits ``1e99999999``)."""
 
 ResourceList = dict[str, Quantity]
 Duration = Annotated[str, WithJsonSchema({"type": "string"})]

@@ -10,6 +10,8 @@ the full object.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -20,6 +22,7 @@ from koordpy.model.quantity import QuantityError
 from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
 
 __all__ = [
+    "ANNOTATION_RAW_ALLOCATABLE",
     "AggregatedUsage",
     "NodeInfo",
     "NodeMetricInfo",
@@ -32,6 +35,8 @@ __all__ = [
 ]
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+"""Koordinator's node annotation: the allocatable before amplification, a JSON resource list."""
 
 
 class ObjectError(ValueError):
@@ -50,14 +55,51 @@ def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 def _str_map(obj: Any, path: str) -> dict[str, str]:
     raw = _mapping(obj, path)
-    return {str(k): str(v) for k, v in raw.items()}
+    try:
+        return {str(k): str(v) for k, v in raw.items()}
+    except ValueError:  # str() of an integer beyond Python's 4,300-digit conversion limit
+        raise ObjectError(f"{path}: a value too long to read") from None
 
 
 def _resources(obj: Any, path: str) -> ResourceList:
+    """A resource list whose values are non-negative quantities (as the API server validates them)."""
     try:
-        return parse_resource_list(_mapping(obj, path))
+        parsed = parse_resource_list(_mapping(obj, path))
     except QuantityError as exc:
         raise ObjectError(f"{path}.{exc}") from None
+    for name, amount in parsed.items():
+        if amount < 0:
+            raise ObjectError(f"{path}.{name}: negative quantity")
+    return parsed
+
+
+def _pod_resources_error(spec: Mapping[str, Any], exc: Exception) -> ObjectError:
+    """The field path of a malformed container resource list (only called once conversion failed)."""
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            return ObjectError(f"spec.{field}: expected a list")
+        for i, container in enumerate(containers):
+            path = f"spec.{field}[{i}]"
+            if not isinstance(container, Mapping):
+                return ObjectError(f"{path}: expected an object, got {type(container).__name__}")
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if not isinstance(resources, Mapping):
+                return ObjectError(f"{path}.resources: expected an object")
+            for kind in ("requests", "limits"):
+                try:
+                    _resources(resources.get(kind), f"{path}.resources.{kind}")
+                except ObjectError as found:
+                    return found
+    try:
+        _resources(spec.get("overhead"), "spec.overhead")
+    except ObjectError as found:
+        return found
+    return ObjectError(f"spec.containers[].resources: {exc}")
 
 
 def _time(obj: Any, path: str) -> float | None:
@@ -123,8 +165,8 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         requests = pod_requests(spec)
         limits = pod_limits(spec)
         qos = kube_qos(spec)
-    except QuantityError as exc:
-        raise ObjectError(f"spec.containers[].resources: {exc}") from None
+    except (QuantityError, AttributeError, TypeError) as exc:
+        raise _pod_resources_error(spec, exc) from None
     scheduled = initialized = None
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
@@ -180,6 +222,24 @@ class NodeInfo:
     annotations: Mapping[str, str]
     unschedulable: bool
     taints: tuple[Mapping[str, Any], ...]
+    raw_allocatable: ResourceList | None = None
+    """The ``node.koordinator.sh/raw-allocatable`` annotation, parsed; None when absent."""
+
+
+def _raw_allocatable(annotations: Mapping[str, str]) -> ResourceList | None:
+    """Parse the annotation; unreadable content is an error (ignoring it would use the amplified
+    allocatable and make the node look emptier than it is)."""
+    raw = annotations.get(ANNOTATION_RAW_ALLOCATABLE)
+    if not raw:
+        return None
+    path = f"metadata.annotations[{ANNOTATION_RAW_ALLOCATABLE}]"
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ObjectError(f"{path}: not a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise ObjectError(f"{path}: expected a JSON object of quantities")
+    return _resources(parsed, path)
 
 
 def node_from_dict(raw: Mapping[str, Any]) -> NodeInfo:
@@ -193,14 +253,16 @@ def node_from_dict(raw: Mapping[str, Any]) -> NodeInfo:
     taints = spec.get("taints") or []
     if not isinstance(taints, list):
         raise ObjectError("spec.taints: expected a list")
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations")
     return NodeInfo(
         name=name,
         allocatable=_resources(status.get("allocatable"), "status.allocatable"),
         capacity=_resources(status.get("capacity"), "status.capacity"),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        annotations=annotations,
         unschedulable=bool(spec.get("unschedulable", False)),
         taints=tuple(_mapping(t, "spec.taints[]") for t in taints),
+        raw_allocatable=_raw_allocatable(annotations),
     )
 
 
@@ -239,6 +301,13 @@ class NodeMetricInfo:
     system_usage: ResourceList
     aggregated: tuple[AggregatedUsage, ...]
     pods: tuple[PodMetricInfo, ...]
+    error: str | None = None
+    """Why the object could not be read (see :meth:`unreadable`); None for a converted one."""
+
+    @staticmethod
+    def unreadable(name: str, error: str) -> NodeMetricInfo:
+        """A NodeMetric that exists but could not be converted: its usage is unknown, not zero."""
+        return NodeMetricInfo(name, None, None, None, None, {}, (), (), error)
 
 
 def _resource_map(obj: Any, path: str) -> ResourceList:
@@ -251,7 +320,12 @@ def _seconds(obj: Any, path: str) -> float | None:
         return None
     if isinstance(obj, bool) or not isinstance(obj, int | float):
         raise ObjectError(f"{path}: expected a number of seconds")
-    return float(obj)
+    if isinstance(obj, int) and not 0 <= obj <= 2**63 - 1:
+        raise ObjectError(f"{path}: out of range (0 to 2^63-1 seconds)")
+    seconds = float(obj)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ObjectError(f"{path}: expected a finite, non-negative number of seconds")
+    return seconds
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
@@ -277,10 +351,15 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         for i, entry in enumerate(entries):
             path = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
             entry = _mapping(entry, path)
+            raw_duration = entry.get("duration") or 0
+            if not isinstance(raw_duration, str | int | float):
+                raise ObjectError(f"{path}.duration: expected a duration string")
             try:
-                duration = parse_duration(entry.get("duration") or 0)
-            except DurationError as exc:
+                duration = parse_duration(raw_duration)
+            except (DurationError, OverflowError) as exc:
                 raise ObjectError(f"{path}.duration: {exc}") from None
+            if not math.isfinite(duration) or duration < 0:
+                raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
             usage_raw = _mapping(entry.get("usage"), f"{path}.usage")
             usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
             aggregated.append(AggregatedUsage(duration=duration, usage=usage))

@@ -38,12 +38,19 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
         raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
     out: ResourceList = {}
     for name, quantity in raw.items():
-        key = name if type(name) is str else str(name)
+        key = name if type(name) is str else _key(name)
         try:
             out[key] = resource_value(key, quantity)
         except QuantityError as exc:
-            raise QuantityError(f"{name}: {exc}") from None
+            raise QuantityError(f"{key}: {exc}") from None
     return out
+
+
+def _key(name: object) -> str:
+    try:
+        return str(name)
+    except ValueError:  # an integer beyond Python's 4,300-digit conversion limit
+        raise QuantityError(f"resource name of type {type(name).__name__} too long to read") from None
 
 
 def add_into(target: ResourceList, other: Mapping[str, int]) -> None:

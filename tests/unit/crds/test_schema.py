@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from koordpy.crds import RESOURCES, SchemaError, crd_manifest, structural_schema
-from koordpy.crds.nodemetric import NodeMetricStatus
+from koordpy.crds.nodemetric import NodeMetricStatus, ResourceMap
 from koordpy.crds.podmigrationjob import PodMigrationJobSpec
 from koordpy.crds.schema import FreeForm, Quantity, Time, WireModel
 from koordpy.crds.structural import structural_problems
@@ -227,3 +227,12 @@ def test_models_are_base_models() -> None:
     for res in RESOURCES:
         for model in (res.spec, res.status):
             assert model is None or issubclass(model, BaseModel)
+
+
+@pytest.mark.parametrize("bad", ["1e99999999", "1e400", "\uff11", "\u0663Gi", 2**64])
+def test_resource_map_quantities_are_bounded_when_validated(bad: object) -> None:
+    # Issue 14: the CRD pattern admits 1e99999999; validation through the model refuses it by the
+    # same bounds as every reader (koordpy.model.quantity), and keeps good values as written.
+    assert ResourceMap.model_validate({"resources": {"cpu": "1500m"}}).resources == {"cpu": "1500m"}
+    with pytest.raises(ValidationError, match="out of range|not a quantity"):
+        ResourceMap.model_validate({"resources": {"cpu": bad}})

@@ -2,7 +2,11 @@
 
 Each resource has a handler ``(event_type, raw)`` matching what ``koordpy.kube.reflector.Reflector``
 calls with ``ADDED``/``MODIFIED``/``DELETED``. A single object that cannot be converted is logged
-and counted and the watch carries on; it never raises into the reflector.
+and counted and the watch carries on; it never raises into the reflector. A Node or NodeMetric that
+cannot be converted but names its node is not ignored: the node is marked invalid in the cluster
+state (filtered, score 0: its allocatable or usage is unknown), listed in ``invalid`` and handed to
+``report`` (the server turns that into a Warning Event on the Node) once each time it turns unreadable
+(alternating bad contents do not flood the Events; the log line has every one).
 
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
 bind can record the pod's estimate at once even when this process did not see the filter call.
@@ -18,12 +22,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from koordpy.model.clock import Clock
-from koordpy.model.objects import PodInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
+from koordpy.model.objects import NodeMetricInfo, PodInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
 
-__all__ = ["RESOURCES", "ClusterCache", "EventHandler"]
+__all__ = ["RESOURCES", "ClusterCache", "EventHandler", "InvalidReport"]
 
 EventHandler = Callable[[str, Mapping[str, Any]], None]
+InvalidReport = Callable[[str, str, str], None]
+"""``(resource, node name, error)``: a Node or NodeMetric of that node could not be read."""
 RESOURCES = ("nodes", "pods", "nodemetrics")
 _APPLIED = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -31,10 +37,13 @@ _APPLIED = frozenset({"ADDED", "MODIFIED", "DELETED"})
 class ClusterCache:
     """Feeds a ``ClusterState`` from watch events, with an injected clock for assignment times."""
 
-    def __init__(self, state: ClusterState, clock: Clock, log: Any = None) -> None:
+    def __init__(self, state: ClusterState, clock: Clock, log: Any = None, report: InvalidReport | None = None) -> None:
         self.state = state
         self.clock = clock
         self.log = log
+        self.report = report
+        self.invalid: dict[str, dict[str, str]] = {"nodes": {}, "nodemetrics": {}}
+        """resource -> node name -> why its current object could not be read."""
         self.pending: dict[str, PodInfo] = {}
         """uid -> pod without a node (and not terminated), as last seen by the watch."""
         self.conversion_errors: Counter[str] = Counter()
@@ -56,29 +65,43 @@ class ClusterCache:
     def on_node(self, event_type: str, raw: Mapping[str, Any]) -> None:
         if event_type not in _APPLIED:
             return
+        name = _cluster_name(raw)
+        if event_type == "DELETED" and name is not None:  # the name is all a deletion needs
+            self.invalid["nodes"].pop(name, None)
+            self.state.remove_node(name)
+            self.events["nodes", event_type] += 1
+            return
         try:
             node = node_from_dict(raw)
         except Exception as exc:
             self._conversion_error("nodes", raw, exc)
+            if name is not None:
+                self._invalidate("nodes", name, exc)
+                self.state.invalidate_node(name, str(exc))
             return
-        if event_type == "DELETED":
-            self.state.remove_node(node.name)
-        else:
-            self.state.upsert_node(node)
+        self.invalid["nodes"].pop(node.name, None)
+        self.state.upsert_node(node)
         self.events["nodes", event_type] += 1
 
     def on_nodemetric(self, event_type: str, raw: Mapping[str, Any]) -> None:
         if event_type not in _APPLIED:
             return
+        name = _cluster_name(raw)
+        if event_type == "DELETED" and name is not None:
+            self.invalid["nodemetrics"].pop(name, None)
+            self.state.remove_metric(name)
+            self.events["nodemetrics", event_type] += 1
+            return
         try:
             metric = nodemetric_from_dict(raw)
         except Exception as exc:
             self._conversion_error("nodemetrics", raw, exc)
+            if name is not None:
+                self._invalidate("nodemetrics", name, exc)
+                self.state.upsert_metric(NodeMetricInfo.unreadable(name, str(exc)))
             return
-        if event_type == "DELETED":
-            self.state.remove_metric(metric.name)
-        else:
-            self.state.upsert_metric(metric)
+        self.invalid["nodemetrics"].pop(metric.name, None)
+        self.state.upsert_metric(metric)
         self.events["nodemetrics", event_type] += 1
 
     def on_pod(self, event_type: str, raw: Mapping[str, Any]) -> None:
@@ -114,6 +137,13 @@ class ClusterCache:
             "nodemetrics": len(self.state.metrics),
         }
 
+    def _invalidate(self, resource: str, name: str, exc: Exception) -> None:
+        error = str(exc)
+        previous = self.invalid[resource].get(name)
+        self.invalid[resource][name] = error
+        if previous is None and self.report is not None:  # once per readable -> unreadable transition
+            self.report(resource, name, error)
+
     def _conversion_error(self, resource: str, raw: Mapping[str, Any], exc: Exception) -> None:
         self.conversion_errors[resource] += 1
         if self.log is not None:
@@ -125,6 +155,13 @@ class ClusterCache:
             )
 
 
+def _cluster_name(raw: object) -> str | None:
+    """``metadata.name`` of a cluster-scoped object when it is a usable name, else None."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
 def _object_name(raw: object) -> str:
     """``namespace/name`` for a log line, best effort on a malformed object."""
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
@@ -132,4 +169,8 @@ def _object_name(raw: object) -> str:
         return "<unknown>"
     name = meta.get("name")
     namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else str(name)
+    # Never str() anything but a string or None: a 5,000-digit int raises ValueError in Python.
+    name = name[:253] if isinstance(name, str) else "None" if name is None else f"<{type(name).__name__}>"
+    if isinstance(namespace, str) and namespace:
+        return f"{namespace[:63]}/{name}"
+    return name

@@ -91,6 +91,14 @@ class _StateCollector(Collector):
             events.add_metric([resource, kind], count)
         yield errors
         yield events
+        invalid = GaugeMetricFamily(
+            "koordpy_extender_invalid_nodes",
+            "Nodes filtered because their current Node or NodeMetric object cannot be read, by resource.",
+            labels=["resource"],
+        )
+        for resource, names in sorted(self.cache.invalid.items()):
+            invalid.add_metric([resource], len(names))
+        yield invalid
         restarts = CounterMetricFamily(
             "koordpy_extender_watch_restarts", "Watch requests re-opened, per resource.", labels=["resource"]
         )

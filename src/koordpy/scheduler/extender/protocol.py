@@ -11,6 +11,7 @@ them; kube-scheduler never sends them).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,8 +117,21 @@ def require_strings(names: Sequence[Any], positions: Sequence[int]) -> None:
             raise ProtocolError(400, f"NodeNames[{pos}]: expected a string, got {type(names[pos]).__name__}")
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+_NAME_RULES = {
+    # Kubernetes' own validation: namespaces are DNS-1123 labels, pod and node names DNS-1123 subdomains.
+    "PodNamespace": (_DNS_LABEL, 63, "a DNS-1123 label"),
+    "PodName": (_DNS_SUBDOMAIN, 253, "a DNS-1123 subdomain"),
+    "Node": (_DNS_SUBDOMAIN, 253, "a DNS-1123 subdomain"),
+}
+
+
 def decode_bind_args(body: bytes) -> BindArgs:
-    """Decode ``ExtenderBindingArgs``. ``PodUID`` may be empty (then no UID precondition is sent)."""
+    """Decode ``ExtenderBindingArgs``. ``PodUID`` may be empty (then no UID precondition is sent).
+
+    Names are checked against Kubernetes' rules before anything is built from them: ``PodNamespace:
+    ".."`` would otherwise become a URL path segment."""
     data = _object(body, "ExtenderBindingArgs")
     values: dict[str, str] = {}
     for key in ("PodName", "PodNamespace", "PodUID", "Node"):
@@ -128,6 +142,9 @@ def decode_bind_args(body: bytes) -> BindArgs:
             raise ProtocolError(400, f"{key}: expected a string, got {type(value).__name__}")
         if not value and key != "PodUID":
             raise ProtocolError(400, f"{key}: required")
+        rule = _NAME_RULES.get(key)
+        if rule is not None and (len(value) > rule[1] or rule[0].fullmatch(value) is None):
+            raise ProtocolError(400, f"{key}: {orjson.dumps(value[:64]).decode()} is not {rule[2]}")
         values[key] = value
     return BindArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
 
@@ -234,6 +251,8 @@ class HostFragments:
         self._heads: list[bytes | None] = []
         self.width = 0
         self.rows: npt.NDArray[np.uint8] = np.zeros((64, 0), np.uint8)
+        self.present: npt.NDArray[np.bool_] = np.zeros(64, bool)
+        """Whether index ``i`` has a row: an index without one is never written (it would be bare padding)."""
         self.removals = 0
         """Node removals so far: a node index may be reused after one, so index caches must be dropped."""
 
@@ -248,6 +267,9 @@ class HostFragments:
             if head is not None:
                 rows[index] = np.frombuffer(self._row(head), np.uint8)
         self.rows = rows
+        present = np.zeros(capacity, bool)
+        present[: min(capacity, self.present.size)] = self.present[:capacity]
+        self.present = present
 
     def on_capacity(self, capacity: int) -> None:
         if capacity > self.rows.shape[0]:
@@ -265,10 +287,13 @@ class HostFragments:
         else:
             self.on_capacity(capacity)
             self.rows[index] = np.frombuffer(self._row(head), np.uint8)
+        self.present[index] = True
 
     def on_node_removed(self, index: int, name: str) -> None:
         if index < len(self._heads):
             self._heads[index] = None
+        if index < self.present.size:
+            self.present[index] = False
         self.removals += 1
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
@@ -282,12 +307,13 @@ class HostFragments:
 
 
 def encode_priorities(fragments: HostFragments, indices: npt.NDArray[np.int64], scores: npt.NDArray[np.int64]) -> bytes:
-    """``HostPriorityList`` for the known nodes (``indices >= 0``); unknown names are left out.
+    """``HostPriorityList`` for the known nodes (``indices >= 0`` with a row); unknown names are left out.
 
     ``scores`` are clamped to 0..10 here whatever the caller passed. The JSON has padding spaces
     between tokens (valid JSON; Go's decoder skips them).
     """
     known = indices >= 0
+    known[known] = fragments.present[indices[known]]  # a node a listener failed on has no row: leave it out
     if not known.all():
         indices = indices[known]
         scores = scores[known]

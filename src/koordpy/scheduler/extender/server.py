@@ -42,6 +42,7 @@ from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.invalid_events import NodeEventReporter
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import HostFragments
 from koordpy.scheduler.extender.service import ExtenderService
@@ -67,6 +68,8 @@ class Extender:
     reflectors: list[Reflector] = field(default_factory=list)
     synced: asyncio.Event | None = None
     """Set once every reflector delivered its first list (and the GC was frozen)."""
+    reporter: NodeEventReporter | None = None
+    """Warning Events for nodes whose Node or NodeMetric cannot be read (posted only with a client)."""
 
     def not_ready(self) -> str | None:
         waiting = [r.resource.plural for r in self.reflectors if not r.synced.is_set()]
@@ -91,7 +94,8 @@ def build_extender(
     log = get_logger("koordpy.extender")
     fragments = HostFragments()
     state = ClusterState([*build_plugins(config), fragments])
-    cache = ClusterCache(state, clock, log)
+    reporter = NodeEventReporter(log)
+    cache = ClusterCache(state, clock, log, report=reporter.report if client is not None else None)
     metrics = ExtenderMetrics(registry)
     reflectors: list[Reflector] = []
     if client is not None:
@@ -129,19 +133,20 @@ def build_extender(
         await client.open()
         watches = asyncio.create_task(run_reflectors(reflectors), name="extender reflectors")
         freezer = asyncio.create_task(_after_sync(extender, freeze_gc, log), name="extender sync")
+        events = asyncio.create_task(reporter.run(client), name="extender invalid-node events")
         try:
             yield
         finally:
-            for task in (freezer, watches):
+            for task in (freezer, watches, events):
                 task.cancel()
-            for task in (freezer, watches):
+            for task in (freezer, watches, events):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await client.close()
 
     app = create_app(service, registry, lifespan=lifespan)
     ops_app = create_ops_app(service, registry)
-    extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event())
+    extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event(), reporter)
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
     return extender

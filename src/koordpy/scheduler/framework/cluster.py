@@ -26,9 +26,11 @@ from koordpy.scheduler.framework.interfaces import FilterPlugin, Plugin, ScorePl
 from koordpy.scheduler.framework.nodeindex import NodeIndex
 from koordpy.scheduler.framework.status import Code, Status
 
-__all__ = ["REASON_NODE_UNKNOWN", "ClusterState", "FilterOutcome", "ScoreOutcome"]
+__all__ = ["REASON_NODE_INVALID", "REASON_NODE_UNKNOWN", "ClusterState", "FilterOutcome", "ScoreOutcome"]
 
 REASON_NODE_UNKNOWN = "node(s) not yet known to the koordpy extender"
+REASON_NODE_INVALID = "node(s) Node object invalid"
+"""A Node whose object could not be read (e.g. a quantity out of range): its allocatable is unknown."""
 
 
 class FilterOutcome:
@@ -82,6 +84,8 @@ class ClusterState:
         self.nodes: dict[str, NodeInfo] = {}
         self.metrics: dict[str, NodeMetricInfo] = {}
         self.assigned: dict[str, PodInfo] = {}
+        self.invalid_nodes: dict[str, str] = {}
+        """Node name -> why its last object could not be read; such a node fails every filter."""
         self._assigned_at: dict[str, float] = {}
         self._filters = [p for p in self.plugins if isinstance(p, FilterPlugin)]
         self._scorers = [p for p in self.plugins if isinstance(p, ScorePlugin)]
@@ -90,13 +94,20 @@ class ClusterState:
     # ---- events ------------------------------------------------------------------------
 
     def upsert_node(self, node: NodeInfo) -> None:
+        self.invalid_nodes.pop(node.name, None)
         index = self.index.add(node.name)
         self._grow()
         self.nodes[node.name] = node
         for plugin in self.plugins:
             plugin.on_node(index, node)
 
+    def invalidate_node(self, name: str, error: str) -> None:
+        """The node's current object cannot be read: forget the last good one, fail it in every filter."""
+        self.remove_node(name)
+        self.invalid_nodes[name] = error
+
     def remove_node(self, name: str) -> None:
+        self.invalid_nodes.pop(name, None)
         self.nodes.pop(name, None)
         index = self.index.remove(name)
         if index is not None:
@@ -104,6 +115,8 @@ class ClusterState:
                 plugin.on_node_removed(index, name)
 
     def upsert_metric(self, metric: NodeMetricInfo) -> None:
+        """A NodeMetric, or ``NodeMetricInfo.unreadable(...)`` for one that could not be read (the
+        plugins then treat that node's usage as unknown, never as zero)."""
         self.metrics[metric.name] = metric
         for plugin in self.plugins:
             plugin.on_metric(metric.name, metric)
@@ -174,8 +187,14 @@ class ClusterState:
         groups: list[tuple[list[str], Status]] = []
         if not known.all():
             unknown = [names[pos] for pos in np.flatnonzero(~known).tolist()]
-            failed.update(dict.fromkeys(unknown, REASON_NODE_UNKNOWN))
-            groups.append((unknown, Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")))
+            invalid = [name for name in unknown if name in self.invalid_nodes] if self.invalid_nodes else []
+            if invalid:
+                unknown = [name for name in unknown if name not in self.invalid_nodes]
+                failed.update(dict.fromkeys(invalid, REASON_NODE_INVALID))
+                groups.append((invalid, Status(Code.UNSCHEDULABLE, REASON_NODE_INVALID, "koordpy")))
+            if unknown:
+                failed.update(dict.fromkeys(unknown, REASON_NODE_UNKNOWN))
+                groups.append((unknown, Status(Code.UNSCHEDULABLE, REASON_NODE_UNKNOWN, "koordpy")))
             alive = np.flatnonzero(known)
         else:
             alive = np.arange(len(names))

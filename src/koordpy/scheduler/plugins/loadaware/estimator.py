@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
-from koordpy.model.objects import NodeInfo, PodInfo
+from koordpy.model.objects import ANNOTATION_RAW_ALLOCATABLE, NodeInfo, PodInfo
 from koordpy.model.priority import PriorityClass
-from koordpy.model.quantity import QuantityError
-from koordpy.model.resources import ResourceList, parse_resource_list
+from koordpy.model.resources import ResourceList
 
 __all__ = [
     "ANNOTATION_ESTIMATED_SCALING_FACTORS",
@@ -35,7 +35,6 @@ __all__ = [
     "go_round",
 ]
 
-ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 ANNOTATION_ESTIMATED_SCALING_FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
 ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED = (
     "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
@@ -57,6 +56,12 @@ _DEFAULTS = {
 }
 
 
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+_GO_INT = re.compile(r"[+-]?[0-9]{1,19}", re.ASCII)
+"""What Go's ``strconv.ParseInt(s, 10, 64)`` reads (ASCII digits; the range is checked after)."""
+
+
 def go_round(x: float) -> int:
     """Go's ``math.Round``: half away from zero (exact, no ``x + 0.5`` precision trap)."""
     truncated = math.trunc(x)
@@ -75,18 +80,19 @@ def _custom_factors(pod: PodInfo) -> dict[str, int]:
         return {}
     if not isinstance(parsed, dict):
         return {}
-    return {str(k): int(v) for k, v in parsed.items() if isinstance(v, int) and not isinstance(v, bool)}
+    factors = {str(k): v for k, v in parsed.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if any(not _INT64_MIN <= v <= _INT64_MAX for v in factors.values()):
+        return {}  # Go's json.Unmarshal into int64 fails: the whole annotation is ignored
+    return factors
 
 
 def custom_seconds(pod: PodInfo, annotation: str) -> int:
     """A per-pod estimation window in seconds, or -1 when absent or invalid."""
     raw = pod.annotations.get(annotation)
-    if raw is None:
+    if raw is None or _GO_INT.fullmatch(raw) is None:
         return -1
-    try:
-        return int(raw)
-    except ValueError:
-        return -1
+    seconds = int(raw)
+    return seconds if _INT64_MIN <= seconds <= _INT64_MAX else -1
 
 
 def estimate_pod(pod: PodInfo, args: LoadAwareSchedulingArgs) -> ResourceList:
@@ -109,23 +115,18 @@ def estimate_pod(pod: PodInfo, args: LoadAwareSchedulingArgs) -> ResourceList:
         estimated = go_round(float(quantity) * float(factor) / 100)
         if limit > 0 and estimated > limit:
             estimated = limit
-        out[name] = estimated
+        # A negative factor (a pod's own annotation) would make the node look emptier: never below 0.
+        out[name] = max(estimated, 0)
     return out
 
 
 def estimate_node(node: NodeInfo) -> ResourceList:
     """Allocatable, with keys overridden by the ``node.koordinator.sh/raw-allocatable`` annotation.
 
-    An unparseable annotation is ignored (upstream does the same).
+    The annotation is parsed with the node (``NodeInfo.raw_allocatable``); an unreadable one makes
+    the node itself unreadable (upstream ignores it, which would use the amplified allocatable).
     """
-    raw = node.annotations.get(ANNOTATION_RAW_ALLOCATABLE)
-    if not raw:
-        return node.allocatable
-    try:
-        parsed = json.loads(raw)
-        override = parse_resource_list(parsed) if isinstance(parsed, dict) else {}
-    except (ValueError, QuantityError):
-        return node.allocatable
+    override = node.raw_allocatable
     if not override:
         return node.allocatable
     return {**node.allocatable, **override}

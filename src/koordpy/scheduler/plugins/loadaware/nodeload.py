@@ -30,10 +30,19 @@ import numpy.typing as npt
 from koordpy.model.objects import NodeMetricInfo, PodInfo
 from koordpy.model.priority import PriorityClass
 
-__all__ = ["AssignedPod", "NodeLoad", "Vector", "Vectorizer"]
+__all__ = ["SATURATION", "AssignedPod", "NodeLoad", "Vector", "Vectorizer", "saturate"]
 
 Vector = npt.NDArray[np.int64]
 DEFAULT_REPORT_INTERVAL = 60.0
+SATURATION = 2**53
+"""Vector entries are clamped to ±2^53 (9.0e15 millicores, 8 PiB): any quantity beyond exceeds every
+threshold anyway, and the clamp keeps float64 exact and the int64 arithmetic of filter and score
+(a sum of two vectors, ``× 100``) from overflowing. Usage and allocatable are clamped alike, so a
+clamped node can only look fuller than it is, never emptier."""
+
+
+def saturate(amount: int) -> int:
+    return SATURATION if amount > SATURATION else -SATURATION if amount < -SATURATION else amount
 
 
 @dataclass(slots=True)
@@ -206,7 +215,7 @@ class NodeLoad:
                     prod_delta[r] += sign * delta[r]
 
     def _publish(self) -> None:
-        sums = np.array(self._sums, np.int64)
+        sums = np.array([[saturate(v) for v in row] for row in self._sums], np.int64)
         self.node_delta, self.prod_delta, self.node_estimated, self.prod_usage = sums
 
 
@@ -228,5 +237,5 @@ class Vectorizer:
         for name, amount in values.items():
             i = position.get(name)
             if i is not None:
-                vec[i] = amount
+                vec[i] = saturate(amount)
         return vec

@@ -3,7 +3,9 @@
 Filter, in order (Koordinator v1.8):
 
 1. DaemonSet pods pass.
-2. No NodeMetric for the node: pass (load awareness is an optimisation; fail open).
+2. No NodeMetric for the node: pass (load awareness is an optimisation; fail open). A NodeMetric
+   that exists but could not be read (a quantity out of range, negative usage, ...): Unschedulable
+   ``node(s) nodeMetric invalid`` (its usage is unknown, not zero: never a load-aware pass), score 0.
 3. Expired metric (``updateTime`` unset, or ``now − updateTime ≥ nodeMetricExpirationSeconds``)
    with ``filterExpiredNodeMetrics``: Unschedulable ``node(s) nodeMetric expired``, unless
    ``enableScheduleWhenNodeMetricsExpired`` (then pass). Without ``filterExpiredNodeMetrics`` the
@@ -48,6 +50,7 @@ __all__ = [
     "NAME",
     "REASON_AGGREGATED_USAGE_EXCEED",
     "REASON_NODEMETRIC_EXPIRED",
+    "REASON_NODEMETRIC_INVALID",
     "REASON_USAGE_EXCEED",
     "LoadAwarePlugin",
     "LoadDetail",
@@ -56,6 +59,7 @@ __all__ = [
 
 NAME = "LoadAwareScheduling"
 REASON_NODEMETRIC_EXPIRED = "node(s) nodeMetric expired"
+REASON_NODEMETRIC_INVALID = "node(s) nodeMetric invalid"
 REASON_USAGE_EXCEED = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED = "node(s) {} aggregated usage exceed threshold"
 
@@ -119,13 +123,16 @@ class LoadAwarePlugin:
         self._width = width
         self._weights = self.vectorize(dict(args.resource_weights))
         self._weight_sum = int(self._weights.sum()) + args.dominant_resource_weight
-        # reason table: 0 = "", 1 = expired, then plain per resource, then aggregated per resource
+        # reason table: 0 = "", 1 = expired, then plain per resource, then aggregated per resource, then invalid
         self.reasons: tuple[str, ...] = (
             "",
             REASON_NODEMETRIC_EXPIRED,
             *(REASON_USAGE_EXCEED.format(r) for r in self.resources),
             *(REASON_AGGREGATED_USAGE_EXCEED.format(r) for r in self.resources),
+            REASON_NODEMETRIC_INVALID,
         )
+        self._invalid_reason_id = len(self.reasons) - 1
+        self._invalid_metrics: set[str] = set()
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, ThresholdProfile] = {}
         self._node_of_index: dict[int, str] = {}
@@ -163,6 +170,7 @@ class LoadAwarePlugin:
         ):
             grow_matrix(matrix)
         grow_vector("has_metric", bool, False)
+        grow_vector("metric_invalid", bool, False)
         grow_vector("has_status", bool, False)
         grow_vector("np_aggregated", bool, False)
         grow_vector("prod_enabled", bool, False)
@@ -178,6 +186,7 @@ class LoadAwarePlugin:
     score_np_base: npt.NDArray[np.int64]
     score_prod_base: npt.NDArray[np.int64]
     has_metric: npt.NDArray[np.bool_]
+    metric_invalid: npt.NDArray[np.bool_]
     has_status: npt.NDArray[np.bool_]
     np_aggregated: npt.NDArray[np.bool_]
     prod_enabled: npt.NDArray[np.bool_]
@@ -198,6 +207,7 @@ class LoadAwarePlugin:
         load = self.loads.get(name)
         profile = self.profiles[name]
         metric = load.metric if load is not None else None
+        self.metric_invalid[index] = name in self._invalid_metrics
         if load is None or metric is None:
             self.has_metric[index] = False
             self.has_status[index] = False
@@ -252,9 +262,15 @@ class LoadAwarePlugin:
         self._alloc_of.pop(name, None)
         self.has_metric[index] = False
         self.has_status[index] = False
+        self.metric_invalid[index] = False
         self.alloc[index] = 0
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
+        if metric is not None and metric.error is not None:
+            self._invalid_metrics.add(name)
+            metric = None  # nothing of it is usable: no usage, no updateTime
+        else:
+            self._invalid_metrics.discard(name)
         load = self._load(name)
         load.set_metric(metric, self.vectorize, self.args.prod_usage_include_sys)
         self._refresh(name)
@@ -368,6 +384,10 @@ class LoadAwarePlugin:
         enabled = self.np_enabled[indices]
         if pod.priority_class is PriorityClass.PROD:
             enabled = enabled | self.prod_enabled[indices]
+        invalid = self.metric_invalid[indices] & enabled
+        if invalid.any():
+            codes[invalid] = Code.UNSCHEDULABLE
+            reason_ids[invalid] = self._invalid_reason_id
         metric = self.has_metric[indices] & enabled
         checked = metric & self.has_status[indices]
         if self.args.filter_expired_node_metrics:

@@ -1,7 +1,7 @@
 import pytest
 
 from koordpy.config import LoadAwareSchedulingArgs, validate
-from koordpy.model.objects import node_from_dict, pod_from_dict
+from koordpy.model.objects import ObjectError, node_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.loadaware import estimate_node, estimate_pod
 from koordpy.scheduler.plugins.loadaware.estimator import go_round
 from koordpy.testing import NodeBuilder, PodBuilder
@@ -87,8 +87,12 @@ def test_raw_allocatable_overrides_keys() -> None:
     )
     estimated = estimate_node(node_from_dict(raw))
     assert estimated["cpu"] == 16000 and estimated["memory"] == 64 * GI
-    broken = NodeBuilder("n").allocatable(cpu="32").annotation("node.koordinator.sh/raw-allocatable", "{oops").build()
-    assert estimate_node(node_from_dict(broken))["cpu"] == 32000
+    # An unreadable annotation makes the Node unreadable (ObjectError naming the annotation): falling
+    # back to the amplified 32 cpu, as upstream does, would make the node look emptier (issue 14).
+    for bad in ("{oops", '{"cpu": "1e400"}', '{"cpu": "-1"}', "[" * 100_000):
+        broken = NodeBuilder("n").allocatable(cpu="32").annotation("node.koordinator.sh/raw-allocatable", bad).build()
+        with pytest.raises(ObjectError, match=r"metadata\.annotations\[node\.koordinator\.sh/raw-allocatable\]"):
+            node_from_dict(broken)
 
 
 @pytest.mark.parametrize(
