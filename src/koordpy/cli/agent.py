@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from koordpy.cli.files import InputError, read_documents, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -19,7 +19,7 @@ app = typer.Typer(help="Node agent: usage collection, NodeMetric reporting, wate
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -60,6 +60,8 @@ def plan_command(
         result = offline_plan(read_documents(files), node, instant, options)
     except (InputError, ConfigError, OfflineError) as exc:
         raise fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
+        raise fail(f"{', '.join(map(str, files))}: cannot evaluate: {type(exc).__name__}: {exc}") from None
     for event in result.events:
         where = f" {event.pod}" if event.pod else ""
         print(f"note: {event.reason}{where}: {event.message}", file=sys.stderr)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from koordpy.cli.files import InputError, read_documents, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -27,7 +27,7 @@ def load_scheduler_config(path: Path | None) -> SchedulerConfiguration:
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -65,6 +65,8 @@ def explain_command(
         result, ignored = explain(documents, pod, cfg, instant)
     except (InputError, ConfigError, ExplainError) as exc:
         raise fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
+        raise fail(f"{', '.join(map(str, files))}: cannot evaluate: {type(exc).__name__}: {exc}") from None
     for kind, count in sorted(ignored.items()):
         print(f"note: ignored {count} object(s) of kind {kind}", file=sys.stderr)
     if output == "json":

@@ -10,7 +10,8 @@ Defaulting follows Koordinator's ``SetDefaults_LoadAwareSchedulingArgs`` (v1.8):
 
 Validation follows Koordinator's ``ValidateLoadAwareSchedulingArgs``: weights 1..100, thresholds
 and factors 0..100 (a factor must be > 0), ``dominantResourceWeight`` 0..100, expiration > 0,
-every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``).
+every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``) and are
+bounded like Go's. Numbers are strict: a boolean, a float or a string is not an integer.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def _duration(value: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(_duration)]
+StrictInt = Annotated[int, Field(strict=True)]
+"""An integer; ``true`` or ``1.0`` is refused (pydantic's lax mode would take them)."""
+Seconds = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
 
 
 class _Args(BaseModel):
@@ -53,7 +57,7 @@ class _Args(BaseModel):
 class AggregatedArgs(_Args):
     """Percentile (aggregated) usage thresholds and scoring."""
 
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
+    usage_thresholds: dict[str, StrictInt] = Field(default_factory=dict, alias="usageThresholds")
     usage_aggregation_type: AggregationType = Field("", alias="usageAggregationType")
     usage_aggregated_duration: Duration = Field(0.0, alias="usageAggregatedDuration")
     """Seconds; 0 means the longest duration that has data."""
@@ -74,22 +78,25 @@ class LoadAwareSchedulingArgs(_Args):
 
     api_version: str | None = Field(None, alias="apiVersion")
     kind: str | None = None
-    filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics")
+    filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics", strict=True)
     """Block nodes whose NodeMetric is older than ``nodeMetricExpirationSeconds`` (Filter only)."""
-    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds")
-    enable_schedule_when_node_metrics_expired: bool = Field(False, alias="enableScheduleWhenNodeMetricsExpired")
+    node_metric_expiration_seconds: Seconds = Field(180, alias="nodeMetricExpirationSeconds")
+    """Seconds; 1 to 2^31-1."""
+    enable_schedule_when_node_metrics_expired: bool = Field(
+        False, alias="enableScheduleWhenNodeMetricsExpired", strict=True
+    )
     """Let expired nodes pass Filter anyway (they still score 0)."""
-    resource_weights: dict[str, int] = Field(default_factory=dict, alias="resourceWeights")
-    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight")
-    usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="usageThresholds")
-    prod_usage_thresholds: dict[str, int] = Field(default_factory=dict, alias="prodUsageThresholds")
-    prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys")
-    score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage")
+    resource_weights: dict[str, StrictInt] = Field(default_factory=dict, alias="resourceWeights")
+    dominant_resource_weight: StrictInt = Field(0, alias="dominantResourceWeight")
+    usage_thresholds: dict[str, StrictInt] = Field(default_factory=dict, alias="usageThresholds")
+    prod_usage_thresholds: dict[str, StrictInt] = Field(default_factory=dict, alias="prodUsageThresholds")
+    prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys", strict=True)
+    score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage", strict=True)
     estimator: str = ""
-    estimated_scaling_factors: dict[str, int] = Field(default_factory=dict, alias="estimatedScalingFactors")
-    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled")
-    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized")
-    allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation")
+    estimated_scaling_factors: dict[str, StrictInt] = Field(default_factory=dict, alias="estimatedScalingFactors")
+    estimated_seconds_after_pod_scheduled: Seconds | None = Field(None, alias="estimatedSecondsAfterPodScheduled")
+    estimated_seconds_after_initialized: Seconds | None = Field(None, alias="estimatedSecondsAfterInitialized")
+    allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation", strict=True)
     aggregated: AggregatedArgs | None = None
     supported_resources: list[str] = Field(default_factory=list, alias="supportedResources")
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
+from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
 from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos, priority_class
 from koordpy.model.quantity import QuantityError
 from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
@@ -249,8 +249,8 @@ def _resource_map(obj: Any, path: str) -> ResourceList:
 def _seconds(obj: Any, path: str) -> float | None:
     if obj is None:
         return None
-    if isinstance(obj, bool) or not isinstance(obj, int | float):
-        raise ObjectError(f"{path}: expected a number of seconds")
+    if isinstance(obj, bool) or not isinstance(obj, int | float) or not 0 <= obj <= MAX_DURATION_SECONDS:
+        raise ObjectError(f"{path}: expected a number of seconds (0 to {MAX_DURATION_SECONDS:.4g})")
     return float(obj)
 
 

@@ -18,7 +18,8 @@ feasible node with the highest summed plugin score (ties: first in input order).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koordpy.config.scheduler import SchedulerConfiguration
@@ -30,6 +31,7 @@ from koordpy.scheduler.profile import build_plugins
 __all__ = ["ExplainError", "explain"]
 
 KINDS = ("Node", "Pod", "NodeMetric")
+_MALFORMED = (ValueError, TypeError, AttributeError, KeyError, ArithmeticError)
 
 
 class ExplainError(ValueError):
@@ -58,6 +60,8 @@ def explain(
                 out.append(conv(obj))
             except ObjectError as exc:
                 raise ExplainError(f"{where}: {kind} {_name(obj)}: {exc}") from None
+            except _MALFORMED as exc:  # a shape the converter does not name a field for
+                raise ExplainError(f"{where}: {kind} {_name(obj)}: {type(exc).__name__}: {exc}") from None
         return out
 
     nodes = convert("Node", node_from_dict)
@@ -69,18 +73,23 @@ def explain(
     target = dataclasses.replace(target, node_name="")
 
     state = ClusterState(build_plugins(config))
-    for node in nodes:
-        state.upsert_node(node)
-    for pod in pods:
+    for (where, _), node in zip(dump.of("Node"), nodes, strict=True):
+        _apply(where, f"Node {node.name}", functools.partial(state.upsert_node, node))
+    for (where, _), pod in zip(dump.of("Pod"), pods, strict=True):
         if pod.uid != target.uid and not (pod.namespace == namespace and pod.name == name):
-            state.upsert_pod(pod, now)
-    for metric in metrics:
-        state.upsert_metric(metric)
+            _apply(where, f"Pod {pod.name}", functools.partial(state.upsert_pod, pod, now))
+    for (where, _), metric in zip(dump.of("NodeMetric"), metrics, strict=True):
+        _apply(where, f"NodeMetric {metric.name}", functools.partial(state.upsert_metric, metric))
 
     names = [n.name for n in nodes]
-    filtered = state.filter(target, names, now)
-    feasible = [n for n in names if n not in filtered.statuses]
-    scored = state.score(target, feasible, now) if feasible else None
+    try:
+        filtered = state.filter(target, names, now)
+        feasible = [n for n in names if n not in filtered.statuses]
+        scored = state.score(target, feasible, now) if feasible else None
+    except _MALFORMED as exc:
+        raise ExplainError(
+            f"--pod {pod_key}: cannot be evaluated against the dump: {type(exc).__name__}: {exc}"
+        ) from None
     by_name: dict[str, int] = {}
     if scored is not None:
         by_name = {n: i for i, n in enumerate(scored.names)}
@@ -109,6 +118,14 @@ def explain(
         rows.append(row)
     result = {"pod": f"{namespace}/{name}", "nodes": rows, "selected": best[1] if best else None}
     return result, dump.ignored
+
+
+def _apply(where: str, what: str, step: Callable[[], object]) -> None:
+    """Run one cluster-state update; a value the state cannot hold names its object."""
+    try:
+        step()
+    except _MALFORMED as exc:
+        raise ExplainError(f"{where}: {what}: cannot be used: {type(exc).__name__}: {exc}") from None
 
 
 def _name(obj: Mapping[str, Any]) -> str:
