@@ -51,7 +51,7 @@ def check_pod(pod: PodInfo) -> None:
     for field_name, amounts in (("requests", pod.requests), ("limits", pod.limits)):
         millis = amounts.get("cpu", 0)
         if not -MAX_MILLIS <= millis <= MAX_MILLIS:
-            raise ValueError(f"{pod.key}: {field_name}.cpu: out of range (at most {MAX_MILLIS} millicores)")
+            raise ValueError(f"spec.containers[].resources.{field_name}.cpu: out of range (at most {MAX_MILLIS}m)")
 
 
 @dataclass(frozen=True, slots=True)
