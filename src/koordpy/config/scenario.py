@@ -73,7 +73,8 @@ def _seconds(value: Any) -> float:
         raise ValueError(f"not a duration: {str(value)[:40]!r} ({exc})") from None
 
 
-def _resources(value: Any) -> ResourceList:
+def _amounts(value: Any) -> ResourceList:
+    """Parsed quantities; raises ``ValueError`` whose message starts with the resource name."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -82,21 +83,36 @@ def _resources(value: Any) -> ResourceList:
         parsed = parse_resource_list(value)
     except QuantityError as exc:
         raise ValueError(str(exc)) from None
-    negative = sorted(name for name, amount in parsed.items() if amount < 0)
-    if negative:
-        raise ValueError(f"negative quantity for {', '.join(negative)}")
-    huge = sorted(name for name, amount in parsed.items() if amount > MAX_AMOUNT)
-    if huge:
-        raise ValueError(f"quantity out of range for {', '.join(huge)} (at most {MAX_AMOUNT} base units)")
+    for name, amount in parsed.items():
+        if amount < 0:
+            raise ValueError(f"{name}: negative quantity")
+        if amount > MAX_AMOUNT:
+            raise ValueError(f"{name}: quantity out of range (at most {MAX_AMOUNT} base units)")
     return parsed
 
 
+def _resources(value: Any) -> ResourceList:
+    try:
+        return _amounts(value)
+    except ValueError as exc:
+        name, sep, problem = str(exc).partition(": ")
+        if sep and isinstance(value, dict) and name in map(str, value):
+            raise field_problems([f"{name}: {problem}"]) from None  # names the resource in the field path
+        raise
+
+
 def _cpu_millis(value: Any) -> int:
-    return _resources({"cpu": value})["cpu"]
+    try:
+        return _amounts({"cpu": value})["cpu"]
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("cpu: ")) from None
 
 
 def _memory_bytes(value: Any) -> int:
-    return _resources({"memory": value})["memory"]
+    try:
+        return _amounts({"memory": value})["memory"]
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("memory: ")) from None
 
 
 def _instant(value: Any) -> float:
