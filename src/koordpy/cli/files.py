@@ -133,6 +133,12 @@ def _check_tree(source: str, document: Any) -> None:
                 f"{source}: {field_path(path)}: integer literal of {value.length} characters (at most {MAX_INT_DIGITS})"
             )
         if isinstance(value, dict):
+            long_key = next((k for k in value if isinstance(k, _LongInteger)), None)
+            if long_key is not None:
+                raise InputError(
+                    f"{source}: {field_path(path)}: key is an integer literal of {long_key.length} characters "
+                    f"(at most {MAX_INT_DIGITS})"
+                )
             children: Any = ((k if isinstance(k, str) else repr(k), v) for k, v in value.items())
         elif isinstance(value, list):
             children = enumerate(value)
