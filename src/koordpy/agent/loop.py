@@ -41,6 +41,7 @@ from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, forget, plan
 from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
+from koordpy.agent.policy.types import check_pod
 from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
@@ -56,6 +57,12 @@ __all__ = ["Agent", "AgentMetrics", "Collector"]
 
 log = logging.getLogger("koordpy.agent")
 EVENT_DEDUP_SECONDS = 300.0
+
+
+def _meta(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``metadata`` of a raw object, or empty when it is missing or not an object."""
+    meta = raw.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 class AgentMetrics:
@@ -78,6 +85,12 @@ class AgentMetrics:
         self.gap = Gauge("koordpy_agent_gap", "Open gap per action kind and metric.", ["kind", "metric"], registry=r)
         self.reports = Counter(
             "koordpy_agent_nodemetric_reports_total", "NodeMetric writes by result.", ["result"], registry=r
+        )
+        self.skipped = Counter(
+            "koordpy_agent_skipped_objects_total",
+            "Watched objects the agent cannot use (malformed or out of range), by kind; each is logged with an Event.",
+            ["kind"],
+            registry=r,
         )
 
 
@@ -199,15 +212,18 @@ class Agent:
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
-        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        uid = str(_meta(raw).get("uid") or "")
         if etype == "DELETED":
             self.pods.pop(uid, None)
             self.raw_pods.pop(uid, None)
             return
         try:
             info = pod_from_dict(raw)
-        except ObjectError as exc:
-            log.warning("pod %s ignored: %s", uid, exc)
+            check_pod(info)
+        except ValueError as exc:
+            self.pods.pop(uid, None)
+            self.raw_pods.pop(uid, None)
+            self._skip("Pod", raw, str(exc))
             return
         self.pods[info.uid] = info
         self.raw_pods[info.uid] = raw
@@ -270,17 +286,29 @@ class Agent:
                 self._spawn(self._emit_on(raw, warning.reason, warning.message))
         return new
 
-    @staticmethod
-    def _on_crd(etype: str, raw: dict[str, Any], into: dict[str, Any], model: Any) -> None:
-        name = str((raw.get("metadata") or {}).get("name") or "")
+    def _on_crd(self, etype: str, raw: dict[str, Any], into: dict[str, Any], model: Any) -> None:
+        name = str(_meta(raw).get("name") or "")
         if etype == "DELETED":
             into.pop(name, None)
             return
         try:
             into[name] = model.model_validate(raw)
         except ValueError as exc:
-            log.warning("%s %s ignored: %s", raw.get("kind"), name, exc)
             into.pop(name, None)
+            self._skip(str(raw.get("kind") or model.__name__), raw, str(exc))
+
+    def _skip(self, kind: str, raw: dict[str, Any], problem: str) -> None:
+        """A watched object the agent cannot use: log, count and report it on the object; the ticks go on."""
+        meta = _meta(raw)
+        key = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p) or "<unnamed>"
+        text = " ".join(problem.split())[:900]
+        log.warning("%s %s skipped: %s", kind, key, text)
+        self.metrics.skipped.labels(kind).inc()
+        if meta.get("name"):
+            with contextlib.suppress(RuntimeError):  # no running loop: called outside the agent (tests)
+                self._spawn(
+                    self._emit("SkippedByAgent", f"koordpy-agent cannot use this object: {text}", True, "", raw)
+                )
 
     @staticmethod
     def _writer(root: str, version: int, path: str) -> CgroupWriter:
@@ -421,14 +449,20 @@ class Agent:
         elif outcome is EvictOutcome.EVICTED:
             await self._emit("Evicted", "evicted by waterline QoS", False, key)
 
-    async def _emit(self, reason: str, message: str, warning: bool, pod_key: str) -> None:
+    async def _emit(
+        self, reason: str, message: str, warning: bool, pod_key: str, about: Mapping[str, Any] | None = None
+    ) -> None:
+        """An Event about the pod ``pod_key``, else about the raw object ``about``, else about the node."""
         now = self.mono()
-        dedup = (reason, pod_key, message)
+        about_key = f"{about.get('kind')}/{_meta(about).get('name')}" if about is not None else ""
+        dedup = (reason, pod_key or about_key, message)
         if now - self._event_seen.get(dedup, -float("inf")) < EVENT_DEDUP_SECONDS:
             return
         self._event_seen[dedup] = now
-        involved: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
-        if pod_key:
+        involved: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
+        if about is not None:
+            involved = about
+        elif pod_key:
             raw = next((r for u, r in self.raw_pods.items() if self.pods[u].key == pod_key), None)
             if raw is not None:
                 involved = raw

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from koordpy.cli.files import InputError, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -19,7 +19,7 @@ app = typer.Typer(help="Node agent: usage collection, NodeMetric reporting, wate
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -153,6 +153,9 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
         result = offline_plan(documents, node, instant, options)
     except (InputError, ConfigError, OfflineError, LiveError) as exc:
         raise fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
+        source = ", ".join(map(str, files)) if files else "the cluster"
+        raise fail(f"{source}: cannot evaluate: {type(exc).__name__}: {exc}") from None
     for event in result.events:
         where = f" {event.pod}" if event.pod else ""
         print(f"note: {event.reason}{where}: {event.message}", file=sys.stderr)

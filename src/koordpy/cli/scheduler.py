@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from koordpy.cli.files import InputError, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -27,7 +27,7 @@ def load_scheduler_config(path: Path | None) -> SchedulerConfiguration:
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -112,6 +112,9 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         raise fail(f"--now: {exc}") from None
     except (InputError, ConfigError, ExplainError, LiveError) as exc:
         raise fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
+        source = ", ".join(map(str, files)) if files else "the cluster"
+        raise fail(f"{source}: cannot evaluate: {type(exc).__name__}: {exc}") from None
     for kind, count in sorted(ignored.items()):
         print(f"note: ignored {count} object(s) of kind {kind}", file=sys.stderr)
     if result["nowFrom"] == "dump":

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from koordpy.cli.files import InputError, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -87,7 +87,7 @@ class _Progress:
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(2)
 
 
@@ -110,6 +110,8 @@ def simulate_command(
         parsed = load_scenario(scenario)
     except (InputError, ConfigError) as exc:
         raise _fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed scenario the validators did not attribute to a field
+        raise _fail(f"{scenario or DEFAULT_SCENARIO}: cannot load: {type(exc).__name__}: {exc}") from None
     warnings = scenario_warnings(parsed)
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)

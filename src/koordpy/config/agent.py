@@ -16,18 +16,22 @@
       port: 9316
 
 Unknown keys are errors. ``nodeMetric`` values are defaults: a NodeMetric's own
-``spec.metricCollectPolicy`` overrides them.
+``spec.metricCollectPolicy`` overrides them. Numbers are strict: a boolean or a string is not a
+number, NaN and infinity are refused, and every number has the range given in its description.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from koordpy.config.errors import field_problems
 
 __all__ = ["AgentConfiguration", "NodeMetricSettings", "QoSSettings", "ServerSettings"]
+
+
+WindowSeconds = Annotated[int, Field(strict=True, ge=1, le=86_400)]
 
 
 class _Settings(BaseModel):
@@ -37,49 +41,62 @@ class _Settings(BaseModel):
 class QoSSettings(_Settings):
     """Waterline QoS: what the NodeQOSEnsurancePolicy CRD does not say."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, strict=True)
     """False: no policy is read, nothing is throttled or evicted (collection and reporting go on)."""
     protected_namespaces: tuple[str, ...] = Field(("kube-system",), alias="protectedNamespaces")
     """Pods in these namespaces are never throttled or evicted."""
-    protected_priority_above: int = Field(1_000_000_000, alias="protectedPriorityAbove")
-    """Pods with ``spec.priority`` above this are never touched. The default protects only
-    ``system-cluster-critical``/``system-node-critical``; set 7999 to also protect koord-prod."""
-    eviction_timeout_seconds: float = Field(300.0, alias="evictionTimeoutSeconds", gt=0)
-    """How long (plus the grace period) an eviction counts as in flight before its pod may be picked again."""
-    max_sample_gap_seconds: float | None = Field(None, alias="maxSampleGapSeconds", gt=0)
-    """Samples further apart are not consecutive. Unset: 3 x ``collectIntervalSeconds``."""
-    restore_on_exit: bool = Field(False, alias="restoreOnExit")
+    protected_priority_above: int = Field(
+        1_000_000_000, alias="protectedPriorityAbove", strict=True, ge=-(2**31), le=2**31 - 1
+    )
+    """Pods with ``spec.priority`` above this are never touched (an int32, like ``spec.priority``). The
+    default protects only ``system-cluster-critical``/``system-node-critical``; set 7999 to also protect
+    koord-prod."""
+    eviction_timeout_seconds: float = Field(
+        300.0, alias="evictionTimeoutSeconds", strict=True, allow_inf_nan=False, ge=1, le=86_400
+    )
+    """How long (plus the grace period) an eviction counts as in flight before its pod may be picked
+    again; 1 s to 1 day."""
+    max_sample_gap_seconds: float | None = Field(
+        None, alias="maxSampleGapSeconds", strict=True, allow_inf_nan=False, ge=0.1, le=86_400
+    )
+    """Samples further apart are not consecutive; 0.1 s to 1 day. Unset: 3 x ``collectIntervalSeconds``."""
+    restore_on_exit: bool = Field(False, alias="restoreOnExit", strict=True)
     """Restore every throttled pod when the agent stops (else they are re-adopted on restart)."""
-    eviction_retries: int = Field(3, alias="evictionRetries", ge=0)
-    """Retries of an eviction refused with 429 (after its Retry-After) before it is given up for this tick."""
+    eviction_retries: int = Field(3, alias="evictionRetries", strict=True, ge=0, le=100)
+    """Retries of an eviction refused with 429 (after its Retry-After) before it is given up for this
+    tick; 0 to 100."""
 
 
 class NodeMetricSettings(_Settings):
     """NodeMetric reporting defaults (Koordinator's cluster defaults)."""
 
-    enabled: bool = True
-    report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", ge=1)
-    """How often ``status`` is written."""
-    aggregate_duration_seconds: int = Field(300, alias="aggregateDurationSeconds", ge=1)
-    """Window of the averaged ``nodeUsage``/``podsMetric`` usage."""
-    aggregation_durations_seconds: tuple[int, ...] = Field((300, 600, 1800), alias="aggregationDurationsSeconds")
-    """Windows of ``aggregatedNodeUsages`` (p50/p90/p95/p99 each)."""
+    enabled: bool = Field(True, strict=True)
+    report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", strict=True, ge=1, le=86_400)
+    """How often ``status`` is written; 1 s to 1 day."""
+    aggregate_duration_seconds: int = Field(300, alias="aggregateDurationSeconds", strict=True, ge=1, le=86_400)
+    """Window of the averaged ``nodeUsage``/``podsMetric`` usage; 1 s to 1 day."""
+    aggregation_durations_seconds: tuple[WindowSeconds, ...] = Field(
+        (300, 600, 1800), alias="aggregationDurationsSeconds", max_length=16
+    )
+    """Windows of ``aggregatedNodeUsages`` (p50/p90/p95/p99 each); at most 16, each 1 s to 1 day."""
 
 
 class ServerSettings(_Settings):
     host: str = "0.0.0.0"
     """Listen address of /healthz, /readyz and /metrics."""
-    port: int = Field(9316, ge=1, le=65535)
+    port: int = Field(9316, strict=True, ge=1, le=65535)
 
 
 class AgentConfiguration(_Settings):
     api_version: Literal["koordpy.io/v1alpha1"] = Field("koordpy.io/v1alpha1", alias="apiVersion")
     kind: Literal["AgentConfiguration"] = "AgentConfiguration"
-    collect_interval_seconds: float = Field(10.0, alias="collectIntervalSeconds", gt=0)
-    """One collection + decision tick every this many seconds."""
+    collect_interval_seconds: float = Field(
+        10.0, alias="collectIntervalSeconds", strict=True, allow_inf_nan=False, ge=0.1, le=3600
+    )
+    """One collection + decision tick every this many seconds; 0.1 s to 1 h."""
     state_dir: str = Field("/var/lib/koordpy-agent", alias="stateDir", pattern="^/")
     """Where throttle originals and the policy state survive restarts (a hostPath)."""
-    collect_containers: bool = Field(True, alias="collectContainers")
+    collect_containers: bool = Field(True, alias="collectContainers", strict=True)
     """Read per-container usage too (pods are always read)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
     qos: QoSSettings = Field(default_factory=lambda: QoSSettings.model_validate({}))

@@ -10,9 +10,10 @@ Defaulting follows Koordinator's ``SetDefaults_LoadAwareSchedulingArgs`` (v1.8):
 
 Validation follows Koordinator's ``ValidateLoadAwareSchedulingArgs``: weights 1..100, thresholds
 and factors 0..100 (a factor must be > 0), ``dominantResourceWeight`` 0..100, expiration > 0,
-every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``). Every bound is a
-field constraint, so ``model_json_schema()`` carries it (the chart's values schema is generated from it);
-only the cross-field rule is a model validator.
+every weighted resource needs a scaling factor. Durations accept Go strings (``"5m"``) and are
+bounded like Go's. Numbers are strict: a boolean, a float or a string is not an integer. Every bound is
+a field constraint, so ``model_json_schema()`` carries it (the chart's values schema is generated from
+it); only the cross-field rule is a model validator.
 """
 
 from __future__ import annotations
@@ -105,9 +106,11 @@ Duration = Annotated[
     ),
 ]
 """Seconds: a Go duration string (``"5m"``), a bare number of seconds, or null (0)."""
-Weight = Annotated[int, Field(ge=1, le=100)]
-Percent = Annotated[int, Field(ge=0, le=100)]
-ScalingFactor = Annotated[int, Field(gt=0, le=100)]
+Weight = Annotated[int, Field(strict=True, ge=1, le=100)]
+Percent = Annotated[int, Field(strict=True, ge=0, le=100)]
+ScalingFactor = Annotated[int, Field(strict=True, gt=0, le=100)]
+Seconds = Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)]
+"""Integers are strict: ``true`` or ``1.0`` is refused (pydantic's lax mode would take them)."""
 
 
 class _Args(BaseModel):
@@ -138,22 +141,27 @@ class LoadAwareSchedulingArgs(_Args):
 
     api_version: str | None = Field(None, alias="apiVersion")
     kind: str | None = None
-    filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics")
+    filter_expired_node_metrics: bool = Field(True, alias="filterExpiredNodeMetrics", strict=True)
     """Block nodes whose NodeMetric is older than ``nodeMetricExpirationSeconds`` (Filter only)."""
-    node_metric_expiration_seconds: int = Field(180, alias="nodeMetricExpirationSeconds", gt=0)
-    enable_schedule_when_node_metrics_expired: bool = Field(False, alias="enableScheduleWhenNodeMetricsExpired")
+    node_metric_expiration_seconds: int = Field(
+        180, alias="nodeMetricExpirationSeconds", strict=True, gt=0, le=2**31 - 1
+    )
+    """Seconds; 1 to 2^31-1."""
+    enable_schedule_when_node_metrics_expired: bool = Field(
+        False, alias="enableScheduleWhenNodeMetricsExpired", strict=True
+    )
     """Let expired nodes pass Filter anyway (they still score 0)."""
     resource_weights: dict[str, Weight] = Field(default_factory=dict, alias="resourceWeights")
-    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight", ge=0, le=100)
+    dominant_resource_weight: int = Field(0, alias="dominantResourceWeight", strict=True, ge=0, le=100)
     usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="usageThresholds")
     prod_usage_thresholds: dict[str, Percent] = Field(default_factory=dict, alias="prodUsageThresholds")
-    prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys")
-    score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage")
+    prod_usage_include_sys: bool = Field(False, alias="prodUsageIncludeSys", strict=True)
+    score_according_prod_usage: bool = Field(False, alias="scoreAccordingProdUsage", strict=True)
     estimator: Literal["", "defaultEstimator"] = ""
     estimated_scaling_factors: dict[str, ScalingFactor] = Field(default_factory=dict, alias="estimatedScalingFactors")
-    estimated_seconds_after_pod_scheduled: int | None = Field(None, alias="estimatedSecondsAfterPodScheduled", ge=0)
-    estimated_seconds_after_initialized: int | None = Field(None, alias="estimatedSecondsAfterInitialized", ge=0)
-    allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation")
+    estimated_seconds_after_pod_scheduled: Seconds | None = Field(None, alias="estimatedSecondsAfterPodScheduled")
+    estimated_seconds_after_initialized: Seconds | None = Field(None, alias="estimatedSecondsAfterInitialized")
+    allow_customize_estimation: bool = Field(False, alias="allowCustomizeEstimation", strict=True)
     aggregated: AggregatedArgs | None = None
     supported_resources: list[str] = Field(default_factory=list, alias="supportedResources")
 

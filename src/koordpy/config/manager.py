@@ -14,7 +14,8 @@
     peering: {enabled: false, name: koordpy-manager}
     health: {host: 0.0.0.0, port: 8080}
 
-Unknown keys are errors (a typo must not silently fall back to a default).
+Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
+boolean or a string is not a number) and bounded as each field says.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ class NodeMetricOverride(_Settings):
 
     node_selector: dict[str, str] = Field(alias="nodeSelector", min_length=1)
     """Labels a node must carry (all of them) for this override to apply."""
-    aggregate_duration_seconds: int | None = Field(None, alias="aggregateDurationSeconds", ge=1)
-    report_interval_seconds: int | None = Field(None, alias="reportIntervalSeconds", ge=1)
+    aggregate_duration_seconds: int | None = Field(None, alias="aggregateDurationSeconds", strict=True, ge=1, le=86_400)
+    report_interval_seconds: int | None = Field(None, alias="reportIntervalSeconds", strict=True, ge=1, le=86_400)
     node_aggregate_durations: tuple[DurationText, ...] | None = Field(None, alias="nodeAggregateDurations")
     node_memory_collect_policy: MemoryPolicy | None = Field(None, alias="nodeMemoryCollectPolicy")
 
@@ -75,12 +76,12 @@ class NodeMetricOverride(_Settings):
 class NodeMetricSettings(_Settings):
     """What Koordinator's slo-controller writes into every NodeMetric's ``spec.metricCollectPolicy``."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, strict=True)
     """Keep one NodeMetric per node and delete those of deleted nodes."""
-    aggregate_duration_seconds: int = Field(300, alias="aggregateDurationSeconds", ge=1)
-    """Window of ``status.nodeMetric.nodeUsage``."""
-    report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", ge=1)
-    """How often agents report. The extender treats a NodeMetric older than its own limit as stale."""
+    aggregate_duration_seconds: int = Field(300, alias="aggregateDurationSeconds", strict=True, ge=1, le=86_400)
+    """Window of ``status.nodeMetric.nodeUsage``; 1 s to 1 day."""
+    report_interval_seconds: int = Field(60, alias="reportIntervalSeconds", strict=True, ge=1, le=86_400)
+    """How often agents report, 1 s to 1 day. The extender treats a NodeMetric older than its own limit as stale."""
     node_aggregate_durations: tuple[DurationText, ...] = Field(
         ("5m0s", "10m0s", "30m0s"), alias="nodeAggregateDurations"
     )
@@ -96,7 +97,7 @@ class NodeMetricSettings(_Settings):
 class PeeringSettings(_Settings):
     """kopf peering between replicas. Off: the process acts alone (``--standalone``)."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, strict=True)
     """Required with more than one replica; the chart forces it on then."""
     name: str = Field("koordpy-manager", min_length=1, max_length=63)
     """Name of the ClusterKopfPeering object the replicas share."""
@@ -106,7 +107,7 @@ class HealthSettings(_Settings):
     """kopf's liveness endpoint, served at ``http://{host}:{port}/healthz``."""
 
     host: str = "0.0.0.0"
-    port: int = Field(8080, ge=1, le=65535)
+    port: int = Field(8080, strict=True, ge=1, le=65535)
 
 
 class ManagerConfiguration(_Settings):

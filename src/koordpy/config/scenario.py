@@ -19,12 +19,17 @@ Every field is documented in ``docs/simulate.md``. Unknown keys are errors; erro
 path (``workloads[1].usage.cpu.mean: ...``). Durations are Go strings (``"90s"``, ``"1h30m"``) or
 seconds; quantities are Kubernetes quantities (``"500m"``, ``"4Gi"``).
 
+Numbers are strict (a boolean or a string is not a number; NaN and infinity are refused),
+quantities are at most :data:`MAX_AMOUNT` base units, durations are bounded like Go's and
+timestamps lie in years 1970-9999.
+
 Not guaranteed: that a scenario is *realistic*; validation only rejects what the simulator
 cannot run or what is certainly a typo.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -50,6 +55,10 @@ __all__ = [
 ]
 
 API_VERSION = "koordpy.io/v1alpha1"
+MAX_AMOUNT = 2**53
+"""Largest quantity in base units (millicores, bytes): exact in the simulator's float arithmetic."""
+MAX_INSTANT = 253_402_300_799.0
+"""9999-12-31T23:59:59Z in epoch seconds."""
 _NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
@@ -58,11 +67,14 @@ def _seconds(value: Any) -> float:
         raise ValueError("a duration is required")
     try:
         return parse_duration(value)
-    except (DurationError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a duration: {value!r} ({exc})") from None
+    except DurationError as exc:
+        raise ValueError(str(exc)) from None
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"not a duration: {str(value)[:40]!r} ({exc})") from None
 
 
-def _resources(value: Any) -> ResourceList:
+def _amounts(value: Any) -> ResourceList:
+    """Parsed quantities; raises ``ValueError`` whose message starts with the resource name."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -71,29 +83,51 @@ def _resources(value: Any) -> ResourceList:
         parsed = parse_resource_list(value)
     except QuantityError as exc:
         raise ValueError(str(exc)) from None
-    negative = sorted(name for name, amount in parsed.items() if amount < 0)
-    if negative:
-        raise ValueError(f"negative quantity for {', '.join(negative)}")
+    for name, amount in parsed.items():
+        if amount < 0:
+            raise ValueError(f"{name}: negative quantity")
+        if amount > MAX_AMOUNT:
+            raise ValueError(f"{name}: quantity out of range (at most {MAX_AMOUNT} base units)")
     return parsed
 
 
+def _resources(value: Any) -> ResourceList:
+    try:
+        return _amounts(value)
+    except ValueError as exc:
+        name, sep, problem = str(exc).partition(": ")
+        if sep and isinstance(value, dict) and name in map(str, value):
+            raise field_problems([f"{name}: {problem}"]) from None  # names the resource in the field path
+        raise
+
+
 def _cpu_millis(value: Any) -> int:
-    return _resources({"cpu": value})["cpu"]
+    try:
+        return _amounts({"cpu": value})["cpu"]
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("cpu: ")) from None
 
 
 def _memory_bytes(value: Any) -> int:
-    return _resources({"memory": value})["memory"]
+    try:
+        return _amounts({"memory": value})["memory"]
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("memory: ")) from None
 
 
 def _instant(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
+        seconds = float(value) if abs(value) <= MAX_INSTANT else math.inf
+    elif isinstance(value, str):
+        try:
+            seconds = parse_rfc3339(value)
+        except (DurationError, OverflowError) as exc:
+            raise ValueError(str(exc)) from None
+    else:
         raise ValueError("expected an RFC 3339 timestamp")
-    try:
-        return parse_rfc3339(value)
-    except DurationError as exc:
-        raise ValueError(str(exc)) from None
+    if not 0 <= seconds <= MAX_INSTANT:
+        raise ValueError("timestamp out of range (1970-01-01 to 9999-12-31)")
+    return seconds
 
 
 Seconds = Annotated[float, BeforeValidator(_seconds)]
@@ -111,7 +145,7 @@ class NodePool(_Model):
     """``count`` identical nodes named ``<name>-<i>``."""
 
     name: str = Field(pattern=_NAME_PATTERN, max_length=40)
-    count: int = Field(ge=1, le=100_000)
+    count: int = Field(strict=True, ge=1, le=100_000)
     allocatable: Resources
     system_usage: Resources = Field(default_factory=dict, alias="systemUsage")
     """Usage of system daemons outside pods; reported as NodeMetric ``systemUsage``."""
@@ -134,7 +168,7 @@ class Arrivals(_Model):
     ``end`` defaults to the scenario's duration; ``start == end`` makes them all arrive at once.
     """
 
-    count: int = Field(ge=0, le=1_000_000)
+    count: int = Field(strict=True, ge=0, le=1_000_000)
     start: Seconds = 0.0
     end: Seconds | None = None
 
@@ -157,11 +191,11 @@ class Lifetime(_Model):
 class ResourceUsage(_Model):
     """Mean usage of one resource and how it varies between pods and between samples."""
 
-    mean: float = Field(ge=0)
+    mean: float = Field(ge=0, le=MAX_AMOUNT, strict=True, allow_inf_nan=False)
     """Per-pod mean, in millicores for cpu and bytes for memory (quantity strings accepted)."""
-    spread: float = Field(0.0, ge=0, le=3)
+    spread: float = Field(0.0, ge=0, le=3, strict=True, allow_inf_nan=False)
     """Sigma of a per-pod log-normal factor (mean 1): 0 = every pod alike."""
-    noise: float = Field(0.0, ge=0, le=3)
+    noise: float = Field(0.0, ge=0, le=3, strict=True, allow_inf_nan=False)
     """Sigma of a per-sample log-normal factor (mean 1)."""
 
 
@@ -188,11 +222,11 @@ class UsageCurve(_Model):
     pattern: Literal["steady", "diurnal", "bursty"] = "steady"
     cpu: _CpuUsage
     memory: _MemoryUsage
-    amplitude: float = Field(0.5, ge=0, le=1)
-    peak_hour: float = Field(14.0, ge=0, lt=24, alias="peakHour")
+    amplitude: float = Field(0.5, ge=0, le=1, strict=True, allow_inf_nan=False)
+    peak_hour: float = Field(14.0, ge=0, lt=24, alias="peakHour", strict=True, allow_inf_nan=False)
     burst_every: Seconds = Field(1800.0, alias="burstEvery")
     burst_length: Seconds = Field(300.0, alias="burstLength")
-    burst_factor: float = Field(3.0, ge=1, le=100, alias="burstFactor")
+    burst_factor: float = Field(3.0, ge=1, le=100, alias="burstFactor", strict=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> UsageCurve:
@@ -213,14 +247,14 @@ class Workload(_Model):
     namespace: str = Field("default", pattern=_NAME_PATTERN)
     arrivals: Arrivals
     lifetime: Lifetime | None = None
-    priority: int | None = None
-    """``spec.priority``; Koordinator bands: prod 9000-9999, batch 5000-5999 (see the model docs)."""
+    priority: int | None = Field(None, strict=True, ge=-(2**31), le=2**31 - 1)
+    """``spec.priority`` (an int32); Koordinator bands: prod 9000-9999, batch 5000-5999 (see the model docs)."""
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     requests: Resources = Field(default_factory=dict)
     limits: Resources = Field(default_factory=dict)
     usage: UsageCurve
-    restart_on_eviction: bool = Field(True, alias="restartOnEviction")
+    restart_on_eviction: bool = Field(True, alias="restartOnEviction", strict=True)
     """An evicted pod is recreated (by its controller) and scheduled again from scratch."""
 
     @model_validator(mode="after")
@@ -249,7 +283,7 @@ class NodeMetricSettings(_Model):
 class QosSettings(_Model):
     """The agent's waterline QoS on every node (Crane's objects, read by the agent's own models)."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, strict=True)
     interval: Seconds = 30.0
     """Seconds between the agent's QoS evaluations (Crane's collect interval)."""
     policies: list[dict[str, Any]] = Field(default_factory=list)
@@ -261,7 +295,7 @@ class QosSettings(_Model):
 
 
 class ReportSettings(_Model):
-    hot_threshold: int | None = Field(None, ge=1, le=100, alias="hotThreshold")
+    hot_threshold: int | None = Field(None, ge=1, le=100, alias="hotThreshold", strict=True)
     """CPU usage percent above which a node counts as hot; default: the load-aware cpu threshold."""
 
 
@@ -270,7 +304,7 @@ class Scenario(_Model):
     kind: Literal["Scenario"]
     name: str = Field(pattern=_NAME_PATTERN, max_length=63)
     description: str = ""
-    seed: int = Field(1, ge=0)
+    seed: int = Field(1, ge=0, le=2**63 - 1, strict=True)
     start: Instant = Field(default_factory=lambda: parse_rfc3339("2026-11-21T06:00:00Z"))
     duration: Seconds
     step: Seconds = 30.0

@@ -10,7 +10,8 @@
       port: 10262
       metricsPort: 10263  # optional: /healthz, /readyz and /metrics on the pod IP as well
 
-Unknown keys are errors (a typo must not silently fall back to a default).
+Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
+boolean or a string is not a number; NaN and infinity are refused) and bounded as each field says.
 """
 
 from __future__ import annotations
@@ -36,21 +37,23 @@ class ExtenderSettings(_Settings):
 
     host: str = "127.0.0.1"
     """Listen address. Loopback by default: kube-scheduler runs in the same pod."""
-    port: int = Field(10262, ge=1, le=65535)
-    metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
+    port: int = Field(10262, strict=True, ge=1, le=65535)
+    metrics_port: int | None = Field(None, alias="metricsPort", strict=True, ge=1, le=65535)
     """Port of a second, operations-only listener serving ``/healthz``, ``/readyz`` and ``/metrics``
     (never the verbs nor ``/debug``), so that the kubelet can probe and Prometheus can scrape the
     extender while the verbs stay on loopback. Unset: no second listener. Must differ from ``port``."""
     metrics_host: str = Field("0.0.0.0", alias="metricsHost")
     """Listen address of the operations listener: all interfaces, so the pod IP answers."""
-    max_request_bytes: int = Field(16 * 1024 * 1024, alias="maxRequestBytes", ge=1024)
-    """Larger bodies get 413. 16 MiB holds a 5,000-node NodeNames request many times over."""
+    max_request_bytes: int = Field(16 * 1024 * 1024, alias="maxRequestBytes", strict=True, ge=1024, le=1 << 30)
+    """Larger bodies get 413; 1 KiB to 1 GiB. 16 MiB holds a 5,000-node NodeNames request many times over."""
     scheduler_name: str = Field("koordpy-scheduler", alias="schedulerName")
     """Pods with this ``spec.schedulerName`` are the ones the extender is asked about."""
-    bind_timeout_seconds: float = Field(4.0, alias="bindTimeoutSeconds", gt=0)
-    """Deadline for one ``pods/binding`` call; keep it below kube-scheduler's ``httpTimeout``."""
-    watch_timeout_seconds: int = Field(300, alias="watchTimeoutSeconds", ge=10)
-    """Server-side ``timeoutSeconds`` of each watch request; the watch is resumed after it."""
+    bind_timeout_seconds: float = Field(
+        4.0, alias="bindTimeoutSeconds", strict=True, allow_inf_nan=False, ge=0.01, le=300
+    )
+    """Deadline for one ``pods/binding`` call, 0.01 s to 300 s; keep it below kube-scheduler's ``httpTimeout``."""
+    watch_timeout_seconds: int = Field(300, alias="watchTimeoutSeconds", strict=True, ge=10, le=86_400)
+    """Server-side ``timeoutSeconds`` of each watch request, 10 s to 1 day; the watch is resumed after it."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
 
     @model_validator(mode="after")

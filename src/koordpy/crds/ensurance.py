@@ -62,6 +62,8 @@ __all__ = [
 
 GROUP = "ensurance.crane.io"
 VERSION = "v1alpha1"
+MAX_RULE_VALUE = 2**63 - 1
+"""Largest waterline value (an int64, like the quantities the API server stores)."""
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -127,7 +129,7 @@ class MetricRule(WireModel):
     selector: LabelSelector | None = None
     """Series filter (accepted; the agent evaluates node-level series only)."""
     value: Quantity
-    """The waterline, in the metric's Crane unit; must be > 0. Above means strictly greater."""
+    """The waterline, in the metric's Crane unit; must be > 0 and at most 2^63-1. Above means strictly greater."""
 
     @field_validator("value")
     @classmethod
@@ -138,6 +140,8 @@ class MetricRule(WireModel):
             raise ValueError(f"not a quantity: {exc}") from None
         if parsed <= 0:
             raise ValueError("must be > 0")
+        if parsed > MAX_RULE_VALUE:
+            raise ValueError(f"out of range (at most {MAX_RULE_VALUE})")
         return raw
 
     @property
@@ -151,9 +155,9 @@ class ObjectiveEnsurance(WireModel):
     """Rule name: a DNS-1123 label, unique within the policy."""
     metric_rule: MetricRule = Field(alias="metricRule")
     """Which metric and where its waterline is."""
-    avoidance_threshold: int = Field(default=1, ge=1, alias="avoidanceThreshold")
+    avoidance_threshold: int = Field(default=1, ge=1, le=2**31 - 1, strict=True, alias="avoidanceThreshold")
     """Consecutive samples above the line before the rule fires (Crane counted cumulatively)."""
-    restore_threshold: int = Field(default=1, ge=1, alias="restoreThreshold")
+    restore_threshold: int = Field(default=1, ge=1, le=2**31 - 1, strict=True, alias="restoreThreshold")
     """Consecutive samples at or below the line before the rule restores."""
     action_name: str = Field(alias="actionName")
     """Name of the AvoidanceAction to run."""
@@ -393,9 +397,9 @@ def pod_qos_allows(pod_qos: Iterable[PodQOS], pod: PodInfo, action_name: str) ->
 
 
 class CPUThrottle(WireModel):
-    min_cpu_ratio: int = Field(default=0, ge=0, le=100, alias="minCPURatio")
+    min_cpu_ratio: int = Field(default=0, ge=0, le=100, strict=True, alias="minCPURatio")
     """Floor as a percentage of the pod's CPU limit: floor = max(request, limit x ratio / 100)."""
-    step_cpu_ratio: int = Field(default=0, ge=0, le=100, alias="stepCPURatio")
+    step_cpu_ratio: int = Field(default=0, ge=0, le=100, strict=True, alias="stepCPURatio")
     """Percentage of the current quota removed per throttle step and added per restore step."""
 
 
@@ -412,12 +416,14 @@ class Throttle(WireModel):
 
 
 class Eviction(WireModel):
-    termination_grace_period_seconds: int | None = Field(default=None, ge=0, alias="terminationGracePeriodSeconds")
+    termination_grace_period_seconds: int | None = Field(
+        default=None, ge=0, le=2**31 - 1, strict=True, alias="terminationGracePeriodSeconds"
+    )
     """Grace period passed to the Eviction call; unset uses the pod's own."""
 
 
 class AvoidanceActionSpec(WireModel):
-    cool_down_seconds: int = Field(default=300, ge=1, alias="coolDownSeconds")
+    cool_down_seconds: int = Field(default=300, ge=1, le=2**31 - 1, strict=True, alias="coolDownSeconds")
     """Minimum seconds between two executions of this action on a node (koordpy semantics)."""
     throttle: Throttle | None = None
     """Present: the action throttles CPU."""

@@ -1,15 +1,28 @@
 """Go ``time.Duration`` strings (``"5m"``, ``"1h30m"``, ``"300ms"``) and RFC 3339 timestamps.
 
 Durations are returned as float seconds; timestamps as float seconds since the epoch (UTC).
+A duration is bounded like Go's (int64 nanoseconds: at most :data:`MAX_DURATION_SECONDS`, about
+292 years); NaN, infinity and anything longer are refused.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
-__all__ = ["DURATION_PATTERN", "DurationError", "format_rfc3339", "parse_duration", "parse_rfc3339"]
+__all__ = [
+    "DURATION_PATTERN",
+    "MAX_DURATION_SECONDS",
+    "DurationError",
+    "format_rfc3339",
+    "parse_duration",
+    "parse_rfc3339",
+]
 
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+"""Go's ``time.Duration`` range (int64 nanoseconds), in seconds."""
+_MAX_TEXT = 256
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 DURATION_PATTERN = rf"^(\+?({_PART.pattern})+|0|)$"
@@ -26,7 +39,9 @@ def parse_duration(raw: str | int | float) -> float:
     if isinstance(raw, bool):
         raise DurationError(f"not a duration: {raw!r}")
     if isinstance(raw, int | float):
-        return float(raw)
+        return _bounded(float(raw) if abs(raw) <= MAX_DURATION_SECONDS else math.inf, raw)
+    if not isinstance(raw, str) or len(raw) > _MAX_TEXT:
+        raise DurationError(f"not a duration: {str(raw)[:40]!r}")
     text = raw.strip()
     if text in ("0", ""):
         return 0.0
@@ -42,7 +57,13 @@ def parse_duration(raw: str | int | float) -> float:
         pos = match.end()
     if pos == 0:
         raise DurationError(f"not a duration: {raw!r}")
-    return sign * total
+    return _bounded(sign * total, raw)
+
+
+def _bounded(seconds: float, raw: object) -> float:
+    if not math.isfinite(seconds) or abs(seconds) > MAX_DURATION_SECONDS:
+        raise DurationError(f"duration out of range (at most {MAX_DURATION_SECONDS:.4g}s): {str(raw)[:40]!r}")
+    return seconds
 
 
 def parse_rfc3339(raw: str) -> float:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
+from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
 from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos, priority_class
 from koordpy.model.quantity import QuantityError
 from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
@@ -320,12 +320,9 @@ def _seconds(obj: Any, path: str) -> float | None:
         return None
     if isinstance(obj, bool) or not isinstance(obj, int | float):
         raise ObjectError(f"{path}: expected a number of seconds")
-    if isinstance(obj, int) and not 0 <= obj <= 2**63 - 1:
-        raise ObjectError(f"{path}: out of range (0 to 2^63-1 seconds)")
-    seconds = float(obj)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ObjectError(f"{path}: expected a finite, non-negative number of seconds")
-    return seconds
+    if not 0 <= obj <= MAX_DURATION_SECONDS:  # NaN fails the comparison too
+        raise ObjectError(f"{path}: out of range (0 to {MAX_DURATION_SECONDS:.4g} seconds)")
+    return float(obj)
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:

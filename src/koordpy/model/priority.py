@@ -13,6 +13,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from koordpy.model.resources import containers as containers_of
 from koordpy.model.resources import parse_resource_list
 
 __all__ = [
@@ -60,7 +61,7 @@ _COMPUTE = ("cpu", "memory")
 
 def kube_qos(spec: Mapping[str, Any]) -> KubeQoS:
     """The Kubernetes QoS class (``status.qosClass``) computed from the spec."""
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    containers = containers_of(spec, "containers") + containers_of(spec, "initContainers")
     any_set = False
     guaranteed = True
     for container in containers:

@@ -19,6 +19,7 @@ from koordpy.model.quantity import QuantityError, resource_value
 __all__ = [
     "ResourceList",
     "add_into",
+    "containers",
     "parse_resource_list",
     "pod_limits",
     "pod_requests",
@@ -64,16 +65,30 @@ def _max_into(target: ResourceList, other: Mapping[str, int]) -> None:
             target[name] = amount
 
 
+def containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    """``spec.containers`` or ``spec.initContainers``; raises ``QuantityError`` naming the field on a wrong shape."""
+    raw = spec.get(key) or []
+    if not isinstance(raw, list):
+        raise QuantityError(f"{key}: expected a list, got {type(raw).__name__}")
+    for i, container in enumerate(raw):
+        if not isinstance(container, Mapping):
+            raise QuantityError(f"{key}[{i}]: expected an object, got {type(container).__name__}")
+        resources = container.get("resources")
+        if resources is not None and not isinstance(resources, Mapping):
+            raise QuantityError(f"{key}[{i}].resources: expected an object, got {type(resources).__name__}")
+    return raw
+
+
 def _container_field(container: Mapping[str, Any], field: str) -> ResourceList:
     resources = container.get("resources") or {}
     return parse_resource_list(resources.get(field))
 
 
 def _aggregate(spec: Mapping[str, Any], field: str) -> ResourceList:
-    containers: Iterable[Mapping[str, Any]] = spec.get("containers") or []
-    init_containers: Iterable[Mapping[str, Any]] = spec.get("initContainers") or []
+    app_containers: Iterable[Mapping[str, Any]] = containers(spec, "containers")
+    init_containers: Iterable[Mapping[str, Any]] = containers(spec, "initContainers")
     total: ResourceList = {}
-    for container in containers:
+    for container in app_containers:
         add_into(total, _container_field(container, field))
     # Sidecars (restartPolicy: Always) run alongside everything started after them.
     sidecars: ResourceList = {}

@@ -36,7 +36,8 @@ node's NodeMetric (its requests do not count there).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koordpy.config.scheduler import SchedulerConfiguration
@@ -61,6 +62,7 @@ from koordpy.scheduler.profile import build_plugins
 __all__ = ["ExplainError", "NoInstantError", "dump_instant", "explain"]
 
 KINDS = ("Node", "Pod", "NodeMetric")
+_MALFORMED = (ValueError, TypeError, AttributeError, KeyError, ArithmeticError)
 
 
 class ExplainError(ValueError):
@@ -99,6 +101,8 @@ def explain(
                 out.append((conv(obj), obj))
             except ObjectError as exc:
                 raise ExplainError(f"{where}: {kind} {_name(obj)}: {exc}") from None
+            except _MALFORMED as exc:  # a shape the converter does not name a field for
+                raise ExplainError(f"{where}: {kind} {_name(obj)}: {type(exc).__name__}: {exc}") from None
         return out
 
     node_pairs = convert("Node", node_from_dict)
@@ -125,21 +129,28 @@ def explain(
 
     plugins = build_plugins(config)
     state = ClusterState(plugins)
-    for node in nodes:
-        state.upsert_node(node)
-    others = [p for p in pods if p.uid != target.uid and not (p.namespace == namespace and p.name == name)]
-    for pod in others:
-        state.upsert_pod(pod, now)
-    for metric in metrics:
-        state.upsert_metric(metric)
+    for (where, _), node in zip(dump.of("Node"), nodes, strict=True):
+        _apply(where, f"Node {node.name}", functools.partial(state.upsert_node, node))
+    others: list[PodInfo] = []
+    for (where, _), pod in zip(dump.of("Pod"), pods, strict=True):
+        if pod.uid != target.uid and not (pod.namespace == namespace and pod.name == name):
+            others.append(pod)
+            _apply(where, f"Pod {pod.name}", functools.partial(state.upsert_pod, pod, now))
+    for (where, _), metric in zip(dump.of("NodeMetric"), metrics, strict=True):
+        _apply(where, f"NodeMetric {metric.name}", functools.partial(state.upsert_metric, metric))
 
     names = [n.name for n in nodes]
-    fit_status = _fit(nodes, others, target, placement) if in_tree else {}
-    filtered = state.filter(target, names, now)
     loadaware = next((p for p in plugins if isinstance(p, LoadAwarePlugin)), None)
     metric_names = {m.name for m in metrics}
-    feasible = [n for n in names if n not in filtered.statuses and fit_status.get(n, _OK).is_success]
-    scored = state.score(target, feasible, now) if feasible else None
+    try:
+        fit_status = _fit(nodes, others, target, placement) if in_tree else {}
+        filtered = state.filter(target, names, now)
+        feasible = [n for n in names if n not in filtered.statuses and fit_status.get(n, _OK).is_success]
+        scored = state.score(target, feasible, now) if feasible else None
+    except _MALFORMED as exc:
+        raise ExplainError(
+            f"--pod {pod_key}: cannot be evaluated against the dump: {type(exc).__name__}: {exc}"
+        ) from None
     by_name: dict[str, int] = {}
     if scored is not None:
         by_name = {n: i for i, n in enumerate(scored.names)}
@@ -341,6 +352,14 @@ def dump_instant(
                     except DurationError:
                         continue
     return max(stamps) if stamps else None
+
+
+def _apply(where: str, what: str, step: Callable[[], object]) -> None:
+    """Run one cluster-state update; a value the state cannot hold names its object."""
+    try:
+        step()
+    except _MALFORMED as exc:
+        raise ExplainError(f"{where}: {what}: cannot be used: {type(exc).__name__}: {exc}") from None
 
 
 def _name(obj: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
 
 from koordpy.agent.loop import Agent
 from koordpy.config.agent import AgentConfiguration
@@ -259,4 +260,62 @@ async def test_cap_of_a_pod_that_leaves_is_not_orphaned(apiserver, api_client, t
     await agent.tick()
     assert ub not in agent.state.throttled
     assert set(agent.writer.originals) == {ua}
+    await agent.shutdown()
+
+
+async def test_unusable_pods_and_policies_are_skipped_and_the_ticks_go_on(apiserver, api_client, tmp_path):
+    """A pod with ``limits.cpu: 1e400``, a malformed pod, a policy value out of range and one refused
+    outright: each is skipped (log, metric, Event on it), while QoS and the NodeMetric go on for the rest."""
+    policy, throttle, evict, pods = objects()
+    huge = PodBuilder("huge").node("node-1").phase("Running").limits(cpu="1e400").build()
+    malformed = PodBuilder("malformed").node("node-1").phase("Running").build()
+    malformed["spec"]["containers"] = [None, 5]
+    beyond = {
+        **policy,
+        "metadata": {"name": "beyond"},
+        "spec": {
+            "objectiveEnsurances": [
+                {"name": "cpu", "actionName": "throttle", "metricRule": {"name": "cpu_total_usage", "value": "1e400"}}
+            ]
+        },
+    }
+    refused = {**beyond, "metadata": {"name": "refused"}}
+    refused["spec"] = {
+        "objectiveEnsurances": [
+            {"name": "cpu", "actionName": "throttle", "metricRule": {"name": "cpu_total_usage", "value": "0"}}
+        ]
+    }
+    apiserver.seed(NodeBuilder("node-1").build(), policy, beyond, refused, throttle, evict, *pods, huge, malformed)
+    ua, ub, udns = (p["metadata"]["uid"] for p in pods)
+    node = Node(tmp_path, [*pods, huge, malformed])
+    agent = make_agent(tmp_path, api_client, node)
+    await agent.start(sync_timeout=5)
+    assert "refused" not in agent.policies
+    assert malformed["metadata"]["uid"] not in agent.pods
+
+    await agent.tick()
+    busy = {ua: 3.0, ub: 1.0, udns: 1.5, huge["metadata"]["uid"]: 0.1, malformed["metadata"]["uid"]: 0.1}
+    for _ in range(2):
+        node.step(10, 6.0, busy)
+        result = await agent.tick()
+    # The good policy still acts on the good pods exactly as without the bad objects (gap 6 - 4 = 2).
+    assert [(a.pod, round(a.released, 6)) for a in result.actions] == [("default/a", 1.5), ("default/b", 0.5)]
+    assert node.tree.quota(node.rel[ua]) == "150000 100000"
+    assert await agent.report(force=True)
+    stored = nodemetric_from_dict(await api_client.get(resources.NODEMETRICS, "node-1"))
+    assert {("default", "a"), ("default", "b")} <= {(p.namespace, p.name) for p in stored.pods}
+    text = generate_latest(agent.metrics.registry).decode()
+    assert "koordpy_agent_ticks_total 3.0" in text
+    assert 'koordpy_agent_skipped_objects_total{kind="Pod"}' in text
+    assert 'koordpy_agent_skipped_objects_total{kind="NodeQOSEnsurancePolicy"}' in text
+    for _ in range(100):
+        events = (await api_client.list(resources.EVENTS, namespace="default")).items
+        skipped = {e["involvedObject"]["name"] for e in events if e["reason"] == "SkippedByAgent"}
+        if {"malformed", "refused"} <= skipped:
+            break
+        await asyncio.sleep(0.02)
+    assert {"malformed", "refused"} <= skipped
+    refused_event = next(e for e in events if e["involvedObject"]["name"] == "refused")
+    assert refused_event["involvedObject"]["kind"] == "NodeQOSEnsurancePolicy"
+    assert "must be > 0" in refused_event["message"]
     await agent.shutdown()

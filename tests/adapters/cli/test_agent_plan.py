@@ -178,3 +178,20 @@ def test_table_shows_each_candidates_usage_qos_and_priority():
         ["throttle", "batch/batch-b", "cpu_total_usage", "0.9"],
         ["throttle", "batch/batch-c", "cpu_total_usage", "0.6"],
     ]
+
+
+def test_missing_batch_metrics_never_evict_the_guaranteed_prod_pod(tmp_path):
+    # The example with the batch pods' podsMetric entries gone: memory gap 1 GiB; before the fix the
+    # only pod with a metric, web (Guaranteed, priority 9000), was evicted. Now nothing is: the walk
+    # stops at batch-a (BestEffort, 5000, usage unknown) and says why.
+    docs = list(yaml.safe_load_all(DUMP.read_text()))
+    metric = next(d for d in docs if d["kind"] == "NodeMetric")
+    metric["status"]["podsMetric"] = [p for p in metric["status"]["podsMetric"] if p["namespace"] != "batch"]
+    (tmp_path / "dump.yaml").write_text(yaml.safe_dump_all(docs))
+    code, out, err = run("-f", str(tmp_path / "dump.yaml"), "--node", "node-1", "--now", NOW)
+    assert code == 0, err
+    result = json.loads(out)
+    assert [a for a in result["actions"] if a["action"] == "evict"] == []
+    assert "default/web" not in {a["pod"] for a in result["actions"]}
+    assert "note: PodMetricMissing batch/batch-a" in err
+    assert "note: GapNotClosed" in err

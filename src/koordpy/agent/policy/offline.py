@@ -15,15 +15,15 @@ Not guaranteed: pods' current CFS caps are not in a dump, so they are taken from
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
 from koordpy.agent.policy.objectcheck import qos_warnings
 from koordpy.agent.policy.planner import PlanOptions, plan
-from koordpy.agent.policy.types import AgentState, NodeSample, Plan, PodSample
+from koordpy.agent.policy.types import MAX_MILLIS, AgentState, NodeSample, Plan, PodSample, check_pod
 from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.model.dumps import DumpError, sort_dump
@@ -31,6 +31,7 @@ from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_d
 
 __all__ = ["OfflineError", "offline_plan"]
 
+T = TypeVar("T")
 KINDS = ("NodeQOSEnsurancePolicy", "NodeQOS", "PodQOS", "AvoidanceAction", "Pod", "NodeMetric", "Node")
 
 
@@ -60,27 +61,35 @@ def offline_plan(
     pod_qos: list[PodQOS] = model("PodQOS", PodQOS)
     policies = legacy + [q.to_policy() for q in node_qos]
     actions = model("AvoidanceAction", AvoidanceAction)
-    try:
-        metrics = [(w, nodemetric_from_dict(o)) for w, o in dump.of("NodeMetric")]
-        nodes = [(w, node_from_dict(o)) for w, o in dump.of("Node")]
-        pods = [(w, pod_from_dict(o)) for w, o in dump.of("Pod")]
-    except ObjectError as exc:
-        raise OfflineError(str(exc)) from None
-    metric = next((m for _, m in metrics if m.name == node), None)
-    if metric is None:
+    metrics = _convert(dump.of("NodeMetric"), "NodeMetric", nodemetric_from_dict)
+    nodes = _convert(dump.of("Node"), "Node", node_from_dict)
+    pods = _convert(dump.of("Pod"), "Pod", pod_from_dict)
+    for where, pod in pods:
+        try:
+            check_pod(pod)
+        except ValueError as exc:
+            raise OfflineError(f"{where}: Pod {pod.name}: {exc}") from None
+    found = next(((w, m) for w, m in metrics if m.name == node), None)
+    if found is None:
         raise OfflineError(f"--node: no NodeMetric named {node!r} in the input")
-    info = next((n for _, n in nodes if n.name == node), None)
-    usage = metric.node_usage or {}
+    where, metric = found
+    node_found = next(((w, n) for w, n in nodes if n.name == node), None)
+    info = node_found[1] if node_found is not None else None
+    usage = _bounded(metric.node_usage or {}, f"{where}: NodeMetric {node}: status.nodeMetric.nodeUsage")
+    capacity = _bounded(info.capacity, f"{node_found[0]}: Node {node}: status.capacity") if node_found and info else {}
     sample = NodeSample(
         name=node,
         time=metric.update_time if metric.update_time is not None else now,
         cpu=usage["cpu"] / 1000 if "cpu" in usage else None,
-        cpu_capacity=info.capacity["cpu"] / 1000 if info is not None and "cpu" in info.capacity else None,
+        cpu_capacity=capacity["cpu"] / 1000 if "cpu" in capacity else None,
         memory=usage.get("memory"),
-        memory_capacity=info.capacity.get("memory") if info is not None else None,
+        memory_capacity=capacity.get("memory"),
         labels=dict(info.labels) if info is not None else {},
     )
-    by_name = {(p.namespace, p.name): p.usage for p in metric.pods}
+    by_name = {
+        (p.namespace, p.name): _bounded(p.usage, f"{where}: NodeMetric {node}: status.podsMetric[{i}].podUsage")
+        for i, p in enumerate(metric.pods)
+    }
     samples = []
     for _, pod in pods:
         if pod.node_name != node or pod.terminated:
@@ -102,6 +111,27 @@ def offline_plan(
         node_labels=known_nodes,
     )
     return replace(result, warnings=tuple(w.text for w in warnings))
+
+
+def _bounded(resources: Mapping[str, int], where: str) -> Mapping[str, int]:
+    """``resources`` unchanged, or an error naming the first amount the policy's arithmetic cannot hold."""
+    for name, amount in resources.items():
+        if not -MAX_MILLIS <= amount <= MAX_MILLIS:
+            raise OfflineError(f"{where}.{name}: out of range (at most {MAX_MILLIS})")
+    return resources
+
+
+def _convert(objects: Iterable[tuple[str, Any]], kind: str, conv: Callable[[Any], T]) -> list[tuple[str, T]]:
+    """Convert every object; an error names the file/document, the object and the field."""
+    out: list[tuple[str, T]] = []
+    for where, obj in objects:
+        try:
+            out.append((where, conv(obj)))
+        except ObjectError as exc:
+            raise OfflineError(f"{where}: {kind} {_name(obj)}: {exc}") from None
+        except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError) as exc:
+            raise OfflineError(f"{where}: {kind} {_name(obj)}: {type(exc).__name__}: {exc}") from None
+    return out
 
 
 def _name(obj: Any) -> str:

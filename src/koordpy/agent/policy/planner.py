@@ -11,6 +11,14 @@ grace has passed) and pods being deleted by anyone are never candidates, and wha
 credited against the gaps once, up front. Throttled pods keep their cap and original in the ledger
 and are stepped down further from the cap they have.
 
+Unknown pod usage never pushes the choice up the priority order: a candidate whose usage of the
+metric is unknown is not acted on (``PodMetricMissing``), and no candidate of a *higher* QoS
+class or priority than it is acted on for that metric this tick either (the walk stops there;
+the gap stays open and ``GapNotClosed`` says so). Candidates of the same class and priority may
+still close the gap. Rationale: evicting a Guaranteed prod pod because the batch pods below it
+have no metric yet would invert the order the seed promises; leaving the gap open one tick (CPU
+needs two samples) is the safe side.
+
 Not guaranteed: the plan assumes every action succeeds; the caller reports failures with
 :func:`forget`, which drops the ledger entries so the pods become candidates again.
 """
@@ -22,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from koordpy.agent.policy.metrics import BUILTIN, Metric, Registry, ThrottleParams
-from koordpy.agent.policy.ordering import general_key
+from koordpy.agent.policy.ordering import class_and_priority, general_key
 from koordpy.agent.policy.types import (
     Action,
     ActionKind,
@@ -415,6 +423,7 @@ def _run_down(
         if shown is None:
             shown = tuple(p.key for p in order)
         fallback = not (qualified and precise)
+        unknown_band: tuple[int, int] | None = None  # class and priority of the first pod of unknown usage
         if not qualified:
             tick.events.append(
                 Event("NotQualified", f"{kind} on {metric.name} cannot be measured: acting on every candidate", True)
@@ -422,12 +431,14 @@ def _run_down(
         for sample in order:
             if not fallback and tick.gaps[kind].get(metric.name, 0.0) <= 0:
                 break
+            if unknown_band is not None and class_and_priority(sample) > unknown_band:
+                break  # unknown usage below: never reach up the priority order instead
             if sample.uid in tick.acted:
                 continue
             if kind is ActionKind.EVICT:
-                _evict_one(tick, sample, metric=metric, grace=grace, action_name=action_name, fallback=fallback)
+                known = _evict_one(tick, sample, metric=metric, grace=grace, action_name=action_name, fallback=fallback)
             else:
-                _throttle_one(
+                known = _throttle_one(
                     tick,
                     sample,
                     metric=metric,
@@ -436,6 +447,8 @@ def _run_down(
                     action_name=action_name,
                     fallback=fallback,
                 )
+            if not known and unknown_band is None:
+                unknown_band = class_and_priority(sample)
         if tick.gaps[kind].get(metric.name, 0.0) > 0 and not fallback:
             tick.events.append(
                 Event(
@@ -449,18 +462,20 @@ def _run_down(
 
 def _evict_one(
     tick: _Tick, sample: PodSample, *, metric: Metric, grace: int | None, action_name: str, fallback: bool
-) -> None:
+) -> bool:
+    """Evict ``sample`` if that frees something; False when its usage of ``metric`` is unknown."""
     released = metric.evict(sample, tick.node) if metric.evict is not None else None
     if released is None and not fallback:
         tick.events.append(Event("PodMetricMissing", f"{metric.name} usage unknown: not evicted", True, sample.key))
-        return
+        return False
     if not fallback and released is not None and released <= 0:
-        return  # evicting it would free nothing of this metric
+        return True  # evicting it would free nothing of this metric
     tick.acted.add(sample.uid)
     tick.credit(sample, ActionKind.EVICT, None)
     tick.actions.append(
         Action(ActionKind.EVICT, sample.key, sample.uid, metric.name, released or 0.0, action_name, grace_seconds=grace)
     )
+    return True
 
 
 def _throttle_one(
@@ -472,9 +487,10 @@ def _throttle_one(
     throttled: Mapping[str, Throttled],
     action_name: str,
     fallback: bool,
-) -> None:
+) -> bool:
+    """Throttle ``sample`` one step if a step helps; False when its usage of ``metric`` is unknown."""
     if metric.throttle is None:
-        return
+        return True
     entry = throttled.get(sample.uid)
     cap = entry.cap if entry is not None else sample.cpu_cap
     new_cap = metric.throttle(sample, tick.node, cap, params)
@@ -483,16 +499,18 @@ def _throttle_one(
             tick.events.append(
                 Event("PodMetricMissing", f"{metric.name} usage unknown: not throttled", True, sample.key)
             )
-        return
+            return False
+        return True
     released = metric.throttle_released(sample, tick.node, new_cap) if metric.throttle_released else None
     if released is None and not fallback:
         tick.events.append(Event("PodMetricMissing", f"{metric.name} usage unknown: not throttled", True, sample.key))
-        return
+        return False
     tick.acted.add(sample.uid)
     tick.credit(sample, ActionKind.THROTTLE, new_cap)
     tick.actions.append(
         Action(ActionKind.THROTTLE, sample.key, sample.uid, metric.name, released or 0.0, action_name, cpu_cap=new_cap)
     )
+    return True
 
 
 def _run_restore(

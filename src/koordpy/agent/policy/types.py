@@ -17,6 +17,7 @@ from typing import Any
 from koordpy.model.objects import PodInfo
 
 __all__ = [
+    "MAX_MILLIS",
     "Action",
     "ActionKind",
     "AgentState",
@@ -27,6 +28,7 @@ __all__ = [
     "PodSample",
     "RuleState",
     "Throttled",
+    "check_pod",
 ]
 
 
@@ -34,6 +36,22 @@ class ActionKind(enum.StrEnum):
     EVICT = "evict"
     THROTTLE = "throttle"
     RESTORE = "restore"
+
+
+MAX_MILLIS = 2**63 - 1
+"""Largest CPU request/limit the policy acts on, in millicores (Kubernetes' int64 milli-value)."""
+
+
+def check_pod(pod: PodInfo) -> None:
+    """Raise ``ValueError`` naming the field when the pod's CPU request or limit is out of range.
+
+    The policy computes caps and floors from these in floating point; a pod outside the range is
+    one the caller skips (and reports), never one that fails a whole tick.
+    """
+    for field_name, amounts in (("requests", pod.requests), ("limits", pod.limits)):
+        millis = amounts.get("cpu", 0)
+        if not -MAX_MILLIS <= millis <= MAX_MILLIS:
+            raise ValueError(f"spec.containers[].resources.{field_name}.cpu: out of range (at most {MAX_MILLIS}m)")
 
 
 @dataclass(frozen=True, slots=True)

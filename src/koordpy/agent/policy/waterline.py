@@ -11,11 +11,15 @@ Waterline per action kind and metric = the smallest line among the rules that co
 Gap: evict/throttle ``usage - waterline``; restore ``waterline - usage``. Down and up gaps live
 in separate maps (Crane wrote both into one map, the up gap overwriting the down gap).
 
+A rule whose value has no finite waterline (it overflows a float) is ignored with an
+``InvalidRule`` Event; the other rules go on.
+
 Not guaranteed: ``metricRule.selector`` is not evaluated (node-level series only).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -84,7 +88,19 @@ def rules_for_node(
                 events.append(
                     Event("UnknownAction", f"rule {key}: AvoidanceAction {rule.action_name!r} not found", True)
                 )
-            line = metric.waterline(rule.metric_rule.threshold)
+            try:
+                line = metric.waterline(rule.metric_rule.threshold)
+            except (ArithmeticError, ValueError):
+                line = math.nan
+            if not math.isfinite(line):
+                events.append(
+                    Event(
+                        "InvalidRule",
+                        f"rule {key}: value {rule.metric_rule.value!r:.60} is out of range: ignored",
+                        True,
+                    )
+                )
+                continue
             views.append(RuleView(key, rule, action, metric.name, line, scoped=policy.kind == "NodeQOS"))
     return views, events
 

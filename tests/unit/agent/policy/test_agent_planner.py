@@ -255,3 +255,56 @@ def test_throttled_pod_that_is_then_evicted_keeps_its_cap_in_the_ledger():
     refused = forget(p2.state, [uid])  # 429: only the eviction is forgotten
     assert uid not in refused.evicting and uid in refused.throttled
     assert uid not in forget(refused, [uid], throttles=True).throttled
+
+
+def _band_pods(spec: list[tuple[str, int, bool, float | None]]):
+    """(name, priority, guaranteed, memory GiB or None) -> pod samples; Guaranteed pods request 1 cpu / 1 GiB."""
+    out = []
+    for name, priority, guaranteed, mem in spec:
+        builder = PodBuilder(name).priority(priority)
+        if guaranteed:
+            builder = builder.requests(cpu="1", memory="1Gi").limits(cpu="1", memory="1Gi")
+        out.append(pod_sample(builder.build(), cpu=0.5, memory=None if mem is None else int(mem * GiB)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected", "gap_open"),
+    [
+        # The issue's case: the batch pods (5000) have no metric, the Guaranteed prod pod (9000) does.
+        # Line 10 GiB, node 12 GiB -> gap 2 GiB. batch-a is unknown: nothing above band (BE, 5000) is
+        # touched, so web stays; the gap stays open.
+        ([("batch-a", 5000, False, None), ("batch-b", 5000, False, None), ("web", 9000, True, 3)], [], True),
+        # Same band may close the gap: batch-b (3 GiB, known) sorts before unknown batch-a and closes 2 GiB.
+        ([("batch-a", 5000, False, None), ("batch-b", 5000, False, 3), ("web", 9000, True, 3)], ["batch-b"], False),
+        # batch-b frees 1 GiB (gap 1 GiB left), batch-a unknown in the same band: web (9000) is not reached.
+        ([("batch-a", 5000, False, None), ("batch-b", 5000, False, 1), ("web", 9000, True, 3)], ["batch-b"], True),
+        # Every lower pod known: the walk goes up as before (1 + 0.5 = 1.5 GiB < 2 GiB -> web too).
+        (
+            [("batch-a", 5000, False, 0.5), ("batch-b", 5000, False, 1), ("web", 9000, True, 3)],
+            ["batch-b", "batch-a", "web"],
+            False,
+        ),
+        # Unknown pod in a higher band than the known ones: the lower known ones are still acted on.
+        # 1.5 GiB of 2 GiB: mid (7000) unknown stops the walk before web (9000): 0.5 GiB stays open.
+        ([("batch-a", 5000, False, 1.5), ("mid", 7000, False, None), ("web", 9000, True, 3)], ["batch-a"], True),
+    ],
+)
+def test_unknown_usage_never_pushes_the_choice_up_the_priority_order(spec, expected, gap_open):
+    pol = qos_policy("p", rule("mem", "memory_total_usage", 10 * GiB, "evict"))
+    node = node_sample(memory=12 * GiB)
+    p = plan([pol], [evict_action("evict")], node, _band_pods(spec), AgentState(), now=0.0)
+    assert [a.pod.split("/")[1] for a in p.actions] == expected
+    unknown = {name for name, _, _, mem in spec if mem is None}
+    assert {e.pod.split("/")[1] for e in p.events if e.reason == "PodMetricMissing"} <= unknown
+    assert any(e.reason == "GapNotClosed" for e in p.events) == gap_open
+
+
+def test_unknown_cpu_usage_blocks_throttling_higher_bands_too():
+    # cpu line 4 cores, node 5 -> gap 1. Low pod (priority 0) unknown; the 9000 pod known with 3 cores.
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "throttle"))
+    low = pod_sample(PodBuilder("low").build(), cpu=None)
+    high = pod_sample(PodBuilder("high").priority(9000).build(), cpu=3.0)
+    p = plan([pol], [throttle_action("throttle", step=50)], node_sample(cpu=5.0), [low, high], AgentState(), now=0.0)
+    assert p.actions == ()
+    assert [e.pod for e in p.events if e.reason == "PodMetricMissing"] == ["default/low"]
