@@ -42,6 +42,7 @@ from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector
+from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
 
 __all__ = ["Agent", "AgentMetrics", "Collector"]
@@ -171,15 +172,27 @@ class Agent:
         # decision path and would triple the per-tick file reads.
         self._container_every = max(1, round(nm.report_interval_seconds / cfg.collect_interval_seconds))
         self.containers: dict[str, tuple[ContainerUsage, ...]] = {}
+
+        def watch(resource: resources.ResourceRef, handler: Any, field_selector: str | None = None) -> Reflector:
+            return Reflector(
+                client,
+                resource,
+                handler,
+                field_selector=field_selector,
+                post_events=True,
+                event_component="koordpy-agent",
+            )
+
         self.reflectors = [
-            Reflector(client, resources.PODS, self._on_pod, field_selector=f"spec.nodeName={node}"),
-            Reflector(client, resources.NODES, self._on_node, field_selector=f"metadata.name={node}"),
+            watch(resources.PODS, self._on_pod, f"spec.nodeName={node}"),
+            watch(resources.NODES, self._on_node, f"metadata.name={node}"),
         ]
         if cfg.qos.enabled:
             self.reflectors += [
-                Reflector(client, resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
-                Reflector(client, resources.AVOIDANCEACTIONS, self._on_action),
+                watch(resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
+                watch(resources.AVOIDANCEACTIONS, self._on_action),
             ]
+        register_reflector_metrics(self.metrics.registry, "koordpy_agent", lambda: self.reflectors)
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
@@ -423,6 +436,14 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def not_ready(self) -> str | None:
+        """Why the agent is not ready, or None: ready once a tick completed and while no watch is in a
+        failure loop (``Reflector.failing``; a skipped malformed object does not count)."""
+        if not self.ready:
+            return "no tick completed yet"
+        failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]
+        return "watch failing: " + "; ".join(failing) if failing else None
+
     def healthy(self) -> bool:
         if self.last_tick is None:
             return True  # still starting
@@ -433,7 +454,8 @@ class Agent:
             return web.Response(status=200 if self.healthy() else 500, text="ok" if self.healthy() else "stalled")
 
         async def readyz(_: web.Request) -> web.Response:
-            return web.Response(status=200 if self.ready else 503, text="ready" if self.ready else "not ready")
+            reason = self.not_ready()
+            return web.Response(status=503 if reason else 200, text=f"not ready: {reason}" if reason else "ready")
 
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(

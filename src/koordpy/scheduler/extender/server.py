@@ -36,6 +36,7 @@ from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
 from koordpy.kube.resources import NODEMETRICS, NODES, PODS, ResourceRef
+from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.logging import get_logger
@@ -69,9 +70,19 @@ class Extender:
     """Set once every reflector delivered its first list (and the GC was frozen)."""
 
     def not_ready(self) -> str | None:
+        """Why the verbs' view of the cluster cannot be trusted, or None.
+
+        Ready means every reflector delivered its first list and none is in a failure loop (see
+        ``Reflector.failing``: repeated list/watch failures, not one dropped connection and not a
+        skipped malformed object). Not guaranteed: that the cache is complete (objects the cache could
+        not convert are missing; they are counted in ``koordpy_extender_watch_conversion_errors``).
+        """
         waiting = [r.resource.plural for r in self.reflectors if not r.synced.is_set()]
         if waiting:
             return "waiting for the first list of " + ", ".join(waiting)
+        failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]
+        if failing:
+            return "watch failing: " + "; ".join(failing)
         return None
 
     def watch_stats(self) -> Mapping[str, Mapping[str, int]]:
@@ -101,6 +112,8 @@ def build_extender(
                 resource,
                 cache.handler(name),
                 watch_timeout_seconds=config.extender.watch_timeout_seconds,
+                post_events=True,
+                event_component="koordpy-extender",
             )
             for name, resource in WATCHED
         ]
@@ -144,6 +157,7 @@ def build_extender(
     extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event())
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
+    register_reflector_metrics(registry, "koordpy_extender", lambda: extender.reflectors)
     return extender
 
 
