@@ -44,6 +44,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
+from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits, aiohttp_handler_args
 
 __all__ = ["Agent", "AgentMetrics", "Collector"]
 
@@ -449,7 +450,10 @@ class Agent:
             return True  # still starting
         return self.mono() - self.last_tick < 3 * self.cfg.collect_interval_seconds + 5
 
-    def app(self) -> web.Application:
+    def app(self, limits: ListenerLimits = DEFAULT_LIMITS) -> web.Application:
+        """``/healthz``, ``/readyz``, ``/metrics``; every connection bounded by ``limits`` (head size and
+        read time: see :mod:`koordpy.runtime.listeners`), whichever runner serves the app."""
+
         async def healthz(_: web.Request) -> web.Response:
             return web.Response(status=200 if self.healthy() else 500, text="ok" if self.healthy() else "stalled")
 
@@ -462,7 +466,7 @@ class Agent:
                 body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
             )
 
-        application = web.Application()
+        application = web.Application(handler_args=aiohttp_handler_args(limits))
         application.router.add_get("/healthz", healthz)
         application.router.add_get("/readyz", readyz)
         application.router.add_get("/metrics", metrics)

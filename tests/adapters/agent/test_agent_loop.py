@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from koordpy.agent.loop import Agent
@@ -14,8 +15,10 @@ from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import validate
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict
+from koordpy.runtime.listeners import ListenerLimits
 from koordpy.testing.builders import NodeBuilder, PodBuilder
 from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy.testing.hostile_http import dripped_head, oversized_head
 
 GiB = 1 << 30
 CPUS = 8
@@ -260,3 +263,44 @@ async def test_cap_of_a_pod_that_leaves_is_not_orphaned(apiserver, api_client, t
     assert ub not in agent.state.throttled
     assert set(agent.writer.originals) == {ua}
     await agent.shutdown()
+
+
+async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apiserver, api_client, tmp_path):
+    """A malformed pod event does not stop the agent's watch; its port (served as ``koordpy agent run``
+    serves it) disconnects a client that drips a head and refuses an oversized one."""
+    policy, throttle, evict, pods = objects()
+    apiserver.seed(NodeBuilder("node-1").build(), policy, throttle, evict, *pods)
+    node = Node(tmp_path, pods)
+    agent = make_agent(tmp_path, api_client, node)
+    await agent.start(sync_timeout=5)
+    pods_reflector = agent.reflectors[0]
+    apiserver.inject_watch_event("pods", {"type": "MODIFIED", "object": {"metadata": "oops"}})
+    late = PodBuilder("late", "default").node("node-1").build()
+    await api_client.create(resources.PODS, late)
+    for _ in range(250):
+        if any(p.name == "late" for p in agent.pods.values()):
+            break
+        await asyncio.sleep(0.02)
+    assert any(p.name == "late" for p in agent.pods.values())
+    assert pods_reflector.bad_objects == {"bad_metadata": 1} and pods_reflector.errors == 0
+    await agent.tick()
+    agent.ready = True
+    assert agent.not_ready() is None  # a skipped object is not a failure loop
+
+    runner = web.AppRunner(agent.app(ListenerLimits(request_read_seconds=0.5)), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = int(runner.addresses[0][1])
+        dripped = await dripped_head("127.0.0.1", port, interval=0.05, max_bytes=2000)
+        assert dripped.closed and dripped.sent < 2000
+        big = await oversized_head("127.0.0.1", port, 40 * 1024 * 1024)
+        assert big.closed and big.sent < 16 * 1024 * 1024
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        text = (await asyncio.wait_for(reader.read(), 10)).decode()
+        writer.close()
+        assert 'koordpy_agent_watch_bad_objects_total{reason="bad_metadata",resource="pods"} 1.0' in text
+    finally:
+        await runner.cleanup()
+        await agent.shutdown()

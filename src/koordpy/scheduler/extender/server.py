@@ -39,10 +39,12 @@ from koordpy.kube.resources import NODEMETRICS, NODES, PODS, ResourceRef
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
+from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.listener import limited_protocol
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import HostFragments
 from koordpy.scheduler.extender.service import ExtenderService
@@ -172,14 +174,22 @@ async def _after_sync(extender: Extender, freeze_gc: bool, log: Any) -> None:
     extender.synced.set()
 
 
-def uvicorn_config(app: Any, host: str, port: int, *, lifespan: Literal["on", "off"] = "on") -> uvicorn.Config:
-    """One worker, uvloop + httptools, no access log (one line per filter call would be noise)."""
+def uvicorn_config(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    lifespan: Literal["on", "off"] = "on",
+    limits: ListenerLimits = DEFAULT_LIMITS,
+) -> uvicorn.Config:
+    """One worker, uvloop + httptools with ``limits`` on head size and read time (see
+    :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise)."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=limited_protocol(limits),
         access_log=False,
         log_config=None,
         lifespan=lifespan,
@@ -201,12 +211,23 @@ class _Server(uvicorn.Server):
 
 
 def build_servers(
-    extender: Extender, host: str, port: int, *, metrics_host: str = "0.0.0.0", metrics_port: int | None = None
+    extender: Extender,
+    host: str,
+    port: int,
+    *,
+    metrics_host: str = "0.0.0.0",
+    metrics_port: int | None = None,
+    limits: ListenerLimits = DEFAULT_LIMITS,
 ) -> list[uvicorn.Server]:
-    """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set."""
-    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port))]
+    """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set.
+
+    Both bound request heads and read time with ``limits``; the main server's bodies are bounded by
+    ``maxRequestBytes`` in the app.
+    """
+    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port, limits=limits))]
     if metrics_port is not None:
-        servers.append(_Server(uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off")))
+        ops = uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off", limits=limits)
+        servers.append(_Server(ops))
     return servers
 
 
