@@ -44,7 +44,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
-from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits, aiohttp_handler_args
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
 
 __all__ = ["Agent", "AgentMetrics", "Collector"]
 
@@ -450,9 +450,15 @@ class Agent:
             return True  # still starting
         return self.mono() - self.last_tick < 3 * self.cfg.collect_interval_seconds + 5
 
-    def app(self, limits: ListenerLimits = DEFAULT_LIMITS) -> web.Application:
-        """``/healthz``, ``/readyz``, ``/metrics``; every connection bounded by ``limits`` (head size and
-        read time: see :mod:`koordpy.runtime.listeners`), whichever runner serves the app."""
+    def app(self, limits: ListenerLimits | None = None) -> web.Application:
+        """``/healthz``, ``/readyz``, ``/metrics``; every connection bounded by ``limits`` (default: from
+        ``server`` in the configuration; head size and read time, see :mod:`koordpy.runtime.listeners`),
+        whichever runner serves the app."""
+        if limits is None:
+            limits = ListenerLimits(
+                max_header_bytes=self.cfg.server.max_header_bytes,
+                request_read_seconds=self.cfg.server.request_read_timeout_seconds,
+            )
 
         async def healthz(_: web.Request) -> web.Response:
             return web.Response(status=200 if self.healthy() else 500, text="ok" if self.healthy() else "stalled")

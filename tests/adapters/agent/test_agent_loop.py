@@ -15,7 +15,7 @@ from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import validate
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict
-from koordpy.runtime.listeners import ListenerLimits
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
 from koordpy.testing.builders import NodeBuilder, PodBuilder
 from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
 from koordpy.testing.hostile_http import dripped_head, oversized_head
@@ -304,3 +304,11 @@ async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apise
     finally:
         await runner.cleanup()
         await agent.shutdown()
+
+
+def test_the_agent_listener_takes_its_bounds_from_the_configuration(api_client, tmp_path):
+    node = Node(tmp_path, [])
+    agent = make_agent(tmp_path, api_client, node)
+    assert agent.app()._handler_args == aiohttp_handler_args(
+        ListenerLimits(max_header_bytes=65536, request_read_seconds=10.0)  # the defaults of server.*
+    )

@@ -51,7 +51,7 @@ from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["Extender", "build_extender", "build_servers", "serve", "serve_all"]
+__all__ = ["Extender", "build_extender", "build_servers", "listener_limits", "serve", "serve_all"]
 
 WATCHED: tuple[tuple[str, ResourceRef], ...] = (("nodes", NODES), ("pods", PODS), ("nodemetrics", NODEMETRICS))
 
@@ -231,6 +231,14 @@ def build_servers(
     return servers
 
 
+def listener_limits(config: SchedulerConfiguration) -> ListenerLimits:
+    """The head size and read time bounds ``extender.maxHeaderBytes`` / ``requestReadTimeoutSeconds`` set."""
+    return ListenerLimits(
+        max_header_bytes=config.extender.max_header_bytes,
+        request_read_seconds=config.extender.request_read_timeout_seconds,
+    )
+
+
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -297,8 +305,10 @@ def serve(
     metrics_host: str = "0.0.0.0",
     metrics_port: int | None = None,
 ) -> None:
-    """Run the extender until SIGINT/SIGTERM (blocking); with ``metrics_port``, the ops listener as well."""
+    """Run the extender until SIGINT/SIGTERM (blocking); with ``metrics_port``, the ops listener as well.
+    Both listeners take their head size and read time bounds from ``config.extender``."""
     extender = build_extender(config, client)
-    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port)
+    limits = listener_limits(config)
+    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port, limits=limits)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_all(servers))

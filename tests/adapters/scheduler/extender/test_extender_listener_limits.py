@@ -19,7 +19,7 @@ from koordpy.config import SchedulerConfiguration, validate
 from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.listeners import ListenerLimits
 from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
-from koordpy.scheduler.extender.server import build_extender, build_servers, serve_all
+from koordpy.scheduler.extender.server import build_extender, build_servers, listener_limits, serve_all
 from koordpy.testing.hostile_http import dripped_head, oversized_head
 
 LIMITS = ListenerLimits(max_header_bytes=16 * 1024, request_read_seconds=0.5)
@@ -106,3 +106,14 @@ async def test_big_bodies_and_several_requests_on_one_connection_still_work() ->
             assert "FailedNodes" in orjson.loads(resp.content)
         many = {f"x-header-{i}": "v" * 100 for i in range(50)}  # ~6 KB of ordinary headers
         assert (await http.get("/healthz", headers=many)).status_code == 200
+
+
+def test_the_configuration_sets_the_bounds() -> None:
+    config = validate(SchedulerConfiguration, {"extender": {"maxHeaderBytes": 4096, "requestReadTimeoutSeconds": 2.5}})
+    assert listener_limits(config) == ListenerLimits(max_header_bytes=4096, request_read_seconds=2.5)
+    extender = build_extender(config, None, clock=SystemClock(), freeze_gc=False)
+    servers = build_servers(extender, HOST, 0, metrics_host=HOST, metrics_port=0, limits=listener_limits(config))
+    for server in servers:
+        protocol = server.config.http
+        assert isinstance(protocol, type) and issubclass(protocol, LimitedHttpToolsProtocol)
+        assert protocol.limits == listener_limits(config)
