@@ -317,6 +317,11 @@ class Reflector:
         self._event_tasks.add(task)
         task.add_done_callback(self._event_tasks.discard)
 
+    def report_rejected(self, etype: str, obj: Mapping[str, Any], reason: str, detail: str) -> None:
+        """For a handler that refuses a well-formed object without raising (a value it cannot convert):
+        counted in ``bad_objects`` under ``reason``, logged and, with ``post_events``, an Event. Never raises."""
+        self._bad(reason, etype, obj, detail)
+
     # -- delivery ---------------------------------------------------------------------------------
 
     def _deliver(self, etype: str, obj: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 Read from the reflectors' own counters when scraped, so nothing is counted twice and the reflector
 stays free of Prometheus. Families (``<prefix>`` is e.g. ``koordpy_extender``):
 
-- ``<prefix>_watch_bad_objects_total{resource,reason}``: objects skipped or rejected by a handler;
+- ``<prefix>_watch_bad_objects_total{resource,reason}``: objects skipped as malformed, or rejected by a
+  handler (``handler_error``, or a reason the handler reported, such as ``conversion_error``);
 - ``<prefix>_watch_errors_total{resource}``: failed list/watch attempts (410 Gone included);
 - ``<prefix>_watch_failing{resource}``: 1 while the reflector is in a failure loop (see ``Reflector.failing``).
 

@@ -1,8 +1,9 @@
 """Watch events -> ``ClusterState``: the only place the extender turns API objects into cluster changes.
 
 Each resource has a handler ``(event_type, raw)`` matching what ``koordpy.kube.reflector.Reflector``
-calls with ``ADDED``/``MODIFIED``/``DELETED``. A single object that cannot be converted is logged
-and counted and the watch carries on; it never raises into the reflector.
+calls with ``ADDED``/``MODIFIED``/``DELETED``. A single object that cannot be converted is logged,
+counted and handed to ``on_rejected`` (the extender turns that into a Warning Event about the object)
+and the watch carries on; it never raises into the reflector.
 
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
 bind can record the pod's estimate at once even when this process did not see the filter call.
@@ -31,10 +32,18 @@ _APPLIED = frozenset({"ADDED", "MODIFIED", "DELETED"})
 class ClusterCache:
     """Feeds a ``ClusterState`` from watch events, with an injected clock for assignment times."""
 
-    def __init__(self, state: ClusterState, clock: Clock, log: Any = None) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        clock: Clock,
+        log: Any = None,
+        on_rejected: Callable[[str, str, Mapping[str, Any], Exception], None] | None = None,
+    ) -> None:
         self.state = state
         self.clock = clock
         self.log = log
+        self.on_rejected = on_rejected
+        """Called with (resource, event type, raw, error) for each object that could not be converted."""
         self.pending: dict[str, PodInfo] = {}
         """uid -> pod without a node (and not terminated), as last seen by the watch."""
         self.conversion_errors: Counter[str] = Counter()
@@ -59,7 +68,7 @@ class ClusterCache:
         try:
             node = node_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("nodes", raw, exc)
+            self._conversion_error("nodes", event_type, raw, exc)
             return
         if event_type == "DELETED":
             self.state.remove_node(node.name)
@@ -73,7 +82,7 @@ class ClusterCache:
         try:
             metric = nodemetric_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("nodemetrics", raw, exc)
+            self._conversion_error("nodemetrics", event_type, raw, exc)
             return
         if event_type == "DELETED":
             self.state.remove_metric(metric.name)
@@ -87,7 +96,7 @@ class ClusterCache:
         try:
             pod = pod_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("pods", raw, exc)
+            self._conversion_error("pods", event_type, raw, exc)
             return
         self.apply_pod(event_type, pod)
 
@@ -114,8 +123,10 @@ class ClusterCache:
             "nodemetrics": len(self.state.metrics),
         }
 
-    def _conversion_error(self, resource: str, raw: Mapping[str, Any], exc: Exception) -> None:
+    def _conversion_error(self, resource: str, event_type: str, raw: Mapping[str, Any], exc: Exception) -> None:
         self.conversion_errors[resource] += 1
+        if self.on_rejected is not None:
+            self.on_rejected(resource, event_type, raw, exc)
         if self.log is not None:
             self.log.warning(
                 "watch.object_skipped",

@@ -104,7 +104,14 @@ def build_extender(
     log = get_logger("koordpy.extender")
     fragments = HostFragments()
     state = ClusterState([*build_plugins(config), fragments])
-    cache = ClusterCache(state, clock, log)
+    by_resource: dict[str, Reflector] = {}
+
+    def rejected(resource: str, event_type: str, raw: Mapping[str, Any], exc: Exception) -> None:
+        # one Event per object version where users look (kubectl describe), besides the cache's counter
+        if (reflector := by_resource.get(resource)) is not None:
+            reflector.report_rejected(event_type, raw, "conversion_error", f"{type(exc).__name__}: {exc}")
+
+    cache = ClusterCache(state, clock, log, on_rejected=rejected)
     metrics = ExtenderMetrics(registry)
     reflectors: list[Reflector] = []
     if client is not None:
@@ -119,6 +126,7 @@ def build_extender(
             )
             for name, resource in WATCHED
         ]
+        by_resource.update(zip((name for name, _ in WATCHED), reflectors, strict=True))
     holder: dict[str, Extender] = {}
 
     def not_ready() -> str | None:

@@ -84,6 +84,29 @@ async def test_poison_objects_are_skipped_and_reported_and_the_cache_keeps_follo
     assert events[0]["source"]["component"] == "koordpy-extender"
 
 
+async def test_an_object_the_cache_cannot_convert_gets_an_event_and_is_counted(
+    api: ApiServerEmulator, make_ext: Any
+) -> None:
+    seed(api)
+    ext = await started(api, make_ext)
+    bad = NodeBuilder("garbled").build()
+    bad["status"] = {"allocatable": {"cpu": "garbage"}}
+    api.seed(bad)
+    api.seed(NodeBuilder("n2").allocatable(cpu="8", memory="32Gi", pods="110").build())
+    await wait_for(lambda: "n2" in ext.extender.state.nodes)
+    assert "garbled" not in ext.extender.state.nodes
+    assert (await ext.http.get("/readyz")).text == "ok"
+    metrics = (await ext.http.get("/metrics")).text
+    assert 'koordpy_extender_watch_conversion_errors_total{resource="nodes"} 1.0' in metrics
+    assert 'koordpy_extender_watch_bad_objects_total{reason="conversion_error",resource="nodes"} 1.0' in metrics
+    client = ApiClient(ConnectionInfo.for_url(api.url, token="test"))
+    async with client:
+        await wait_for(lambda: any(r["resource"] == "events" and r["verb"] == "create" for r in api.requests))
+        (event,) = (await client.list(EVENTS, namespace="default")).items
+    assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == ("Node", "garbled")
+    assert "conversion_error" in event["message"] and "status.allocatable.cpu" in event["message"]
+
+
 async def test_a_watch_in_a_failure_loop_makes_the_extender_unready_until_it_recovers(
     api: ApiServerEmulator, make_ext: Any
 ) -> None:
