@@ -184,10 +184,8 @@ class Agent:
                 event_component="koordpy-agent",
             )
 
-        self.reflectors = [
-            watch(resources.PODS, self._on_pod, f"spec.nodeName={node}"),
-            watch(resources.NODES, self._on_node, f"metadata.name={node}"),
-        ]
+        self._pod_watch = watch(resources.PODS, self._on_pod, f"spec.nodeName={node}")
+        self.reflectors = [self._pod_watch, watch(resources.NODES, self._on_node, f"metadata.name={node}")]
         if cfg.qos.enabled:
             self.reflectors += [
                 watch(resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
@@ -206,6 +204,7 @@ class Agent:
             info = pod_from_dict(raw)
         except ObjectError as exc:
             log.warning("pod %s ignored: %s", uid, exc)
+            self._pod_watch.report_rejected(etype, raw, "conversion_error", str(exc))  # counted, one Event
             return
         self.pods[info.uid] = info
         self.raw_pods[info.uid] = raw

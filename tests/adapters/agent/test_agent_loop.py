@@ -282,7 +282,15 @@ async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apise
             break
         await asyncio.sleep(0.02)
     assert any(p.name == "late" for p in agent.pods.values())
-    assert pods_reflector.bad_objects == {"bad_metadata": 1} and pods_reflector.errors == 0
+    garbled = PodBuilder("garbled", "default").node("node-1").requests(cpu="garbage").build()
+    await api_client.create(resources.PODS, garbled)
+    for _ in range(250):
+        if pods_reflector.bad_objects["conversion_error"] and pods_reflector.events_posted == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert pods_reflector.bad_objects == {"bad_metadata": 1, "conversion_error": 1} and pods_reflector.errors == 0
+    events = (await api_client.list(resources.EVENTS, namespace="default")).items
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [("garbled", "MalformedObjectIgnored")]
     await agent.tick()
     agent.ready = True
     assert agent.not_ready() is None  # a skipped object is not a failure loop
@@ -301,6 +309,7 @@ async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apise
         text = (await asyncio.wait_for(reader.read(), 10)).decode()
         writer.close()
         assert 'koordpy_agent_watch_bad_objects_total{reason="bad_metadata",resource="pods"} 1.0' in text
+        assert 'koordpy_agent_watch_bad_objects_total{reason="conversion_error",resource="pods"} 1.0' in text
     finally:
         await runner.cleanup()
         await agent.shutdown()
