@@ -183,7 +183,7 @@ class Cluster:
             [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(self.kubeconfig("manager"))],
         )
         base = f"http://{LOOPBACK}:{port}"
-        wait_http(base + "/healthz", timeout, proc)  # kopf's liveness endpoint
+        wait_http(base + "/healthz", timeout, proc)  # the manager's liveness endpoint
         return proc, base
 
     def start_agent(self, args: list[str], name: str = "agent") -> Proc:

@@ -10,7 +10,7 @@ Policies: NodeQOSEnsurancePolicy and Crane v0.8+ NodeQOS (converted, PodQOS-scop
 AvoidanceAction are watched. Whenever one of them changes, the object warnings
 (:func:`koordpy.agent.policy.objectcheck.qos_warnings`) are recomputed; each new one is logged and
 recorded as a Warning Event on the object it names. An object that does not validate is not used;
-it gets an ``InvalidObject`` Warning Event.
+it gets a ``SkippedByAgent`` Warning Event (``_on_crd``).
 
 On start, throttled pods remembered in the state directory are re-adopted when both the policy
 state and the cgroup writer know them and the cgroup still exists; every other remembered cap is
@@ -51,7 +51,9 @@ from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePol
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector
+from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
 
 __all__ = ["Agent", "AgentMetrics", "Collector"]
 
@@ -198,17 +200,27 @@ class Agent:
         # decision path and would triple the per-tick file reads.
         self._container_every = max(1, round(nm.report_interval_seconds / cfg.collect_interval_seconds))
         self.containers: dict[str, tuple[ContainerUsage, ...]] = {}
-        self.reflectors = [
-            Reflector(client, resources.PODS, self._on_pod, field_selector=f"spec.nodeName={node}"),
-            Reflector(client, resources.NODES, self._on_node, field_selector=f"metadata.name={node}"),
-        ]
+
+        def watch(resource: resources.ResourceRef, handler: Any, field_selector: str | None = None) -> Reflector:
+            return Reflector(
+                client,
+                resource,
+                handler,
+                field_selector=field_selector,
+                post_events=True,
+                event_component="koordpy-agent",
+            )
+
+        self._pod_watch = watch(resources.PODS, self._on_pod, f"spec.nodeName={node}")
+        self.reflectors = [self._pod_watch, watch(resources.NODES, self._on_node, f"metadata.name={node}")]
         if cfg.qos.enabled:
             self.reflectors += [
-                Reflector(client, resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
-                Reflector(client, resources.NODEQOSS, self._on_node_qos),
-                Reflector(client, resources.PODQOSS, self._on_pod_qos),
-                Reflector(client, resources.AVOIDANCEACTIONS, self._on_action),
+                watch(resources.NODEQOSENSURANCEPOLICIES, self._on_policy),
+                watch(resources.NODEQOSS, self._on_node_qos),
+                watch(resources.PODQOSS, self._on_pod_qos),
+                watch(resources.AVOIDANCEACTIONS, self._on_action),
             ]
+        register_reflector_metrics(self.metrics.registry, "koordpy_agent", lambda: self.reflectors)
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
@@ -258,11 +270,6 @@ class Agent:
             self.qos_raw.pop(key, None)
         else:
             self.qos_raw[key] = raw
-            try:
-                validate(model, raw)
-            except ConfigError as exc:  # not used (see _on_crd): say so on the object too
-                detail = "; ".join(f"{path}: {message}" for path, message in exc.problems)
-                self._spawn(self._emit_on(raw, "InvalidObject", f"ignored by koordpy-agent: {detail}"))
         self._qos_changed = True
         self._on_crd(etype, raw, into, model)
 
@@ -292,7 +299,11 @@ class Agent:
             into.pop(name, None)
             return
         try:
-            into[name] = model.model_validate(raw)
+            into[name] = validate(model, raw)
+        except ConfigError as exc:  # every problem with its field path
+            into.pop(name, None)
+            detail = "; ".join(f"{path}: {message}" for path, message in exc.problems)
+            self._skip(str(raw.get("kind") or model.__name__), raw, detail)
         except ValueError as exc:
             into.pop(name, None)
             self._skip(str(raw.get("kind") or model.__name__), raw, str(exc))
@@ -544,24 +555,42 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def not_ready(self) -> str | None:
+        """Why the agent is not ready, or None: ready once a tick completed and while no watch is in a
+        failure loop (``Reflector.failing``; a skipped malformed object does not count)."""
+        if not self.ready:
+            return "no tick completed yet"
+        failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]
+        return "watch failing: " + "; ".join(failing) if failing else None
+
     def healthy(self) -> bool:
         if self.last_tick is None:
             return True  # still starting
         return self.mono() - self.last_tick < 3 * self.cfg.collect_interval_seconds + 5
 
-    def app(self) -> web.Application:
+    def app(self, limits: ListenerLimits | None = None) -> web.Application:
+        """``/healthz``, ``/readyz``, ``/metrics``; every connection bounded by ``limits`` (default: from
+        ``server`` in the configuration; head size and read time, see :mod:`koordpy.runtime.listeners`),
+        whichever runner serves the app."""
+        if limits is None:
+            limits = ListenerLimits(
+                max_header_bytes=self.cfg.server.max_header_bytes,
+                request_read_seconds=self.cfg.server.request_read_timeout_seconds,
+            )
+
         async def healthz(_: web.Request) -> web.Response:
             return web.Response(status=200 if self.healthy() else 500, text="ok" if self.healthy() else "stalled")
 
         async def readyz(_: web.Request) -> web.Response:
-            return web.Response(status=200 if self.ready else 503, text="ready" if self.ready else "not ready")
+            reason = self.not_ready()
+            return web.Response(status=503 if reason else 200, text=f"not ready: {reason}" if reason else "ready")
 
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(
                 body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
             )
 
-        application = web.Application()
+        application = web.Application(handler_args=aiohttp_handler_args(limits))
         application.router.add_get("/healthz", healthz)
         application.router.add_get("/readyz", readyz)
         application.router.add_get("/metrics", metrics)

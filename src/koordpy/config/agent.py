@@ -85,6 +85,15 @@ class ServerSettings(_Settings):
     host: str = "0.0.0.0"
     """Listen address of /healthz, /readyz and /metrics."""
     port: int = Field(9316, strict=True, ge=1, le=65535)
+    max_header_bytes: int = Field(64 * 1024, alias="maxHeaderBytes", strict=True, ge=1024, le=16 * 1024 * 1024)
+    """Bound on request heads. aiohttp serves this port and bounds lines, not the total: each request or
+    header line may take min(8 KiB, this), a request at most 32 header lines; over that, 400 or 431 and a
+    closed connection."""
+    request_read_timeout_seconds: float = Field(
+        10.0, alias="requestReadTimeoutSeconds", strict=True, allow_inf_nan=False, gt=0, le=3600
+    )
+    """A client must deliver a whole request within this many seconds of connecting (or of the previous
+    response); slower connections are closed."""
 
 
 class AgentConfiguration(_Settings):

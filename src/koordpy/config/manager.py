@@ -108,6 +108,15 @@ class HealthSettings(_Settings):
 
     host: str = "0.0.0.0"
     port: int = Field(8080, strict=True, ge=1, le=65535)
+    max_header_bytes: int = Field(64 * 1024, alias="maxHeaderBytes", strict=True, ge=1024, le=16 * 1024 * 1024)
+    """Bound on request heads. aiohttp serves this port and bounds lines, not the total: each request or
+    header line may take min(8 KiB, this), a request at most 32 header lines; over that, 400 or 431 and a
+    closed connection."""
+    request_read_timeout_seconds: float = Field(
+        10.0, alias="requestReadTimeoutSeconds", strict=True, allow_inf_nan=False, gt=0, le=3600
+    )
+    """A client must deliver a whole request within this many seconds of connecting (or of the previous
+    response); slower connections are closed."""
 
 
 class ManagerConfiguration(_Settings):

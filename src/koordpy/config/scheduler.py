@@ -54,6 +54,14 @@ class ExtenderSettings(_Settings):
     """Deadline for one ``pods/binding`` call, 0.01 s to 300 s; keep it below kube-scheduler's ``httpTimeout``."""
     watch_timeout_seconds: int = Field(300, alias="watchTimeoutSeconds", strict=True, ge=10, le=86_400)
     """Server-side ``timeoutSeconds`` of each watch request, 10 s to 1 day; the watch is resumed after it."""
+    max_header_bytes: int = Field(64 * 1024, alias="maxHeaderBytes", strict=True, ge=1024, le=16 * 1024 * 1024)
+    """Largest request head (request line plus headers) a listener accepts; larger ones get 431 or a closed
+    connection. Both listeners (verbs and operations)."""
+    request_read_timeout_seconds: float = Field(
+        10.0, alias="requestReadTimeoutSeconds", strict=True, allow_inf_nan=False, gt=0, le=3600
+    )
+    """A client must deliver a whole request within this many seconds of connecting (or of the previous
+    response); slower connections are closed."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
 
     @model_validator(mode="after")

@@ -267,8 +267,9 @@ class ApiClient:
             if first_meta is None:
                 first_meta = dict(meta)
             for item in page.get("items") or ():
-                item.setdefault("apiVersion", resource.api_version)
-                item.setdefault("kind", resource.kind)
+                if isinstance(item, dict):  # anything else is passed on for the caller to skip and report
+                    item.setdefault("apiVersion", resource.api_version)
+                    item.setdefault("kind", resource.kind)
                 items.append(item)
             token = meta.get("continue") or None
             if not token:
@@ -525,6 +526,8 @@ def _decode_event(line: bytes) -> WatchEvent:
         event = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise ApiConnectionError(f"undecodable watch line: {line[:200]!r}") from exc
+    if not isinstance(event, dict):  # valid JSON but not an event: the reflector skips type ""
+        return "", {}
     etype = str(event.get("type") or "")
     obj = event.get("object")
     if not isinstance(obj, dict):

@@ -24,6 +24,7 @@ from koordpy.config.manager import ManagerConfiguration
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.manager.api import NodeMetricWriter, Outcome, ensure_peering
 from koordpy.manager.policy import Action, reconcile_nodemetric
+from koordpy.runtime.listeners import ListenerLimits, health_listener
 
 __all__ = ["build_registry", "operator_settings", "run"]
 
@@ -120,20 +121,42 @@ async def run(
     stop_flag: Any = None,
     ready_flag: Any = None,
     liveness: bool = True,
+    limits: ListenerLimits | None = None,
 ) -> None:
-    """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler."""
+    """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
+
+    With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
+    runs (200 ``{}``, the answer of kopf's liveness endpoint, which it replaces), bounded by ``limits``
+    (default: from ``config.health``).
+    """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
     settings = operator_settings(config)
     writer = NodeMetricWriter(settings)
     registry = build_registry(config, writer.apply)
-    endpoint = f"http://{config.health.host}:{config.health.port}/healthz" if liveness else None
-    await kopf.operator(
-        registry=registry,
-        settings=settings,
-        clusterwide=True,
-        standalone=not config.peering.enabled,
-        liveness_endpoint=endpoint,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    )
+
+    async def operate() -> None:
+        await kopf.operator(
+            registry=registry,
+            settings=settings,
+            clusterwide=True,
+            standalone=not config.peering.enabled,
+            liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+
+    if not liveness:
+        await operate()
+        return
+
+    async def alive() -> bool:
+        return True  # answering at all means the operator's event loop runs, as with kopf's endpoint
+
+    if limits is None:
+        limits = ListenerLimits(
+            max_header_bytes=config.health.max_header_bytes,
+            request_read_seconds=config.health.request_read_timeout_seconds,
+        )
+    async with health_listener(config.health.host, config.health.port, alive, limits=limits):
+        await operate()

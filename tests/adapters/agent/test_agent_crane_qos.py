@@ -137,13 +137,14 @@ async def test_deleting_the_podqos_stops_the_evictions(apiserver, api_client, tm
             items = (await api_client.list(resources.EVENTS, namespace="default")).items
             return [e for e in items if e["involvedObject"].get("name") == "invalid"]
 
-        (event,) = await wait_for(invalid_events, "the InvalidObject Event")
+        (event,) = await wait_for(invalid_events, "the SkippedByAgent Event")
         assert (event["involvedObject"]["kind"], event["reason"], event["type"]) == (
             "PodQOS",
-            "InvalidObject",
+            "SkippedByAgent",
             "Warning",
         )
-        assert event["message"].startswith("ignored by koordpy-agent: spec.scopeSelector.matchExpressions[0].operator:")
+        assert event["message"].startswith("koordpy-agent cannot use this object:")
+        assert "spec.scopeSelector.matchExpressions[0].operator" in event["message"]
         assert "unknown operator 'Exists'" in event["message"]
     finally:
         await agent.shutdown()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
 
@@ -15,8 +16,10 @@ from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import validate
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
 from koordpy.testing.builders import NodeBuilder, PodBuilder
 from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy.testing.hostile_http import dripped_head, oversized_head
 
 GiB = 1 << 30
 CPUS = 8
@@ -319,3 +322,62 @@ async def test_unusable_pods_and_policies_are_skipped_and_the_ticks_go_on(apiser
     assert refused_event["involvedObject"]["kind"] == "NodeQOSEnsurancePolicy"
     assert "must be > 0" in refused_event["message"]
     await agent.shutdown()
+
+
+async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apiserver, api_client, tmp_path):
+    """A malformed pod event does not stop the agent's watch; its port (served as ``koordpy agent run``
+    serves it) disconnects a client that drips a head and refuses an oversized one."""
+    policy, throttle, evict, pods = objects()
+    apiserver.seed(NodeBuilder("node-1").build(), policy, throttle, evict, *pods)
+    node = Node(tmp_path, pods)
+    agent = make_agent(tmp_path, api_client, node)
+    await agent.start(sync_timeout=5)
+    pods_reflector = agent.reflectors[0]
+    apiserver.inject_watch_event("pods", {"type": "MODIFIED", "object": {"metadata": "oops"}})
+    late = PodBuilder("late", "default").node("node-1").build()
+    await api_client.create(resources.PODS, late)
+    for _ in range(250):
+        if any(p.name == "late" for p in agent.pods.values()):
+            break
+        await asyncio.sleep(0.02)
+    assert any(p.name == "late" for p in agent.pods.values())
+    # a pod the agent cannot convert is the agent's own skip (one log line, metric and Event), not the watch's
+    garbled = PodBuilder("garbled", "default").node("node-1").requests(cpu="garbage").build()
+    await api_client.create(resources.PODS, garbled)
+    for _ in range(250):
+        events = (await api_client.list(resources.EVENTS, namespace="default")).items
+        if events:
+            break
+        await asyncio.sleep(0.02)
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [("garbled", "SkippedByAgent")]
+    assert pods_reflector.bad_objects == {"bad_metadata": 1} and pods_reflector.errors == 0
+    await agent.tick()
+    agent.ready = True
+    assert agent.not_ready() is None  # a skipped object is not a failure loop
+
+    runner = web.AppRunner(agent.app(ListenerLimits(request_read_seconds=0.5)), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = int(runner.addresses[0][1])
+        dripped = await dripped_head("127.0.0.1", port, interval=0.05, max_bytes=2000)
+        assert dripped.closed and dripped.sent < 2000
+        big = await oversized_head("127.0.0.1", port, 40 * 1024 * 1024)
+        assert big.closed and big.sent < 16 * 1024 * 1024
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        text = (await asyncio.wait_for(reader.read(), 10)).decode()
+        writer.close()
+        assert 'koordpy_agent_watch_bad_objects_total{reason="bad_metadata",resource="pods"} 1.0' in text
+        assert 'koordpy_agent_skipped_objects_total{kind="Pod"} 1.0' in text
+    finally:
+        await runner.cleanup()
+        await agent.shutdown()
+
+
+def test_the_agent_listener_takes_its_bounds_from_the_configuration(api_client, tmp_path):
+    node = Node(tmp_path, [])
+    agent = make_agent(tmp_path, api_client, node)
+    assert agent.app()._handler_args == aiohttp_handler_args(
+        ListenerLimits(max_header_bytes=65536, request_read_seconds=10.0)  # the defaults of server.*
+    )

@@ -167,7 +167,7 @@ async def test_start_up_creates_fixes_and_garbage_collects(
         await eventually(lambda: policy_of(emulator, "batch-1") == BATCH_POLICY, "batch-1 NodeMetric created")
         await eventually(lambda: policy_of(emulator, "web-1") == DEFAULT_POLICY, "web-1 policy restored")
         await eventually(lambda: stored(emulator, NODEMETRICS, "ghost") is None, "ghost NodeMetric deleted")
-        # kopf's liveness endpoint, which the chart's livenessProbe calls.
+        # the liveness endpoint (in place of kopf's), which the chart's livenessProbe calls.
         async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as resp:
             assert resp.status == 200
 

@@ -6,7 +6,9 @@ and counted and the watch carries on; it never raises into the reflector. A Node
 cannot be converted but names its node is not ignored: the node is marked invalid in the cluster
 state (filtered, score 0: its allocatable or usage is unknown), listed in ``invalid`` and handed to
 ``report`` (the server turns that into a Warning Event on the Node) once each time it turns unreadable
-(alternating bad contents do not flood the Events; the log line has every one).
+(alternating bad contents do not flood the Events; the log line has every one). Any other object that
+cannot be converted (a pod, a nameless node) is handed to ``on_rejected`` (the extender turns that into
+a Warning Event about the object).
 
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
 bind can record the pod's estimate at once even when this process did not see the filter call.
@@ -37,11 +39,21 @@ _APPLIED = frozenset({"ADDED", "MODIFIED", "DELETED"})
 class ClusterCache:
     """Feeds a ``ClusterState`` from watch events, with an injected clock for assignment times."""
 
-    def __init__(self, state: ClusterState, clock: Clock, log: Any = None, report: InvalidReport | None = None) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        clock: Clock,
+        log: Any = None,
+        report: InvalidReport | None = None,
+        on_rejected: Callable[[str, str, Mapping[str, Any], Exception], None] | None = None,
+    ) -> None:
         self.state = state
         self.clock = clock
         self.log = log
         self.report = report
+        self.on_rejected = on_rejected
+        """Called with (resource, event type, raw, error) for each object that could not be converted and
+        was not handed to ``report``."""
         self.invalid: dict[str, dict[str, str]] = {"nodes": {}, "nodemetrics": {}}
         """resource -> node name -> why its current object could not be read."""
         self.pending: dict[str, PodInfo] = {}
@@ -74,7 +86,7 @@ class ClusterCache:
         try:
             node = node_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("nodes", raw, exc)
+            self._conversion_error("nodes", event_type, raw, exc, reported=name is not None)
             if name is not None:
                 self._invalidate("nodes", name, exc)
                 self.state.invalidate_node(name, str(exc))
@@ -95,7 +107,7 @@ class ClusterCache:
         try:
             metric = nodemetric_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("nodemetrics", raw, exc)
+            self._conversion_error("nodemetrics", event_type, raw, exc, reported=name is not None)
             if name is not None:
                 self._invalidate("nodemetrics", name, exc)
                 self.state.upsert_metric(NodeMetricInfo.unreadable(name, str(exc)))
@@ -110,7 +122,7 @@ class ClusterCache:
         try:
             pod = pod_from_dict(raw)
         except Exception as exc:
-            self._conversion_error("pods", raw, exc)
+            self._conversion_error("pods", event_type, raw, exc)
             return
         self.apply_pod(event_type, pod)
 
@@ -144,8 +156,12 @@ class ClusterCache:
         if previous is None and self.report is not None:  # once per readable -> unreadable transition
             self.report(resource, name, error)
 
-    def _conversion_error(self, resource: str, raw: Mapping[str, Any], exc: Exception) -> None:
+    def _conversion_error(
+        self, resource: str, event_type: str, raw: Mapping[str, Any], exc: Exception, *, reported: bool = False
+    ) -> None:
         self.conversion_errors[resource] += 1
+        if self.on_rejected is not None and not reported:
+            self.on_rejected(resource, event_type, raw, exc)
         if self.log is not None:
             self.log.warning(
                 "watch.object_skipped",

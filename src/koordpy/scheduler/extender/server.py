@@ -36,20 +36,23 @@ from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
 from koordpy.kube.resources import NODEMETRICS, NODES, PODS, ResourceRef
+from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
+from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.invalid_events import NodeEventReporter
+from koordpy.scheduler.extender.listener import limited_protocol
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import HostFragments
 from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["Extender", "build_extender", "build_servers", "serve", "serve_all"]
+__all__ = ["Extender", "build_extender", "build_servers", "listener_limits", "serve", "serve_all"]
 
 WATCHED: tuple[tuple[str, ResourceRef], ...] = (("nodes", NODES), ("pods", PODS), ("nodemetrics", NODEMETRICS))
 
@@ -72,9 +75,19 @@ class Extender:
     """Warning Events for nodes whose Node or NodeMetric cannot be read (posted only with a client)."""
 
     def not_ready(self) -> str | None:
+        """Why the verbs' view of the cluster cannot be trusted, or None.
+
+        Ready means every reflector delivered its first list and none is in a failure loop (see
+        ``Reflector.failing``: repeated list/watch failures, not one dropped connection and not a
+        skipped malformed object). Not guaranteed: that the cache is complete (objects the cache could
+        not convert are missing; they are counted in ``koordpy_extender_watch_conversion_errors``).
+        """
         waiting = [r.resource.plural for r in self.reflectors if not r.synced.is_set()]
         if waiting:
             return "waiting for the first list of " + ", ".join(waiting)
+        failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]
+        if failing:
+            return "watch failing: " + "; ".join(failing)
         return None
 
     def watch_stats(self) -> Mapping[str, Mapping[str, int]]:
@@ -95,7 +108,16 @@ def build_extender(
     fragments = HostFragments()
     state = ClusterState([*build_plugins(config), fragments])
     reporter = NodeEventReporter(log)
-    cache = ClusterCache(state, clock, log, report=reporter.report if client is not None else None)
+    by_resource: dict[str, Reflector] = {}
+
+    def rejected(resource: str, event_type: str, raw: Mapping[str, Any], exc: Exception) -> None:
+        # one Event per object version where users look (kubectl describe), besides the cache's counter
+        if (reflector := by_resource.get(resource)) is not None:
+            reflector.report_rejected(event_type, raw, "conversion_error", f"{type(exc).__name__}: {exc}")
+
+    cache = ClusterCache(
+        state, clock, log, report=reporter.report if client is not None else None, on_rejected=rejected
+    )
     metrics = ExtenderMetrics(registry)
     reflectors: list[Reflector] = []
     if client is not None:
@@ -105,9 +127,12 @@ def build_extender(
                 resource,
                 cache.handler(name),
                 watch_timeout_seconds=config.extender.watch_timeout_seconds,
+                post_events=True,
+                event_component="koordpy-extender",
             )
             for name, resource in WATCHED
         ]
+        by_resource.update(zip((name for name, _ in WATCHED), reflectors, strict=True))
     holder: dict[str, Extender] = {}
 
     def not_ready() -> str | None:
@@ -149,6 +174,7 @@ def build_extender(
     extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event(), reporter)
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
+    register_reflector_metrics(registry, "koordpy_extender", lambda: extender.reflectors)
     return extender
 
 
@@ -163,14 +189,22 @@ async def _after_sync(extender: Extender, freeze_gc: bool, log: Any) -> None:
     extender.synced.set()
 
 
-def uvicorn_config(app: Any, host: str, port: int, *, lifespan: Literal["on", "off"] = "on") -> uvicorn.Config:
-    """One worker, uvloop + httptools, no access log (one line per filter call would be noise)."""
+def uvicorn_config(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    lifespan: Literal["on", "off"] = "on",
+    limits: ListenerLimits = DEFAULT_LIMITS,
+) -> uvicorn.Config:
+    """One worker, uvloop + httptools with ``limits`` on head size and read time (see
+    :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise)."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=limited_protocol(limits),
         access_log=False,
         log_config=None,
         lifespan=lifespan,
@@ -192,13 +226,32 @@ class _Server(uvicorn.Server):
 
 
 def build_servers(
-    extender: Extender, host: str, port: int, *, metrics_host: str = "0.0.0.0", metrics_port: int | None = None
+    extender: Extender,
+    host: str,
+    port: int,
+    *,
+    metrics_host: str = "0.0.0.0",
+    metrics_port: int | None = None,
+    limits: ListenerLimits = DEFAULT_LIMITS,
 ) -> list[uvicorn.Server]:
-    """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set."""
-    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port))]
+    """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set.
+
+    Both bound request heads and read time with ``limits``; the main server's bodies are bounded by
+    ``maxRequestBytes`` in the app.
+    """
+    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port, limits=limits))]
     if metrics_port is not None:
-        servers.append(_Server(uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off")))
+        ops = uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off", limits=limits)
+        servers.append(_Server(ops))
     return servers
+
+
+def listener_limits(config: SchedulerConfiguration) -> ListenerLimits:
+    """The head size and read time bounds ``extender.maxHeaderBytes`` / ``requestReadTimeoutSeconds`` set."""
+    return ListenerLimits(
+        max_header_bytes=config.extender.max_header_bytes,
+        request_read_seconds=config.extender.request_read_timeout_seconds,
+    )
 
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -267,8 +320,10 @@ def serve(
     metrics_host: str = "0.0.0.0",
     metrics_port: int | None = None,
 ) -> None:
-    """Run the extender until SIGINT/SIGTERM (blocking); with ``metrics_port``, the ops listener as well."""
+    """Run the extender until SIGINT/SIGTERM (blocking); with ``metrics_port``, the ops listener as well.
+    Both listeners take their head size and read time bounds from ``config.extender``."""
     extender = build_extender(config, client)
-    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port)
+    limits = listener_limits(config)
+    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port, limits=limits)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve_all(servers))

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from koordpy.testing.apiserver.errors import StatusError, status_body
 from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector
-from koordpy.testing.apiserver.state import ClusterState, ResourceInfo, StoredEvent, Watcher
+from koordpy.testing.apiserver.state import RAW_EVENT, ClusterState, ResourceInfo, StoredEvent, Watcher
 
 __all__ = ["ApiServerEmulator", "InjectedError"]
 
@@ -106,6 +106,7 @@ class ApiServerEmulator:
         self.require_auth = require_auth
         self.requests: list[dict[str, Any]] = []
         self.injected: list[InjectedError] = []
+        self.extra_list_items: dict[tuple[str, str], list[Any]] = {}
         self._record_file: IO[str] | None = None
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
@@ -192,6 +193,16 @@ class ApiServerEmulator:
         rule = InjectedError(status, verb, resource, subresource, count, message)
         self.injected.append(rule)
         return rule
+
+    def inject_watch_event(self, resource: str, event: Any, *, group: str = "") -> int:
+        """Send a raw watch line (any JSON value or bytes; ``event(rv)`` when callable) to watches of
+        ``group``/``resource`` (a plural), live and resumed ones: see :meth:`ClusterState.commit_raw_event`."""
+        return self.state.commit_raw_event(self.state.infos[(group, resource)], event)
+
+    def inject_list_items(self, resource: str, *items: Any, group: str = "") -> None:
+        """Append raw ``items`` (malformed ones included) to the last page of every list of
+        ``group``/``resource`` until :attr:`extra_list_items` is cleared."""
+        self.extra_list_items.setdefault((group, resource), []).extend(items)
 
     def seed(self, *objects: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Store objects as given (status included): see :meth:`ClusterState.seed`."""
@@ -400,6 +411,8 @@ class ApiServerEmulator:
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
+        else:
+            items = [*items, *self.extra_list_items.get(t.info.key, ())]
         return _json(
             {"apiVersion": t.info.ref.api_version, "kind": f"{t.info.ref.kind}List", "metadata": meta, "items": items}
         )
@@ -430,6 +443,8 @@ class ApiServerEmulator:
             return labels.matches(obj) and fields.matches(obj)
 
         def translate(ev: StoredEvent) -> tuple[str, dict[str, Any]] | None:
+            if ev.type == RAW_EVENT:
+                return (RAW_EVENT, ev.obj)
             now_ok, was_ok = matches(ev.obj), matches(ev.old)
             if ev.type == "ADDED":
                 return ("ADDED", ev.obj) if now_ok else None
@@ -465,6 +480,10 @@ class ApiServerEmulator:
             await resp.prepare(request)
 
             async def send(etype: str, obj: Mapping[str, Any]) -> None:
+                if etype == RAW_EVENT:  # a test-injected line, sent as given
+                    raw = obj["event"]
+                    await resp.write((raw if isinstance(raw, bytes) else orjson.dumps(raw)) + b"\n")
+                    return
                 await resp.write(orjson.dumps({"type": etype, "object": obj}) + b"\n")
 
             def bookmark() -> dict[str, Any]:

@@ -37,7 +37,7 @@ from koordpy.testing.apiserver.errors import StatusError
 from koordpy.testing.apiserver.patching import apply_json_patch, apply_merge_patch
 from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
 
-__all__ = ["ClusterState", "ResourceInfo", "StoredEvent", "Watcher", "default_resources"]
+__all__ = ["RAW_EVENT", "ClusterState", "ResourceInfo", "StoredEvent", "Watcher", "default_resources"]
 
 ObjKey = tuple[str, str]  # (namespace or "", name)
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -89,6 +89,10 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(KOPFPEERINGS),
         ResourceInfo(CLUSTERKOPFPEERINGS),
     ]
+
+
+RAW_EVENT = "RAW"
+"""``StoredEvent.type`` of a test-injected raw watch line (see :meth:`ClusterState.commit_raw_event`)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +263,24 @@ class ClusterState:
             if watcher.resource == info.key:
                 watcher.queue.put_nowait(event)
         return new
+
+    def commit_raw_event(self, info: ResourceInfo, event: Any) -> int:
+        """Test hook: put a raw watch line (any JSON value, or ``event(rv)`` when callable) in the history.
+
+        It takes the next resourceVersion and reaches live and resumed watches of ``info`` verbatim,
+        whatever its shape (a real API server never sends a malformed event; tests need to). Stored
+        objects are not changed. Returns the resourceVersion it took.
+        """
+        self.rv += 1
+        raw = event(self.rv) if callable(event) else event
+        stored = StoredEvent(self.rv, info.key, RAW_EVENT, {"event": raw}, None)
+        self.history.append(stored)
+        while len(self.history) > self.history_size:
+            self.compacted_rv = self.history.popleft().rv
+        for watcher in self.watchers:
+            if watcher.resource == info.key:
+                watcher.queue.put_nowait(stored)
+        return self.rv
 
     # -- reads ------------------------------------------------------------------------------------
 

@@ -1,0 +1,89 @@
+"""Bounds every HTTP listener of koordpy puts on what a client may send and how slowly.
+
+``ListenerLimits`` holds two numbers: the bytes a request head (request line plus headers) may take,
+and the seconds a client has to deliver a complete request once the connection is open or, between
+requests on a kept-alive connection, once the previous response was sent. A client over either bound
+is answered 431 (head too large, where the server can still answer) or disconnected.
+
+The extender's uvicorn listeners get them from :mod:`koordpy.scheduler.extender.listener`. The aiohttp
+listeners (the agent's, the manager's health endpoint) get them through :func:`aiohttp_handler_args`:
+aiohttp bounds each line of the head (request line, each header) and the number of headers rather than
+their total, so the total there is ``max_line_bytes * (max_headers + 1)`` at most (about 270 KB with
+the defaults); its read bound is the keep-alive timeout, which aiohttp (3.14.5 and later) also arms
+when a connection opens and does not extend while a head trickles in.
+
+Not guaranteed: a bound on the number of connections (each one is bounded in size and time only), or
+on a handler's own run time once the request was read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["DEFAULT_LIMITS", "ListenerLimits", "aiohttp_handler_args", "health_listener"]
+
+
+@dataclass(frozen=True)
+class ListenerLimits:
+    max_header_bytes: int = 64 * 1024
+    """Request line plus headers, in bytes (uvicorn listeners: the total; aiohttp: see the module doc)."""
+    request_read_seconds: float = 10.0
+    """Time to deliver a whole request head (uvicorn: and body) after connecting or after a response."""
+    max_line_bytes: int = 8190
+    """aiohttp only: one request line or header line."""
+    max_headers: int = 32
+    """aiohttp only: header lines per request."""
+
+    def __post_init__(self) -> None:
+        if self.max_header_bytes < 1024:
+            raise ValueError(f"max_header_bytes must be at least 1024, got {self.max_header_bytes}")
+        if not 0 < self.request_read_seconds <= 3600:
+            raise ValueError(f"request_read_seconds must be in (0, 3600], got {self.request_read_seconds}")
+        if self.max_line_bytes < 256 or self.max_headers < 1:
+            raise ValueError("max_line_bytes must be at least 256 and max_headers at least 1")
+
+
+DEFAULT_LIMITS = ListenerLimits()
+
+
+def aiohttp_handler_args(limits: ListenerLimits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """``web.Application(handler_args=...)`` that apply ``limits`` to every connection of the app."""
+    return {
+        "max_line_size": min(limits.max_line_bytes, limits.max_header_bytes),
+        "max_field_size": min(limits.max_line_bytes, limits.max_header_bytes),
+        "max_headers": limits.max_headers,
+        "keepalive_timeout": limits.request_read_seconds,
+    }
+
+
+@contextlib.asynccontextmanager
+async def health_listener(
+    host: str,
+    port: int,
+    healthy: Callable[[], Awaitable[bool]],
+    *,
+    limits: ListenerLimits = DEFAULT_LIMITS,
+    path: str = "/healthz",
+) -> AsyncIterator[web.AppRunner]:
+    """Serve ``GET path`` on ``host:port`` for as long as the block runs: 200 ``{}`` when ``healthy()``
+    says so, 503 otherwise (the shape of kopf's liveness endpoint, which it replaces: kopf's has no
+    bounds)."""
+
+    async def health(_: web.Request) -> web.Response:
+        ok = await healthy()
+        return web.json_response({}, status=200 if ok else 503)
+
+    app = web.Application(handler_args=aiohttp_handler_args(limits))
+    app.router.add_get(path, health)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        yield runner
+    finally:
+        await runner.cleanup()

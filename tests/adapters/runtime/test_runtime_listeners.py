@@ -1,0 +1,93 @@
+"""The aiohttp side of the listener limits (the manager's health endpoint; the agent shares the same
+handler arguments): real servers on loopback, hostile raw-socket clients, small bounds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+import pytest
+
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener
+from koordpy.testing.hostile_http import dripped_head, oversized_head
+
+HOST = "127.0.0.1"
+LIMITS = ListenerLimits(request_read_seconds=0.5)
+
+
+@asynccontextmanager
+async def health(healthy: bool = True) -> AsyncIterator[int]:
+    async def check() -> bool:
+        return healthy
+
+    async with health_listener(HOST, 0, check, limits=LIMITS) as runner:
+        yield int(runner.addresses[0][1])
+
+
+async def status_and_body(port: int) -> tuple[int, object]:
+    async with aiohttp.ClientSession() as http, http.get(f"http://{HOST}:{port}/healthz") as resp:
+        return resp.status, await resp.json()
+
+
+async def test_health_answers_like_kopf_did() -> None:
+    async with health() as port:
+        assert await status_and_body(port) == (200, {})
+    async with health(healthy=False) as port:
+        assert await status_and_body(port) == (503, {})
+
+
+@pytest.mark.parametrize("size", [20 * 1024, 40 * 1024 * 1024])
+async def test_an_oversized_header_is_refused_and_the_connection_closed(size: int) -> None:
+    async with health() as port:
+        outcome = await oversized_head(HOST, port, size)
+        # aiohttp refuses a header line over max_field_size (8190 bytes) with 400 or 431 and closes
+        assert outcome.closed
+        assert outcome.status_line == b"" or outcome.status_line.split()[1] in (b"400", b"431")
+        assert outcome.sent < 16 * 1024 * 1024  # the server stopped reading long before 40 MB
+        async with aiohttp.ClientSession() as http, http.get(f"http://{HOST}:{port}/healthz") as resp:
+            assert resp.status == 200  # and still serves
+
+
+async def test_too_many_headers_are_refused() -> None:
+    async with health() as port, aiohttp.ClientSession() as http:
+        many = {f"x-h-{i}": "v" for i in range(LIMITS.max_headers + 5)}
+        async with http.get(f"http://{HOST}:{port}/healthz", headers=many) as resp:
+            assert resp.status in (400, 431)
+
+
+async def test_a_client_that_drips_its_head_is_disconnected() -> None:
+    async with health() as port:
+        # one byte every 50 ms never completes the head; the 0.5 s bound ends it long before 2,000 bytes
+        outcome = await dripped_head(HOST, port, interval=0.05, max_bytes=2000)
+        assert outcome.closed and outcome.sent < 2000
+
+
+async def test_a_connection_that_sends_nothing_is_closed() -> None:
+    async with health() as port:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        try:
+            assert await asyncio.wait_for(reader.read(1024), 10) == b""
+        finally:
+            writer.close()
+
+
+def test_handler_args_carry_the_limits() -> None:
+    args = aiohttp_handler_args(ListenerLimits(max_header_bytes=4096, request_read_seconds=3.0))
+    # a line may not exceed the whole head bound: min(8190, 4096)
+    assert args == {"max_line_size": 4096, "max_field_size": 4096, "max_headers": 32, "keepalive_timeout": 3.0}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_header_bytes": 10}, "max_header_bytes"),
+        ({"request_read_seconds": 0}, "request_read_seconds"),
+        ({"request_read_seconds": float("nan")}, "request_read_seconds"),
+        ({"max_headers": 0}, "max_headers"),
+    ],
+)
+def test_limits_are_validated(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ListenerLimits(**kwargs)  # type: ignore[arg-type]

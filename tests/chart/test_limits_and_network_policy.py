@@ -1,0 +1,103 @@
+"""Memory limits and CPU requests on every container; the optional ingress NetworkPolicies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helm_render import CHART, named, of_kind, render, render_scenario
+
+from koordpy.model.quantity import parse_quantity
+
+POD_KINDS = ("Deployment", "DaemonSet")
+NETPOL = str(CHART / "ci" / "networkpolicy-values.yaml")
+PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+
+
+def containers(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``<workload>/<container>`` -> container, for every pod template."""
+    out = {}
+    for kind in POD_KINDS:
+        for obj in of_kind(objects, kind):
+            for container in obj["spec"]["template"]["spec"]["containers"]:
+                out[f"{obj['metadata']['name']}/{container['name']}"] = container
+    return out
+
+
+def test_every_container_has_a_memory_limit_and_requests(scenario: str) -> None:
+    found = containers(render_scenario(scenario))
+    assert found, "no pod templates rendered"
+    for name, container in found.items():
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        assert {"cpu", "memory"} <= set(requests), f"{name}: requests {requests}"
+        assert "memory" in limits, f"{name}: no memory limit"
+        assert parse_quantity(limits["memory"]) >= parse_quantity(requests["memory"]), name
+        assert "cpu" not in limits, f"{name}: a CPU limit throttles the component when it is needed most"
+
+
+def test_the_extender_keeps_its_sized_request_under_a_larger_limit() -> None:
+    found = containers(render())
+    extender = next(c for name, c in found.items() if name.endswith("/extender"))
+    # request: 75 MiB + 5.5 KiB per pod, 256Mi by default; limit 1Gi ~ 2 x 340 MiB (50,000 pods) + requests in flight
+    assert extender["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+
+
+def test_no_network_policy_by_default() -> None:
+    assert of_kind(render(), "NetworkPolicy") == []
+
+
+def policy_ports(policy: dict[str, Any]) -> list[int]:
+    return [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+
+
+def test_network_policies_admit_only_scrapers_on_the_metrics_ports() -> None:
+    objects = render("-f", NETPOL)
+    policies = {p["metadata"]["name"]: p for p in of_kind(objects, "NetworkPolicy")}
+    assert sorted(policies) == ["koordpy-agent", "koordpy-manager", "koordpy-scheduler"]
+    for component in ("scheduler", "manager", "agent"):
+        policy = policies[f"koordpy-{component}"]
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        workload = named(objects, "DaemonSet" if component == "agent" else "Deployment", f"-{component}")
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        assert selector.items() <= pod_labels.items(), f"{component}: the policy selects its own pods"
+        assert selector["app.kubernetes.io/component"] == component
+    scheduler, agent = policies["koordpy-scheduler"], policies["koordpy-agent"]
+    # kube-scheduler's secure port and the extender's ops port; the verbs' port 10262 is loopback only
+    assert policy_ports(scheduler) == [10259, 10263]
+    assert policy_ports(agent) == [9316]
+    for policy in (scheduler, agent):
+        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PEER]]
+    assert policies["koordpy-manager"]["spec"]["ingress"] == []  # probes come from the node: always allowed
+    # the ports are the ones the containers listen on
+    listening = {p["containerPort"] for c in containers(objects).values() for p in c.get("ports", [])}
+    assert set(policy_ports(scheduler) + policy_ports(agent)) <= listening
+
+
+def test_network_policies_follow_the_configured_ports_and_an_empty_peer_list() -> None:
+    moved = render(
+        "-f",
+        NETPOL,
+        "--set",
+        "scheduler.config.extender.metricsPort=null",
+        "--set",
+        "agent.config.server.port=9400",
+    )
+    policies = {p["metadata"]["name"]: p for p in of_kind(moved, "NetworkPolicy")}
+    assert policy_ports(policies["koordpy-scheduler"]) == [10259]
+    assert policy_ports(policies["koordpy-agent"]) == [9400]
+    closed = render("--set", "networkPolicy.enabled=true")
+    assert {p["metadata"]["name"]: p["spec"]["ingress"] for p in of_kind(closed, "NetworkPolicy")} == {
+        "koordpy-scheduler": [],
+        "koordpy-manager": [],
+        "koordpy-agent": [],
+    }
+    assert [
+        p["metadata"]["name"] for p in of_kind(render("-f", NETPOL, "--set", "agent.enabled=false"), "NetworkPolicy")
+    ] == [
+        "koordpy-scheduler",
+        "koordpy-manager",
+    ]
