@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from koordpy.cli.connection import require_connection
 from koordpy.cli.files import InputError, read_documents, read_mapping
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
@@ -32,11 +33,17 @@ def load_agent_config(path: Path | None) -> AgentConfiguration:
 
 @app.command("plan")
 def plan_command(
-    files: Annotated[list[Path], typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")],
-    node: Annotated[str, typer.Option("--node", help="Node to plan for (its NodeMetric must be in the input).")],
-    now: Annotated[str | None, typer.Option("--now", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="json (the only format).")] = "json",
-    config: Annotated[Path | None, typer.Option("--config", help="Agent configuration (protected pods).")] = None,
+    files: Annotated[
+        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    ],
+    node: Annotated[
+        str, typer.Option("--node", metavar="NAME", help="Node to plan for (its NodeMetric must be in the input).")
+    ],
+    now: Annotated[str | None, typer.Option("--now", metavar="RFC3339", help="Evaluation instant, RFC 3339.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="json", help="json (the only format).")] = "json",
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="Agent configuration (protected pods).")
+    ] = None,
 ) -> None:
     """Waterlines, gaps, candidates and the precise actions for a node, assuming the rules fire now.
 
@@ -68,11 +75,17 @@ def plan_command(
 
 @app.command("run")
 def run_command(
-    config: Annotated[Path, typer.Option("--config", help="AgentConfiguration file.")],
-    node: Annotated[str, typer.Option("--node", help="This node's name (downward API: spec.nodeName).")],
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster.")] = None,
-    cgroup_root: Annotated[str, typer.Option("--cgroup-root", help="cgroupfs mount.")] = "/sys/fs/cgroup",
-    proc_root: Annotated[str, typer.Option("--proc-root", help="procfs mount (the host's).")] = "/proc",
+    config: Annotated[Path, typer.Option("--config", metavar="FILE", help="AgentConfiguration file.")],
+    node: Annotated[
+        str, typer.Option("--node", metavar="NAME", help="This node's name (downward API: spec.nodeName).")
+    ],
+    kubeconfig: Annotated[
+        str | None, typer.Option("--kubeconfig", metavar="FILE", help="Kubeconfig; default: in-cluster.")
+    ] = None,
+    cgroup_root: Annotated[
+        str, typer.Option("--cgroup-root", metavar="DIR", help="cgroupfs mount.")
+    ] = "/sys/fs/cgroup",
+    proc_root: Annotated[str, typer.Option("--proc-root", metavar="DIR", help="procfs mount (the host's).")] = "/proc",
 ) -> None:
     """Run the node agent: collection, NodeMetric reporting and waterline QoS, with /healthz, /readyz, /metrics."""
     import asyncio
@@ -88,6 +101,7 @@ def run_command(
         cfg = load_agent_config(config)
     except (InputError, ConfigError) as exc:
         raise fail(str(exc)) from None
+    connection = require_connection(kubeconfig)
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def main() -> None:
@@ -95,7 +109,7 @@ def run_command(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        async with ApiClient.from_kubeconfig(kubeconfig) as client:
+        async with ApiClient(connection) as client:
             agent = Agent(cfg, node, client, cgroup_root=cgroup_root, proc_root=proc_root)
             runner = web.AppRunner(agent.app(), access_log=None)
             await runner.setup()

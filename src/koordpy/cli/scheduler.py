@@ -46,11 +46,15 @@ def render_table(result: dict[str, Any]) -> str:
 
 @app.command("explain")
 def explain_command(
-    files: Annotated[list[Path], typer.Option("-f", "--filename", help="YAML or JSON dump; repeatable.")],
-    pod: Annotated[str, typer.Option("--pod", help="NAMESPACE/NAME of the pod being placed.")],
-    config: Annotated[Path | None, typer.Option("--config", help="Scheduler configuration file.")] = None,
-    now: Annotated[str | None, typer.Option("--now", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "table",
+    files: Annotated[
+        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    ],
+    pod: Annotated[str, typer.Option("--pod", metavar="NS/NAME", help="NAMESPACE/NAME of the pod being placed.")],
+    config: Annotated[
+        Path | None, typer.Option("--config", metavar="FILE", help="Scheduler configuration file.")
+    ] = None,
+    now: Annotated[str | None, typer.Option("--now", metavar="RFC3339", help="Evaluation instant, RFC 3339.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
 ) -> None:
     """Explain where a pod would go and why, from a dump of Nodes, Pods and NodeMetrics."""
     if output not in ("json", "table"):
