@@ -12,8 +12,8 @@ WORKDIR /src
 COPY scripts/image-install.sh /usr/local/bin/image-install.sh
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN image-install.sh wheel /src /dist
-RUN image-install.sh venv /dist /opt/koordpy
+RUN image-install.sh wheel /src /dist \
+    && image-install.sh venv /dist /opt/koordpy
 
 FROM base
 LABEL org.opencontainers.image.source="https://github.com/koordpy/koordpy" \

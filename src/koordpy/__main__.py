@@ -3,4 +3,4 @@
 from koordpy.cli.main import main
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="koordpy")

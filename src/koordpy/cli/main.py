@@ -130,6 +130,14 @@ class LazyGroup(TyperGroup):
             self.commands[cmd_name] = command
         return command
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Bare ``koordpy`` is ``koordpy --help`` (stdout, exit 0). Handled here, before the root callback,
+        # whose parameter coercion would import pydantic (typer 0.29).
+        if not args and not ctx.resilient_parsing:
+            args = ["--help"]
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
         with formatter.section("Commands"):
@@ -151,9 +159,8 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback(invoke_without_command=True)
+@app.callback()
 def root(
-    ctx: typer.Context,
     show_version: Annotated[
         bool,
         typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
@@ -163,9 +170,8 @@ def root(
 
     Run a command with -h for its options.
     """
-    if ctx.invoked_subcommand is None:
-        typer.echo(ctx.get_help())
 
 
-def main() -> None:
-    app()
+def main(prog_name: str | None = None) -> None:
+    """The console script; ``python -m koordpy`` passes ``prog_name="koordpy"`` so help reads the same."""
+    app(prog_name=prog_name)
