@@ -19,8 +19,10 @@ FROM base
 LABEL org.opencontainers.image.source="https://github.com/koordpy/koordpy" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/koordpy /opt/koordpy
-# Nothing is written to the image at run time: byte code was compiled at install time, HOME points at
-# /tmp (an emptyDir in the chart) and there is no ~/.kube/config unless one is mounted.
+# Nothing is written to the image at run time (readOnlyRootFilesystem): byte code was compiled at install
+# time and the services write no files. HOME is /tmp, so ~/.kube/config is /tmp/.kube/config; in a pod
+# the services use the service account. A --kubeconfig with inline certificates makes the kubernetes
+# loader write them to a temporary file: mount a writable /tmp for that.
 ENV PATH=/opt/koordpy/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
