@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit bench clean image image-push image-ref
+.PHONY: demo test lint unit bench clean image image-push image-ref image-oci
 
 # The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
 # tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
@@ -43,6 +43,10 @@ image-push: image
 
 image-ref:
 	@echo $(IMAGE)
+
+# Without a container daemon: buildah on a Debian stand-in base, then each entrypoint inside the image.
+image-oci:
+	bash scripts/image-oci.sh $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -8,10 +8,8 @@ summaries live in :data:`COMMANDS` for that reason; a test keeps them equal to e
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
@@ -19,8 +17,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 __all__ = ["COMMANDS", "EXAMPLES", "app", "main", "package_version"]
 
 
-@dataclass(frozen=True)
-class LazyCommand:
+class LazyCommand(NamedTuple):
     """Where a sub-command lives: ``module.app`` (a typer group) or ``module.register(app)`` (one command)."""
 
     module: str
@@ -51,6 +48,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 def package_version() -> str:
     """The installed distribution's version (what ``koordpy --version`` prints)."""
+    from importlib.metadata import PackageNotFoundError, version  # ~40 ms: only for --version
+
     try:
         return version("koordpy")
     except PackageNotFoundError:  # a source tree on sys.path without an install
