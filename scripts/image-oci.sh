@@ -5,7 +5,7 @@
 #
 # The Dockerfile's base image cannot be pulled here, so a stand-in is built under its name from Debian
 # packages (debootstrap minbase + python3, python3-venv, python3-pip: Debian's Python of the same minor
-# version, not the exact patch release), committed to a private buildah store (vfs driver, under
+# version, not the exact patch release; this machine's CA bundle), committed to a private buildah store (vfs driver, under
 # .tools/image-oci), and the Dockerfile is built with `buildah bud --pull=never --isolation chroot`.
 # The result is written as an OCI archive, .tools/image-oci/koordpy.oci.tar.
 #
@@ -33,6 +33,8 @@ if ! buildah "${store[@]}" inspect --type image "$base" >/dev/null 2>&1; then
   ctr=$(buildah "${store[@]}" from scratch)
   mnt=$(buildah "${store[@]}" mount "$ctr")
   cp -a "$work/rootfs/." "$mnt/"
+  # This machine's trust store (it may hold a TLS-inspecting proxy's CA that pip in the build must trust).
+  cp /etc/ssl/certs/ca-certificates.crt "$mnt/etc/ssl/certs/ca-certificates.crt"
   buildah "${store[@]}" umount "$ctr" >/dev/null
   buildah "${store[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --cmd python3 "$ctr"
@@ -45,12 +47,13 @@ echo "== buildah bud -t $image"
 buildah "${store[@]}" bud --quiet --pull=never --isolation chroot --tag "$image" .
 echo "== built after $(($(date +%s) - start)) s"
 
+buildah "${store[@]}" rm --all >/dev/null  # working containers left by an interrupted run
 ctr=$(buildah "${store[@]}" from --pull=never "$image")
 trap 'buildah "${store[@]}" rm "$ctr" >/dev/null 2>&1 || true' EXIT
-entrypoint=$(buildah "${store[@]}" inspect --type image --format '{{json .OCIv1.Config.Entrypoint}}' "$image")
+entrypoint=$(buildah "${store[@]}" inspect --type image --format '{{.OCIv1.Config.Entrypoint}}' "$image")
 user=$(buildah "${store[@]}" inspect --type image --format '{{.OCIv1.Config.User}}' "$image")
 echo "== entrypoint $entrypoint, user $user"
-[ "$entrypoint" = '["koordpy"]' ] || { echo "unexpected entrypoint $entrypoint" >&2; exit 1; }
+[ "$entrypoint" = '[koordpy]' ] || { echo "unexpected entrypoint $entrypoint" >&2; exit 1; }
 for args in "--version" "extender --help" "manager --help" "agent run --help"; do
   echo "== koordpy $args (inside the image, as $user)"
   # shellcheck disable=SC2086  # args is a word list on purpose
