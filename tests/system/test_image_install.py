@@ -131,7 +131,7 @@ class ImageRoot:
             assert sep, f"ENV without '=': {args}"
             self.env[key] = self.map_value(value)
 
-    def run(self, args: str, extra_env: dict[str, str]) -> None:
+    def run(self, args: str, extra_env: dict[str, str], unset: tuple[str, ...] = ()) -> None:
         """A RUN line: ``&&``-joined calls of scripts the Dockerfile copied in (nothing else is emulated)."""
         for command in args.split("&&"):
             words = shlex.split(command)
@@ -141,6 +141,8 @@ class ImageRoot:
             cwd = self.path(self.workdir)
             cwd.mkdir(parents=True, exist_ok=True)
             env = {**os.environ, **self.env, **extra_env}
+            for key in unset:
+                env.pop(key, None)
             result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
             assert result.returncode == 0, (
                 f"RUN {command.strip()} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -173,7 +175,8 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> InstalledImage:
     final = all_stages[-1]
     root = ImageRoot(tmp_path_factory.mktemp("image-root"))
     # This interpreter stands in for the base image's python3; pip's cache is kept (see the module doc).
-    host = {"PYTHON": sys.executable, "PIP_NO_CACHE_DIR": "0"}
+    # (pip reads any PIP_NO_CACHE_DIR value, even "0", as "no cache": the variable is unset instead.)
+    host = {"PYTHON": sys.executable}
     for keyword, args in build.instructions:
         if keyword == "WORKDIR":
             root.workdir = args
@@ -182,7 +185,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> InstalledImage:
         elif keyword == "COPY":
             root.copy(args)
         elif keyword == "RUN":
-            root.run(args, host)
+            root.run(args, host, unset=("PIP_NO_CACHE_DIR",))
         else:
             raise AssertionError(f"build stage instruction not emulated: {keyword} {args}")
     final_root = ImageRoot(root.root)  # same directory: COPY --from=build copies a path onto itself

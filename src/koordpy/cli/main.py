@@ -129,6 +129,21 @@ class LazyGroup(TyperGroup):
             self.commands[cmd_name] = command
         return command
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As typer's, with "Did you mean ...?" drawn from every command, loaded or not."""
+        from typer._click.exceptions import UsageError
+
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            if args and "Did you mean" not in exc.message:
+                import difflib
+
+                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
+                if matches:
+                    exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+            raise
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # Bare ``koordpy`` is ``koordpy --help`` (stdout, exit 0). Handled here, before the root callback,
         # whose parameter coercion would import pydantic (typer 0.29).

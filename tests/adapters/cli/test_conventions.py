@@ -175,3 +175,9 @@ def test_service_with_unusable_kubeconfig_fails_with_one_line_and_exit_2(
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert lines[0].startswith(f"error: cannot load Kubernetes connection settings from --kubeconfig {kubeconfig}: ")
     assert detail in lines[0]
+
+
+def test_a_mistyped_command_suggests_the_lazy_one() -> None:
+    result = koordpy("extendr")
+    assert result.returncode == 2
+    assert "No such command 'extendr'. Did you mean 'extender'?" in result.stderr
