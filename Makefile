@@ -6,7 +6,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint unit bench clean image image-push image-ref image-oci
+
+# The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
+# tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+IMAGE_REPOSITORY ?= ghcr.io/koordpy/koordpy
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+CONTAINER_ENGINE ?= docker
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(PYTHON) $(VENV)
@@ -20,12 +27,26 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/hadolint Dockerfile
 
 test: lint
 	bash scripts/run-tests.sh $(BIN)
 
 bench: $(STAMP)
 	$(BIN)/python bench/extender.py
+
+image:
+	$(CONTAINER_ENGINE) build --tag $(IMAGE) .
+
+image-push: image
+	$(CONTAINER_ENGINE) push $(IMAGE)
+
+image-ref:
+	@echo $(IMAGE)
+
+# Without a container daemon: buildah on a Debian stand-in base, then each entrypoint inside the image.
+image-oci:
+	bash scripts/image-oci.sh $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from koordpy.cli.connection import require_connection
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
@@ -113,8 +114,8 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
     context: Annotated[
         str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
     ] = None,
-    now: Annotated[str | None, typer.Option("--now", metavar="TIME", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="FORMAT", help="json or table.")] = "json",
+    now: Annotated[str | None, typer.Option("--now", metavar="RFC3339", help="Evaluation instant, RFC 3339.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "json",
     config: Annotated[
         Path | None, typer.Option("--config", metavar="FILE", help="Agent configuration (protected pods).")
     ] = None,
@@ -169,11 +170,17 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
 
 @app.command("run")
 def run_command(
-    config: Annotated[Path, typer.Option("--config", help="AgentConfiguration file.")],
-    node: Annotated[str, typer.Option("--node", help="This node's name (downward API: spec.nodeName).")],
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Kubeconfig; default: in-cluster.")] = None,
-    cgroup_root: Annotated[str, typer.Option("--cgroup-root", help="cgroupfs mount.")] = "/sys/fs/cgroup",
-    proc_root: Annotated[str, typer.Option("--proc-root", help="procfs mount (the host's).")] = "/proc",
+    config: Annotated[Path, typer.Option("--config", metavar="FILE", help="AgentConfiguration file.")],
+    node: Annotated[
+        str, typer.Option("--node", metavar="NAME", help="This node's name (downward API: spec.nodeName).")
+    ],
+    kubeconfig: Annotated[
+        str | None, typer.Option("--kubeconfig", metavar="FILE", help="Kubeconfig; default: in-cluster.")
+    ] = None,
+    cgroup_root: Annotated[
+        str, typer.Option("--cgroup-root", metavar="DIR", help="cgroupfs mount.")
+    ] = "/sys/fs/cgroup",
+    proc_root: Annotated[str, typer.Option("--proc-root", metavar="DIR", help="procfs mount (the host's).")] = "/proc",
 ) -> None:
     """Run the node agent: collection, NodeMetric reporting and waterline QoS, with /healthz, /readyz, /metrics."""
     import asyncio
@@ -189,6 +196,7 @@ def run_command(
         cfg = load_agent_config(config)
     except (InputError, ConfigError) as exc:
         raise fail(str(exc)) from None
+    connection = require_connection(kubeconfig)
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def main() -> None:
@@ -196,7 +204,7 @@ def run_command(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        async with ApiClient.from_kubeconfig(kubeconfig) as client:
+        async with ApiClient(connection) as client:
             agent = Agent(cfg, node, client, cgroup_root=cgroup_root, proc_root=proc_root)
             runner = web.AppRunner(agent.app(), access_log=None)
             await runner.setup()

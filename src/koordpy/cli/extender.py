@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from koordpy.cli.connection import require_connection
 from koordpy.cli.files import InputError
 from koordpy.cli.scheduler import load_scheduler_config
 from koordpy.config.errors import ConfigError
@@ -15,12 +16,21 @@ __all__ = ["extender_command", "register"]
 
 
 def extender_command(
-    config: Annotated[Path, typer.Option("--config", help="SchedulerConfiguration file (YAML or JSON).")],
+    config: Annotated[
+        Path, typer.Option("--config", metavar="FILE", help="SchedulerConfiguration file (YAML or JSON).")
+    ],
     kubeconfig: Annotated[
-        Path | None, typer.Option("--kubeconfig", help="kubeconfig; default: $KUBECONFIG, in-cluster, ~/.kube/config.")
+        Path | None,
+        typer.Option(
+            "--kubeconfig", metavar="FILE", help="kubeconfig; default: $KUBECONFIG, in-cluster, ~/.kube/config."
+        ),
     ] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Listen address (overrides extender.host).")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="Listen port (overrides extender.port).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", metavar="ADDRESS", help="Listen address (overrides extender.host).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", metavar="PORT", help="Listen port (overrides extender.port).")
+    ] = None,
 ) -> None:
     """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster.
 
@@ -43,12 +53,7 @@ def extender_command(
     from koordpy.runtime.logging import configure_logging
     from koordpy.scheduler.extender.server import serve
 
-    try:
-        client = ApiClient.from_kubeconfig(str(kubeconfig) if kubeconfig is not None else None)
-    except Exception as exc:  # the kubernetes loader raises its own ConfigException, or OSError
-        where = f"{kubeconfig}: " if kubeconfig is not None else ""
-        typer.echo(f"error: {where}cannot load Kubernetes connection settings: {exc}", err=True)
-        raise typer.Exit(2) from None
+    client = ApiClient(require_connection(str(kubeconfig) if kubeconfig is not None else None))
     configure_logging(cfg.extender.log_level)
     serve(
         cfg,

@@ -1,27 +1,191 @@
-"""The ``koordpy`` command: one sub-command per deployable plus the offline tools."""
+"""The ``koordpy`` command: one sub-command per deployable plus the offline tools.
+
+Sub-commands are imported only when they run (or when their own help is asked for): ``koordpy --help``
+and ``koordpy --version`` load neither numpy nor the models nor the server stack. Their one-line
+summaries live in :data:`COMMANDS` for that reason; a test keeps them equal to each command's own help.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Annotated, Any, NamedTuple
 
 import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from koordpy.cli import agent, extender, manager, scheduler, simulate
+__all__ = ["COMMANDS", "EXAMPLES", "app", "main", "package_version"]
 
-app = typer.Typer(
-    help="koordpy: load-aware scheduling and node QoS for Kubernetes.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(scheduler.app, name="scheduler")
-app.add_typer(agent.app, name="agent")
-extender.register(app)
-manager.register(app)
-simulate.register(app)
+
+class LazyCommand(NamedTuple):
+    """Where a sub-command lives: ``module.app`` (a typer group) or ``module.register(app)`` (one command)."""
+
+    module: str
+    summary: str
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "scheduler": LazyCommand("koordpy.cli.scheduler", "Scheduler tools."),
+    "agent": LazyCommand("koordpy.cli.agent", "Node agent: usage collection, NodeMetric reporting, waterline QoS."),
+    "extender": LazyCommand(
+        "koordpy.cli.extender",
+        "Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster.",
+    ),
+    "manager": LazyCommand(
+        "koordpy.cli.manager",
+        "Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes.",
+    ),
+    "simulate": LazyCommand(
+        "koordpy.cli.simulate",
+        "Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed).",
+    ),
+}
+"""The sub-commands in the order ``koordpy --help`` lists them."""
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 """Bundled example inputs for the offline tools (README.md and the CLI tests run them)."""
 
 
-def main() -> None:
-    app()
+def package_version() -> str:
+    """The installed distribution's version (what ``koordpy --version`` prints)."""
+    from importlib.metadata import PackageNotFoundError, version  # ~40 ms: only for --version
+
+    try:
+        return version("koordpy")
+    except PackageNotFoundError:  # a source tree on sys.path without an install
+        from koordpy import __version__
+
+        return __version__
+
+
+def _print_help_when_bare(group: TyperGroup) -> None:
+    """``koordpy agent`` without a sub-command prints its help on stdout and exits 0 (as bare ``koordpy``)."""
+    if group.callback is not None or not group.no_args_is_help:
+        return
+    # typer vendors click; its context stack is typer's own (no public accessor in typer 0.29).
+    from typer._click.globals import get_current_context
+
+    group.no_args_is_help = False
+    group.invoke_without_command = True
+
+    def show_help() -> None:
+        ctx = get_current_context()
+        if ctx.invoked_subcommand is None:
+            typer.echo(ctx.get_help())
+
+    group.callback = show_help
+
+
+def load_command(name: str) -> Any:
+    """Import one sub-command's module and build its click command.
+
+    A module with a typer ``app`` is a group (``koordpy agent plan``); otherwise ``register(app)`` adds one
+    command. Both are built under a holder with plain help (no type placeholders, no rich import) and
+    without the shell-completion options.
+    """
+    module = importlib.import_module(COMMANDS[name].module)
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    sub = getattr(module, "app", None)
+    if isinstance(sub, typer.Typer):
+        holder.add_typer(sub, name=name)
+    else:
+        module.register(holder)
+    command = typer.main.get_command(holder)
+    if isinstance(command, TyperGroup) and name in command.commands:
+        command = command.commands[name]
+    command.name = name
+    _without_type_placeholders(command)
+    if isinstance(command, TyperGroup):
+        _print_help_when_bare(command)
+    return command
+
+
+def _without_type_placeholders(command: Any) -> None:
+    """Help shows ``FILE`` or ``NAME``, never typer's ``<list[Path]>``: arguments show their own name only,
+    and an option without an explicit ``metavar=`` gets its parameter name upper-cased (argparse style)."""
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            param.display_type_rich = _no_type  # type: ignore[method-assign]
+        elif isinstance(param, TyperOption) and param.metavar is None and not param.is_flag:
+            param.metavar = (param.name or "value").upper()
+    for sub in getattr(command, "commands", {}).values():
+        _without_type_placeholders(sub)
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: sub-commands from :data:`COMMANDS`, imported on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = load_command(cmd_name)
+            self.commands[cmd_name] = command
+        return command
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As typer's, with "Did you mean ...?" drawn from every command, loaded or not."""
+        from typer._click.exceptions import UsageError
+
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            if args and "Did you mean" not in exc.message:
+                import difflib
+
+                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
+                if matches:
+                    exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, matches))}?"
+            raise
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Bare ``koordpy`` is ``koordpy --help`` (stdout, exit 0). Handled here, before the root callback,
+        # whose parameter coercion would import pydantic (typer 0.29).
+        if not args and not ctx.resilient_parsing:
+            args = ["--help"]
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+app = typer.Typer(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"koordpy {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """koordpy: load-aware scheduling and node QoS for Kubernetes.
+
+    Run a command with -h for its options.
+    """
+
+
+def main(prog_name: str | None = None) -> None:
+    """The console script; ``python -m koordpy`` passes ``prog_name="koordpy"`` so help reads the same."""
+    app(prog_name=prog_name)

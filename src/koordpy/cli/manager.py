@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from koordpy.cli.connection import require_connection
 from koordpy.cli.files import InputError, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
@@ -23,9 +24,10 @@ def load_manager_config(path: Path) -> ManagerConfiguration:
 
 
 def manager_command(
-    config: Annotated[Path, typer.Option("--config", help="ManagerConfiguration file (YAML or JSON).")],
+    config: Annotated[Path, typer.Option("--config", metavar="FILE", help="ManagerConfiguration file (YAML or JSON).")],
     kubeconfig: Annotated[
-        Path | None, typer.Option("--kubeconfig", help="kubeconfig file; default: in-cluster service account.")
+        Path | None,
+        typer.Option("--kubeconfig", metavar="FILE", help="kubeconfig file; default: in-cluster service account."),
     ] = None,
 ) -> None:
     """Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes."""
@@ -40,6 +42,8 @@ def manager_command(
             raise typer.Exit(2)
         # kopf's kubeconfig login reads KUBECONFIG; the service-account login wins only inside a pod.
         os.environ["KUBECONFIG"] = str(kubeconfig)
+    # kopf would retry a missing login forever with a traceback per attempt: check it once, up front.
+    require_connection(str(kubeconfig) if kubeconfig is not None else None)
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from koordpy.manager.operator import run
 

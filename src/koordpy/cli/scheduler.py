@@ -79,11 +79,11 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         str | None,
         typer.Option(
             "--now",
-            metavar="TIME",
+            metavar="RFC3339",
             help="Evaluation instant, RFC 3339; default: the dump's newest timestamp (live: now).",
         ),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="FORMAT", help="json or table.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
     in_tree: Annotated[
         bool,
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),

@@ -93,15 +93,19 @@ def _fail(message: str) -> typer.Exit:
 
 def simulate_command(
     scenario: Annotated[
-        Path | None, typer.Argument(help="Scenario YAML (kind: Scenario); the bundled default if omitted.")
+        Path | None,
+        typer.Argument(metavar="SCENARIO", help="Scenario YAML (kind: Scenario); the bundled default if omitted."),
     ] = None,
     compare: Annotated[
-        str | None, typer.Option("--compare", help="Also replay the same trace under a baseline: 'baseline'.")
+        str | None,
+        typer.Option("--compare", metavar="BASELINE", help="Also replay the same trace under a baseline: 'baseline'."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", help="Directory for report.html and summary.json.")] = Path(
-        "out/simulate"
-    ),
-    seed: Annotated[int | None, typer.Option("--seed", help="Override the scenario's seed.", min=0)] = None,
+    out: Annotated[
+        Path, typer.Option("--out", metavar="DIR", help="Directory for report.html and summary.json.")
+    ] = Path("out/simulate"),
+    seed: Annotated[
+        int | None, typer.Option("--seed", metavar="N", help="Override the scenario's seed.", min=0)
+    ] = None,
 ) -> None:
     """Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed)."""
     if compare is not None and compare not in BASELINES:
