@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["T0", "member", "podgroup"]
-
+from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo, pod_from_dict
 from koordpy.scheduler.plugins.gang import PodGroupInfo, podgroup_from_dict
 from koordpy.testing.builders import PodBuilder
+
+__all__ = ["T0", "annotated", "member", "podgroup"]
 
 T0 = 1_800_000_000.0
 """An arbitrary instant the tables count from."""
@@ -24,6 +25,7 @@ def member(
     phase: str | None = None,
     cpu: str = "1",
     priority: int | None = None,
+    created: float | None = None,
 ) -> PodInfo:
     builder = PodBuilder(name, namespace).requests(cpu=cpu, memory="1Gi")
     for key, value in (labels or {}).items():
@@ -36,7 +38,10 @@ def member(
         builder.phase(phase)
     if priority is not None:
         builder.priority(priority)
-    return pod_from_dict(builder.build())
+    raw = builder.build()
+    if created is not None:
+        raw["metadata"]["creationTimestamp"] = format_rfc3339(created)
+    return pod_from_dict(raw)
 
 
 def podgroup(
@@ -63,3 +68,26 @@ def podgroup(
             "status": {"phase": phase} if phase else {},
         }
     )
+
+
+def annotated(
+    gang: str,
+    min_available: int | str,
+    *,
+    mode: str | None = None,
+    policy: str | None = None,
+    wait: str | None = None,
+    groups: list[str] | None = None,
+) -> dict[str, str]:
+    """Koordinator annotations of an annotation-way gang member."""
+    prefix = "gang.scheduling.koordinator.sh/"
+    out = {prefix + "name": gang, prefix + "min-available": str(min_available)}
+    if mode is not None:
+        out[prefix + "mode"] = mode
+    if policy is not None:
+        out[prefix + "match-policy"] = policy
+    if wait is not None:
+        out[prefix + "waiting-time"] = wait
+    if groups is not None:
+        out[prefix + "groups"] = "[" + ", ".join(f'"{g}"' for g in groups) + "]"
+    return out

@@ -321,14 +321,15 @@ class GangCache:
             if hold.pod not in self._held:
                 continue  # released by a cascade earlier in this loop
             if now >= hold.wait_deadline:
-                wait = self._gangs[hold.gang_id].spec.wait_seconds
                 spec = self._gangs[hold.gang_id].spec
-                why = (
-                    spec.problem
-                    if not spec.initialised
-                    else f"its gang did not complete within the wait time {wait:g}s"
-                )
-                self._release(hold, "expired", f"gang {hold.gang_id}: {hold.pod} {why}")
+                if spec.problem:
+                    why = f"{spec.problem}; {hold.pod} is not held for an un-initialised gang"
+                else:
+                    why = (
+                        f"gang {hold.gang_id}: {hold.pod} waited {spec.wait_seconds:g}s, the gang's wait time, "
+                        "without its GangGroup completing"
+                    )
+                self._release(hold, "expired", why)
             elif now >= hold.answer_deadline:
                 self._release(
                     hold,
