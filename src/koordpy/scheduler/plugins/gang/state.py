@@ -28,6 +28,7 @@ the watch and has no holds: kube-scheduler has failed the abandoned binds by the
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -69,6 +70,73 @@ class _Gang:
     failed: dict[str, str] = field(default_factory=dict)
 
 
+class _HoldTable:
+    """Holds by pod, indexed by gang (per-gang counts cost O(1)) and by deadline (a lazy heap: entries of
+    holds no longer in the table are skipped when they surface)."""
+
+    __slots__ = ("_by_gang", "_by_pod", "_heap")
+
+    def __init__(self) -> None:
+        self._by_pod: dict[str, Hold] = {}
+        self._by_gang: dict[str, dict[str, Hold]] = {}
+        self._heap: list[tuple[float, int, Hold]] = []
+
+    def __contains__(self, pod: object) -> bool:
+        return pod in self._by_pod
+
+    def __len__(self) -> int:
+        return len(self._by_pod)
+
+    def get(self, pod: str) -> Hold | None:
+        return self._by_pod.get(pod)
+
+    def put(self, hold: Hold) -> None:
+        self.pop(hold.pod)
+        self._by_pod[hold.pod] = hold
+        self._by_gang.setdefault(hold.gang_id, {})[hold.pod] = hold
+        heapq.heappush(self._heap, (hold.deadline, hold.hold_id, hold))
+        if len(self._heap) > 2 * len(self._by_pod) + 64:  # drop stale entries now and then
+            self._heap = [(h.deadline, h.hold_id, h) for h in self._by_pod.values()]
+            heapq.heapify(self._heap)
+
+    def pop(self, pod: str) -> Hold | None:
+        hold = self._by_pod.pop(pod, None)
+        if hold is not None:
+            members = self._by_gang[hold.gang_id]
+            del members[pod]
+            if not members:
+                del self._by_gang[hold.gang_id]
+        return hold
+
+    def earliest(self) -> Hold | None:
+        """The live hold with the earliest deadline."""
+        while self._heap:
+            hold = self._heap[0][2]
+            if self._by_pod.get(hold.pod) is hold:
+                return hold
+            heapq.heappop(self._heap)
+        return None
+
+    def take_due(self, now: float) -> list[Hold]:
+        """Live holds whose deadline is ``now`` or earlier, earliest first. Their heap entries are consumed:
+        the caller must remove every one of them from the table."""
+        out: list[Hold] = []
+        while self._heap and self._heap[0][0] <= now:
+            hold = heapq.heappop(self._heap)[2]
+            if self._by_pod.get(hold.pod) is hold:
+                out.append(hold)
+        return out
+
+    def values(self) -> list[Hold]:
+        return list(self._by_pod.values())
+
+    def of(self, gang_id: str) -> dict[str, Hold]:
+        return self._by_gang.get(gang_id, {})
+
+    def gangs(self) -> list[str]:
+        return list(self._by_gang)
+
+
 @dataclass(frozen=True, slots=True)
 class GangView:
     """A gang as it stands: for ``/debug/gangs``, PodGroup status and the offline tool. Lists sorted."""
@@ -93,12 +161,18 @@ class GangCache:
         self._gangs: dict[str, _Gang] = {}
         self._pod_gang: dict[str, str] = {}
         self._podgroups: dict[tuple[str, str], PodGroupInfo] = {}
-        self._held: dict[str, Hold] = {}
-        self._binding: dict[str, Hold] = {}
+        self._held = _HoldTable()
+        """Holds waiting for their GangGroup's verdict."""
+        self._binding = _HoldTable()
+        """Holds handed out by ``take_ready`` and not yet reported bound or failed."""
         self._wait_started: dict[str, float] = {}
         self._once_satisfied: set[str] = set()
         self._outbox: list[Release] = []
         self._next_id = 1
+        self._dirty: set[str] = set()
+        self._in_groups: dict[str, set[str]] = {}
+        """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
+        """Gang ids changed since the last ``take_ready``: only groups touching them are re-evaluated."""
 
     # ------------------------------------------------------------------ events: objects
 
@@ -113,12 +187,14 @@ class GangCache:
             return
         gang = self._gangs.get(ref.id)
         if gang is None:
-            gang = _Gang(ref=ref, spec=self._initial_spec(ref))
+            gang = _Gang(ref=ref, spec=missing_spec(ref, ""))
             self._gangs[ref.id] = gang
+            self._set_spec(gang, self._initial_spec(ref))
         if gang.ref.source == "annotations" and not gang.spec.initialised:
-            gang.spec = spec_from_pod(gang.ref, pod, self.args)  # first writer wins: only until initialised
+            self._set_spec(gang, spec_from_pod(gang.ref, pod, self.args))  # first writer wins: until initialised
         gang.children[key] = pod
         self._pod_gang[key] = ref.id
+        self._dirty.add(ref.id)
         if pod.node_name:
             self._mark_bound(gang, key, pod.node_name)
 
@@ -129,12 +205,15 @@ class GangCache:
     def upsert_podgroup(self, pg: PodGroupInfo) -> None:
         """A PodGroup of either API was added or changed; its gang's parameters are re-read from it."""
         self._podgroups[(pg.api, pg.id)] = pg
+        self._dirty.add(pg.id)
         gang = self._gangs.get(pg.id)
         if gang is None:
             ref = GangRef(pg.namespace, pg.name, pg.api)
-            self._gangs[pg.id] = _Gang(ref=ref, spec=spec_from_podgroup(ref, pg, self.args))
+            gang = _Gang(ref=ref, spec=missing_spec(ref, ""))
+            self._gangs[pg.id] = gang
+            self._set_spec(gang, spec_from_podgroup(ref, pg, self.args))
         elif gang.ref.source == pg.api:
-            gang.spec = spec_from_podgroup(gang.ref, pg, self.args)
+            self._set_spec(gang, spec_from_podgroup(gang.ref, pg, self.args))
 
     def delete_podgroup(self, api: str, namespace: str, name: str) -> None:
         """A PodGroup was deleted: its gang becomes un-initialised (``NotFound``) and keeps its members.
@@ -147,9 +226,9 @@ class GangCache:
         if gang is None or gang.ref.source != api:
             return
         if not gang.children:
-            del self._gangs[gang_id]
+            self._drop_gang(gang_id)
         else:
-            gang.spec = self._initial_spec(gang.ref)
+            self._set_spec(gang, self._initial_spec(gang.ref))
 
     # ------------------------------------------------------------------ events: the bind barrier
 
@@ -161,7 +240,7 @@ class GangCache:
         if gang_id is None:
             return None, Permit("allow", f"pod {pod_key} is in no gang", None)
         gang = self._gangs[gang_id]
-        previous = self._held.pop(pod_key, None) or self._binding.pop(pod_key, None)
+        previous = self._held.pop(pod_key) or self._binding.pop(pod_key)
         if previous is not None:
             self._outbox.append(Release(previous, "superseded", f"a newer bind request for {pod_key} arrived"))
         started = self._wait_started.setdefault(pod_key, now)
@@ -178,7 +257,8 @@ class GangCache:
         )
         self._next_id += 1
         gang.failed.pop(pod_key, None)
-        self._held[pod_key] = hold
+        self._held.put(hold)
+        self._dirty.add(gang_id)
         permit = self.permit(gang_id, now)
         if permit.verdict == "reject":
             self._release(hold, "rejected", f"gang {gang_id}: {permit.reason}")
@@ -193,7 +273,7 @@ class GangCache:
     def bind_failed(self, pod_key: str, reason: str) -> None:
         """Creating the member's binding failed (the caller answers that request itself). Strict:
         every other held member of the GangGroup is released."""
-        hold = self._held.pop(pod_key, None) or self._binding.pop(pod_key, None)
+        hold = self._held.pop(pod_key) or self._binding.pop(pod_key)
         self._wait_started.pop(pod_key, None)
         if hold is not None:
             self._cascade(hold, "bind-failed", f"binding failed: {reason}")
@@ -206,7 +286,7 @@ class GangCache:
         for table in (self._held, self._binding):
             hold = table.get(pod_key)
             if hold is not None and hold.hold_id == hold_id:
-                del table[pod_key]
+                table.pop(pod_key)
                 self._wait_started.pop(pod_key, None)
                 self._cascade(hold, "abandoned", "its bind request was abandoned by kube-scheduler")
                 return table is self._held
@@ -226,7 +306,7 @@ class GangCache:
             return
         gang = self._gangs[gang_id]
         gang.failed[pod_key] = reason
-        hold = self._held.pop(pod_key, None)
+        hold = self._held.pop(pod_key)
         if hold is not None:
             self._outbox.append(Release(hold, "superseded", f"{pod_key} failed scheduling: {reason}"))
         if self._strict_applies(gang):
@@ -292,24 +372,26 @@ class GangCache:
         return Permit("allow", f"gang group {group_id(group)}: every gang is satisfied", remaining)
 
     def take_ready(self, now: float) -> list[BindBatch]:
-        """Holds whose GangGroup is now allowed, one batch per group (sorted by group id). They move to
-        the allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``."""
+        """Holds now allowed to bind together: for each gang with holds whose GangGroup permit is ``allow``,
+        the holds of every gang of that group and its own (a group that omits the gang itself still
+        releases it, as its permit allowed it). Batches sorted by group id. The holds move to the
+        allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``. Only groups touched by
+        an event since the last call are evaluated."""
         batches: list[BindBatch] = []
-        seen: set[str] = set()
-        for hold in sorted(self._held.values(), key=lambda h: h.pod):
-            if hold.pod not in self._held:
-                continue
-            spec = self._gangs[hold.gang_id].spec
-            if spec.group_id in seen:
-                continue
-            seen.add(spec.group_id)
-            permit = self.permit(hold.gang_id, now)
+        dirty, self._dirty = self._dirty, set()
+        candidates = dirty | {g for d in dirty for g in self._in_groups.get(d, ())}
+        for gang_id in sorted(candidates):
+            if not self._held.of(gang_id):
+                continue  # nothing held, or handed out with an earlier gang of this call
+            spec = self._gangs[gang_id].spec
+            permit = self.permit(gang_id, now)
             if permit.verdict != "allow":
                 continue
-            members = sorted((h for h in self._held.values() if h.gang_id in spec.group), key=lambda h: h.pod)
+            gangs = {*spec.group, gang_id}
+            members = sorted((h for g in gangs for h in self._held.of(g).values()), key=lambda h: h.pod)
             for h in members:
-                del self._held[h.pod]
-                self._binding[h.pod] = h
+                self._held.pop(h.pod)
+                self._binding.put(h)
             batches.append(BindBatch(spec.group_id, tuple(members), permit.reason))
         return sorted(batches, key=lambda b: b.group_id)
 
@@ -317,8 +399,8 @@ class GangCache:
         """Holds to answer with an error now: queued decisions (Strict cascades, rejections, deletions),
         then every held member whose wait time ran out (``expired``, cascading for Strict) or whose
         bind request must be answered before kube-scheduler's binder timeout (``answer-deadline``)."""
-        for hold in sorted(self._held.values(), key=lambda h: (h.deadline, h.pod)):
-            if hold.pod not in self._held:
+        for hold in self._held.take_due(now):
+            if self._held.get(hold.pod) is not hold:
                 continue  # released by a cascade earlier in this loop
             if now >= hold.wait_deadline:
                 spec = self._gangs[hold.gang_id].spec
@@ -342,7 +424,8 @@ class GangCache:
 
     def next_deadline(self) -> float | None:
         """The earliest moment ``take_releases`` has something new to say (None when nothing is held)."""
-        return min((h.deadline for h in self._held.values()), default=None)
+        earliest = self._held.earliest()
+        return None if earliest is None else earliest.deadline
 
     def resolve_deadlock(self, free: Mapping[str, ResourceList], now: float) -> Deadlock | None:
         """Detect a NonStrict deadlock among waiting GangGroups (see ``deadlock.find_deadlock``) given each
@@ -360,7 +443,7 @@ class GangCache:
         if found is None:
             return None
         victim = next(g for g in waiting if g.group_id == found.victim)
-        released = tuple(sorted((self._held[p] for p in victim.held_pods if p in self._held), key=lambda h: h.pod))
+        released = tuple(sorted((h for p in victim.held_pods if (h := self._held.get(p))), key=lambda h: h.pod))
         for hold in released:
             self._release(hold, "deadlock", found.reason)
         return Deadlock(found.groups, found.victim, released, found.reason)
@@ -374,13 +457,10 @@ class GangCache:
         gang = self._gangs.get(gang_id)
         if gang is None:
             return None
-        waiting = sorted(p for p in gang.children if p in self._held or p in self._binding)
         holds = tuple(
-            sorted(
-                (h for t in (self._held, self._binding) for h in t.values() if h.gang_id == gang_id),
-                key=lambda h: h.pod,
-            )
+            sorted([*self._held.of(gang_id).values(), *self._binding.of(gang_id).values()], key=lambda h: h.pod)
         )
+        waiting = sorted(h.pod for h in holds)
         return GangView(
             spec=gang.spec,
             children=tuple(sorted(gang.children)),
@@ -402,6 +482,25 @@ class GangCache:
 
     # ------------------------------------------------------------------ internals
 
+    def _set_spec(self, gang: _Gang, spec: GangSpec) -> None:
+        for gid in gang.spec.group:
+            members = self._in_groups.get(gid)
+            if members is not None:
+                members.discard(gang.spec.id)
+                if not members:
+                    del self._in_groups[gid]
+        gang.spec = spec
+        for gid in spec.group:
+            self._in_groups.setdefault(gid, set()).add(spec.id)
+        self._dirty.add(spec.id)
+
+    def _drop_gang(self, gang_id: str) -> None:
+        gang = self._gangs.pop(gang_id)
+        self._set_spec(gang, missing_spec(gang.ref, ""))
+        self._in_groups.get(gang_id, set()).discard(gang_id)
+        if not self._in_groups.get(gang_id, True):
+            del self._in_groups[gang_id]
+
     def _initial_spec(self, ref: GangRef) -> GangSpec:
         if ref.source == "annotations":
             return missing_spec(ref, f"gang {ref.id}: no member with a valid min-available yet")
@@ -411,12 +510,13 @@ class GangCache:
         return spec_from_podgroup(ref, pg, self.args)
 
     def _mark_bound(self, gang: _Gang, key: str, node: str) -> None:
+        self._dirty.add(gang.spec.id)
         gang.bound.add(key)
         gang.failed.pop(key, None)
         self._once_satisfied.add(gang.spec.group_id)
-        self._binding.pop(key, None)
+        self._binding.pop(key)
         self._wait_started.pop(key, None)
-        hold = self._held.pop(key, None)
+        hold = self._held.pop(key)
         if hold is not None:
             self._outbox.append(Release(hold, "superseded", f"{key} is already bound to {node}"))
 
@@ -425,16 +525,17 @@ class GangCache:
         if gang_id is None:
             return
         gang = self._gangs[gang_id]
+        self._dirty.add(gang_id)
         gang.children.pop(key, None)
         gang.bound.discard(key)
         gang.failed.pop(key, None)
-        self._binding.pop(key, None)
+        self._binding.pop(key)
         hold = self._held.get(key)
         if hold is not None:
             self._release(hold, cause, f"gang {gang_id}: {key} {why}")
         self._wait_started.pop(key, None)
         if not gang.children and gang.ref.source == "annotations":
-            del self._gangs[gang_id]
+            self._drop_gang(gang_id)
 
     def _strict_applies(self, gang: _Gang) -> bool:
         spec = gang.spec
@@ -443,7 +544,7 @@ class GangCache:
         return not (spec.match_policy == "once-satisfied" and spec.group_id in self._once_satisfied)
 
     def _release(self, hold: Hold, cause: ReleaseCause, reason: str) -> None:
-        self._held.pop(hold.pod, None)
+        self._held.pop(hold.pod)
         if cause != "answer-deadline":
             self._wait_started.pop(hold.pod, None)
         self._outbox.append(Release(hold, cause, reason))
@@ -457,15 +558,15 @@ class GangCache:
         self._release_group(gang.spec.group, "strict", why, exclude=hold.pod)
 
     def _release_group(self, group: Iterable[str], cause: ReleaseCause, reason: str, exclude: str) -> None:
-        members = set(group)
-        for other in sorted(self._held.values(), key=lambda h: h.pod):
-            if other.gang_id in members and other.pod != exclude and other.pod in self._held:
+        held = [h for g in set(group) for h in self._held.of(g).values()]
+        for other in sorted(held, key=lambda h: h.pod):
+            if other.pod != exclude:
                 self._held.pop(other.pod)
                 self._wait_started.pop(other.pod, None)
                 self._outbox.append(Release(other, cause, reason))
 
     def _waiting_count(self, gang: _Gang) -> int:
-        return sum(1 for p in gang.children if p in self._held or p in self._binding)
+        return len(self._held.of(gang.spec.id)) + len(self._binding.of(gang.spec.id))
 
     def _invalid(self, gang: _Gang) -> str:
         """Why the gang is not valid for Permit under its match policy ("" when valid)."""
@@ -500,8 +601,7 @@ class GangCache:
         return f"gang {spec.id}: {waiting} of {spec.min_member} members waiting at the bind barrier"
 
     def _remaining(self, group: Iterable[str], now: float) -> float | None:
-        members = set(group)
-        deadlines = [h.wait_deadline for h in self._held.values() if h.gang_id in members]
+        deadlines = [h.wait_deadline for g in set(group) for h in self._held.of(g).values()]
         if not deadlines:
             return None
         return max(0.0, min(deadlines) - now)
@@ -531,7 +631,7 @@ class GangCache:
                     priority = pod.priority if priority is None else max(priority, pod.priority)
                 if key in self._held:
                     held.append(key)
-                    holds.append((self._held[key].node, pod.requests))
+                    holds.append((self._held.of(gang.spec.id)[key].node, pod.requests))
                 elif key in self._binding or key in gang.bound or pod.terminated:
                     continue
                 else:

@@ -146,3 +146,43 @@ def test_admit_missing_podgroup_and_missing_group_mate() -> None:
         )
     )
     assert cache.admit("default/p").reason == "gang other/q: no member exists yet"
+
+
+def test_events_other_than_holds_can_allow_a_group() -> None:
+    cache = GangCache(ARGS)
+    cache.upsert_podgroup(podgroup("pg", 3))
+    for i in range(3):
+        cache.upsert_pod(member(f"p{i}", labels={"pod-group.scheduling.sigs.k8s.io": "pg"}))
+    cache.hold("default/p0", "u0", "n1", T0)
+    cache.hold("default/p1", "u1", "n1", T0)
+    assert cache.take_ready(T0) == []  # 2 of 3
+    # The PodGroup is edited down to minMember 2: 2 of 2 → the held pair is handed out without a new hold.
+    cache.upsert_podgroup(podgroup("pg", 2))
+    (batch,) = cache.take_ready(T0 + 1)
+    assert [h.pod for h in batch.holds] == ["default/p0", "default/p1"]
+
+
+def test_group_member_bound_elsewhere_satisfies_once() -> None:
+    cache = GangCache(ARGS)
+    for i in range(3):
+        cache.upsert_pod(member(f"p{i}", annotations=annotated("g", 3)))
+    cache.hold("default/p0", "u0", "n1", T0)
+    assert cache.take_ready(T0) == []
+    # p2 shows up bound (another binder, or a restart found it bound): the group is satisfied once.
+    cache.upsert_pod(member("p2", annotations=annotated("g", 3), node="n2"))
+    (batch,) = cache.take_ready(T0 + 1)
+    assert [h.pod for h in batch.holds] == ["default/p0"]
+
+
+def test_asymmetric_group_is_evaluated_as_koordinator_does() -> None:
+    # a's annotation lists only b (not a itself); b lists only itself. a's permit checks b alone, so a's
+    # holds are allowed as soon as b is valid, even with a below its own min.
+    cache = GangCache(ARGS)
+    cache.upsert_pod(member("a0", annotations=annotated("a", 5, groups=["default/b"])))
+    cache.upsert_pod(member("b0", annotations=annotated("b", 1)))
+    cache.hold("default/a0", "ua0", "n1", T0)
+    assert cache.permit("default/a", T0).verdict == "wait"  # b: 0 of 1 waiting
+    assert cache.take_ready(T0) == []
+    cache.hold("default/b0", "ub0", "n1", T0)
+    batches = cache.take_ready(T0)
+    assert [(b.group_id, [h.pod for h in b.holds]) for b in batches] == [("default/b", ["default/a0", "default/b0"])]
