@@ -316,28 +316,29 @@ class GangCache:
     # ------------------------------------------------------------------ decisions
 
     def admit(self, pod_key: str) -> Admission:
-        """Koordinator's PreEnqueue quorum: unless its gang was satisfied once (policy once-satisfied),
-        every gang of the member's GangGroup must have at least ``minMember`` members."""
+        """Koordinator's PreEnqueue: the member's own gang must be initialised; if its policy is
+        once-satisfied and its group was satisfied once, it passes; otherwise every gang of its GangGroup
+        must exist, be initialised and have at least ``minMember`` members (any pod phase). The reason
+        names the first gang (by id) that falls short."""
         gang_id = self._pod_gang.get(pod_key)
         if gang_id is None:
             return Admission(True, f"pod {pod_key} is in no gang", "")
-        gang = self._gangs[gang_id]
-        last = Admission(True, "", gang_id)
-        for gid in gang.spec.group:
+        own = self._gangs[gang_id].spec
+        if not own.initialised:
+            return Admission(False, own.problem, gang_id)
+        if own.match_policy == "once-satisfied" and own.group_id in self._once_satisfied:
+            return Admission(True, f"gang {gang_id}: satisfied once (once-satisfied)", gang_id)
+        for gid in own.group:
             other = self._gangs.get(gid)
             if other is None:
                 return Admission(False, f"gang {gid}: no member exists yet", gid)
-            spec = other.spec
-            if not spec.initialised:
-                return Admission(False, spec.problem, gid)
-            if spec.match_policy == "once-satisfied" and spec.group_id in self._once_satisfied:
-                last = Admission(True, f"gang {gid}: satisfied once (once-satisfied)", gid)
-                continue
+            if not other.spec.initialised:
+                return Admission(False, other.spec.problem, gid)
             have = len(other.children)
-            if have < spec.min_member:
-                return Admission(False, f"gang {gid}: {have} of {spec.min_member} members exist", gid)
-            last = Admission(True, f"gang {gid}: {have} of {spec.min_member} members exist", gid)
-        return last
+            if have < other.spec.min_member:
+                return Admission(False, f"gang {gid}: {have} of {other.spec.min_member} members exist", gid)
+        have = len(self._gangs[gang_id].children)
+        return Admission(True, f"gang {gang_id}: {have} of {own.min_member} members exist", gang_id)
 
     def permit(self, gang_id: str, now: float) -> Permit:
         """The verdict for ``gang_id``'s GangGroup, for every gang of it (reference §2.4): ``reject`` when a
