@@ -166,6 +166,7 @@ def test_config_default_timeout_applies(tmp_path: Path) -> None:
         (["--waiting", "team-a/web=node-1"], "error: --waiting: pod team-a/web belongs to no gang"),
         (["--waiting", "team-a/mpi-0=node-1"], "error: --waiting: pod team-a/mpi-0 is already bound to node-1"),
         (["--failed", "nope"], "error: --failed: expected NAMESPACE/NAME, got 'nope'"),
+        (["--failed", "team-a/mpi-1"], "error: --failed: pod team-a/mpi-1 is already bound to node-1"),
         (["--now", "yesterday"], "error: --now: not an RFC 3339 timestamp: 'yesterday'"),
         (["-o", "yaml"], "error: -o: expected json or table, got 'yaml'"),
     ],

@@ -76,7 +76,9 @@ def gang_report(
     for pod in sorted(pods.values(), key=lambda p: (math.inf if p.creation_time is None else p.creation_time, p.key)):
         cache.upsert_pod(pod)
     for key in failed:
-        _member(key, "--failed", pods, cache)
+        pod = _member(key, "--failed", pods, cache)
+        if pod.node_name:
+            raise GangReportError(f"--failed: pod {key} is already bound to {pod.node_name}")
         cache.scheduling_failed(key, FAILED_REASON)
     for key, node in sorted((waiting or {}).items()):
         pod = _member(key, "--waiting", pods, cache)

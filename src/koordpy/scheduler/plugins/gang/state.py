@@ -261,7 +261,7 @@ class GangCache:
         self._dirty.add(gang_id)
         permit = self.permit(gang_id, now)
         if permit.verdict == "reject":
-            self._release(hold, "rejected", f"gang {gang_id}: {permit.reason}")
+            self._release(hold, "rejected", permit.reason)
         return hold, permit
 
     def bound(self, pod_key: str, node: str) -> None:

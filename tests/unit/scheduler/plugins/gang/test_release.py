@@ -83,7 +83,12 @@ def test_strict_scheduling_failure_releases_the_whole_group_and_rejects_until_re
     assert cache.permit("default/b", T0 + 2).verdict == "reject"
     _, permit = cache.hold("default/b0", "ub0", "n1", T0 + 2)
     assert permit.verdict == "reject"
-    assert [(r.hold.pod, r.cause) for r in cache.take_releases(T0 + 2)] == [("default/b0", "rejected")]
+    (rejected,) = cache.take_releases(T0 + 2)
+    assert (rejected.hold.pod, rejected.cause, rejected.reason) == (
+        "default/b0",
+        "rejected",
+        "gang default/a (Strict): member default/a1 failed scheduling (0/3 nodes are available)",
+    )
     # a1 is tried again and held: its failure is no longer outstanding, the group waits normally.
     _, permit = cache.hold("default/a1", "ua1", "n2", T0 + 3)
     assert permit.verdict == "wait"
