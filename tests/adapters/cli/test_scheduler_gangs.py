@@ -193,3 +193,26 @@ def test_bad_config_names_file_and_field(tmp_path: Path) -> None:
     code, _, err = run("-f", str(DUMP), "--config", str(cfg))
     assert code == 2 and err.startswith(f"error: {cfg}: gang.defaultMatchPolicy: ")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_pod_names_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "pods.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"priority": "high"},
+            }
+        )
+    )
+    code, _, err = run("-f", str(bad))
+    assert (code, err.strip()) == (2, f"error: {bad}: Pod ns/p: spec.priority: expected an integer")
+
+
+def test_object_without_kind_names_file_and_item(tmp_path: Path) -> None:
+    bad = tmp_path / "list.yaml"
+    bad.write_text("kind: List\nitems:\n- metadata: {name: x}\n")
+    code, _, err = run("-f", str(bad))
+    assert (code, err.strip()) == (2, f"error: {bad}: items[0]: kind: required")

@@ -170,9 +170,9 @@ class GangCache:
         self._outbox: list[Release] = []
         self._next_id = 1
         self._dirty: set[str] = set()
+        """Gang ids changed since the last ``take_ready``: only groups touching them are re-evaluated."""
         self._in_groups: dict[str, set[str]] = {}
         """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
-        """Gang ids changed since the last ``take_ready``: only groups touching them are re-evaluated."""
 
     # ------------------------------------------------------------------ events: objects
 
