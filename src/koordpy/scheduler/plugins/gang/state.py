@@ -240,9 +240,12 @@ class GangCache:
         if gang_id is None:
             return None, Permit("allow", f"pod {pod_key} is in no gang", None)
         gang = self._gangs[gang_id]
-        previous = self._held.pop(pod_key) or self._binding.pop(pod_key)
+        previous = self._held.pop(pod_key)
         if previous is not None:
             self._outbox.append(Release(previous, "superseded", f"a newer bind request for {pod_key} arrived"))
+        # A request already handed out by take_ready is the caller's to finish: it is dropped here, so
+        # is_current() turns False and its binding must not be created.
+        self._binding.pop(pod_key)
         started = self._wait_started.setdefault(pod_key, now)
         hold = Hold(
             hold_id=self._next_id,

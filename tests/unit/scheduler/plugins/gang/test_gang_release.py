@@ -194,3 +194,15 @@ def test_member_bound_elsewhere_answers_its_hold() -> None:
     cache.upsert_pod(member("p0", annotations=annotated("g", 4, mode="Strict"), node="n9"))
     (release,) = cache.take_releases(T0)
     assert (release.cause, release.reason) == ("superseded", "default/p0 is already bound to n9")
+
+
+def test_newer_request_for_a_handed_out_hold_drops_it_without_a_second_answer() -> None:
+    cache = gang("NonStrict", min_available=1)
+    first, _ = cache.hold("default/p0", "u0", "n1", T0)
+    assert first is not None
+    (batch,) = cache.take_ready(T0)
+    # kube-scheduler gave up on the first request and sent a new one while the binding was being made:
+    # the first is not answered again (take_ready answered it), but it is no longer current.
+    cache.hold("default/p0", "u0", "n2", T0 + 1)
+    assert cache.take_releases(T0 + 1) == []
+    assert not cache.is_current(batch.holds[0])
