@@ -29,7 +29,6 @@ from koordpy.config.gang import CoschedulingArgs
 from koordpy.model.dumps import DumpError, sort_dump
 from koordpy.model.durations import DurationError, parse_rfc3339
 from koordpy.model.objects import ObjectError, PodInfo, pod_from_dict
-from koordpy.scheduler.plugins.gang.phase import gang_phase
 from koordpy.scheduler.plugins.gang.spec import PodGroupError, PodGroupInfo, podgroup_from_dict
 from koordpy.scheduler.plugins.gang.state import GangCache
 
@@ -110,7 +109,7 @@ def gang_report(
                 "waiting": list(view.waiting),
                 "bound": list(view.bound),
                 "onceSatisfied": view.once_satisfied,
-                "phase": gang_phase(spec.ref.source, spec.initialised, stored, spec.min_member, view.counts),
+                "phase": cache.phase(spec.id, stored),
                 "admit": {p: _admission(cache, p) for p in gated},
                 "permit": {"verdict": permit.verdict, "reason": permit.reason},
             }

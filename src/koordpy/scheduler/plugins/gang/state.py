@@ -46,7 +46,7 @@ from koordpy.scheduler.plugins.gang.decisions import (
     Release,
     ReleaseCause,
 )
-from koordpy.scheduler.plugins.gang.phase import MemberCounts
+from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
 from koordpy.scheduler.plugins.gang.spec import (
     GangRef,
     GangSpec,
@@ -475,6 +475,15 @@ class GangCache:
             holds=holds,
             counts=self._counts(gang),
         )
+
+    def phase(self, gang_id: str, stored: str) -> str | None:
+        """The phase the gang's PodGroup status settles on from ``stored`` (see ``phase.gang_phase``);
+        None for an unknown gang."""
+        view = self.view(gang_id)
+        if view is None:
+            return None
+        spec = view.spec
+        return gang_phase(spec.ref.source, spec.initialised, stored, spec.min_member, view.counts)
 
     def views(self) -> list[GangView]:
         """Every gang, sorted by id."""

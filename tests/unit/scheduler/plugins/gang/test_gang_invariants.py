@@ -87,6 +87,12 @@ def test_random_event_sequences_keep_the_invariants(seed: int) -> None:
             handed.pop(pod, None)
         elif action < 0.55:
             cache.scheduling_failed(pod, "Insufficient cpu")
+            view = cache.view(f"default/{gang}")
+            assert view is not None
+            if GANGS[gang][2] == "Strict" and not view.once_satisfied:
+                # Strict: no member of the whole group is left held (handed-out ones are past Permit).
+                group = set(view.spec.group)
+                assert not [h for h in cache.holds() if h.gang_id in group and h.pod not in handed]
         elif action < 0.65 and pod in handed:
             cache.bound(pod, handed.pop(pod).node)
             bound.add(pod)

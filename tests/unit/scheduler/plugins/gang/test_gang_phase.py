@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from koordpy.scheduler.plugins.gang import MemberCounts, converge, gang_phase, koordinator_phase, x_k8s_phase
+from koordpy.config.gang import CoschedulingArgs
+from koordpy.scheduler.plugins.gang import (
+    GangCache,
+    MemberCounts,
+    converge,
+    gang_phase,
+    koordinator_phase,
+    x_k8s_phase,
+)
+from koordpy.testing.gangs import member, podgroup
 
 
 def counts(pods: int, scheduled: int = 0, running: int = 0, succeeded: int = 0, failed: int = 0) -> MemberCounts:
@@ -67,3 +76,14 @@ def test_gang_phase_not_found_and_annotation_gangs() -> None:
     assert gang_phase("scheduling.x-k8s.io", False, "Running", 0, counts(2)) == "NotFound"
     # An annotation-way gang uses Koordinator's machine from "" (it has no stored status).
     assert gang_phase("annotations", True, "", 2, counts(2, scheduled=1)) == "Scheduling"
+
+
+def test_cache_phase_counts_members() -> None:
+    cache = GangCache(CoschedulingArgs.model_validate({}))
+    cache.upsert_podgroup(podgroup("pg", 2, api="scheduling.x-k8s.io"))
+    label = {"scheduling.x-k8s.io/pod-group": "pg"}
+    cache.upsert_pod(member("p0", labels=label, node="n1"))  # Running (the builder sets it with a node)
+    cache.upsert_pod(member("p1", labels=label, node="n1", phase="Succeeded"))
+    # x-k8s.io: Pending → Scheduling (2 ≥ 2 pods) → Running (1 running + 1 succeeded ≥ 2).
+    assert cache.phase("default/pg", "Pending") == "Running"
+    assert cache.phase("default/nope", "") is None
