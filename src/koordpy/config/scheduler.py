@@ -9,6 +9,8 @@
     extender:
       port: 10262
       metricsPort: 10263  # optional: /healthz, /readyz and /metrics on the pod IP as well
+    gang:                 # Koordinator CoschedulingArgs names, plus koordpy's binder fields
+      defaultTimeout: 600s
 
 Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
 boolean or a string is not a number; NaN and infinity are refused) and bounded as each field says.
@@ -21,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from koordpy.config.errors import field_problems
+from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 
 __all__ = ["API_VERSION", "ExtenderSettings", "SchedulerConfiguration"]
@@ -78,3 +81,5 @@ class SchedulerConfiguration(_Settings):
         default_factory=lambda: LoadAwareSchedulingArgs.model_validate({}), alias="loadAware"
     )
     extender: ExtenderSettings = Field(default_factory=lambda: ExtenderSettings.model_validate({}))
+    gang: CoschedulingArgs = Field(default_factory=lambda: CoschedulingArgs.model_validate({}))
+    """Gang scheduling (Koordinator ``CoschedulingArgs`` names); see ``koordpy.config.gang``."""

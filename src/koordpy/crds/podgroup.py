@@ -1,8 +1,15 @@
-"""PodGroup (``scheduling.sigs.k8s.io/v1alpha1``, namespaced): the gang definition Koordinator vendors.
+"""PodGroup, in both API groups koordpy reads gangs from.
 
-This is the *old* scheduler-plugins API (before its move to ``scheduling.x-k8s.io``). Pods join with the
-label ``pod-group.scheduling.sigs.k8s.io: <name>`` in the same namespace. Users write the spec; the
-manager writes the status.
+* ``POD_GROUP`` (``scheduling.sigs.k8s.io/v1alpha1``): the gang definition Koordinator vendors, the
+  *old* scheduler-plugins API. Pods join with the label ``pod-group.scheduling.sigs.k8s.io: <name>``
+  in the same namespace.
+* ``POD_GROUP_X_K8S`` (``scheduling.x-k8s.io/v1alpha1``): the scheduler-plugins API since its 2023
+  move. Pods join with the label ``scheduling.x-k8s.io/pod-group: <name>``. ``minMember`` minimum 1,
+  its own phase set (no PreScheduling/Scheduled) and **no** ``status.scheduled``.
+
+Users write the spec; the manager writes the status. ``POD_GROUP_X_K8S`` is not in
+``koordpy.crds.RESOURCES`` (the chart does not install it yet): clusters running scheduler-plugins
+already have it.
 """
 
 from __future__ import annotations
@@ -13,7 +20,16 @@ from pydantic import Field
 
 from koordpy.crds.schema import PrinterColumn, Resource, ResourceList, Time, WireModel
 
-__all__ = ["POD_GROUP", "PodGroupPhase", "PodGroupSpec", "PodGroupStatus"]
+__all__ = [
+    "POD_GROUP",
+    "POD_GROUP_X_K8S",
+    "PodGroupPhase",
+    "PodGroupSpec",
+    "PodGroupStatus",
+    "XK8sPodGroupPhase",
+    "XK8sPodGroupSpec",
+    "XK8sPodGroupStatus",
+]
 
 PodGroupPhase = Literal[
     "", "Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Unknown", "Finished", "Failed"
@@ -57,6 +73,48 @@ POD_GROUP = Resource(
         PrinterColumn("Phase", "string", ".status.phase"),
         PrinterColumn("MinMember", "integer", ".spec.minMember"),
         PrinterColumn("Scheduled", "integer", ".status.scheduled"),
+        PrinterColumn("Running", "integer", ".status.running"),
+        PrinterColumn("Succeeded", "integer", ".status.succeeded", priority=1),
+        PrinterColumn("Failed", "integer", ".status.failed", priority=1),
+    ),
+)
+
+
+XK8sPodGroupPhase = Literal["", "Pending", "Scheduling", "Running", "Unknown", "Finished", "Failed"]
+
+
+class XK8sPodGroupSpec(WireModel):
+    min_member: int | None = Field(None, alias="minMember", ge=1)
+    """Members that must be schedulable together before any of them is bound."""
+    min_resources: ResourceList | None = Field(None, alias="minResources")
+    """Resources the whole gang needs (koordpy does not read it)."""
+    schedule_timeout_seconds: int | None = Field(None, alias="scheduleTimeoutSeconds", ge=0)
+    """How long members wait for the gang before the attempt fails."""
+
+
+class XK8sPodGroupStatus(WireModel):
+    phase: XK8sPodGroupPhase | None = None
+    occupied_by: str | None = Field(None, alias="occupiedBy")
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    schedule_start_time: Time | None = Field(None, alias="scheduleStartTime")
+
+
+POD_GROUP_X_K8S = Resource(
+    group="scheduling.x-k8s.io",
+    version="v1alpha1",
+    kind="PodGroup",
+    plural="podgroups",
+    namespaced=True,
+    spec=XK8sPodGroupSpec,
+    status=XK8sPodGroupStatus,
+    description="A gang of pods that are bound all together or not at all (scheduler-plugins API).",
+    short_names=("pg", "pgs"),
+    categories=("koordpy",),
+    columns=(
+        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("MinMember", "integer", ".spec.minMember"),
         PrinterColumn("Running", "integer", ".status.running"),
         PrinterColumn("Succeeded", "integer", ".status.succeeded", priority=1),
         PrinterColumn("Failed", "integer", ".status.failed", priority=1),

@@ -10,7 +10,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DumpError", "SortedDump", "iter_objects", "sort_dump"]
+from koordpy.model.durations import DurationError, parse_rfc3339
+
+__all__ = ["DumpError", "SortedDump", "iter_objects", "newest_timestamp", "sort_dump"]
 
 
 class DumpError(ValueError):
@@ -57,3 +59,29 @@ def sort_dump(documents: Iterable[tuple[str, Any]], kinds: Iterable[str]) -> Sor
             else:
                 out.ignored[kind] = out.ignored.get(kind, 0) + 1
     return out
+
+
+def newest_timestamp(documents: Iterable[tuple[str, Any]]) -> float | None:
+    """The newest RFC 3339 time anywhere in the documents (fields named ``*Time``/``*Timestamp``), or None.
+
+    The default ``--now`` of every offline tool (explain, gangs): a dump's newest timestamp, not the
+    wall clock. Values that do not parse are skipped. Not guaranteed: a dump's newest timestamp is only
+    a lower bound of when it was taken.
+    """
+    newest: float | None = None
+    stack: list[Any] = [doc for _, doc in documents]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, value in item.items():
+                if isinstance(value, str) and isinstance(key, str) and key.endswith(("Time", "Timestamp")):
+                    try:
+                        moment = parse_rfc3339(value)
+                    except DurationError:
+                        continue
+                    newest = moment if newest is None else max(newest, moment)
+                elif isinstance(value, Mapping | list):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return newest

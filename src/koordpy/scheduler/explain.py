@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koordpy.config.scheduler import SchedulerConfiguration
-from koordpy.model.dumps import DumpError, sort_dump
-from koordpy.model.durations import DurationError, format_rfc3339, parse_rfc3339
+from koordpy.model.dumps import DumpError, newest_timestamp, sort_dump
+from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import (
     NodeInfo,
     NodeMetricInfo,
@@ -59,7 +59,7 @@ from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin, LoadDetail
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["ExplainError", "NoInstantError", "dump_instant", "explain"]
+__all__ = ["ExplainError", "NoInstantError", "explain"]
 
 KINDS = ("Node", "Pod", "NodeMetric")
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, ArithmeticError)
@@ -83,7 +83,7 @@ def explain(
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Return the explanation and the count of ignored objects by kind.
 
-    ``now`` None: the newest timestamp in the input (``dump_instant``); ``nowFrom`` says which.
+    ``now`` None: the newest timestamp in the input (``koordpy.model.dumps.newest_timestamp``); ``nowFrom`` says which.
     ``in_tree`` False skips kube-scheduler's filters (the extender's plugins alone).
     """
     namespace, sep, name = pod_key.partition("/")
@@ -122,7 +122,7 @@ def explain(
 
     now_from = "--now"
     if now is None:
-        now = dump_instant([raw for _, raw in node_pairs], pods, metrics)
+        now = newest_timestamp(pair for kind in KINDS for pair in dump.of(kind))
         now_from = "dump"
         if now is None:
             raise NoInstantError("--now: the input carries no timestamp to evaluate at; pass --now")
@@ -322,36 +322,6 @@ def _seconds(value: float) -> str:
     if value >= 120:
         return f"{value / 60:.0f}m"
     return f"{value:.0f}s"
-
-
-def dump_instant(
-    raw_nodes: Iterable[Mapping[str, Any]], pods: Iterable[PodInfo], metrics: Iterable[NodeMetricInfo]
-) -> float | None:
-    """The newest timestamp in the input: NodeMetric ``status.updateTime``, pod creation, scheduling,
-    initialisation and deletion times, Node condition heartbeats. None when there is none.
-
-    Not guaranteed: a dump's newest timestamp is a lower bound of when it was taken.
-    """
-    stamps: list[float] = []
-    stamps.extend(m.update_time for m in metrics if m.update_time is not None)
-    for pod in pods:
-        stamps.extend(
-            t for t in (pod.creation_time, pod.scheduled_time, pod.initialized_time, pod.deletion_time) if t is not None
-        )
-    for raw in raw_nodes:
-        status = raw.get("status")
-        conditions = status.get("conditions") if isinstance(status, Mapping) else None
-        for cond in conditions if isinstance(conditions, list) else []:
-            if not isinstance(cond, Mapping):
-                continue
-            for key in ("lastHeartbeatTime", "lastTransitionTime"):
-                value = cond.get(key)
-                if isinstance(value, str) and value:
-                    try:
-                        stamps.append(parse_rfc3339(value))
-                    except DurationError:
-                        continue
-    return max(stamps) if stamps else None
 
 
 def _apply(where: str, what: str, step: Callable[[], object]) -> None:

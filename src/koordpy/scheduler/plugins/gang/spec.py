@@ -1,0 +1,334 @@
+"""Which gang a pod belongs to, and the gang's parameters, exactly as Koordinator resolves them.
+
+Resolution order of the gang name (first non-empty wins; reference §2.2):
+
+1. label ``pod-group.scheduling.sigs.k8s.io`` → a ``scheduling.sigs.k8s.io`` PodGroup;
+2. label ``scheduling.x-k8s.io/pod-group`` → a ``scheduling.x-k8s.io`` PodGroup (koordpy's addition:
+   Koordinator does not read this label; it sits right after the other PodGroup label);
+3. deprecated label ``pod-group.scheduling.sigs.k8s.io/name`` → an annotation-way gang;
+4. annotation ``gang.scheduling.koordinator.sh/name`` → an annotation-way gang.
+
+The gang id is ``namespace/name`` (the pod's namespace). A PodGroup-way gang takes its parameters from
+the PodGroup (``spec`` plus the Koordinator annotations on the PodGroup); an annotation-way gang from
+the **first** pod whose ``min-available`` parses (first writer wins; later pods' annotations are
+ignored). Defaults and clamping are listed on each helper below and in the package README.
+
+Not guaranteed: Go's parsers are mirrored for the inputs Koordinator documents (decimal int32,
+Go durations, a JSON array of strings); exotic inputs (``"0x10"``, ``"1e3"``) are refused the same
+way Go refuses them, but error texts differ from Go's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from koordpy.config.gang import CoschedulingArgs, MatchPolicy
+from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
+from koordpy.model.objects import PodInfo
+from koordpy.scheduler.plugins.gang import keys
+
+__all__ = [
+    "API_SIGS",
+    "API_X_K8S",
+    "GangRef",
+    "GangSource",
+    "GangSpec",
+    "Mode",
+    "PodGroupError",
+    "PodGroupInfo",
+    "gang_ref",
+    "group_id",
+    "missing_spec",
+    "podgroup_from_dict",
+    "spec_from_pod",
+    "spec_from_podgroup",
+]
+
+API_SIGS: Final = "scheduling.sigs.k8s.io"
+API_X_K8S: Final = "scheduling.x-k8s.io"
+
+GangSource = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "annotations"]
+Mode = Literal["Strict", "NonStrict"]
+MATCH_POLICIES: tuple[MatchPolicy, ...] = ("once-satisfied", "only-waiting", "waiting-and-running")
+
+_INT32 = re.compile(r"^[+-]?[0-9]+$")
+
+
+class PodGroupError(ValueError):
+    """A PodGroup object that cannot be read; the message names the field path."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangRef:
+    """A pod's gang: id ``namespace/name`` and where its parameters come from."""
+
+    namespace: str
+    name: str
+    source: GangSource
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    """Read-only view of a PodGroup of either API group."""
+
+    api: Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io"]
+    namespace: str
+    name: str
+    min_member: int
+    schedule_timeout_seconds: int | None
+    annotations: Mapping[str, str]
+    creation_time: float | None
+    phase: str
+    """``status.phase`` as stored ("" when unset)."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GangSpec:
+    """A gang's resolved parameters.
+
+    ``initialised`` is Koordinator's ``HasGangInit``: false while the PodGroup a label names does not
+    exist (``problem`` says so) or no member's ``min-available`` parsed yet. An un-initialised gang
+    never passes admit nor permit, and its wait time is 0 (Koordinator returns Wait(0)).
+    """
+
+    ref: GangRef
+    initialised: bool
+    min_member: int
+    total_number: int
+    mode: Mode
+    match_policy: MatchPolicy
+    wait_seconds: float
+    group: tuple[str, ...]
+    """Gang ids of the GangGroup, sorted (as Koordinator sorts them; it does not add the gang itself
+    when the ``groups`` annotation omits it, and neither does koordpy)."""
+    create_time: float | None
+    problem: str = ""
+    """Why the gang is not initialised ("" when it is)."""
+
+    @property
+    def id(self) -> str:
+        return self.ref.id
+
+    @property
+    def group_id(self) -> str:
+        return group_id(self.group)
+
+
+def group_id(gang_ids: tuple[str, ...] | list[str]) -> str:
+    """Koordinator's GangGroup id: the gang ids sorted and joined with ``,``."""
+    return ",".join(sorted(gang_ids))
+
+
+def gang_ref(pod: PodInfo) -> GangRef | None:
+    """The pod's gang by the resolution order above; None for a pod in no gang."""
+    labels = pod.labels
+    name = labels.get(keys.LABEL_POD_GROUP, "")
+    if name:
+        return GangRef(pod.namespace, name, API_SIGS)
+    name = labels.get(keys.LABEL_X_K8S_POD_GROUP, "")
+    if name:
+        return GangRef(pod.namespace, name, API_X_K8S)
+    name = labels.get(keys.LABEL_POD_GROUP_NAME_DEPRECATED, "") or pod.annotations.get(keys.ANNOTATION_NAME, "")
+    if name:
+        return GangRef(pod.namespace, name, "annotations")
+    return None
+
+
+def _parse_int32(text: str) -> int | None:
+    """Go ``strconv.ParseInt(text, 10, 32)``; None where Go returns an error."""
+    if not _INT32.match(text):
+        return None
+    value = int(text)
+    if not -(2**31) <= value < 2**31:
+        return None
+    return value
+
+
+def _total_number(raw: str, min_member: int) -> int:
+    """``total-number``: unparseable (including unset) → min; a non-zero value below min → min.
+
+    An explicit ``"0"`` stays 0, as in Koordinator (``totalChildrenNum != 0 && < min``).
+    """
+    total = _parse_int32(raw)
+    if total is None:
+        return min_member
+    if total != 0 and total < min_member:
+        return min_member
+    return total
+
+
+def _mode(raw: str) -> Mode:
+    """``mode``: exactly ``Strict`` or ``NonStrict``; anything else (including unset) → Strict."""
+    return "NonStrict" if raw == keys.MODE_NON_STRICT else "Strict"
+
+
+def _match_policy(annotations: Mapping[str, str], default: MatchPolicy) -> MatchPolicy:
+    """``match-policy`` (else its alias key); unset or unknown → the args' ``defaultMatchPolicy``."""
+    raw = annotations.get(keys.ANNOTATION_MATCH_POLICY, "") or annotations.get(keys.ANNOTATION_MATCH_POLICY_ALIAS, "")
+    for policy in MATCH_POLICIES:
+        if raw == policy:
+            return policy
+    return default
+
+
+def _group(raw: str, gang_id: str) -> tuple[str, ...]:
+    """``groups``: a JSON array of ``ns/name`` strings; invalid JSON, a non-array or an empty array → just
+    the gang itself. Kept as given otherwise (sorted), without adding the gang itself."""
+    try:
+        parsed: Any = json.loads(raw) if raw else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not parsed or not all(isinstance(x, str) for x in parsed):
+        return (gang_id,)
+    return tuple(sorted(parsed))
+
+
+def _pod_wait_seconds(raw: str, default: float) -> float:
+    """``waiting-time``: a Go duration; unset, unparseable, 0 or negative → ``defaultTimeout``."""
+    try:
+        seconds = parse_duration(raw) if raw else 0.0
+    except DurationError:
+        return default
+    return seconds if seconds > 0 else default
+
+
+def spec_from_pod(ref: GangRef, pod: PodInfo, args: CoschedulingArgs) -> GangSpec:
+    """An annotation-way gang's parameters from one member (Koordinator ``tryInitByPodConfig``).
+
+    ``min-available``: the deprecated label wins when non-empty; else the annotation; missing or not a
+    decimal int32 → the gang stays un-initialised (the next member is tried). 0 and negative values are
+    accepted as Koordinator accepts them.
+    """
+    deprecated = pod.labels.get(keys.LABEL_MIN_AVAILABLE_DEPRECATED, "")
+    if deprecated:
+        min_member = _parse_int32(deprecated)
+        where = f"label {keys.LABEL_MIN_AVAILABLE_DEPRECATED}"
+    elif keys.ANNOTATION_MIN_AVAILABLE in pod.annotations:
+        min_member = _parse_int32(pod.annotations[keys.ANNOTATION_MIN_AVAILABLE])
+        where = f"annotation {keys.ANNOTATION_MIN_AVAILABLE}"
+    else:
+        return missing_spec(ref, f"gang {ref.id}: member {pod.key} has no {keys.ANNOTATION_MIN_AVAILABLE} annotation")
+    if min_member is None:
+        return missing_spec(ref, f"gang {ref.id}: member {pod.key}: {where} is not an integer")
+    annotations = pod.annotations
+    return GangSpec(
+        ref=ref,
+        initialised=True,
+        min_member=min_member,
+        total_number=_total_number(annotations.get(keys.ANNOTATION_TOTAL_NUMBER, ""), min_member),
+        mode=_mode(annotations.get(keys.ANNOTATION_MODE, "")),
+        match_policy=_match_policy(annotations, args.default_match_policy),
+        wait_seconds=_pod_wait_seconds(annotations.get(keys.ANNOTATION_WAITING_TIME, ""), args.default_timeout),
+        group=_group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id),
+        create_time=pod.creation_time,
+    )
+
+
+def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -> GangSpec:
+    """A PodGroup-way gang's parameters (Koordinator ``tryInitByPodGroup``), re-read on every update.
+
+    ``minMember`` from the spec (unset → 0); wait time ``scheduleTimeoutSeconds`` when > 0, else
+    ``defaultTimeout``; ``total-number``, ``mode``, ``match-policy`` and ``groups`` from the PodGroup's
+    annotations with the same defaults as the annotation way.
+    """
+    annotations = pg.annotations
+    timeout = pg.schedule_timeout_seconds
+    return GangSpec(
+        ref=ref,
+        initialised=True,
+        min_member=pg.min_member,
+        total_number=_total_number(annotations.get(keys.ANNOTATION_TOTAL_NUMBER, ""), pg.min_member),
+        mode=_mode(annotations.get(keys.ANNOTATION_MODE, "")),
+        match_policy=_match_policy(annotations, args.default_match_policy),
+        wait_seconds=float(timeout) if timeout is not None and timeout > 0 else args.default_timeout,
+        group=_group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id),
+        create_time=pg.creation_time,
+    )
+
+
+def missing_spec(ref: GangRef, problem: str) -> GangSpec:
+    """An un-initialised gang (PodGroup not found, or no parseable ``min-available`` yet)."""
+    return GangSpec(
+        ref=ref,
+        initialised=False,
+        min_member=0,
+        total_number=0,
+        mode="Strict",
+        match_policy="once-satisfied",
+        wait_seconds=0.0,
+        group=(ref.id,),
+        create_time=None,
+        problem=problem,
+    )
+
+
+def _field_int(raw: Any, path: str, *, minimum: int | None) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise PodGroupError(f"{path}: expected an integer")
+    if minimum is not None and raw < minimum:
+        raise PodGroupError(f"{path}: must be at least {minimum}, got {raw}")
+    return raw
+
+
+def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
+    """Read a PodGroup of either API group (told apart by ``apiVersion``).
+
+    Raises :class:`PodGroupError` naming the field. Not checked: ``minResources`` (not read).
+    """
+    api_version = raw.get("apiVersion")
+    group = str(api_version).partition("/")[0] if isinstance(api_version, str) else ""
+    if group not in (API_SIGS, API_X_K8S):
+        raise PodGroupError(f"apiVersion: expected {API_SIGS}/v1alpha1 or {API_X_K8S}/v1alpha1, got {api_version!r}")
+    meta = raw.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise PodGroupError("metadata: expected an object")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise PodGroupError("metadata.name: required")
+    spec = raw.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise PodGroupError("spec: expected an object")
+    status = raw.get("status") or {}
+    if not isinstance(status, Mapping):
+        raise PodGroupError("status: expected an object")
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise PodGroupError("metadata.annotations: expected an object")
+    created = meta.get("creationTimestamp")
+    creation_time: float | None = None
+    if created not in (None, ""):
+        if not isinstance(created, str):
+            raise PodGroupError("metadata.creationTimestamp: expected an RFC 3339 string")
+        try:
+            creation_time = parse_rfc3339(created)
+        except DurationError as exc:
+            raise PodGroupError(f"metadata.creationTimestamp: {exc}") from None
+    phase = status.get("phase") or ""
+    if not isinstance(phase, str):
+        raise PodGroupError("status.phase: expected a string")
+    return PodGroupInfo(
+        api=API_SIGS if group == API_SIGS else API_X_K8S,
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        min_member=_field_int(spec.get("minMember"), "spec.minMember", minimum=0) or 0,
+        schedule_timeout_seconds=_field_int(
+            spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds", minimum=None
+        ),
+        annotations={str(k): str(v) for k, v in annotations.items()},
+        creation_time=creation_time,
+        phase=phase,
+    )

@@ -1,0 +1,659 @@
+"""``GangCache``: gang membership, held binds and decisions, fed by events. Pure: no I/O, time is passed in.
+
+Events: ``upsert_pod``/``delete_pod``, ``upsert_podgroup``/``delete_podgroup``, ``hold`` (a member's bind
+request parked on a node), ``bound``, ``bind_failed``, ``abandon`` (the bind request's client went
+away) and ``scheduling_failed`` (the member's ``PodScheduled`` turned False). Decisions: ``admit``
+(PreEnqueue quorum), ``permit`` (the GangGroup verdict), ``take_ready`` (holds allowed to bind together),
+``take_releases`` (holds to answer with an error now, and why), ``next_deadline`` (for the caller's
+timer) and ``resolve_deadlock`` (NonStrict deadlock). Release decisions are queued by the events and
+drained by ``take_releases``; allowed groups are found by ``take_ready``. The caller answers/binds.
+
+Semantics (Koordinator v1.8, reference §2.4–2.5), with koordpy's bind barrier standing in for Permit:
+
+* a member's wait clock starts at its first hold and runs for its gang's wait time (Koordinator's
+  per-pod Permit timer); a hold answered because kube-scheduler's binder timeout is near
+  (``answer-deadline``) keeps that clock, so wait times of any length are honoured across retries;
+* waiting = held + allowed-but-not-yet-bound members; bound = members with ``spec.nodeName`` or
+  reported ``bound``; the GangGroup's ``OnceResourceSatisfied`` is set the first time any member of
+  any of its gangs is bound, and never cleared while the cache lives;
+* Strict: a member's scheduling failure, an expired/rejected/abandoned hold, a failed binding or the
+  deletion of a held member releases every held member of the whole GangGroup — unless the gang's
+  policy is once-satisfied and the group was satisfied once. A Strict member's failure stays
+  outstanding (new holds of the group are rejected) until that member is held, bound or deleted.
+  NonStrict: nothing else is released; holds accumulate until quorum or their wait time.
+
+Not guaranteed: thread safety (call from one thread); persistence (a restarted extender rebuilds from
+the watch and has no holds: kube-scheduler has failed the abandoned binds by then).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from koordpy.config.gang import CoschedulingArgs
+from koordpy.model.objects import PodInfo
+from koordpy.model.resources import ResourceList
+from koordpy.scheduler.plugins.gang.deadlock import WaitingGroup, find_deadlock
+from koordpy.scheduler.plugins.gang.decisions import (
+    CASCADING_CAUSES,
+    Admission,
+    BindBatch,
+    Deadlock,
+    Hold,
+    Permit,
+    Release,
+    ReleaseCause,
+)
+from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
+from koordpy.scheduler.plugins.gang.spec import (
+    GangRef,
+    GangSpec,
+    PodGroupInfo,
+    gang_ref,
+    group_id,
+    missing_spec,
+    spec_from_pod,
+    spec_from_podgroup,
+)
+
+__all__ = ["GangCache", "GangView"]
+
+
+@dataclass
+class _Gang:
+    ref: GangRef
+    spec: GangSpec
+    children: dict[str, PodInfo] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class _HoldTable:
+    """Holds by pod, indexed by gang (per-gang counts cost O(1)) and by deadline (a lazy heap: entries of
+    holds no longer in the table are skipped when they surface)."""
+
+    __slots__ = ("_by_gang", "_by_pod", "_heap")
+
+    def __init__(self) -> None:
+        self._by_pod: dict[str, Hold] = {}
+        self._by_gang: dict[str, dict[str, Hold]] = {}
+        self._heap: list[tuple[float, int, Hold]] = []
+
+    def __contains__(self, pod: object) -> bool:
+        return pod in self._by_pod
+
+    def __len__(self) -> int:
+        return len(self._by_pod)
+
+    def get(self, pod: str) -> Hold | None:
+        return self._by_pod.get(pod)
+
+    def put(self, hold: Hold) -> None:
+        self.pop(hold.pod)
+        self._by_pod[hold.pod] = hold
+        self._by_gang.setdefault(hold.gang_id, {})[hold.pod] = hold
+        heapq.heappush(self._heap, (hold.deadline, hold.hold_id, hold))
+        if len(self._heap) > 2 * len(self._by_pod) + 64:  # drop stale entries now and then
+            self._heap = [(h.deadline, h.hold_id, h) for h in self._by_pod.values()]
+            heapq.heapify(self._heap)
+
+    def pop(self, pod: str) -> Hold | None:
+        hold = self._by_pod.pop(pod, None)
+        if hold is not None:
+            members = self._by_gang[hold.gang_id]
+            del members[pod]
+            if not members:
+                del self._by_gang[hold.gang_id]
+        return hold
+
+    def earliest(self) -> Hold | None:
+        """The live hold with the earliest deadline."""
+        while self._heap:
+            hold = self._heap[0][2]
+            if self._by_pod.get(hold.pod) is hold:
+                return hold
+            heapq.heappop(self._heap)
+        return None
+
+    def take_due(self, now: float) -> list[Hold]:
+        """Live holds whose deadline is ``now`` or earlier, earliest first. Their heap entries are consumed:
+        the caller must remove every one of them from the table."""
+        out: list[Hold] = []
+        while self._heap and self._heap[0][0] <= now:
+            hold = heapq.heappop(self._heap)[2]
+            if self._by_pod.get(hold.pod) is hold:
+                out.append(hold)
+        return out
+
+    def values(self) -> list[Hold]:
+        return list(self._by_pod.values())
+
+    def of(self, gang_id: str) -> dict[str, Hold]:
+        return self._by_gang.get(gang_id, {})
+
+    def gangs(self) -> list[str]:
+        return list(self._by_gang)
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    """A gang as it stands: for ``/debug/gangs``, PodGroup status and the offline tool. Lists sorted."""
+
+    spec: GangSpec
+    children: tuple[str, ...]
+    waiting: tuple[str, ...]
+    """Held or allowed-but-not-yet-bound members."""
+    bound: tuple[str, ...]
+    failed: tuple[str, ...]
+    """Members whose last scheduling attempt failed (outstanding)."""
+    once_satisfied: bool
+    holds: tuple[Hold, ...]
+    counts: MemberCounts
+
+
+class GangCache:
+    """All gangs, their members and the held binds. See the module docstring for the semantics."""
+
+    def __init__(self, args: CoschedulingArgs) -> None:
+        self.args = args
+        self._gangs: dict[str, _Gang] = {}
+        self._pod_gang: dict[str, str] = {}
+        self._podgroups: dict[tuple[str, str], PodGroupInfo] = {}
+        self._held = _HoldTable()
+        """Holds waiting for their GangGroup's verdict."""
+        self._binding = _HoldTable()
+        """Holds handed out by ``take_ready`` and not yet reported bound or failed."""
+        self._wait_started: dict[str, float] = {}
+        self._once_satisfied: set[str] = set()
+        self._outbox: list[Release] = []
+        self._next_id = 1
+        self._dirty: set[str] = set()
+        """Gang ids changed since the last ``take_ready``: only groups touching them are re-evaluated."""
+        self._in_groups: dict[str, set[str]] = {}
+        """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
+
+    # ------------------------------------------------------------------ events: objects
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        """A pod was added or changed. Pods in no gang are ignored (and leave a gang they left)."""
+        key = pod.key
+        ref = gang_ref(pod)
+        old = self._pod_gang.get(key)
+        if old is not None and (ref is None or ref.id != old):
+            self._forget_pod(key, cause="deleted", why="left the gang (labels or annotations changed)")
+        if ref is None:
+            return
+        gang = self._gangs.get(ref.id)
+        if gang is None:
+            gang = _Gang(ref=ref, spec=missing_spec(ref, ""))
+            self._gangs[ref.id] = gang
+            self._set_spec(gang, self._initial_spec(ref))
+        if gang.ref.source == "annotations" and not gang.spec.initialised:
+            self._set_spec(gang, spec_from_pod(gang.ref, pod, self.args))  # first writer wins: until initialised
+        gang.children[key] = pod
+        self._pod_gang[key] = ref.id
+        self._dirty.add(ref.id)
+        if pod.node_name:
+            self._mark_bound(gang, key, pod.node_name)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """A pod was deleted. A held member is released (cause ``deleted``, cascading for Strict)."""
+        self._forget_pod(f"{namespace}/{name}", cause="deleted", why="was deleted")
+
+    def upsert_podgroup(self, pg: PodGroupInfo) -> None:
+        """A PodGroup of either API was added or changed; its gang's parameters are re-read from it."""
+        self._podgroups[(pg.api, pg.id)] = pg
+        self._dirty.add(pg.id)
+        gang = self._gangs.get(pg.id)
+        if gang is None:
+            ref = GangRef(pg.namespace, pg.name, pg.api)
+            gang = _Gang(ref=ref, spec=missing_spec(ref, ""))
+            self._gangs[pg.id] = gang
+            self._set_spec(gang, spec_from_podgroup(ref, pg, self.args))
+        elif gang.ref.source == pg.api:
+            self._set_spec(gang, spec_from_podgroup(gang.ref, pg, self.args))
+
+    def delete_podgroup(self, api: str, namespace: str, name: str) -> None:
+        """A PodGroup was deleted: its gang becomes un-initialised (``NotFound``) and keeps its members.
+
+        (Koordinator drops the gang and forgets its members until their next event; koordpy keeps them.)
+        """
+        gang_id = f"{namespace}/{name}"
+        self._podgroups.pop((api, gang_id), None)
+        gang = self._gangs.get(gang_id)
+        if gang is None or gang.ref.source != api:
+            return
+        if not gang.children:
+            self._drop_gang(gang_id)
+        else:
+            self._set_spec(gang, self._initial_spec(gang.ref))
+
+    # ------------------------------------------------------------------ events: the bind barrier
+
+    def hold(self, pod_key: str, uid: str, node: str, now: float) -> tuple[Hold | None, Permit]:
+        """Park a member's bind request on ``node``. Returns the hold (None for a pod in no gang, which
+        may bind at once) and the GangGroup's permit after adding it. On ``allow`` call ``take_ready``;
+        a hold rejected at once is also in ``take_releases``."""
+        gang_id = self._pod_gang.get(pod_key)
+        if gang_id is None:
+            return None, Permit("allow", f"pod {pod_key} is in no gang", None)
+        gang = self._gangs[gang_id]
+        previous = self._held.pop(pod_key)
+        if previous is not None:
+            self._outbox.append(Release(previous, "superseded", f"a newer bind request for {pod_key} arrived"))
+        # A request already handed out by take_ready is the caller's to finish: it is dropped here, so
+        # is_current() turns False and its binding must not be created.
+        self._binding.pop(pod_key)
+        started = self._wait_started.setdefault(pod_key, now)
+        hold = Hold(
+            hold_id=self._next_id,
+            pod=pod_key,
+            uid=uid,
+            gang_id=gang_id,
+            node=node,
+            held_at=now,
+            wait_started_at=started,
+            wait_deadline=started + gang.spec.wait_seconds,
+            answer_deadline=now + self.args.longest_hold_seconds,
+        )
+        self._next_id += 1
+        gang.failed.pop(pod_key, None)
+        self._held.put(hold)
+        self._dirty.add(gang_id)
+        permit = self.permit(gang_id, now)
+        if permit.verdict == "reject":
+            self._release(hold, "rejected", permit.reason)
+        return hold, permit
+
+    def bound(self, pod_key: str, node: str) -> None:
+        """The member's binding was created (by the caller, or seen with ``spec.nodeName``)."""
+        gang_id = self._pod_gang.get(pod_key)
+        if gang_id is not None:
+            self._mark_bound(self._gangs[gang_id], pod_key, node)
+
+    def bind_failed(self, pod_key: str, reason: str) -> None:
+        """Creating the member's binding failed (the caller answers that request itself). Strict:
+        every other held member of the GangGroup is released."""
+        hold = self._held.pop(pod_key) or self._binding.pop(pod_key)
+        self._wait_started.pop(pod_key, None)
+        if hold is not None:
+            self._cascade(hold, "bind-failed", f"binding failed: {reason}")
+
+    def abandon(self, pod_key: str, hold_id: int) -> bool:
+        """The client of bind request ``hold_id`` went away (kube-scheduler timed out): the member must
+        never be bound from that request. Returns False when the hold was already handed out by
+        ``take_ready`` (the caller must then check ``is_current`` before creating the binding). Strict:
+        every other held member of the GangGroup is released."""
+        for table in (self._held, self._binding):
+            hold = table.get(pod_key)
+            if hold is not None and hold.hold_id == hold_id:
+                table.pop(pod_key)
+                self._wait_started.pop(pod_key, None)
+                self._cascade(hold, "abandoned", "its bind request was abandoned by kube-scheduler")
+                return table is self._held
+        return True
+
+    def is_current(self, hold: Hold) -> bool:
+        """Whether ``hold`` is still the live request for its pod (not released, abandoned or superseded)."""
+        current = self._held.get(hold.pod) or self._binding.get(hold.pod)
+        return current is not None and current.hold_id == hold.hold_id
+
+    def scheduling_failed(self, pod_key: str, reason: str) -> None:
+        """The member's scheduling attempt failed (``PodScheduled=False``). Strict, not (once-satisfied ∧
+        satisfied): every held member of the GangGroup is released and later holds of the group are
+        rejected until this member is held, bound or deleted. NonStrict: recorded only."""
+        gang_id = self._pod_gang.get(pod_key)
+        if gang_id is None:
+            return
+        gang = self._gangs[gang_id]
+        gang.failed[pod_key] = reason
+        hold = self._held.pop(pod_key)
+        if hold is not None:
+            self._outbox.append(Release(hold, "superseded", f"{pod_key} failed scheduling: {reason}"))
+        if self._strict_applies(gang):
+            why = f"gang {gang_id} (Strict): member {pod_key} failed scheduling ({reason})"
+            self._release_group(gang.spec.group, "strict", why, exclude=pod_key)
+
+    # ------------------------------------------------------------------ decisions
+
+    def admit(self, pod_key: str) -> Admission:
+        """Koordinator's PreEnqueue: the member's own gang must be initialised; if its policy is
+        once-satisfied and its group was satisfied once, it passes; otherwise every gang of its GangGroup
+        must exist, be initialised and have at least ``minMember`` members (any pod phase). The reason
+        names the first gang (by id) that falls short."""
+        gang_id = self._pod_gang.get(pod_key)
+        if gang_id is None:
+            return Admission(True, f"pod {pod_key} is in no gang", "")
+        own = self._gangs[gang_id].spec
+        if not own.initialised:
+            return Admission(False, own.problem, gang_id)
+        if own.match_policy == "once-satisfied" and own.group_id in self._once_satisfied:
+            return Admission(True, f"gang {gang_id}: satisfied once (once-satisfied)", gang_id)
+        for gid in own.group:
+            other = self._gangs.get(gid)
+            if other is None:
+                return Admission(False, f"gang {gid}: no member exists yet", gid)
+            if not other.spec.initialised:
+                return Admission(False, other.spec.problem, gid)
+            have = len(other.children)
+            if have < other.spec.min_member:
+                return Admission(False, f"gang {gid}: {have} of {other.spec.min_member} members exist", gid)
+        have = len(self._gangs[gang_id].children)
+        return Admission(True, f"gang {gang_id}: {have} of {own.min_member} members exist", gang_id)
+
+    def permit(self, gang_id: str, now: float) -> Permit:
+        """The verdict for ``gang_id``'s GangGroup, for every gang of it (reference §2.4): ``reject`` when a
+        Strict gang has an outstanding member failure; else ``allow`` when every gang is initialised
+        and valid under its match policy; else ``wait`` naming the first gang (by id) that is not."""
+        gang = self._gangs.get(gang_id)
+        if gang is None:
+            return Permit("wait", f"gang {gang_id}: no member exists yet", 0.0)
+        group = gang.spec.group
+        remaining = self._remaining(group, now)
+        if not gang.spec.initialised:
+            return Permit("wait", gang.spec.problem, 0.0)
+        waits: list[str] = []
+        for gid in group:
+            other = self._gangs.get(gid)
+            if other is None:
+                waits.append(f"gang {gid}: no member exists yet")
+                continue
+            if not other.spec.initialised:
+                waits.append(other.spec.problem)
+                continue
+            if other.failed and self._strict_applies(other):
+                pod, reason = sorted(other.failed.items())[0]
+                return Permit("reject", f"gang {gid} (Strict): member {pod} failed scheduling ({reason})", remaining)
+            problem = self._invalid(other)
+            if problem:
+                waits.append(problem)
+        if waits:
+            return Permit("wait", waits[0], remaining)
+        if len(group) == 1:
+            return Permit("allow", self._valid_reason(gang), remaining)
+        return Permit("allow", f"gang group {group_id(group)}: every gang is satisfied", remaining)
+
+    def take_ready(self, now: float) -> list[BindBatch]:
+        """Holds now allowed to bind together: for each gang with holds whose GangGroup permit is ``allow``,
+        the holds of every gang of that group and its own (a group that omits the gang itself still
+        releases it, as its permit allowed it). Batches sorted by group id. The holds move to the
+        allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``. Only groups touched by
+        an event since the last call are evaluated."""
+        batches: list[BindBatch] = []
+        dirty, self._dirty = self._dirty, set()
+        candidates = dirty | {g for d in dirty for g in self._in_groups.get(d, ())}
+        for gang_id in sorted(candidates):
+            if not self._held.of(gang_id):
+                continue  # nothing held, or handed out with an earlier gang of this call
+            spec = self._gangs[gang_id].spec
+            permit = self.permit(gang_id, now)
+            if permit.verdict != "allow":
+                continue
+            gangs = {*spec.group, gang_id}
+            members = sorted((h for g in gangs for h in self._held.of(g).values()), key=lambda h: h.pod)
+            for h in members:
+                self._held.pop(h.pod)
+                self._binding.put(h)
+            batches.append(BindBatch(spec.group_id, tuple(members), permit.reason))
+        return sorted(batches, key=lambda b: b.group_id)
+
+    def take_releases(self, now: float) -> list[Release]:
+        """Holds to answer with an error now: queued decisions (Strict cascades, rejections, deletions),
+        then every held member whose wait time ran out (``expired``, cascading for Strict) or whose
+        bind request must be answered before kube-scheduler's binder timeout (``answer-deadline``)."""
+        for hold in self._held.take_due(now):
+            if self._held.get(hold.pod) is not hold:
+                continue  # released by a cascade earlier in this loop
+            if now >= hold.wait_deadline:
+                spec = self._gangs[hold.gang_id].spec
+                if spec.problem:
+                    why = f"{spec.problem}; {hold.pod} is not held for an un-initialised gang"
+                else:
+                    why = (
+                        f"gang {hold.gang_id}: {hold.pod} waited {spec.wait_seconds:g}s, the gang's wait time, "
+                        "without its GangGroup completing"
+                    )
+                self._release(hold, "expired", why)
+            elif now >= hold.answer_deadline:
+                self._release(
+                    hold,
+                    "answer-deadline",
+                    f"gang {hold.gang_id}: bind of {hold.pod} held {self.args.longest_hold_seconds:g}s, "
+                    "answering before kube-scheduler's binder timeout; the pod is retried and keeps its gang wait",
+                )
+        out, self._outbox = self._outbox, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """The earliest moment ``take_releases`` has something new to say (None when nothing is held)."""
+        earliest = self._held.earliest()
+        return None if earliest is None else earliest.deadline
+
+    def resolve_deadlock(self, free: Mapping[str, ResourceList], now: float) -> Deadlock | None:
+        """Detect a NonStrict deadlock among waiting GangGroups (see ``deadlock.find_deadlock``) given each
+        node's free resources *after* every hold, and release the victim group's holds (cause
+        ``deadlock``, in ``take_releases``). None when there is no deadlock."""
+        waiting: list[WaitingGroup] = []
+        seen: set[str] = set()
+        for hold in self._held.values():
+            spec = self._gangs[hold.gang_id].spec
+            if spec.group_id in seen or self.permit(hold.gang_id, now).verdict != "wait":
+                continue
+            seen.add(spec.group_id)
+            waiting.append(self._waiting_group(spec))
+        found = find_deadlock(waiting, free)
+        if found is None:
+            return None
+        victim = next(g for g in waiting if g.group_id == found.victim)
+        released = tuple(sorted((h for p in victim.held_pods if (h := self._held.get(p))), key=lambda h: h.pod))
+        for hold in released:
+            self._release(hold, "deadlock", found.reason)
+        return Deadlock(found.groups, found.victim, released, found.reason)
+
+    # ------------------------------------------------------------------ views
+
+    def gang_of(self, pod_key: str) -> str | None:
+        return self._pod_gang.get(pod_key)
+
+    def view(self, gang_id: str) -> GangView | None:
+        gang = self._gangs.get(gang_id)
+        if gang is None:
+            return None
+        holds = tuple(
+            sorted([*self._held.of(gang_id).values(), *self._binding.of(gang_id).values()], key=lambda h: h.pod)
+        )
+        waiting = sorted(h.pod for h in holds)
+        return GangView(
+            spec=gang.spec,
+            children=tuple(sorted(gang.children)),
+            waiting=tuple(waiting),
+            bound=tuple(sorted(gang.bound)),
+            failed=tuple(sorted(gang.failed)),
+            once_satisfied=gang.spec.group_id in self._once_satisfied,
+            holds=holds,
+            counts=self._counts(gang),
+        )
+
+    def phase(self, gang_id: str, stored: str) -> str | None:
+        """The phase the gang's PodGroup status settles on from ``stored`` (see ``phase.gang_phase``);
+        None for an unknown gang."""
+        view = self.view(gang_id)
+        if view is None:
+            return None
+        spec = view.spec
+        return gang_phase(spec.ref.source, spec.initialised, stored, spec.min_member, view.counts)
+
+    def views(self) -> list[GangView]:
+        """Every gang, sorted by id."""
+        return [v for gid in sorted(self._gangs) if (v := self.view(gid)) is not None]
+
+    def holds(self) -> list[Hold]:
+        """Every live hold (held or allowed-not-bound), sorted by pod."""
+        return sorted([*self._held.values(), *self._binding.values()], key=lambda h: h.pod)
+
+    # ------------------------------------------------------------------ internals
+
+    def _set_spec(self, gang: _Gang, spec: GangSpec) -> None:
+        for gid in gang.spec.group:
+            members = self._in_groups.get(gid)
+            if members is not None:
+                members.discard(gang.spec.id)
+                if not members:
+                    del self._in_groups[gid]
+        gang.spec = spec
+        for gid in spec.group:
+            self._in_groups.setdefault(gid, set()).add(spec.id)
+        self._dirty.add(spec.id)
+
+    def _drop_gang(self, gang_id: str) -> None:
+        gang = self._gangs.pop(gang_id)
+        self._set_spec(gang, missing_spec(gang.ref, ""))
+        self._in_groups.get(gang_id, set()).discard(gang_id)
+        if not self._in_groups.get(gang_id, True):
+            del self._in_groups[gang_id]
+
+    def _initial_spec(self, ref: GangRef) -> GangSpec:
+        if ref.source == "annotations":
+            return missing_spec(ref, f"gang {ref.id}: no member with a valid min-available yet")
+        pg = self._podgroups.get((ref.source, ref.id))
+        if pg is None:
+            return missing_spec(ref, f"gang {ref.id}: PodGroup {ref.id} ({ref.source}) not found")
+        return spec_from_podgroup(ref, pg, self.args)
+
+    def _mark_bound(self, gang: _Gang, key: str, node: str) -> None:
+        self._dirty.add(gang.spec.id)
+        gang.bound.add(key)
+        gang.failed.pop(key, None)
+        self._once_satisfied.add(gang.spec.group_id)
+        self._binding.pop(key)
+        self._wait_started.pop(key, None)
+        hold = self._held.pop(key)
+        if hold is not None:
+            self._outbox.append(Release(hold, "superseded", f"{key} is already bound to {node}"))
+
+    def _forget_pod(self, key: str, cause: ReleaseCause, why: str) -> None:
+        gang_id = self._pod_gang.pop(key, None)
+        if gang_id is None:
+            return
+        gang = self._gangs[gang_id]
+        self._dirty.add(gang_id)
+        gang.children.pop(key, None)
+        gang.bound.discard(key)
+        gang.failed.pop(key, None)
+        self._binding.pop(key)
+        hold = self._held.get(key)
+        if hold is not None:
+            self._release(hold, cause, f"gang {gang_id}: {key} {why}")
+        self._wait_started.pop(key, None)
+        if not gang.children and gang.ref.source == "annotations":
+            self._drop_gang(gang_id)
+
+    def _strict_applies(self, gang: _Gang) -> bool:
+        spec = gang.spec
+        if spec.mode != "Strict":
+            return False
+        return not (spec.match_policy == "once-satisfied" and spec.group_id in self._once_satisfied)
+
+    def _release(self, hold: Hold, cause: ReleaseCause, reason: str) -> None:
+        self._held.pop(hold.pod)
+        if cause != "answer-deadline":
+            self._wait_started.pop(hold.pod, None)
+        self._outbox.append(Release(hold, cause, reason))
+        self._cascade(hold, cause, reason)
+
+    def _cascade(self, hold: Hold, cause: str, reason: str) -> None:
+        gang = self._gangs.get(hold.gang_id)
+        if cause not in CASCADING_CAUSES or gang is None or not self._strict_applies(gang):
+            return
+        why = f"gang {hold.gang_id} (Strict): member {hold.pod} was released ({reason})"
+        self._release_group(gang.spec.group, "strict", why, exclude=hold.pod)
+
+    def _release_group(self, group: Iterable[str], cause: ReleaseCause, reason: str, exclude: str) -> None:
+        held = [h for g in set(group) for h in self._held.of(g).values()]
+        for other in sorted(held, key=lambda h: h.pod):
+            if other.pod != exclude:
+                self._held.pop(other.pod)
+                self._wait_started.pop(other.pod, None)
+                self._outbox.append(Release(other, cause, reason))
+
+    def _waiting_count(self, gang: _Gang) -> int:
+        return len(self._held.of(gang.spec.id)) + len(self._binding.of(gang.spec.id))
+
+    def _invalid(self, gang: _Gang) -> str:
+        """Why the gang is not valid for Permit under its match policy ("" when valid)."""
+        spec = gang.spec
+        waiting = self._waiting_count(gang)
+        if spec.match_policy == "only-waiting":
+            if waiting >= spec.min_member:
+                return ""
+            return f"gang {spec.id}: {waiting} of {spec.min_member} members waiting at the bind barrier (only-waiting)"
+        if spec.match_policy == "waiting-and-running":
+            bound = len(gang.bound)
+            if waiting + bound >= spec.min_member:
+                return ""
+            return (
+                f"gang {spec.id}: {waiting} waiting + {bound} bound of {spec.min_member} members (waiting-and-running)"
+            )
+        if waiting >= spec.min_member or spec.group_id in self._once_satisfied:
+            return ""
+        return f"gang {spec.id}: {waiting} of {spec.min_member} members waiting at the bind barrier"
+
+    def _valid_reason(self, gang: _Gang) -> str:
+        spec = gang.spec
+        waiting = self._waiting_count(gang)
+        if (
+            spec.match_policy == "once-satisfied"
+            and spec.group_id in self._once_satisfied
+            and waiting < spec.min_member
+        ):
+            return f"gang {spec.id}: satisfied once (once-satisfied)"
+        if spec.match_policy == "waiting-and-running":
+            return f"gang {spec.id}: {waiting} waiting + {len(gang.bound)} bound of {spec.min_member} members"
+        return f"gang {spec.id}: {waiting} of {spec.min_member} members waiting at the bind barrier"
+
+    def _remaining(self, group: Iterable[str], now: float) -> float | None:
+        deadlines = [h.wait_deadline for g in set(group) for h in self._held.of(g).values()]
+        if not deadlines:
+            return None
+        return max(0.0, min(deadlines) - now)
+
+    def _counts(self, gang: _Gang) -> MemberCounts:
+        phases = [p.phase for p in gang.children.values()]
+        return MemberCounts(
+            pods=len(gang.children),
+            scheduled=len(gang.bound),
+            running=phases.count("Running"),
+            succeeded=phases.count("Succeeded"),
+            failed=phases.count("Failed"),
+        )
+
+    def _waiting_group(self, spec: GangSpec) -> WaitingGroup:
+        members = [self._gangs[g] for g in spec.group if g in self._gangs]
+        held: list[str] = []
+        holds: list[tuple[str, ResourceList]] = []
+        pending: list[ResourceList] = []
+        priority: int | None = None
+        created: float | None = None
+        for gang in members:
+            if gang.spec.create_time is not None:
+                created = gang.spec.create_time if created is None else max(created, gang.spec.create_time)
+            for key, pod in sorted(gang.children.items()):
+                if pod.priority is not None:
+                    priority = pod.priority if priority is None else max(priority, pod.priority)
+                if key in self._held:
+                    held.append(key)
+                    holds.append((self._held.of(gang.spec.id)[key].node, pod.requests))
+                elif key in self._binding or key in gang.bound or pod.terminated:
+                    continue
+                else:
+                    pending.append(pod.requests)
+        return WaitingGroup(
+            group_id=spec.group_id,
+            priority=priority or 0,
+            create_time=created or 0.0,
+            held_pods=tuple(held),
+            holds=tuple(holds),
+            pending=tuple(pending),
+        )
