@@ -152,14 +152,20 @@ def _job_owner(pod: MigrationPod | None) -> str | None:
     return pod.job_owner_uid if pod is not None else None
 
 
+def _stable_sort(entries: list[_Entry], keys: list[int]) -> None:
+    """Reorder ``entries`` by ``keys`` (one per entry), keeping the order of equal keys."""
+    order = sorted(range(len(entries)), key=keys.__getitem__)
+    entries[:] = [entries[i] for i in order]
+
+
 def _by_creation_time(entries: list[_Entry]) -> None:
     """Pass 1: newer job first, in whole seconds (jobs created in one second keep their order)."""
-    entries.sort(key=lambda entry: -int(entry[0].creation_time))
+    _stable_sort(entries, [-int(job.creation_time) for job, _ in entries])
 
 
 def _by_pod(entries: list[_Entry]) -> None:
     """Pass 2: a missing pod first (-1), then the pod sorter's packed key, lowest first."""
-    entries.sort(key=lambda entry: -1 if entry[1] is None else entry[1].rank)
+    _stable_sort(entries, [-1 if pod is None else pod.rank for _, pod in entries])
 
 
 def _by_controller(entries: list[_Entry]) -> None:
@@ -169,18 +175,13 @@ def _by_controller(entries: list[_Entry]) -> None:
         index if owner is None else first.setdefault(owner, index)
         for index, owner in enumerate(_job_owner(pod) for _, pod in entries)
     ]
-    order = sorted(range(len(entries)), key=keys.__getitem__)
-    entries[:] = [entries[i] for i in order]
+    _stable_sort(entries, keys)
 
 
 def _by_migrating_count(entries: list[_Entry], migrating: Mapping[str, int]) -> None:
     """Pass 4: minus the Job's migrating count (0 for a pod of no Job): more migrating first."""
-
-    def key(entry: _Entry) -> int:
-        owner = _job_owner(entry[1])
-        return -migrating.get(owner, 0) if owner is not None else 0
-
-    entries.sort(key=key)
+    owners = [_job_owner(pod) for _, pod in entries]
+    _stable_sort(entries, [0 if owner is None else -migrating.get(owner, 0) for owner in owners])
 
 
 def _apply(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], sort: Callable[[list[_Entry]], None]) -> None:
