@@ -1,0 +1,512 @@
+"""One arbitration round over the waiting PodMigrationJobs, as Koordinator merged it (PR #1651, v1.4).
+
+**Order.** Four stable sorts, applied one after the other, so the **last is the primary key**:
+
+1. :func:`sort_by_creation_time`: newer job first (whole Unix seconds);
+2. :func:`sort_by_pod`: Koordinator's pod sorter (a job whose pod is missing first, then
+   :attr:`MigrationPod.sort_key` ascending: the pod that matters least first);
+3. :func:`sort_by_controller`: jobs whose pods share one controlling ``Job`` (ownerReference kind ``Job``,
+   any group) move next to that Job's first job;
+4. :func:`sort_by_migrating_count`: jobs of the Job with more migrating jobs (Running, or passed
+   arbitration) first.
+
+Effective precedence: migrating count > Job grouping > pod rank > newest job. Before the first pass the
+jobs are ordered by name, so ties are deterministic (upstream's queue order is not).
+
+**Filters**, in order, for each job in that order:
+
+* ``TTL`` (koordpy): a job whose ``spec.ttl`` has run out at ``now`` fails with reason ``Timeout``;
+* a job whose pod is not found passes (as upstream: the migration then reports ``MissingPod``);
+* ``ExistingJob``: a pod that already has an active job cannot get a second (fail). koordpy checks this
+  before the evict annotation, so the annotation never yields two evictions of one pod;
+* the pod annotation ``descheduler.alpha.kubernetes.io/evict`` passes all remaining filters;
+* non-retryable (verdict ``fail``, reason ``ForbiddenMigratePod``): ``EvictionCost`` (MaxInt32 never
+  migrates), ``Namespaces``, ``BarePods``, ``DaemonSetPods``, ``MirrorPods``, ``SystemCritical``,
+  ``LocalStorage``, ``PVC``, ``PriorityThreshold``, ``LabelSelector``, ``NodeSelector``,
+  ``ExpectedReplicas`` (replicas == 1, == maxMigrating or == maxUnavailable, unless
+  ``skipCheckExpectedReplicas``);
+* retryable (verdict ``requeue``): ``ObjectLimiter`` (workload UIDs the caller says are rate limited),
+  ``MaxMigratingGlobally``, ``MaxMigratingPerNode``, ``MaxMigratingPerNamespace``,
+  ``MaxMigratingPerWorkload``, ``MaxUnavailablePerWorkload``. Rule: the number of OTHER pods with an
+  active job (plus, for unavailability, other pods not Ready) >= limit -> requeue;
+* otherwise ``pass``: the caller sets ``descheduler.koordinator.sh/passed-arbitration``.
+
+Counting is arbitration-aware: a Pending job counts only once it passed, and a job that passes in this
+round counts for the jobs after it (the fix for deadlock #1150). Filters named in ``skipEvictionGates``
+are skipped.
+
+Not guaranteed: per-workload limits for pods whose controller is missing from ``workloads`` or has no
+replica count (Jobs, DaemonSets, custom kinds): those filters then pass. Paused jobs are arbitrated
+like any other (as upstream); the lifecycle holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from koordpy.config.migration import MigrationControllerArgs, node_selector_matches, parse_node_selector
+from koordpy.descheduler.limits import MAX_INT32, workload_limit
+from koordpy.descheduler.objects import (
+    ANNOTATION_EVICT,
+    SYSTEM_CRITICAL_CLASSES,
+    SYSTEM_CRITICAL_PRIORITY,
+    MigrationJob,
+    MigrationPod,
+    Workload,
+    resolve_workload,
+)
+
+__all__ = [
+    "NON_RETRYABLE_FILTERS",
+    "REASON_FORBIDDEN",
+    "REASON_TIMEOUT",
+    "RETRYABLE_FILTERS",
+    "ArbitrationResult",
+    "Outcome",
+    "Verdict",
+    "arbitrate",
+    "migrating_count_by_job_owner",
+    "sort_by_controller",
+    "sort_by_creation_time",
+    "sort_by_migrating_count",
+    "sort_by_pod",
+    "sort_jobs",
+]
+
+Outcome = Literal["pass", "requeue", "fail"]
+REASON_FORBIDDEN = "ForbiddenMigratePod"
+REASON_TIMEOUT = "Timeout"
+
+NON_RETRYABLE_FILTERS = (
+    "EvictionCost",
+    "Namespaces",
+    "BarePods",
+    "DaemonSetPods",
+    "MirrorPods",
+    "SystemCritical",
+    "LocalStorage",
+    "PVC",
+    "PriorityThreshold",
+    "LabelSelector",
+    "NodeSelector",
+    "ExpectedReplicas",
+)
+RETRYABLE_FILTERS = (
+    "ObjectLimiter",
+    "MaxMigratingGlobally",
+    "MaxMigratingPerNode",
+    "MaxMigratingPerNamespace",
+    "MaxMigratingPerWorkload",
+    "MaxUnavailablePerWorkload",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do with one waiting job: ``pass`` (annotate and start), ``requeue`` (keep waiting) or
+    ``fail`` (phase Failed with :attr:`job_reason`, an Event with :attr:`reason`)."""
+
+    verdict: Outcome
+    filter: str | None
+    """The filter that decided, or None for a pass (and for a pass by the evict annotation)."""
+    reason: str
+    """Human-readable explanation naming the pod and the numbers compared."""
+
+    @property
+    def job_reason(self) -> str:
+        """``status.reason`` for a failed job (upstream strings); empty for pass and requeue."""
+        if self.verdict != "fail":
+            return ""
+        return REASON_TIMEOUT if self.filter == "TTL" else REASON_FORBIDDEN
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"verdict": self.verdict, "filter": self.filter, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ArbitrationResult:
+    order: tuple[str, ...]
+    """Names of the waiting jobs in arbitration order."""
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+    """One verdict per waiting job, by name."""
+
+    def names(self, outcome: Outcome) -> list[str]:
+        """Job names with ``outcome``, in arbitration order."""
+        return [name for name in self.order if self.verdicts[name].verdict == outcome]
+
+    def as_json(self) -> dict[str, object]:
+        return {"order": list(self.order), "verdicts": {name: self.verdicts[name].as_json() for name in self.order}}
+
+
+# ---------------------------------------------------------------- sort passes
+#
+# Each pass is one stable sort of (job, pod) entries by one key; the public pass functions sort jobs
+# with the same keys, and sort_jobs applies the four in order.
+
+_Entry = tuple[MigrationJob, MigrationPod | None]
+
+
+def _job_owner(pod: MigrationPod | None) -> str | None:
+    return pod.job_owner_uid if pod is not None else None
+
+
+def _stable_sort(entries: list[_Entry], keys: list[int]) -> None:
+    """Reorder ``entries`` by ``keys`` (one per entry), keeping the order of equal keys."""
+    order = sorted(range(len(entries)), key=keys.__getitem__)
+    entries[:] = [entries[i] for i in order]
+
+
+def _by_creation_time(entries: list[_Entry]) -> None:
+    """Pass 1: newer job first, in whole seconds (jobs created in one second keep their order)."""
+    _stable_sort(entries, [-int(job.creation_time) for job, _ in entries])
+
+
+def _by_pod(entries: list[_Entry]) -> None:
+    """Pass 2: a missing pod first (-1), then the pod sorter's packed key, lowest first."""
+    _stable_sort(entries, [-1 if pod is None else pod.rank for _, pod in entries])
+
+
+def _by_controller(entries: list[_Entry]) -> None:
+    """Pass 3: the key of a job of a ``Job`` is the position of that Job's first job; others keep their own."""
+    first: dict[str, int] = {}
+    keys = [
+        index if owner is None else first.setdefault(owner, index)
+        for index, owner in enumerate(_job_owner(pod) for _, pod in entries)
+    ]
+    _stable_sort(entries, keys)
+
+
+def _by_migrating_count(entries: list[_Entry], migrating: Mapping[str, int]) -> None:
+    """Pass 4: minus the Job's migrating count (0 for a pod of no Job): more migrating first."""
+    owners = [_job_owner(pod) for _, pod in entries]
+    _stable_sort(entries, [0 if owner is None else -migrating.get(owner, 0) for owner in owners])
+
+
+def _apply(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], sort: Callable[[list[_Entry]], None]) -> None:
+    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in jobs]
+    sort(entries)
+    jobs[:] = [job for job, _ in entries]
+
+
+def sort_by_creation_time(jobs: list[MigrationJob]) -> None:
+    """Pass 1: newer job first (whole seconds, so jobs created in one second keep their order)."""
+    _apply(jobs, {}, _by_creation_time)
+
+
+def sort_by_pod(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod]) -> None:
+    """Pass 2: a job whose pod is missing first, then by the pod sorter's key (lowest first)."""
+    _apply(jobs, pods, _by_pod)
+
+
+def sort_by_controller(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod]) -> None:
+    """Pass 3: jobs whose pods share a controlling ``Job`` move right after that Job's first job."""
+    _apply(jobs, pods, _by_controller)
+
+
+def sort_by_migrating_count(
+    jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
+) -> None:
+    """Pass 4 (primary): jobs of the Job with more migrating jobs first; jobs of no Job count 0."""
+    _apply(jobs, pods, lambda entries: _by_migrating_count(entries, migrating))
+
+
+def migrating_count_by_job_owner(jobs: Iterable[MigrationJob], pods: Mapping[str, MigrationPod]) -> dict[str, int]:
+    """Active (migrating) jobs per controlling ``Job`` UID of their pods."""
+    counts: dict[str, int] = {}
+    for job in jobs:
+        if not job.active:
+            continue
+        owner = _job_owner(pods.get(job.pod_key))
+        if owner is not None:
+            counts[owner] = counts.get(owner, 0) + 1
+    return counts
+
+
+def sort_jobs(
+    waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
+) -> list[MigrationJob]:
+    """The four passes in upstream order (the last is primary), starting from the jobs' name order."""
+    return [job for job, _ in _sorted_with_pods(waiting, pods, migrating)]
+
+
+def _sorted_with_pods(
+    waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
+) -> list[_Entry]:
+    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in sorted(waiting, key=lambda job: job.name)]
+    _by_creation_time(entries)
+    _by_pod(entries)
+    _by_controller(entries)
+    _by_migrating_count(entries, migrating)
+    return entries
+
+
+# ---------------------------------------------------------------- filters
+
+_TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+class _Round:
+    """What one round knows: the configuration read once, and counters updated as jobs pass."""
+
+    def __init__(
+        self,
+        jobs: Sequence[MigrationJob],
+        pods: Mapping[str, MigrationPod],
+        workloads: Mapping[str, Workload],
+        args: MigrationControllerArgs,
+        *,
+        nodes: Mapping[str, Mapping[str, str]],
+        limited_workloads: frozenset[str],
+    ) -> None:
+        self.pods = pods
+        self.workloads = workloads
+        self.args = args
+        self.nodes = nodes
+        self.limited_workloads = limited_workloads
+        skip = frozenset(args.skip_eviction_gates)
+        self.skip = skip
+        self.node_requirements = parse_node_selector(args.node_selector) if args.node_selector else None
+        self.check_namespaces = args.namespaces is not None and "Namespaces" not in skip
+        self.check_bare = "BarePods" not in skip and not args.evict_all_bare_pods
+        self.check_critical = "SystemCritical" not in skip and not args.evict_system_critical_pods
+        self.check_local = "LocalStorage" not in skip and not args.evict_local_storage_pods
+        self.check_pvc = "PVC" not in skip and args.ignore_pvc_pods
+        threshold = args.priority_threshold.value if args.priority_threshold is not None else None
+        self.threshold = threshold if "PriorityThreshold" not in skip else None
+        self.label_selector = args.label_selector if "LabelSelector" not in skip else None
+        self.check_replicas = not args.skip_check_expected_replicas and "ExpectedReplicas" not in skip
+        self.global_limit = _limit(args.max_migrating_globally, "MaxMigratingGlobally", skip)
+        self.node_limit = _limit(args.max_migrating_per_node, "MaxMigratingPerNode", skip)
+        self.namespace_limit = _limit(args.max_migrating_per_namespace, "MaxMigratingPerNamespace", skip)
+        self.check_workload_migrating = "MaxMigratingPerWorkload" not in skip
+        self.check_workload_unavailable = "MaxUnavailablePerWorkload" not in skip
+        self._workload_cache: dict[str, Workload | None] = {}
+        self._limits: dict[str, tuple[int, int]] = {}
+        self.active_pods: set[str] = set()
+        self.per_node: dict[str, int] = {}
+        self.per_namespace: dict[str, int] = {}
+        self.migrating: dict[str, int] = {}
+        self.unavailable: dict[str, int] = {}
+        unavailable = self.unavailable
+        for pod in [pod for pod in pods.values() if not pod.available and pod.phase not in _TERMINAL]:
+            owner = self.workload_of(pod)
+            if owner is not None:
+                unavailable[owner.uid] = unavailable.get(owner.uid, 0) + 1
+        for job in jobs:
+            if job.active:
+                self.count(job.pod_key, pods.get(job.pod_key), job.pod_namespace)
+
+    def workload_of(self, pod: MigrationPod) -> Workload | None:
+        owner = pod.controller
+        if owner is None:
+            return None
+        try:
+            return self._workload_cache[owner.uid]
+        except KeyError:
+            found = self._workload_cache[owner.uid] = resolve_workload(pod, self.workloads)
+            return found
+
+    def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
+        """(maxMigrating, maxUnavailable) of a workload, computed once per round."""
+        try:
+            return self._limits[owner.uid]
+        except KeyError:
+            args = self.args
+            found = self._limits[owner.uid] = (
+                workload_limit(replicas, args.max_migrating_per_workload),
+                workload_limit(replicas, args.max_unavailable_per_workload),
+            )
+            return found
+
+    def count(self, pod_key: str, pod: MigrationPod | None, namespace: str) -> None:
+        """Record one more pod with an active job (once per pod)."""
+        if pod_key in self.active_pods:
+            return
+        self.active_pods.add(pod_key)
+        self.per_namespace[namespace] = self.per_namespace.get(namespace, 0) + 1
+        if pod is None:
+            return
+        if pod.node_name:
+            self.per_node[pod.node_name] = self.per_node.get(pod.node_name, 0) + 1
+        owner = self.workload_of(pod)
+        if owner is not None:
+            self.migrating[owner.uid] = self.migrating.get(owner.uid, 0) + 1
+            if pod.available:  # an unready pod is already counted as unavailable
+                self.unavailable[owner.uid] = self.unavailable.get(owner.uid, 0) + 1
+
+
+def _limit(value: int | None, gate: str, skip: frozenset[str]) -> int | None:
+    """A count limit, or None when unset, 0 or less (off, as upstream) or skipped."""
+    return value if value is not None and value > 0 and gate not in skip else None
+
+
+def _fail(name: str, reason: str) -> Verdict:
+    return Verdict("fail", name, reason)
+
+
+def _non_retryable(pod: MigrationPod, owner: Workload | None, state: _Round) -> Verdict | None:
+    args = state.args
+    who = f"pod {pod.key}"
+    if pod.eviction_cost == MAX_INT32:
+        return _fail("EvictionCost", f"{who}: eviction cost is MaxInt32 ({MAX_INT32}), it never migrates")
+    namespaces = args.namespaces
+    if state.check_namespaces and namespaces is not None:
+        if namespaces.include and pod.namespace not in namespaces.include:
+            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is not in namespaces.include")
+        if namespaces.exclude and pod.namespace in namespaces.exclude:
+            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is in namespaces.exclude")
+    kinds = pod.owner_kinds
+    if not kinds and state.check_bare and not (args.evict_failed_bare_pods and pod.phase == "Failed"):
+        return _fail("BarePods", f"{who}: has no owner (evictAllBarePods is false)")
+    if "DaemonSet" in kinds:
+        return _fail("DaemonSetPods", f"{who}: is owned by a DaemonSet")
+    if pod.mirror:
+        return _fail("MirrorPods", f"{who}: is a mirror (static) pod")
+    priority = pod.priority or 0
+    if state.check_critical and (
+        priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in SYSTEM_CRITICAL_CLASSES
+    ):
+        return _fail("SystemCritical", f"{who}: is system-critical (evictSystemCriticalPods is false)")
+    if pod.local_storage and state.check_local:
+        return _fail("LocalStorage", f"{who}: has emptyDir or hostPath volumes (evictLocalStoragePods is false)")
+    if pod.pvc and state.check_pvc:
+        return _fail("PVC", f"{who}: has PersistentVolumeClaim volumes (ignorePvcPods is true)")
+    if state.threshold is not None and priority >= state.threshold:
+        return _fail("PriorityThreshold", f"{who}: priority {priority} >= priorityThreshold {state.threshold}")
+    if state.label_selector is not None and not state.label_selector.matches(pod.labels):
+        return _fail("LabelSelector", f"{who}: labels do not match labelSelector")
+    requirements = state.node_requirements
+    if requirements and not node_selector_matches(requirements, state.nodes.get(pod.node_name, {})):
+        return _fail("NodeSelector", f"{who}: node {pod.node_name or '(none)'} does not match nodeSelector")
+    if state.check_replicas and owner is not None and owner.replicas is not None:
+        replicas = owner.replicas
+        max_migrating, max_unavailable = state.limits(owner, replicas)
+        if replicas in (1, max_migrating, max_unavailable):
+            return _fail(
+                "ExpectedReplicas",
+                f"{who}: {owner.key} expects {replicas} replicas, maxMigrating {max_migrating}, "
+                f"maxUnavailable {max_unavailable}: migrating would leave none",
+            )
+    return None
+
+
+class _Requeues:
+    """Requeue verdicts are shared between jobs stopped by the same limit at the same count."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, str, int, int], Verdict] = {}
+
+    def get(self, name: str, scope: str, count: int, limit: int, extra: str = "") -> Verdict:
+        key = (name, scope, count, limit)
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = Verdict(
+                "requeue", name, f"{count} {scope} >= {name[0].lower()}{name[1:]} {limit}{extra}"
+            )
+        return found
+
+
+def _retryable(pod: MigrationPod, owner: Workload | None, state: _Round, requeues: _Requeues) -> Verdict | None:
+    if owner is not None and owner.uid in state.limited_workloads:
+        return Verdict("requeue", "ObjectLimiter", f"{owner.key} is rate limited by objectLimiters")
+    limit = state.global_limit
+    if limit is not None:
+        count = len(state.active_pods)
+        if count >= limit:
+            return requeues.get("MaxMigratingGlobally", "pods migrating", count, limit)
+    limit = state.node_limit
+    if limit is not None and pod.node_name:
+        count = state.per_node.get(pod.node_name, 0)
+        if count >= limit:
+            return requeues.get("MaxMigratingPerNode", f"pods migrating on node {pod.node_name}", count, limit)
+    limit = state.namespace_limit
+    if limit is not None:
+        count = state.per_namespace.get(pod.namespace, 0)
+        if count >= limit:
+            return requeues.get(
+                "MaxMigratingPerNamespace", f"pods migrating in namespace {pod.namespace}", count, limit
+            )
+    if owner is None or owner.replicas is None:
+        return None
+    replicas = owner.replicas
+    max_migrating, max_unavailable = state.limits(owner, replicas)
+    if state.check_workload_migrating:
+        count = state.migrating.get(owner.uid, 0)
+        if count >= max_migrating:
+            return requeues.get(
+                "MaxMigratingPerWorkload",
+                f"pods of {owner.key} migrating",
+                count,
+                max_migrating,
+                f" ({replicas} replicas)",
+            )
+    if state.check_workload_unavailable:
+        count = state.unavailable.get(owner.uid, 0)
+        if not pod.available and pod.phase not in _TERMINAL:
+            count -= 1  # the pod itself is not one of the OTHER pods
+        if count >= max_unavailable:
+            return requeues.get(
+                "MaxUnavailablePerWorkload",
+                f"other pods of {owner.key} unavailable or migrating",
+                count,
+                max_unavailable,
+                f" ({replicas} replicas)",
+            )
+    return None
+
+
+def arbitrate(
+    jobs: Sequence[MigrationJob],
+    pods: Mapping[str, MigrationPod],
+    workloads: Mapping[str, Workload],
+    args: MigrationControllerArgs,
+    now: float,
+    *,
+    nodes: Mapping[str, Mapping[str, str]] | None = None,
+    limited_workloads: frozenset[str] = frozenset(),
+) -> ArbitrationResult:
+    """One round: sort the waiting jobs among ``jobs`` and give each a verdict (see the module docstring).
+
+    ``jobs``: every PodMigrationJob known (waiting ones are decided, active ones are counted);
+    ``pods``: by ``namespace/name``; ``workloads``: controllers by UID (ReplicaSets, Deployments, ...);
+    ``nodes``: node labels by node name, read only for ``nodeSelector`` (an unknown node has no labels);
+    ``limited_workloads``: workload UIDs whose object limiter has no token now.
+    """
+    waiting = [job for job in jobs if job.waiting]
+    if not args.arbitration_args.enabled:
+        by_age = sorted(waiting, key=lambda job: (job.creation_time, job.name))
+        reason = "arbitration disabled (arbitrationArgs.enabled: false): passes unfiltered"
+        return ArbitrationResult(
+            tuple(job.name for job in by_age), {job.name: Verdict("pass", None, reason) for job in by_age}
+        )
+    ordered = _sorted_with_pods(waiting, pods, migrating_count_by_job_owner(jobs, pods))
+    state = _Round(jobs, pods, workloads, args, nodes=nodes or {}, limited_workloads=limited_workloads)
+    requeues = _Requeues()
+    verdicts: dict[str, Verdict] = {}
+    for job, pod in ordered:
+        verdict = verdicts[job.name] = _decide(job, pod, state, requeues, now)
+        if verdict.verdict == "pass":
+            state.count(job.pod_key, pod, job.pod_namespace)
+    return ArbitrationResult(tuple(job.name for job, _ in ordered), verdicts)
+
+
+_PASSED = "passed all filters"
+
+
+def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues: _Requeues, now: float) -> Verdict:
+    if job.ttl_seconds is not None and now - job.creation_time >= job.ttl_seconds:
+        return _fail("TTL", f"job {job.name}: ttl {job.ttl_seconds:g}s ran out before it passed arbitration")
+    if pod is None:
+        return Verdict("pass", None, f"pod {job.pod_key} not found: passes as upstream (the migration reports it)")
+    if job.pod_key in state.active_pods:
+        return _fail("ExistingJob", f"pod {pod.key}: already has an active PodMigrationJob")
+    if pod.evict_annotation:
+        return Verdict("pass", None, f"pod {pod.key}: annotation {ANNOTATION_EVICT} bypasses the filters")
+    owner = state.workload_of(pod)
+    found = _non_retryable(pod, owner, state) or _retryable(pod, owner, state, requeues)
+    return found or _PASS
+
+
+_PASS = Verdict("pass", None, _PASSED)
