@@ -1,0 +1,1 @@
+"""Descheduler: PodMigrationJob arbitration and lifecycle (pure), run by ``koordpy manager``."""
