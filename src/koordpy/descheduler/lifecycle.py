@@ -175,8 +175,9 @@ class Evict:
 
     ``Eviction``: create ``pods/eviction`` with ``delete_options``; ``Delete``: delete the pod with them;
     ``SoftEviction``: set ``soft_eviction`` as the pod annotation ``scheduling.koordinator.sh/soft-eviction``.
-    On failure call :func:`after_eviction_error`; on success emit ``events``. The caller has already
-    consumed the rate-limit tokens this decision was taken with.
+    On failure call :func:`after_eviction_error`; on success emit ``events`` and record the eviction in
+    the object limiter (``ObjectLimiter.record(workload, ...)``), as upstream tracks only evicted pods.
+    The ``evictQPS`` token this decision was taken with is already consumed (client-go ``TryAccept``).
     """
 
     evictor: EvictorName
@@ -187,6 +188,8 @@ class Evict:
     status: dict[str, Any]
     soft_eviction: str | None = None
     workload: str | None = None
+    max_migrating: int = 1
+    """The workload's limit the object limiter was checked with."""
     events: tuple[JobEvent, ...] = ()
 
 
@@ -378,7 +381,8 @@ def decide(
 
     ``pod`` is the pod named by ``spec.podRef`` as read now (``None``: not found). ``evict_tokens`` is the
     ``evictQPS``/``evictBurst`` bucket and ``object_limiter`` the per-workload limiter for ``workload``
-    (the pod's owning workload UID); an :class:`Evict` decision has consumed one token of each.
+    (the pod's owning workload UID); an :class:`Evict` decision has consumed one ``evictQPS`` token and
+    checked (not consumed) the workload's.
     """
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
@@ -451,8 +455,6 @@ def decide(
         return Wait(REQUEUE_SECONDS)
     if evict_tokens is not None and not evict_tokens.try_accept(now):
         return Wait(REQUEUE_SECONDS)
-    if object_limiter is not None and workload is not None:
-        object_limiter.record(workload, workload_max_migrating, now)
     delete_options = spec.get("deleteOptions")
     if delete_options is None and settings.default_delete_options is not None:
         delete_options = dict(settings.default_delete_options)
@@ -479,6 +481,7 @@ def decide(
         status=new,
         soft_eviction=soft,
         workload=workload,
+        max_migrating=workload_max_migrating,
         events=(JobEvent("Normal", REASON_EVICTING, message),),
     )
 

@@ -231,6 +231,8 @@ class MigrationController:
             await self._carry_out(name, job, wait)
             return
         self.evictions["evicted"] += 1
+        if decision.workload is not None:
+            self.object_limiter.record(decision.workload, decision.max_migrating, self.clock())
         self._failures.pop(name, None)
         self._logger.info("PodMigrationJob %s: %s %s/%s", name, decision.evictor, decision.namespace, decision.name)
         await self._events(job, decision.events)

@@ -284,12 +284,15 @@ def test_evict_qps_limits_decisions() -> None:
 
 
 def test_object_limiter_per_workload() -> None:
-    # duration 300 s, maxMigrating 2 -> rate 2/300 per s, burst 1: a second eviction of the same workload
-    # waits 150 s; another workload is not affected
+    # duration 300 s, maxMigrating 2 -> rate 2/300 per s, burst 1: after one recorded eviction the same
+    # workload waits 150 s; another workload is not affected; a decision alone consumes nothing
     limiter = ObjectLimiter(300, burst=1)
     kwargs: dict[str, Any] = {"object_limiter": limiter, "workload_max_migrating": 2}
     running = job(phase="Running", uid="u1")
-    assert isinstance(decide(running, pod(), T0 + 10, DIRECT, workload="w1", **kwargs), Evict)
+    first = decide(running, pod(), T0 + 10, DIRECT, workload="w1", **kwargs)
+    assert isinstance(first, Evict) and (first.workload, first.max_migrating) == ("w1", 2)
+    assert isinstance(decide(running, pod(), T0 + 10, DIRECT, workload="w1", **kwargs), Evict)  # not recorded yet
+    limiter.record("w1", 2, T0 + 10)  # the eviction succeeded
     assert isinstance(decide(running, pod(), T0 + 11, DIRECT, workload="w1", **kwargs), Wait)
     assert isinstance(decide(running, pod(), T0 + 11, DIRECT, workload="w2", **kwargs), Evict)
     assert isinstance(decide(running, pod(), T0 + 159, DIRECT, workload="w1", **kwargs), Wait)
