@@ -13,6 +13,9 @@
           reportIntervalSeconds: 30
     peering: {enabled: false, name: koordpy-manager}
     health: {host: 0.0.0.0, port: 8080}
+    migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
+      maxMigratingPerNode: 2
+      arbitrationArgs: {enabled: true, interval: 500ms}
 
 Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
 boolean or a string is not a number) and bounded as each field says.
@@ -24,6 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from koordpy.config.migration import MigrationControllerArgs
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = [
@@ -127,4 +131,8 @@ class ManagerConfiguration(_Settings):
     )
     peering: PeeringSettings = Field(default_factory=lambda: PeeringSettings.model_validate({}))
     health: HealthSettings = Field(default_factory=lambda: HealthSettings.model_validate({}))
+    migration_controller: MigrationControllerArgs = Field(
+        default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
+    )
+    """PodMigrationJob arbitration and migration (Koordinator ``MigrationControllerArgs``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
