@@ -88,6 +88,18 @@ async def ensure_peering(
     return True
 
 
+OWNER_PLURALS = {
+    "ReplicaSet": "replicasets",
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "DaemonSet": "daemonsets",
+    "ReplicationController": "replicationcontrollers",
+    "Job": "jobs",
+    "CronJob": "cronjobs",
+}
+"""Controller kinds whose objects the arbitration reads (``get`` only, see the chart's RBAC)."""
+
+
 class KubeMigrationApi:
     """:class:`koordpy.manager.migration.MigrationApi` over :class:`koordpy.kube.ApiClient`.
 
@@ -109,6 +121,23 @@ class KubeMigrationApi:
             return await self.client.get(resources.PODS, name, namespace)
         except kube_errors.NotFound:
             return None
+
+    async def get_owner(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A pod's (or workload's) controller by its ownerReference; ``None`` when gone, forbidden or the
+        API does not serve its kind (the arbitration then treats the workload as unknown)."""
+        api_version, kind, name = str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name"))
+        group, _, version = api_version.rpartition("/")
+        plural = OWNER_PLURALS.get(kind)
+        if plural is None or not version:
+            return None
+        owner = resources.ResourceRef(group, version, plural, kind, namespaced=True)
+        try:
+            found = await self.client.get(owner, name, namespace)
+        except (kube_errors.NotFound, kube_errors.Forbidden):
+            return None
+        if ((found.get("metadata") or {}).get("uid") or ref.get("uid")) != ref.get("uid"):
+            return None  # a new object with the old name: not this pod's owner
+        return found
 
     async def set_pod_uid(self, job: str, uid: str) -> None:
         await self.client.patch(resources.PODMIGRATIONJOBS, job, {"spec": {"podRef": {"uid": uid}}})

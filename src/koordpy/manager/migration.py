@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from koordpy.config.migration import MigrationControllerArgs
+from koordpy.descheduler.arbitration import Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
     ANNOTATION_PASSED_ARBITRATION,
     Decision,
@@ -37,18 +39,27 @@ from koordpy.descheduler.lifecycle import (
     decide,
     needs_pod,
 )
+from koordpy.descheduler.limits import workload_limit
+from koordpy.descheduler.objects import (
+    MigrationObjectError,
+    MigrationPod,
+    Workload,
+    job_from_dict,
+    pod_from_dict,
+    resolve_workload,
+    workload_from_dict,
+)
 
 __all__ = [
     "Arbitrate",
-    "ArbitrationVerdict",
     "EvictionRefusedError",
     "MigrationApi",
     "MigrationController",
     "RoundGate",
     "WorkloadLimit",
+    "controller_from_args",
+    "make_arbitrate",
 ]
-
-REASON_FORBIDDEN = "ForbiddenMigratePod"
 
 
 class EvictionRefusedError(Exception):
@@ -70,6 +81,8 @@ class MigrationApi(Protocol):
 
     async def annotate_job(self, job: str, key: str, value: str) -> None: ...
 
+    async def get_owner(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
     async def set_pod_uid(self, job: str, uid: str) -> None: ...
 
     async def write_status(self, job: str, status: dict[str, Any]) -> None: ...
@@ -85,16 +98,7 @@ class MigrationApi(Protocol):
     async def post_event(self, job: Mapping[str, Any], event: JobEvent) -> None: ...
 
 
-@dataclass(frozen=True)
-class ArbitrationVerdict:
-    """One job's arbitration outcome: ``pass`` starts it, ``fail`` ends it, ``requeue`` keeps it waiting."""
-
-    verdict: str
-    filter: str | None = None
-    reason: str = ""
-
-
-Arbitrate = Callable[[Sequence[Mapping[str, Any]], float], Awaitable[Mapping[str, ArbitrationVerdict]]]
+Arbitrate = Callable[[Sequence[Mapping[str, Any]], float], Awaitable[Mapping[str, Verdict]]]
 """One arbitration round over all jobs (the waiting ones are judged) at a time: verdicts by job name."""
 
 
@@ -266,9 +270,9 @@ class MigrationController:
                 elif verdict.verdict == "fail":
                     message = f"{verdict.filter}: {verdict.reason}" if verdict.filter else verdict.reason
                     status = dict(job.get("status") or {})
-                    status.update(phase="Failed", reason=REASON_FORBIDDEN, message=message)
+                    status.update(phase="Failed", reason=verdict.job_reason, message=message)
                     await self.api.write_status(name, status)
-                    await self._events(job, (JobEvent("Warning", REASON_FORBIDDEN, message),))
+                    await self._events(job, (JobEvent("Warning", verdict.job_reason, message),))
                     by_name[name] = dict(job, status=status)
             jobs = list(by_name.values())
         phases: Counter[str] = Counter()
@@ -314,3 +318,121 @@ class RoundGate:
             self._last = now
             await self.controller.run_round(self.arbitrate)
             return True
+
+
+def controller_from_args(
+    api: MigrationApi,
+    args: MigrationControllerArgs,
+    *,
+    clock: Callable[[], float] = time.time,
+    logger: logging.Logger | None = None,
+) -> MigrationController:
+    """A controller with ``migrationController`` settings: evictQPS/evictBurst, the workload object limiter."""
+    limiter_args = args.object_limiters.get("workload")
+    limiter = ObjectLimiter(limiter_args.duration if limiter_args else 0.0, limiter_args.burst if limiter_args else 1)
+    settings = LifecycleSettings(
+        default_job_mode=args.default_job_mode,
+        default_job_ttl_seconds=args.default_job_ttl,
+        eviction_policy=args.eviction_policy,
+        default_delete_options=args.default_delete_options,
+        arbitration_enabled=args.arbitration_args.enabled,
+    )
+    return MigrationController(
+        api,
+        settings,
+        evict_qps=args.evict_qps,
+        evict_burst=args.evict_burst,
+        object_limiter=limiter,
+        clock=clock,
+        logger=logger,
+    )
+
+
+MAX_OWNER_DEPTH = 3
+"""Controller chain followed per pod (Pod -> ReplicaSet -> Deployment is 2)."""
+
+
+def make_arbitrate(
+    api: MigrationApi,
+    args: MigrationControllerArgs,
+    controller: MigrationController,
+    logger: logging.Logger | None = None,
+) -> Arbitrate:
+    """An :data:`Arbitrate` that reads each job's pod and its controller chain, runs
+    :func:`koordpy.descheduler.arbitration.arbitrate`, and teaches ``controller`` each pod's workload
+    and object-limiter limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule).
+
+    Not guaranteed: an owner the API does not serve or forbids is treated as unknown (its per-workload
+    filters pass, as the arbitration documents).
+    """
+    log = logger or logging.getLogger("koordpy.manager")
+    limiter_args = args.object_limiters.get("workload")
+    configured = limiter_args.max_migrating if limiter_args else None
+    known: dict[str, WorkloadLimit] = {}
+
+    def workload_of(pod: Mapping[str, Any]) -> WorkloadLimit | None:
+        meta = pod.get("metadata") or {}
+        found = known.get(f"{meta.get('namespace')}/{meta.get('name')}")
+        return found if found is not None else owner_workload(pod)
+
+    controller.workload_of = workload_of
+
+    async def run(raw_jobs: Sequence[Mapping[str, Any]], now: float) -> Mapping[str, Verdict]:
+        jobs = []
+        for raw in raw_jobs:
+            try:
+                jobs.append(job_from_dict(raw))
+            except MigrationObjectError as exc:
+                log.warning("PodMigrationJob %s skipped: %s", (raw.get("metadata") or {}).get("name"), exc)
+        pods: dict[str, MigrationPod] = {}
+        raw_pods: dict[str, Mapping[str, Any]] = {}
+        for job in jobs:
+            if not (job.waiting or job.active) or job.pod_key in pods:
+                continue
+            raw_pod = await api.get_pod(job.pod_namespace, job.pod_name)
+            if raw_pod is None:
+                continue
+            try:
+                pods[job.pod_key] = pod_from_dict(raw_pod)
+                raw_pods[job.pod_key] = raw_pod
+            except MigrationObjectError as exc:
+                log.warning("pod %s read as missing: %s", job.pod_key, exc)
+        workloads: dict[str, Workload] = {}
+        for pod_object in raw_pods.values():
+            await _read_chain(api, pod_object, workloads, log)
+        known.clear()
+        limited: set[str] = set()
+        for key, pod in pods.items():
+            workload = resolve_workload(pod, workloads)
+            if workload is None:
+                continue
+            limit = workload_limit(workload.replicas, configured) if workload.replicas else 1
+            known[key] = WorkloadLimit(workload.uid, max(1, limit))
+            if not controller.object_limiter.allows(workload.uid, max(1, limit), now):
+                limited.add(workload.uid)
+        result = arbitrate(jobs, pods, workloads, args, now, limited_workloads=frozenset(limited))
+        return result.verdicts
+
+    return run
+
+
+async def _read_chain(
+    api: MigrationApi, obj: Mapping[str, Any], workloads: dict[str, Workload], log: logging.Logger
+) -> None:
+    current = obj
+    for _ in range(MAX_OWNER_DEPTH):
+        meta = current.get("metadata") or {}
+        ref = next(
+            (r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping) and r.get("controller")), None
+        )
+        if ref is None or str(ref.get("uid") or "") in workloads:
+            return
+        owner = await api.get_owner(str(meta.get("namespace") or ""), ref)
+        if owner is None:
+            return
+        try:
+            workloads[str(ref.get("uid"))] = workload_from_dict(owner)
+        except MigrationObjectError as exc:
+            log.warning("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
+            return
+        current = owner

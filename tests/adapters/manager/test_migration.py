@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from koordpy.config.migration import MigrationControllerArgs
+from koordpy.descheduler.arbitration import Verdict
 from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LifecycleSettings, ObjectLimiter
 from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
-from koordpy.manager.migration import ArbitrationVerdict, MigrationController, RoundGate
+from koordpy.manager.migration import MigrationController, RoundGate, controller_from_args, make_arbitrate
 from koordpy.testing.apiserver import ApiServerEmulator
 from koordpy.testing.apiserver.fixture import api_client, apiserver
 
@@ -199,12 +201,12 @@ async def test_arbitration_verdicts_start_or_fail_jobs(apiserver: ApiServerEmula
     await pmj(api_client, "wait", "web-3", passed=False)
     seen: list[list[str]] = []
 
-    async def arbitrate(jobs: Sequence[Mapping[str, Any]], now: float) -> dict[str, ArbitrationVerdict]:
+    async def arbitrate(jobs: Sequence[Mapping[str, Any]], now: float) -> dict[str, Verdict]:
         seen.append(sorted(str(j["metadata"]["name"]) for j in jobs))
         return {
-            "pass": ArbitrationVerdict("pass"),
-            "fail": ArbitrationVerdict("fail", "ExpectedReplicas", "workload has 1 replica"),
-            "wait": ArbitrationVerdict("requeue", "MaxMigratingPerNode", "node n1 has 2 migrating"),
+            "pass": Verdict("pass", None, "ok"),
+            "fail": Verdict("fail", "ExpectedReplicas", "workload has 1 replica"),
+            "wait": Verdict("requeue", "MaxMigratingPerNode", "node n1 has 2 migrating"),
         }
 
     controller = MigrationController(KubeMigrationApi(api_client), DIRECT)
@@ -220,3 +222,35 @@ async def test_arbitration_verdicts_start_or_fail_jobs(apiserver: ApiServerEmula
     assert await phase(api_client, "wait") == "Pending"
     warnings = [e for e in (await api_client.list(EVENTS, namespace="default")).items if e["type"] == "Warning"]
     assert [e["reason"] for e in warnings] == ["ForbiddenMigratePod"]
+
+
+async def test_real_arbitration_keeps_max_migrating_per_node(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    # 5 jobs for 5 pods on node n1, maxMigratingPerNode 2 (upstream default): 2 pass, 3 wait; once the
+    # first two finish, the next two pass. Owners are not served by the emulator: workload filters pass.
+    for i in range(5):
+        await running_pod(api_client, f"web-{i}", owner=f"rs-{i}")
+        await pmj(api_client, f"m{i}", f"web-{i}", passed=False)
+    args = MigrationControllerArgs.model_validate({"defaultJobMode": "EvictDirectly"})
+    clock = Clock()
+    api = KubeMigrationApi(api_client)
+    controller = controller_from_args(api, args, clock=clock)
+    arbitrate = make_arbitrate(api, args, controller)
+    await controller.run_round(arbitrate)
+    jobs = (await api_client.list(PODMIGRATIONJOBS)).items
+    started = [j["metadata"]["name"] for j in jobs if (j.get("status") or {}).get("phase") == "Running"]
+    assert len(started) == 2
+    for _ in range(12):
+        await controller.run_round(arbitrate)
+        clock.offset += 4  # past the 3 s requeue of an evictQPS wait
+        phases = [
+            str((j.get("status") or {}).get("phase") or "Pending")
+            for j in (await api_client.list(PODMIGRATIONJOBS)).items
+        ]
+        assert phases.count("Running") <= 2  # never more than maxMigratingPerNode at once
+    phases = [
+        str((j.get("status") or {}).get("phase") or "Pending") for j in (await api_client.list(PODMIGRATIONJOBS)).items
+    ]
+    assert phases.count("Succeeded") == 5
+    assert evictions(apiserver) == 5
