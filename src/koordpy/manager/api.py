@@ -105,7 +105,8 @@ class KubeMigrationApi:
 
     Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
     reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
-    stale UID, 404) raises :class:`EvictionRefusedError`; other API errors propagate.
+    stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
+    other API errors propagate.
     """
 
     def __init__(self, client: ApiClient, component: str = "koordpy-manager") -> None:
@@ -159,7 +160,7 @@ class KubeMigrationApi:
         options["preconditions"] = {**(options.get("preconditions") or {}), "uid": uid}
         try:
             await self.client.evict(namespace, name, delete_options=options)
-        except (kube_errors.TooManyRequests, kube_errors.Conflict, kube_errors.NotFound) as exc:
+        except (kube_errors.TooManyRequests, kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
             raise EvictionRefusedError(exc.status, exc.message) from exc
 
     async def delete_pod(self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None) -> None:
@@ -174,7 +175,7 @@ class KubeMigrationApi:
                 propagation_policy=options.get("propagationPolicy"),
                 precondition_uid=uid,
             )
-        except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+        except (kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
             raise EvictionRefusedError(exc.status, exc.message) from exc
 
     async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
@@ -182,7 +183,7 @@ class KubeMigrationApi:
             await self.client.patch(
                 resources.PODS, name, {"metadata": {"annotations": {key: value}}}, namespace=namespace
             )
-        except kube_errors.NotFound as exc:
+        except (kube_errors.NotFound, kube_errors.Forbidden) as exc:
             raise EvictionRefusedError(exc.status, exc.message) from exc
 
     async def post_event(self, job: Mapping[str, Any], event: JobEvent) -> None:
