@@ -35,6 +35,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "koordpy.cli.manager",
         "Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes.",
     ),
+    "descheduler": LazyCommand("koordpy.cli.descheduler", "Descheduler tools: PodMigrationJob arbitration."),
     "simulate": LazyCommand(
         "koordpy.cli.simulate",
         "Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed).",

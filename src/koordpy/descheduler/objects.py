@@ -10,7 +10,7 @@ stops the chain where it is (see :func:`resolve_workload`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.descheduler.limits import MAX_INT32
@@ -139,10 +139,11 @@ class MigrationJob:
     passed_arbitration: bool
     ttl_seconds: float | None = None
     deleting: bool = False
+    pod_key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name`` of the pod (computed once)."""
 
-    @property
-    def pod_key(self) -> str:
-        return f"{self.pod_namespace}/{self.pod_name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pod_key", f"{self.pod_namespace}/{self.pod_name}")
 
     @property
     def waiting(self) -> bool:

@@ -31,6 +31,8 @@ COMMAND_PATHS = [
     ["extender"],
     ["manager"],
     ["simulate"],
+    ["descheduler"],
+    ["descheduler", "arbitrate"],
 ]
 # typer's own placeholders: <list[Path]>, <str>, <path>, <int range>, <bool> ...
 TYPE_PLACEHOLDER = re.compile(r"<(list\[|str|int|float|bool|path|file|text|dir)[^>]*>", re.I)
@@ -69,7 +71,7 @@ def test_bare_koordpy_prints_help_on_stdout_and_exits_0() -> None:
         assert re.search(rf"^  {name}\s", result.stdout, re.M), name
 
 
-@pytest.mark.parametrize("group", [["agent"], ["scheduler"]])
+@pytest.mark.parametrize("group", [["agent"], ["scheduler"], ["descheduler"]])
 def test_bare_group_prints_its_help_and_exits_0(group: list[str]) -> None:
     result = koordpy(*group)
     assert result.returncode == 0, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -98,7 +99,7 @@ def test_one_free_pod_passes() -> None:
     assert outcomes(result) == {"j1": ("pass", None)}
     assert result.as_json() == {
         "order": ["j1"],
-        "verdicts": {"j1": {"verdict": "pass", "filter": None, "reason": "pod default/p1: passed all filters"}},
+        "verdicts": {"j1": {"verdict": "pass", "filter": None, "reason": "passed all filters"}},
     }
 
 
@@ -516,3 +517,36 @@ def test_only_waiting_jobs_get_verdicts() -> None:
         job("done", "p3", phase="Succeeded"),
     ]
     assert run(jobs, pods, [workload]).verdicts == {}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sort_jobs_equals_the_four_passes_one_after_the_other(seed: int) -> None:
+    """sort_jobs composes the passes with numpy; applying the pass functions one by one must agree."""
+    rng = random.Random(seed)
+    owners = [OwnerRef("Job", f"job-{i}", f"uid-job-{i}") for i in range(4)] + [DEPLOY, None]
+    pods = pods_by_key(
+        *(
+            pod(
+                f"p{i}",
+                owner=rng.choice(owners),
+                sort_key=(
+                    rng.randrange(4),
+                    rng.randrange(3),
+                    rng.randrange(3),
+                    4,
+                    0,
+                    rng.randrange(2),
+                    -rng.randrange(5),
+                ),
+            )
+            for i in range(60)
+        )
+    )
+    jobs = [job(f"j{i:02d}", f"p{rng.randrange(70)}", created=float(rng.randrange(5))) for i in range(80)]
+    migrating = {f"uid-job-{i}": rng.randrange(3) for i in range(4)}
+    expected = sorted(jobs, key=lambda j: j.name)
+    sort_by_creation_time(expected)
+    sort_by_pod(expected, pods)
+    sort_by_controller(expected, pods)
+    sort_by_migrating_count(expected, pods, migrating)
+    assert names(sort_jobs(jobs, pods, migrating)) == names(expected)

@@ -1,0 +1,87 @@
+"""``koordpy descheduler ...``: the offline arbitration tool."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
+from koordpy.config.errors import ConfigError, validate
+from koordpy.config.manager import ManagerConfiguration
+from koordpy.config.migration import MigrationControllerArgs
+from koordpy.descheduler.offline import ArbitrationReportError, arbitration_report
+from koordpy.model.dumps import newest_timestamp
+from koordpy.model.durations import DurationError, parse_rfc3339
+
+__all__ = ["app", "render_table"]
+
+app = typer.Typer(help="Descheduler tools: PodMigrationJob arbitration.", no_args_is_help=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {one_line(message)}", err=True)
+    return typer.Exit(2)
+
+
+def load_migration_args(path: Path | None) -> MigrationControllerArgs:
+    """``migrationController`` of a ManagerConfiguration file, or the defaults. Raises InputError/ConfigError."""
+    if path is None:
+        return validate(MigrationControllerArgs, {})
+    return validate(ManagerConfiguration, read_mapping(path), str(path)).migration_controller
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """One row per waiting job in arbitration order: rank, job, verdict, filter, reason."""
+    lines = [f"{'#':>4} {'JOB':<28} {'VERDICT':<8} {'FILTER':<26} REASON"]
+    for rank, name in enumerate(report["order"], start=1):
+        verdict = report["verdicts"][name]
+        lines.append(f"{rank:>4} {name:<28} {verdict['verdict']:<8} {verdict['filter'] or '-':<26} {verdict['reason']}")
+    return "\n".join(lines)
+
+
+@app.command("arbitrate")
+def arbitrate_command(
+    *,
+    files: Annotated[
+        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", metavar="FILE", help="ManagerConfiguration file (its migrationController section)."),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option("--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp."),
+    ] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
+) -> None:
+    """One arbitration round over the waiting PodMigrationJobs of a dump: order and verdicts; offline only."""
+    if output not in ("json", "table"):
+        raise _fail(f"-o: expected json or table, got {output!r}")
+    try:
+        args = load_migration_args(config)
+        documents = read_documents(files)
+        instant = parse_rfc3339(now) if now else newest_timestamp(documents)
+        note = "" if now else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
+        if instant is None:
+            note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
+        report, ignored = arbitration_report(documents, args, instant)
+    except DurationError as exc:
+        raise _fail(f"--now: {exc}") from None
+    except (InputError, ConfigError, ArbitrationReportError) as exc:
+        raise _fail(str(exc)) from None
+    except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
+        raise _fail(f"{', '.join(map(str, files))}: cannot evaluate: {type(exc).__name__}: {exc}") from None
+    for kind, count in sorted(ignored.items()):
+        print(f"note: ignored {count} object(s) of kind {kind}", file=sys.stderr)
+    if note:
+        print(note, file=sys.stderr)
+    if output == "json":
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(render_table(report))
