@@ -123,9 +123,12 @@ async def test_kubectl_apply_then_eviction_api(cluster: Cluster, tmp_path: Path)
     async with cluster.admin() as admin:
         await shop(admin)
         await running(admin, controlled_pod("web-1"))
-        cluster.start_manager(FAST)
+        _, base = cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml", ["web-1"]))
         await wait_phases(admin, "Succeeded", 1)
+        async with httpx.AsyncClient(base_url=base, timeout=10) as scrape:
+            exposition = (await scrape.get("/metrics")).text
+        assert 'koordpy_migration_evictions_total{evictor="Eviction",outcome="evicted"} 1.0' in exposition
         assert (await admin.get("/api/v1/namespaces/shop/pods/web-1")).status_code == 404
         job = (await jobs(admin))["move-web-1"]
         assert job["status"]["status"] == "Complete"

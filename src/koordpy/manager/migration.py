@@ -19,6 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import Counter as PromCounter
+
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
@@ -55,6 +58,7 @@ __all__ = [
     "EvictionRefusedError",
     "MigrationApi",
     "MigrationController",
+    "MigrationMetrics",
     "RoundGate",
     "WorkloadLimit",
     "controller_from_args",
@@ -102,6 +106,34 @@ Arbitrate = Callable[[Sequence[Mapping[str, Any]], float], Awaitable[Mapping[str
 """One arbitration round over all jobs (the waiting ones are judged) at a time: verdicts by job name."""
 
 
+class MigrationMetrics:
+    """Prometheus metrics of the migration rounds, on ``registry``."""
+
+    PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.jobs = Gauge(
+            "koordpy_migration_jobs", "PodMigrationJobs by phase after the last round.", ["phase"], registry=registry
+        )
+        self.evictions = PromCounter(
+            "koordpy_migration_evictions",
+            "Evictor calls by evictor and outcome (evicted, refused).",
+            ["evictor", "outcome"],
+            registry=registry,
+        )
+        self.arbitration_seconds = Histogram(
+            "koordpy_migration_arbitration_seconds",
+            "Time of one arbitration call (reading pods and owners included).",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=registry,
+        )
+
+    def observe_phases(self, phases: Mapping[str, int]) -> None:
+        for phase in {*self.PHASES, *phases}:
+            self.jobs.labels(phase=phase).set(phases.get(phase, 0))
+
+
 @dataclass(frozen=True)
 class WorkloadLimit:
     """The pod's owning workload (a UID) and how many of its pods may migrate at once."""
@@ -138,8 +170,10 @@ class MigrationController:
         workload_of: Callable[[Mapping[str, Any]], WorkloadLimit | None] = owner_workload,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
+        metrics: MigrationMetrics | None = None,
     ) -> None:
         self.api = api
+        self.metrics = metrics
         self.settings = settings
         self.evict_tokens = TokenBucket(evict_qps, evict_burst)
         self.object_limiter = object_limiter if object_limiter is not None else ObjectLimiter(300.0)
@@ -227,6 +261,8 @@ class MigrationController:
                 )
         except EvictionRefusedError as refused:
             self.evictions["refused"] += 1
+            if self.metrics is not None:
+                self.metrics.evictions.labels(evictor=decision.evictor, outcome="refused").inc()
             self._failures[name] += 1
             wait = after_eviction_error(
                 dict(job, status=decision.status), refused.code, refused.detail, self._failures[name], self.clock()
@@ -235,6 +271,8 @@ class MigrationController:
             await self._carry_out(name, job, wait)
             return
         self.evictions["evicted"] += 1
+        if self.metrics is not None:
+            self.metrics.evictions.labels(evictor=decision.evictor, outcome="evicted").inc()
         if decision.workload is not None:
             self.object_limiter.record(decision.workload, decision.max_migrating, self.clock())
         self._failures.pop(name, None)
@@ -257,6 +295,8 @@ class MigrationController:
             started = time.perf_counter()
             verdicts = await arbitrate(jobs, now)
             self.last_round_seconds = time.perf_counter() - started
+            if self.metrics is not None:
+                self.metrics.arbitration_seconds.observe(self.last_round_seconds)
             by_name = {str((j.get("metadata") or {}).get("name")): j for j in jobs}
             for name, verdict in verdicts.items():
                 job = by_name.get(name)
@@ -287,6 +327,8 @@ class MigrationController:
                 continue
             phases[phase] += 1
         self.phases = dict(phases)
+        if self.metrics is not None:
+            self.metrics.observe_phases(self.phases)
         return self.phases
 
 
@@ -326,6 +368,7 @@ def controller_from_args(
     *,
     clock: Callable[[], float] = time.time,
     logger: logging.Logger | None = None,
+    metrics: MigrationMetrics | None = None,
 ) -> MigrationController:
     """A controller with ``migrationController`` settings: evictQPS/evictBurst, the workload object limiter."""
     limiter_args = args.object_limiters.get("workload")
@@ -345,6 +388,7 @@ def controller_from_args(
         object_limiter=limiter,
         clock=clock,
         logger=logger,
+        metrics=metrics,
     )
 
 

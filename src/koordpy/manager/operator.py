@@ -27,9 +27,10 @@ from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
 from koordpy.manager.api import KubeMigrationApi, NodeMetricWriter, Outcome, ensure_peering
-from koordpy.manager.migration import RoundGate, controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationMetrics, RoundGate, controller_from_args, make_arbitrate
 from koordpy.manager.policy import Action, reconcile_nodemetric
 from koordpy.runtime.listeners import ListenerLimits, health_listener
+from koordpy.runtime.metrics import new_registry, render
 
 __all__ = ["build_registry", "operator_settings", "run"]
 
@@ -162,7 +163,7 @@ async def run(
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
     runs (200 ``{}``, the answer of kopf's liveness endpoint, which it replaces), bounded by ``limits``
-    (default: from ``config.health``).
+    (default: from ``config.health``), and ``GET /metrics`` with the migration metrics.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
@@ -174,7 +175,8 @@ async def run(
     client = ApiClient(load_connection())
     api = KubeMigrationApi(client)
     args = config.migration_controller
-    controller = controller_from_args(api, args, logger=logger)
+    metrics = MigrationMetrics(new_registry())
+    controller = controller_from_args(api, args, logger=logger, metrics=metrics)
     gate = RoundGate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
     registry = build_registry(config, writer.apply, gate)
 
@@ -202,5 +204,6 @@ async def run(
             max_header_bytes=config.health.max_header_bytes,
             request_read_seconds=config.health.request_read_timeout_seconds,
         )
-    async with health_listener(config.health.host, config.health.port, alive, limits=limits):
+    exposition = lambda: render(metrics.registry)  # noqa: E731 - the listener calls it per scrape
+    async with health_listener(config.health.host, config.health.port, alive, limits=limits, metrics=exposition):
         await operate()

@@ -16,7 +16,14 @@ from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
-from koordpy.manager.migration import MigrationController, RoundGate, controller_from_args, make_arbitrate
+from koordpy.manager.migration import (
+    MigrationController,
+    MigrationMetrics,
+    RoundGate,
+    controller_from_args,
+    make_arbitrate,
+)
+from koordpy.runtime.metrics import new_registry, render
 from koordpy.testing.apiserver import ApiServerEmulator
 from koordpy.testing.apiserver.fixture import api_client, apiserver
 
@@ -87,7 +94,8 @@ def evictions(server: ApiServerEmulator, pod: str | None = None) -> int:
 async def test_evict_directly_through_the_eviction_api(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
     await running_pod(api_client, "web-1")
     await pmj(api_client, "m1", "web-1")
-    controller = MigrationController(KubeMigrationApi(api_client), DIRECT)
+    metrics = MigrationMetrics(new_registry())
+    controller = MigrationController(KubeMigrationApi(api_client), DIRECT, metrics=metrics)
     await controller.run_round(None)  # Pending -> Running, podRef.uid recorded
     job = await api_client.get(PODMIGRATIONJOBS, "m1")
     assert job["status"]["phase"] == "Running" and job["spec"]["podRef"]["uid"]
@@ -100,6 +108,9 @@ async def test_evict_directly_through_the_eviction_api(apiserver: ApiServerEmula
     assert job["status"]["phase"] == "Succeeded"
     assert job["status"]["status"] == "Complete"
     assert evictions(apiserver, "web-1") == 1
+    exposition = render(metrics.registry)[0].decode()
+    assert 'koordpy_migration_evictions_total{evictor="Eviction",outcome="evicted"} 1.0' in exposition
+    assert 'koordpy_migration_jobs{phase="Succeeded"} 1.0' in exposition
     reasons = {e["reason"] for e in (await api_client.list(EVENTS, namespace="default")).items}
     assert {"Running", "Evicting", "Complete"} <= reasons
 
