@@ -42,11 +42,9 @@ like any other (as upstream); the lifecycle holds them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
-
-import numpy as np
 
 from koordpy.config.migration import MigrationControllerArgs, node_selector_matches, parse_node_selector
 from koordpy.descheduler.limits import MAX_INT32, workload_limit
@@ -144,53 +142,74 @@ class ArbitrationResult:
 
 # ---------------------------------------------------------------- sort passes
 #
-# Each pass is one key function; the pass functions apply it with a stable list sort (one pass at a
-# time, as upstream), and sort_jobs composes the same keys with numpy's lexsort in two sorts: stable
-# sorts by k1, then k2, then ... equal one sort by (..., k2, k1, position).
+# Each pass is one stable sort of (job, pod) entries by one key; the public pass functions sort jobs
+# with the same keys, and sort_jobs applies the four in order.
 
-_MISSING_POD: tuple[int | float, ...] = (0, 0, 0, 0, 0, 0, 0, 0)
-
-
-def _creation_key(job: MigrationJob) -> int:
-    """Pass 1 key: newer first, in whole seconds."""
-    return -int(job.creation_time)
-
-
-def _pod_key(pod: MigrationPod | None) -> tuple[int | float, ...]:
-    """Pass 2 key: a missing pod first (all zeros), then ``(1, *pod.sort_key)``."""
-    return _MISSING_POD if pod is None else (1, *pod.sort_key)
+_Entry = tuple[MigrationJob, MigrationPod | None]
 
 
 def _job_owner(pod: MigrationPod | None) -> str | None:
     return pod.job_owner_uid if pod is not None else None
 
 
-def _controller_keys(owners: Sequence[str | None]) -> list[int]:
-    """Pass 3 keys for jobs in their current order: the position of the first job of the same Job, or own."""
+def _stable_sort(entries: list[_Entry], keys: list[int]) -> None:
+    """Reorder ``entries`` by ``keys`` (one per entry), keeping the order of equal keys."""
+    order = sorted(range(len(entries)), key=keys.__getitem__)
+    entries[:] = [entries[i] for i in order]
+
+
+def _by_creation_time(entries: list[_Entry]) -> None:
+    """Pass 1: newer job first, in whole seconds (jobs created in one second keep their order)."""
+    _stable_sort(entries, [-int(job.creation_time) for job, _ in entries])
+
+
+def _by_pod(entries: list[_Entry]) -> None:
+    """Pass 2: a missing pod first (-1), then the pod sorter's packed key, lowest first."""
+    _stable_sort(entries, [-1 if pod is None else pod.rank for _, pod in entries])
+
+
+def _by_controller(entries: list[_Entry]) -> None:
+    """Pass 3: the key of a job of a ``Job`` is the position of that Job's first job; others keep their own."""
     first: dict[str, int] = {}
-    return [index if owner is None else first.setdefault(owner, index) for index, owner in enumerate(owners)]
+    keys = [
+        index if owner is None else first.setdefault(owner, index)
+        for index, owner in enumerate(_job_owner(pod) for _, pod in entries)
+    ]
+    _stable_sort(entries, keys)
 
 
-def _migrating_key(owner: str | None, migrating: Mapping[str, int]) -> int:
-    """Pass 4 key: minus the Job's migrating count (0 for a pod of no Job)."""
-    return -migrating.get(owner, 0) if owner is not None else 0
+def _by_migrating_count(entries: list[_Entry], migrating: Mapping[str, int]) -> None:
+    """Pass 4: minus the Job's migrating count (0 for a pod of no Job): more migrating first."""
+    owners = [_job_owner(pod) for _, pod in entries]
+    _stable_sort(entries, [0 if owner is None else -migrating.get(owner, 0) for owner in owners])
+
+
+def _apply(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], sort: Callable[[list[_Entry]], None]) -> None:
+    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in jobs]
+    sort(entries)
+    jobs[:] = [job for job, _ in entries]
 
 
 def sort_by_creation_time(jobs: list[MigrationJob]) -> None:
     """Pass 1: newer job first (whole seconds, so jobs created in one second keep their order)."""
-    jobs.sort(key=_creation_key)
+    _apply(jobs, {}, _by_creation_time)
 
 
 def sort_by_pod(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod]) -> None:
     """Pass 2: a job whose pod is missing first, then by the pod sorter's key (lowest first)."""
-    jobs.sort(key=lambda job: _pod_key(pods.get(job.pod_key)))
+    _apply(jobs, pods, _by_pod)
 
 
 def sort_by_controller(jobs: list[MigrationJob], pods: Mapping[str, MigrationPod]) -> None:
     """Pass 3: jobs whose pods share a controlling ``Job`` move right after that Job's first job."""
-    keys = _controller_keys([_job_owner(pods.get(job.pod_key)) for job in jobs])
-    order = sorted(range(len(jobs)), key=keys.__getitem__)
-    jobs[:] = [jobs[i] for i in order]
+    _apply(jobs, pods, _by_controller)
+
+
+def sort_by_migrating_count(
+    jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
+) -> None:
+    """Pass 4 (primary): jobs of the Job with more migrating jobs first; jobs of no Job count 0."""
+    _apply(jobs, pods, lambda entries: _by_migrating_count(entries, migrating))
 
 
 def migrating_count_by_job_owner(jobs: Iterable[MigrationJob], pods: Mapping[str, MigrationPod]) -> dict[str, int]:
@@ -205,48 +224,22 @@ def migrating_count_by_job_owner(jobs: Iterable[MigrationJob], pods: Mapping[str
     return counts
 
 
-def sort_by_migrating_count(
-    jobs: list[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
-) -> None:
-    """Pass 4 (primary): jobs of the Job with more migrating jobs first; jobs of no Job count 0."""
-    jobs.sort(key=lambda job: _migrating_key(_job_owner(pods.get(job.pod_key)), migrating))
-
-
 def sort_jobs(
     waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
 ) -> list[MigrationJob]:
-    """The four passes in upstream order (the last is primary), from a by-name order.
-
-    Same result as applying the four pass functions one after the other (a unit test checks it), in two
-    numpy sorts instead of four list sorts.
-    """
+    """The four passes in upstream order (the last is primary), starting from the jobs' name order."""
     return [job for job, _ in _sorted_with_pods(waiting, pods, migrating)]
 
 
 def _sorted_with_pods(
     waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
-) -> list[tuple[MigrationJob, MigrationPod | None]]:
-    jobs = sorted(waiting, key=lambda job: job.name)
-    job_pods = [pods.get(job.pod_key) for job in jobs]
-    count = len(jobs)
-    if count < 2:
-        return list(zip(jobs, job_pods, strict=True))
-    by_name = np.arange(count)
-    created = np.fromiter((_creation_key(job) for job in jobs), dtype=np.int64, count=count)
-    # Pass 2's key as columns: has-pod flag, then the pod sorter's key (zeros for a missing pod).
-    width = len(_MISSING_POD) - 1
-    missing = _MISSING_POD[1:]
-    has_pod = np.fromiter((pod is not None for pod in job_pods), dtype=np.int64, count=count)
-    pod_keys = np.array([missing if pod is None else pod.sort_key for pod in job_pods], dtype=np.float64)
-    # Passes 1 and 2: primary has-pod, then the pod key (its first field first), then creation, then name order.
-    columns = [by_name, created, *(pod_keys[:, c] for c in range(width - 1, -1, -1)), has_pod]
-    order12 = np.lexsort(columns).tolist()
-    owners = [_job_owner(job_pods[i]) for i in order12]
-    controller = np.array(_controller_keys(owners), dtype=np.int64)
-    migrating_keys = np.array([_migrating_key(owner, migrating) for owner in owners], dtype=np.int64)
-    # Passes 3 and 4 on the order of 1 and 2: primary migrating count, then the Job's first position.
-    final = np.lexsort((np.arange(count), controller, migrating_keys)).tolist()
-    return [(jobs[order12[i]], job_pods[order12[i]]) for i in final]
+) -> list[_Entry]:
+    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in sorted(waiting, key=lambda job: job.name)]
+    _by_creation_time(entries)
+    _by_pod(entries)
+    _by_controller(entries)
+    _by_migrating_count(entries, migrating)
+    return entries
 
 
 # ---------------------------------------------------------------- filters

@@ -29,6 +29,7 @@ __all__ = [
     "OwnerRef",
     "Workload",
     "job_from_dict",
+    "pack_sort_key",
     "pod_from_dict",
     "pod_sort_key",
     "resolve_workload",
@@ -96,6 +97,11 @@ class MigrationPod:
     pvc: bool
     sort_key: tuple[int | float, ...]
     """Rank by Koordinator's pod sorter: lower migrates first (see :func:`pod_sort_key`)."""
+    rank: int = field(init=False, repr=False, compare=False)
+    """:attr:`sort_key` packed into one non-negative int with the same order (computed once)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", pack_sort_key(self.sort_key))
 
     @property
     def key(self) -> str:
@@ -167,6 +173,22 @@ def _int_annotation(annotations: Mapping[str, str], name: str) -> int:
     except ValueError:
         return 0
     return value if -(2**31) <= value <= MAX_INT32 else 0
+
+
+_SLOT_BITS = 64
+_SLOT_OFFSET = 1 << 62
+
+
+def pack_sort_key(key: tuple[int | float, ...]) -> int:
+    """One int ordered as the tuple ``key`` is: each field in a 64-bit slot, offset so negatives sort first.
+
+    Floats (the creation time) are kept to the microsecond. Not guaranteed beyond |field| < 2**62.
+    """
+    packed = 0
+    for value in key:
+        number = round(value * 1_000_000) if isinstance(value, float) else value
+        packed = (packed << _SLOT_BITS) | (number + _SLOT_OFFSET)
+    return packed
 
 
 def pod_sort_key(

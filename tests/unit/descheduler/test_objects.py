@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from koordpy.descheduler.objects import (
     OwnerRef,
     Workload,
     job_from_dict,
+    pack_sort_key,
     pod_from_dict,
     resolve_workload,
     workload_from_dict,
@@ -197,3 +199,20 @@ def test_workloads_and_owner_chain() -> None:
     assert resolve_workload(pod, {}) is None
     loop = Workload("ReplicaSet", "ns", "d-1", "urs", 3, OwnerRef("ReplicaSet", "d-1", "urs"))
     assert resolve_workload(pod, {"urs": loop}) == loop  # a self-owning object does not loop forever
+
+
+def test_packed_sort_key_orders_as_the_tuple() -> None:
+    rng = random.Random(3)
+    keys = [
+        (
+            rng.randrange(5),
+            rng.randrange(-(2**31), 2**31),
+            rng.randrange(3),
+            rng.randrange(5),
+            rng.randrange(-5, 5),
+            rng.choice((0, 1, 2**31 - 1)),
+            -float(rng.randrange(1_700_000_000, 1_800_000_000)) - rng.random(),
+        )
+        for _ in range(500)
+    ]
+    assert sorted(keys) == sorted(keys, key=pack_sort_key)
