@@ -612,7 +612,7 @@ class ApiServerEmulator:
             # fields itself, so it skips client-side validation (which would need OpenAPI v2).
             param = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
             paths = {
-                i.ref.path("{namespace}" if i.ref.namespaced else None, "{name}"): {
+                f"{i.ref.prefix}{'/namespaces/{namespace}' if i.ref.namespaced else ''}/{i.ref.plural}/{{name}}": {
                     "patch": {
                         "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": i.ref.kind},
                         "parameters": [param],
