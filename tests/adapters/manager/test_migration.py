@@ -265,3 +265,23 @@ async def test_real_arbitration_keeps_max_migrating_per_node(
     ]
     assert phases.count("Succeeded") == 5
     assert evictions(apiserver) == 5
+
+
+async def test_scavenger_deletes_finished_jobs_after_ttl_plus_five_minutes(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await running_pod(api_client, "web-1")
+    await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), DIRECT, clock=clock)
+    for _ in range(3):
+        await controller.run_round(None)
+        clock.offset += 2
+    assert await phase(api_client, "m1") == "Succeeded"
+    clock.offset = 590  # ttl 5m + 5m = 600 s after creation: not yet
+    await controller.run_round(None)
+    assert await phase(api_client, "m1") == "Succeeded"
+    clock.offset = 602
+    await controller.run_round(None)
+    with pytest.raises(errors.NotFound):
+        await api_client.get(PODMIGRATIONJOBS, "m1")
