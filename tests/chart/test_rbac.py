@@ -58,6 +58,16 @@ NEEDED = {
         ("kopf.dev", "clusterkopfpeerings", "watch"),
         ("kopf.dev", "clusterkopfpeerings", "patch"),
         ("kopf.dev", "clusterkopfpeerings", "create"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "list"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "watch"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "patch"),
+        ("scheduling.koordinator.sh", "podmigrationjobs", "delete"),
+        ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch"),
+        ("", "pods", "get"),
+        ("", "pods/eviction", "create"),
+        ("", "events", "create"),
+        ("apps", "replicasets", "get"),
+        ("apps", "deployments", "get"),
     ],
 }
 
@@ -78,7 +88,14 @@ DENIED = {
         ("ensurance.crane.io", "podqoss", "patch"),
         ("ensurance.crane.io", "nodeqoss", "delete"),
     ],
-    MANAGER: [("", "pods", "delete"), ("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "secrets", "list")],
+    MANAGER: [
+        ("", "pods", "delete"),
+        ("", "pods", "patch"),
+        ("", "pods", "list"),
+        ("", "nodes", "patch"),
+        ("", "secrets", "list"),
+        ("apps", "deployments", "patch"),
+    ],
 }
 
 

@@ -28,6 +28,8 @@ from scenario_kit import (
 )
 from system_cluster import Cluster, RenderedChart
 
+PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
+
 SERVICE_ACCOUNT_SUFFIX = {"extender": "-scheduler", "manager": "-manager", "agent": "-agent"}
 """Component user → the suffix of its ServiceAccount in the chart."""
 
@@ -73,6 +75,22 @@ async def _short_run(cluster: Cluster) -> None:
         while (await admin.get(f"{NODEMETRICS}/rbac-new")).status_code != 200:
             assert time.monotonic() < deadline, "the manager did not create the NodeMetric of a new node"
             await asyncio.sleep(0.1)
+        # A PodMigrationJob: the manager arbitrates it and evicts its (controlled) pod.
+        migrating = pod("rbac-migrating")
+        migrating["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rbac", "uid": "rs-rbac", "controller": True}
+        ]
+        await create(admin, PODS_PATH, migrating)
+        job = {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": "rbac-migration"},
+            "spec": {"podRef": {"namespace": "default", "name": "rbac-migrating"}, "mode": "EvictDirectly"},
+        }
+        await create(admin, PMJS, job)
+        while ((await admin.get(f"{PMJS}/rbac-migration")).json().get("status") or {}).get("phase") != "Succeeded":
+            assert time.monotonic() < deadline, "the manager did not migrate the PodMigrationJob's pod"
+            await asyncio.sleep(0.1)
         # ... and the agent has reported its node at least once (its status write is in the record).
         while not any(c.user == "agent" and c.subresource == "status" for c in cluster.recorded_calls()):
             assert time.monotonic() < deadline, "the agent never wrote its NodeMetric status"
@@ -106,3 +124,5 @@ async def test_recorded_calls_are_allowed_by_the_chart(
     }
     print(f"\nrecorded calls per user {dict(per_user)}; distinct {sorted(used)}")
     assert ("manager", "create", "nodemetrics", "") in used
+    assert ("manager", "create", "pods", "eviction") in used
+    assert ("manager", "patch", "podmigrationjobs", "status") in used

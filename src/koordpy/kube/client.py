@@ -456,16 +456,29 @@ class ApiClient:
         return await self.request("POST", resources.PODS.path(namespace, name, "binding"), body=body, timeout=timeout)
 
     async def evict(
-        self, namespace: str, name: str, grace_period_seconds: int | None = None, *, timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        grace_period_seconds: int | None = None,
+        *,
+        delete_options: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """POST a policy/v1 Eviction. A PodDisruptionBudget refusal raises TooManyRequests (429)."""
+        """POST a policy/v1 Eviction. A PodDisruptionBudget refusal raises TooManyRequests (429).
+
+        ``delete_options`` (metav1.DeleteOptions) are sent as given; ``grace_period_seconds`` overrides
+        their ``gracePeriodSeconds``.
+        """
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        options = dict(delete_options) if delete_options is not None else {}
         if grace_period_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if options:
+            body["deleteOptions"] = options
         return await self.request("POST", resources.PODS.path(namespace, name, "eviction"), body=body, timeout=timeout)
 
     async def create_event(

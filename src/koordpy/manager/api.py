@@ -1,4 +1,5 @@
-"""The manager's only API caller: carries out NodeMetric actions through kopf's own client.
+"""The manager's API callers: NodeMetric actions through kopf's own client, PodMigrationJob steps
+through :mod:`koordpy.kube` (which has the Eviction subresource, UID preconditions and Events).
 
 kopf brings an authenticated aiohttp client (credentials from its login handlers, retries on 5xx/429);
 the manager uses it instead of a second client library. kopf exports no public create/patch/delete
@@ -9,6 +10,7 @@ dependency in one place. Must run inside the operator's tasks (kopf's credential
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import kopf
@@ -17,9 +19,14 @@ from kopf._cogs.clients import errors as kopf_errors
 
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
+from koordpy.descheduler.lifecycle import JobEvent
+from koordpy.kube import errors as kube_errors
+from koordpy.kube import resources
+from koordpy.kube.client import ApiClient
+from koordpy.manager.migration import EvictionRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 
-__all__ = ["NodeMetricWriter", "Outcome", "ensure_peering"]
+__all__ = ["KubeMigrationApi", "NodeMetricWriter", "Outcome", "ensure_peering"]
 
 Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
 
@@ -79,3 +86,112 @@ async def ensure_peering(
         return False
     logger.info("created ClusterKopfPeering %s", name)
     return True
+
+
+OWNER_PLURALS = {
+    "ReplicaSet": "replicasets",
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "DaemonSet": "daemonsets",
+    "ReplicationController": "replicationcontrollers",
+    "Job": "jobs",
+    "CronJob": "cronjobs",
+}
+"""Controller kinds whose objects the arbitration reads (``get`` only, see the chart's RBAC)."""
+
+
+class KubeMigrationApi:
+    """:class:`koordpy.manager.migration.MigrationApi` over :class:`koordpy.kube.ApiClient`.
+
+    Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
+    reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
+    stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
+    other API errors propagate.
+    """
+
+    def __init__(self, client: ApiClient, component: str = "koordpy-manager") -> None:
+        self.client = client
+        self.component = component
+
+    async def list_jobs(self) -> list[dict[str, Any]]:
+        result = await self.client.list(resources.PODMIGRATIONJOBS)
+        return [dict(item) for item in result.items]
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(resources.PODS, name, namespace)
+        except kube_errors.NotFound:
+            return None
+
+    async def get_owner(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A pod's (or workload's) controller by its ownerReference; ``None`` when gone, forbidden or the
+        API does not serve its kind (the arbitration then treats the workload as unknown)."""
+        api_version, kind, name = str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name"))
+        group, _, version = api_version.rpartition("/")
+        plural = OWNER_PLURALS.get(kind)
+        if plural is None or not version:
+            return None
+        owner = resources.ResourceRef(group, version, plural, kind, namespaced=True)
+        try:
+            found = await self.client.get(owner, name, namespace)
+        except (kube_errors.NotFound, kube_errors.Forbidden):
+            return None
+        if ((found.get("metadata") or {}).get("uid") or ref.get("uid")) != ref.get("uid"):
+            return None  # a new object with the old name: not this pod's owner
+        return found
+
+    async def set_pod_uid(self, job: str, uid: str) -> None:
+        await self.client.patch(resources.PODMIGRATIONJOBS, job, {"spec": {"podRef": {"uid": uid}}})
+
+    async def annotate_job(self, job: str, key: str, value: str) -> None:
+        await self.client.patch(resources.PODMIGRATIONJOBS, job, {"metadata": {"annotations": {key: value}}})
+
+    async def write_status(self, job: str, status: dict[str, Any]) -> None:
+        await self.client.patch_status(resources.PODMIGRATIONJOBS, job, {"status": status})
+
+    async def delete_job(self, job: str) -> None:
+        try:
+            await self.client.delete(resources.PODMIGRATIONJOBS, job)
+        except kube_errors.NotFound:
+            return
+
+    async def evict_pod(self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None) -> None:
+        options = dict(delete_options or {})
+        options["preconditions"] = {**(options.get("preconditions") or {}), "uid": uid}
+        try:
+            await self.client.evict(namespace, name, delete_options=options)
+        except (kube_errors.TooManyRequests, kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
+            raise EvictionRefusedError(exc.status, exc.message) from exc
+
+    async def delete_pod(self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None) -> None:
+        options = delete_options or {}
+        grace = options.get("gracePeriodSeconds")
+        try:
+            await self.client.delete(
+                resources.PODS,
+                name,
+                namespace,
+                grace_period_seconds=int(grace) if grace is not None else None,
+                propagation_policy=options.get("propagationPolicy"),
+                precondition_uid=uid,
+            )
+        except (kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
+            raise EvictionRefusedError(exc.status, exc.message) from exc
+
+    async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        try:
+            await self.client.patch(
+                resources.PODS, name, {"metadata": {"annotations": {key: value}}}, namespace=namespace
+            )
+        except (kube_errors.NotFound, kube_errors.Forbidden) as exc:
+            raise EvictionRefusedError(exc.status, exc.message) from exc
+
+    async def post_event(self, job: Mapping[str, Any], event: JobEvent) -> None:
+        await self.client.create_event(
+            job,
+            reason=event.reason,
+            message=event.message,
+            event_type=event.type,
+            component=self.component,
+            action="Migrating",
+        )

@@ -13,6 +13,7 @@ them only if two priorities are equal (probability about n^2/2^32). Without peer
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,14 +23,21 @@ import kopf
 
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.manager.api import NodeMetricWriter, Outcome, ensure_peering
+from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
+from koordpy.kube.client import ApiClient
+from koordpy.kube.connection import load_connection
+from koordpy.manager.api import KubeMigrationApi, NodeMetricWriter, Outcome, ensure_peering
+from koordpy.manager.migration import MigrationMetrics, RoundGate, controller_from_args, make_arbitrate
 from koordpy.manager.policy import Action, reconcile_nodemetric
 from koordpy.runtime.listeners import ListenerLimits, health_listener
+from koordpy.runtime.metrics import new_registry, render
 
 __all__ = ["build_registry", "operator_settings", "run"]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
+PMJ = (POD_MIGRATION_JOB.group, POD_MIGRATION_JOB.version, POD_MIGRATION_JOB.plural)
+MIGRATION_TIMER_ID = "migration_round"
 
 
 def _only(store: Any) -> Any:
@@ -41,10 +49,38 @@ def _only(store: Any) -> Any:
     return None
 
 
-def build_registry(config: ManagerConfiguration, apply: Apply) -> kopf.OperatorRegistry:
-    """A kopf registry with the manager's indexes and handlers; ``apply`` carries out actions."""
+def build_registry(
+    config: ManagerConfiguration, apply: Apply, migration: RoundGate | None = None
+) -> kopf.OperatorRegistry:
+    """A kopf registry with the manager's indexes and handlers; ``apply`` carries out actions.
+
+    With ``migration``, every PodMigrationJob gets a timer (every ``arbitrationArgs.interval``) that
+    knocks on the round gate: one round (arbitration, then one lifecycle step per job) runs per interval
+    however many jobs exist. Timers are frozen with the other handlers on a standby replica, so only the
+    active replica migrates. kopf would put a finalizer on every job for a timer; the manager never needs
+    one (it has no cleanup to do), so the timer is registered without, and a job deletes at once even
+    while no manager runs.
+    """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
+
+    if migration is not None:
+        gate = migration
+
+        @kopf.timer(*PMJ, interval=gate.interval, id=MIGRATION_TIMER_ID, registry=registry)
+        async def migration_round(**_: Any) -> None:
+            try:
+                await gate.knock()
+            except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
+                logging.getLogger("koordpy.manager").exception("migration round failed")
+
+        # why: kopf has no public switch for a timer's finalizer; its handlers are frozen dataclasses
+        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
+        spawning = registry._spawning
+        spawning._handlers = [
+            dataclasses.replace(h, requires_finalizer=False) if h.id == MIGRATION_TIMER_ID else h
+            for h in spawning._handlers
+        ]
 
     @kopf.index("v1", "nodes", id="node_labels", registry=registry)
     def node_labels(name: str, labels: Any, **_: Any) -> dict[str, dict[str, str]]:
@@ -127,24 +163,34 @@ async def run(
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
     runs (200 ``{}``, the answer of kopf's liveness endpoint, which it replaces), bounded by ``limits``
-    (default: from ``config.health``).
+    (default: from ``config.health``), and ``GET /metrics`` with the migration metrics.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
     settings = operator_settings(config)
     writer = NodeMetricWriter(settings)
-    registry = build_registry(config, writer.apply)
+    logger = logging.getLogger("koordpy.manager")
+    # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
+    # the same credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
+    client = ApiClient(load_connection())
+    api = KubeMigrationApi(client)
+    args = config.migration_controller
+    metrics = MigrationMetrics(new_registry())
+    controller = controller_from_args(api, args, logger=logger, metrics=metrics)
+    gate = RoundGate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
+    registry = build_registry(config, writer.apply, gate)
 
     async def operate() -> None:
-        await kopf.operator(
-            registry=registry,
-            settings=settings,
-            clusterwide=True,
-            standalone=not config.peering.enabled,
-            liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
-            stop_flag=stop_flag,
-            ready_flag=ready_flag,
-        )
+        async with client:
+            await kopf.operator(
+                registry=registry,
+                settings=settings,
+                clusterwide=True,
+                standalone=not config.peering.enabled,
+                liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
+                stop_flag=stop_flag,
+                ready_flag=ready_flag,
+            )
 
     if not liveness:
         await operate()
@@ -158,5 +204,6 @@ async def run(
             max_header_bytes=config.health.max_header_bytes,
             request_read_seconds=config.health.request_read_timeout_seconds,
         )
-    async with health_listener(config.health.host, config.health.port, alive, limits=limits):
+    exposition = lambda: render(metrics.registry)  # noqa: E731 - the listener calls it per scrape
+    async with health_listener(config.health.host, config.health.port, alive, limits=limits, metrics=exposition):
         await operate()

@@ -69,10 +69,11 @@ async def health_listener(
     *,
     limits: ListenerLimits = DEFAULT_LIMITS,
     path: str = "/healthz",
+    metrics: Callable[[], tuple[bytes, str]] | None = None,
 ) -> AsyncIterator[web.AppRunner]:
     """Serve ``GET path`` on ``host:port`` for as long as the block runs: 200 ``{}`` when ``healthy()``
     says so, 503 otherwise (the shape of kopf's liveness endpoint, which it replaces: kopf's has no
-    bounds)."""
+    bounds). With ``metrics`` (body and content type), ``GET /metrics`` serves them too."""
 
     async def health(_: web.Request) -> web.Response:
         ok = await healthy()
@@ -80,6 +81,14 @@ async def health_listener(
 
     app = web.Application(handler_args=aiohttp_handler_args(limits))
     app.router.add_get(path, health)
+    if metrics is not None:
+        render_metrics = metrics
+
+        async def exposition(_: web.Request) -> web.Response:
+            body, content_type = render_metrics()
+            return web.Response(body=body, headers={"Content-Type": content_type})
+
+        app.router.add_get("/metrics", exposition)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:

@@ -61,7 +61,7 @@ def test_json_excerpt_is_part_of_the_real_output() -> None:
 
 
 def test_configuration_example_validates() -> None:
-    (block,) = re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S)
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S) if "migrationController" in b]
     cfg = validate(ManagerConfiguration, yaml.safe_load(block)).migration_controller
     assert (cfg.max_migrating_per_node, cfg.max_migrating_per_workload, cfg.max_unavailable_per_workload) == (
         2,
@@ -74,4 +74,14 @@ def test_every_filter_is_documented_and_the_status_is_partial() -> None:
     for name in (*NON_RETRYABLE_FILTERS, *RETRYABLE_FILTERS, "TTL", "ExistingJob"):
         assert f"`{name}`" in DOC, name
     assert "**Status (partial).**" in DOC
-    assert "does not act on PodMigrationJobs" in DOC
+    assert "Not built: `ReservationFirst`" in DOC
+
+
+def test_migration_example_is_a_pod_migration_job() -> None:
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S) if "PodMigrationJob" in b]
+    job = yaml.safe_load(block)
+    assert (job["kind"], job["spec"]["mode"], job["spec"]["podRef"]["name"]) == (
+        "PodMigrationJob",
+        "EvictDirectly",
+        "web-1",
+    )

@@ -566,6 +566,8 @@ class ApiServerEmulator:
             return {"status": "ok"}
         if parts == ["version"]:
             return {"major": "1", "minor": "31", "gitVersion": "v1.31.0-koordpy-emulator", "platform": "linux/amd64"}
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi_v3(parts[2:], groups)
         if parts == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
         if parts == ["api", "v1"]:
@@ -585,6 +587,44 @@ class ApiServerEmulator:
                 raise StatusError(404, "the server could not find the requested resource", "NotFound")
             return self._resource_list(parts[1], parts[2], infos)
         return None
+
+    def _openapi_v3(self, rest: list[str], groups: dict[str, set[str]]) -> dict[str, Any]:
+        """OpenAPI v3 for kubectl's client-side validation (``kubectl apply``/``create``): the index, and per
+        group-version one permissive schema per kind (``x-kubernetes-preserve-unknown-fields``), so kubectl
+        finds every kind and validates no fields. Not served: real field schemas."""
+        gvs = [("api/v1", "", "v1")] + [(f"apis/{g}/{v}", g, v) for g, vs in sorted(groups.items()) for v in sorted(vs)]
+        if not rest:
+            return {"paths": {path: {"serverRelativeURL": f"/openapi/v3/{path}"} for path, _, _ in gvs}}
+        wanted = "/".join(rest)
+        for path, group, version in gvs:
+            if path != wanted:
+                continue
+            schemas = {
+                f"{group or 'core'}.{version}.{i.ref.kind}": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": i.ref.kind}],
+                }
+                for i in self.state.infos.values()
+                if i.ref.group == group and i.ref.version == version
+            }
+            # A PATCH operation per kind that accepts ``fieldValidation`` tells kubectl the server validates
+            # fields itself, so it skips client-side validation (which would need OpenAPI v2).
+            param = {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
+            paths = {
+                f"{i.ref.prefix}{'/namespaces/{namespace}' if i.ref.namespaced else ''}/{i.ref.plural}/{{name}}": {
+                    "patch": {
+                        "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": i.ref.kind},
+                        "parameters": [param],
+                        "responses": {"200": {"description": "OK"}},
+                    }
+                }
+                for i in self.state.infos.values()
+                if i.ref.group == group and i.ref.version == version
+            }
+            info = {"title": "Kubernetes", "version": "v1.31.0-koordpy-emulator"}
+            return {"openapi": "3.0.0", "info": info, "paths": paths, "components": {"schemas": schemas}}
+        raise StatusError(404, "the server could not find the requested resource", "NotFound")
 
     @staticmethod
     def _group_doc(group: str, versions: list[str]) -> dict[str, Any]:

@@ -1,0 +1,508 @@
+"""PodMigrationJob lifecycle as a pure state machine: one call decides the next step of one job.
+
+Follows Koordinator's migration controller (``pkg/descheduler/controllers/migration/controller.go``):
+``spec.paused`` is a no-op, a job older than its ``ttl`` fails with reason ``Timeout``, a Pending job
+records the pod's UID and turns Running, ``EvictDirectly`` evicts and waits until the pod is gone (or its
+UID changed), then Succeeded with ``status.status`` ``Complete``. Phases, condition types and reasons are
+the upstream strings. The adapter (``koordpy.manager``) reads the job and its pod, calls :func:`decide`,
+and carries out the returned value; time is an argument.
+
+Where koordpy differs, deliberately:
+
+- ``ReservationFirst`` needs the Reservation API, which koordpy does not have yet: such a job fails with
+  condition ``ReservationCreated`` False, reason ``FailedCreateReservation`` and a message saying so. It
+  never falls back to evicting without a reservation.
+- Restart safety: upstream ignores jobs another reconciler started until the 30-minute scavenger; here
+  the job status and the pod are the only record, so a restarted manager adopts Running jobs. Before an
+  eviction the job gets condition ``Eviction`` False/``Evicting`` (write-ahead), and a pod is evicted only
+  while it still has the recorded UID, no ``deletionTimestamp`` and (SoftEviction) no soft-eviction
+  annotation: no pod is evicted twice, whatever the crash point.
+- A job without ``spec.ttl`` gets ``defaultJobTTL``, so a PodDisruptionBudget that keeps answering 429 ends
+  the job with ``Timeout`` instead of retrying for ever.
+- The scavenger deletes finished jobs only (``ttl`` + 5 minutes after creation); upstream deletes any job.
+
+Not guaranteed: the adapter's writes may lose a race with another writer; the next decision on the
+re-read job corrects course. Rate limiters live in memory and start full after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from koordpy.model.durations import DurationError, format_rfc3339, parse_duration, parse_rfc3339
+
+__all__ = [
+    "ANNOTATION_PASSED_ARBITRATION",
+    "ANNOTATION_SOFT_EVICTION",
+    "LABEL_EVICT_POLICY",
+    "Decision",
+    "Evict",
+    "EvictorName",
+    "Finish",
+    "Ignore",
+    "JobEvent",
+    "LifecycleSettings",
+    "ObjectLimiter",
+    "PodView",
+    "Scavenge",
+    "Start",
+    "TokenBucket",
+    "Wait",
+    "after_eviction_error",
+    "decide",
+    "eviction_retry_delay",
+    "needs_pod",
+    "select_evictor",
+]
+
+ANNOTATION_PASSED_ARBITRATION = "descheduler.koordinator.sh/passed-arbitration"
+ANNOTATION_SOFT_EVICTION = "scheduling.koordinator.sh/soft-eviction"
+ANNOTATION_EVICT_REASON = "koordinator.sh/evict-reason"
+LABEL_EVICT_POLICY = "koordinator.sh/evict-policy"
+
+# Phases (upstream PodMigrationJobPhase).
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+ABORTED = "Aborted"
+
+# Condition types and reasons (upstream PodMigrationJobConditionType / Reason constants).
+CONDITION_RESERVATION_CREATED = "ReservationCreated"
+CONDITION_EVICTION = "Eviction"
+REASON_TIMEOUT = "Timeout"
+REASON_FAILED_CREATE_RESERVATION = "FailedCreateReservation"
+REASON_MISSING_POD = "MissingPod"
+REASON_INVALID_POD_REF = "InvalidPodRef"
+REASON_EVICTING = "Evicting"
+REASON_FAILED_EVICT = "FailedEvict"
+REASON_EVICT_COMPLETE = "EvictComplete"
+STATUS_COMPLETE = "Complete"
+
+RESERVATION_UNAVAILABLE = (
+    "ReservationFirst needs the Reservation API, not available in this koordpy version; use EvictDirectly"
+)
+
+REQUEUE_SECONDS = 3.0
+"""Upstream ``defaultRequeueAfter``: how soon a waiting job is looked at again."""
+SCAVENGE_AFTER_TTL_SECONDS = 300.0
+SCAVENGE_WITHOUT_TTL_SECONDS = 1800.0
+RETRY_BASE_SECONDS = 1.0
+RETRY_CAP_SECONDS = 30.0
+
+EvictorName = Literal["Eviction", "Delete", "SoftEviction"]
+EVICTORS: tuple[EvictorName, ...] = ("Eviction", "Delete", "SoftEviction")
+
+
+@dataclass(frozen=True)
+class LifecycleSettings:
+    """The ``migrationController`` fields the lifecycle reads (upstream defaults)."""
+
+    default_job_mode: Literal["ReservationFirst", "EvictDirectly"] = "ReservationFirst"
+    default_job_ttl_seconds: float = 300.0
+    eviction_policy: EvictorName = "Eviction"
+    default_delete_options: Mapping[str, Any] | None = None
+    arbitration_enabled: bool = True
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the lifecycle needs of the referenced pod (absent pod: ``None``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node_name: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set."""
+
+    @classmethod
+    def from_object(cls, pod: Mapping[str, Any]) -> PodView:
+        meta = pod.get("metadata") or {}
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            node_name=str((pod.get("spec") or {}).get("nodeName") or ""),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            deleting=meta.get("deletionTimestamp") is not None,
+        )
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """A Kubernetes Event on the job (``type`` Normal or Warning, upstream reasons, action Migrating)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Nothing to do now (paused, finished and not yet due for removal, or waiting for arbitration)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Look again after ``after`` seconds; write ``status`` first when not None."""
+
+    after: float
+    status: dict[str, Any] | None = None
+    events: tuple[JobEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Start:
+    """Pending -> Running: set ``spec.podRef.uid`` to ``pod_uid`` (when empty), then write ``status``."""
+
+    pod_uid: str
+    status: dict[str, Any]
+    events: tuple[JobEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evict:
+    """Write ``status`` (write-ahead record), then evict the pod with ``evictor``.
+
+    ``Eviction``: create ``pods/eviction`` with ``delete_options``; ``Delete``: delete the pod with them;
+    ``SoftEviction``: set ``soft_eviction`` as the pod annotation ``scheduling.koordinator.sh/soft-eviction``.
+    On failure call :func:`after_eviction_error`; on success emit ``events`` and record the eviction in
+    the object limiter (``ObjectLimiter.record(workload, ...)``), as upstream tracks only evicted pods.
+    The ``evictQPS`` token this decision was taken with is already consumed (client-go ``TryAccept``).
+    """
+
+    evictor: EvictorName
+    namespace: str
+    name: str
+    uid: str
+    delete_options: dict[str, Any] | None
+    status: dict[str, Any]
+    soft_eviction: str | None = None
+    workload: str | None = None
+    max_migrating: int = 1
+    """The workload's limit the object limiter was checked with."""
+    events: tuple[JobEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Write the terminal ``status`` (phase Succeeded or Failed)."""
+
+    status: dict[str, Any]
+    events: tuple[JobEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scavenge:
+    """Delete the finished job (older than its ttl + 5 minutes)."""
+
+    why: str
+
+
+Decision = Ignore | Wait | Start | Evict | Finish | Scavenge
+
+
+class TokenBucket:
+    """client-go's ``NewTokenBucketRateLimiter(qps, burst)`` with ``TryAccept``; time is an argument.
+
+    Starts full. Not guaranteed: fairness between callers.
+    """
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = float(qps)
+        self.burst = max(1, int(burst))
+        self._tokens = float(self.burst)
+        self._at: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._at is not None and now > self._at:
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+        if self._at is None or now > self._at:
+            self._at = now
+
+    def available(self, now: float) -> bool:
+        """Whether one token is there now (without taking it)."""
+        self._refill(now)
+        return self._tokens >= 1.0
+
+    def try_accept(self, now: float) -> bool:
+        """Take one token if there is one."""
+        self._refill(now)
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
+class ObjectLimiter:
+    """Upstream ``objectLimiters.workload``: per workload, at most ``max_migrating`` evictions per
+    ``duration`` (token bucket, rate max_migrating/duration, burst ``burst``). Keys are workload UIDs.
+
+    ``max_migrating`` per workload comes from the caller (the arbitration's per-workload rule).
+    Not guaranteed: buckets of workloads that went away are kept until :meth:`forget`.
+    """
+
+    def __init__(self, duration_seconds: float, burst: int = 1) -> None:
+        self.duration = float(duration_seconds)
+        self.burst = max(1, int(burst))
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def _bucket(self, workload: str, max_migrating: int) -> TokenBucket:
+        qps = max(1, max_migrating) / self.duration if self.duration > 0 else float("inf")
+        bucket = self._buckets.get(workload)
+        if bucket is None or bucket.qps != qps:
+            old = bucket
+            bucket = TokenBucket(qps, self.burst)
+            if old is not None:
+                bucket._tokens, bucket._at = min(old._tokens, float(self.burst)), old._at
+            self._buckets[workload] = bucket
+        return bucket
+
+    def allows(self, workload: str, max_migrating: int, now: float) -> bool:
+        if self.duration <= 0:
+            return True
+        return self._bucket(workload, max_migrating).available(now)
+
+    def record(self, workload: str, max_migrating: int, now: float) -> None:
+        """Count one eviction of a pod of ``workload``."""
+        if self.duration > 0:
+            self._bucket(workload, max_migrating).try_accept(now)
+
+    def forget(self, workload: str) -> None:
+        self._buckets.pop(workload, None)
+
+
+def eviction_retry_delay(failures: int) -> float:
+    """Backoff after ``failures`` failed evictions in a row: 1 s, 2 s, 4 s, ... capped at 30 s."""
+    exponent = max(0, min(failures - 1, 16))
+    return float(min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2**exponent))
+
+
+def select_evictor(pod: PodView | None, job: Mapping[str, Any], settings: LifecycleSettings) -> EvictorName:
+    """Pod label ``koordinator.sh/evict-policy``, then the job's, then ``evictionPolicy``.
+
+    An unknown label value is skipped (the next source decides), never turned into ``Delete``.
+    """
+    job_labels = (job.get("metadata") or {}).get("labels") or {}
+    for labels in ((pod.labels if pod is not None else {}), job_labels):
+        value = labels.get(LABEL_EVICT_POLICY)
+        if value in EVICTORS:
+            return value
+    return settings.eviction_policy
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond
+    return None
+
+
+def _with_condition(
+    status: Mapping[str, Any], kind: str, state: str, *, reason: str, message: str, now: float
+) -> dict[str, Any]:
+    """Upstream ``updateCondition``: replace the condition of ``kind`` and mirror it in status/reason/message."""
+    stamp = format_rfc3339(now)
+    old = _condition(status, kind)
+    cond = {
+        "type": kind,
+        "status": state,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": stamp,
+        "lastTransitionTime": stamp if old is None or old.get("status") != state else old.get("lastTransitionTime"),
+    }
+    others = [c for c in status.get("conditions") or () if not (isinstance(c, Mapping) and c.get("type") == kind)]
+    new = dict(status)
+    new["conditions"] = [*others, cond]
+    new["status"] = kind
+    new["reason"] = reason
+    new["message"] = message
+    return new
+
+
+def _fail(status: Mapping[str, Any], reason: str, message: str) -> Finish:
+    new = dict(status)
+    new.update(phase=FAILED, reason=reason, message=message)
+    return Finish(new, (JobEvent("Warning", reason, message),))
+
+
+def _ttl_seconds(spec: Mapping[str, Any], settings: LifecycleSettings) -> float:
+    raw = spec.get("ttl")
+    if raw in (None, ""):
+        return settings.default_job_ttl_seconds
+    try:
+        return parse_duration(raw)
+    except DurationError:
+        return settings.default_job_ttl_seconds
+
+
+def _created(job: Mapping[str, Any]) -> float | None:
+    raw = (job.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return parse_rfc3339(raw)
+    except DurationError:
+        return None
+
+
+def needs_pod(job: Mapping[str, Any], settings: LifecycleSettings) -> bool:
+    """Whether :func:`decide` will look at the pod (saves a read for waiting, paused and finished jobs)."""
+    spec = job.get("spec") or {}
+    phase = (job.get("status") or {}).get("phase") or PENDING
+    if phase not in (PENDING, RUNNING) or spec.get("paused"):
+        return False
+    passed = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_PASSED_ARBITRATION) == "true"
+    return phase == RUNNING or passed or not settings.arbitration_enabled
+
+
+def decide(
+    job: Mapping[str, Any],
+    pod: PodView | None,
+    now: float,
+    settings: LifecycleSettings,
+    *,
+    evict_tokens: TokenBucket | None = None,
+    workload: str | None = None,
+    workload_max_migrating: int = 1,
+    object_limiter: ObjectLimiter | None = None,
+) -> Decision:
+    """The next step for ``job`` (a PodMigrationJob object) whose referenced pod is ``pod``.
+
+    ``pod`` is the pod named by ``spec.podRef`` as read now (``None``: not found). ``evict_tokens`` is the
+    ``evictQPS``/``evictBurst`` bucket and ``object_limiter`` the per-workload limiter for ``workload``
+    (the pod's owning workload UID); an :class:`Evict` decision has consumed one ``evictQPS`` token and
+    checked (not consumed) the workload's.
+    """
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    status: dict[str, Any] = dict(job.get("status") or {})
+    phase = status.get("phase") or PENDING
+    created = _created(job)
+    ttl = _ttl_seconds(spec, settings)
+
+    if phase not in (PENDING, RUNNING):
+        due = created is not None and now - created >= (
+            ttl + SCAVENGE_AFTER_TTL_SECONDS if ttl > 0 else SCAVENGE_WITHOUT_TTL_SECONDS
+        )
+        return Scavenge(f"phase {phase}, older than ttl + 5m") if due else Ignore(f"phase {phase}")
+    if spec.get("paused"):
+        return Ignore("paused")
+    if ttl > 0 and created is not None and now - created >= ttl:
+        return _fail(status, REASON_TIMEOUT, "Abort job caused by timeout")
+    annotations = meta.get("annotations") or {}
+    if phase == PENDING and settings.arbitration_enabled and annotations.get(ANNOTATION_PASSED_ARBITRATION) != "true":
+        return Ignore("waiting for arbitration")
+
+    pod_ref = spec.get("podRef") or {}
+    namespace, name = pod_ref.get("namespace"), pod_ref.get("name")
+    if not namespace or not name:
+        return _fail(status, REASON_INVALID_POD_REF, "spec.podRef needs namespace and name")
+    key = f"{namespace}/{name}"
+    mode = spec.get("mode") or settings.default_job_mode
+    recorded_uid = pod_ref.get("uid") or ""
+
+    if phase == PENDING:
+        if mode != "EvictDirectly":
+            new = _with_condition(
+                status,
+                CONDITION_RESERVATION_CREATED,
+                "False",
+                reason=REASON_FAILED_CREATE_RESERVATION,
+                message=RESERVATION_UNAVAILABLE,
+                now=now,
+            )
+            return _fail(new, REASON_FAILED_CREATE_RESERVATION, RESERVATION_UNAVAILABLE)
+        if pod is None or (recorded_uid and pod.uid != recorded_uid):
+            return _fail(status, REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
+        new = dict(status)
+        new["phase"] = RUNNING
+        return Start(pod.uid, new, (JobEvent("Normal", RUNNING, f'Start migrating Pod "{key}"'),))
+
+    # Running.
+    if mode != "EvictDirectly":
+        return _fail(status, REASON_FAILED_CREATE_RESERVATION, RESERVATION_UNAVAILABLE)
+    eviction = _condition(status, CONDITION_EVICTION)
+    done = f'Pod "{key}" has been evicted'
+    if eviction is not None and eviction.get("status") == "True":
+        return _succeed(status, done, now)
+    gone = pod is None or (bool(recorded_uid) and pod.uid != recorded_uid)
+    if gone:
+        if eviction is None:
+            return _fail(status, REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
+        return _succeed(status, done, now)
+    assert pod is not None
+    evictor = select_evictor(pod, job, settings)
+    already = pod.deleting or (evictor == "SoftEviction" and ANNOTATION_SOFT_EVICTION in pod.annotations)
+    if already:
+        if eviction is None:  # evicted by us before a crash, or by someone else: record it, keep waiting
+            message = f'Pod "{key}" is being evicted'
+            new = _with_condition(status, CONDITION_EVICTION, "False", reason=REASON_EVICTING, message=message, now=now)
+            return Wait(REQUEUE_SECONDS, new)
+        return Wait(REQUEUE_SECONDS)
+    limited = object_limiter is not None and workload is not None
+    if limited and not object_limiter.allows(workload, workload_max_migrating, now):  # type: ignore[union-attr,arg-type]
+        return Wait(REQUEUE_SECONDS)
+    if evict_tokens is not None and not evict_tokens.try_accept(now):
+        return Wait(REQUEUE_SECONDS)
+    delete_options = spec.get("deleteOptions")
+    if delete_options is None and settings.default_delete_options is not None:
+        delete_options = dict(settings.default_delete_options)
+    reason = annotations.get(ANNOTATION_EVICT_REASON, "")
+    message = f'Pod "{key}" evicted from node "{pod.node_name}" by the reason "{reason}"'
+    new = _with_condition(status, CONDITION_EVICTION, "False", reason=REASON_EVICTING, message=message, now=now)
+    soft = None
+    if evictor == "SoftEviction":
+        soft = json.dumps(
+            {
+                "timestamp": format_rfc3339(now),
+                "deleteOptions": delete_options,
+                "initiator": "koordpy-manager",
+                "reason": reason,
+            },
+            sort_keys=True,
+        )
+    return Evict(
+        evictor=evictor,
+        namespace=str(namespace),
+        name=str(name),
+        uid=pod.uid,
+        delete_options=dict(delete_options) if delete_options is not None else None,
+        status=new,
+        soft_eviction=soft,
+        workload=workload,
+        max_migrating=workload_max_migrating,
+        events=(JobEvent("Normal", REASON_EVICTING, message),),
+    )
+
+
+def _succeed(status: Mapping[str, Any], message: str, now: float) -> Finish:
+    new = _with_condition(status, CONDITION_EVICTION, "True", reason=REASON_EVICT_COMPLETE, message=message, now=now)
+    new.update(phase=SUCCEEDED, status=STATUS_COMPLETE, reason="", message=message)
+    return Finish(new, (JobEvent("Normal", STATUS_COMPLETE, message),))
+
+
+def after_eviction_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Wait:
+    """The eviction call failed with HTTP ``code`` (429: a PodDisruptionBudget forbids it now).
+
+    Retried after :func:`eviction_retry_delay` (``failures`` counts this one) until the ttl ends the job;
+    never turned into a delete. The Eviction condition stays False with reason ``FailedEvict``.
+    """
+    spec = job.get("spec") or {}
+    ref = spec.get("podRef") or {}
+    key = f"{ref.get('namespace')}/{ref.get('name')}"
+    message = f'Failed evict Pod "{key}" caused by {code}: {detail}'
+    status = _with_condition(
+        job.get("status") or {}, CONDITION_EVICTION, "False", reason=REASON_FAILED_EVICT, message=message, now=now
+    )
+    return Wait(eviction_retry_delay(failures), status, (JobEvent("Warning", REASON_EVICTING, message),))

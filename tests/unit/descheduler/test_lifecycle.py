@@ -1,0 +1,329 @@
+"""PodMigrationJob lifecycle: phases, ttl, paused, evictors, write-ahead record, limits, scavenger."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from koordpy.descheduler.lifecycle import (
+    ANNOTATION_PASSED_ARBITRATION,
+    ANNOTATION_SOFT_EVICTION,
+    LABEL_EVICT_POLICY,
+    Evict,
+    Finish,
+    Ignore,
+    LifecycleSettings,
+    ObjectLimiter,
+    PodView,
+    Scavenge,
+    Start,
+    TokenBucket,
+    Wait,
+    after_eviction_error,
+    decide,
+    eviction_retry_delay,
+    select_evictor,
+)
+from koordpy.model.durations import format_rfc3339
+
+T0 = 1795255200.0  # 2026-11-21T10:00:00Z, the job's creation time
+DIRECT = LifecycleSettings(default_job_mode="EvictDirectly")
+
+
+def job(
+    *,
+    phase: str | None = None,
+    mode: str | None = "EvictDirectly",
+    ttl: str | None = "5m",
+    paused: bool = False,
+    passed: bool = True,
+    uid: str | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"podRef": {"namespace": "shop", "name": "web-1"}}
+    if mode is not None:
+        spec["mode"] = mode
+    if ttl is not None:
+        spec["ttl"] = ttl
+    if paused:
+        spec["paused"] = True
+    if uid is not None:
+        spec["podRef"]["uid"] = uid
+    status: dict[str, Any] = {}
+    if phase is not None:
+        status["phase"] = phase
+    if conditions is not None:
+        status["conditions"] = conditions
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {
+            "name": "pmj-1",
+            "creationTimestamp": format_rfc3339(T0),
+            "annotations": {ANNOTATION_PASSED_ARBITRATION: "true"} if passed else {},
+            "labels": labels or {},
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def pod(uid: str = "u1", **kwargs: Any) -> PodView:
+    return PodView(namespace="shop", name="web-1", uid=uid, node_name="n1", **kwargs)
+
+
+EVICTING = {"type": "Eviction", "status": "False", "reason": "Evicting"}
+
+
+@pytest.mark.parametrize(
+    ("case", "the_job", "the_pod", "now", "expected"),
+    [
+        ("paused is a no-op", job(paused=True), pod(), T0 + 10, Ignore),
+        ("not passed arbitration waits", job(passed=False), pod(), T0 + 10, Ignore),
+        ("pending + pod -> Running", job(), pod(), T0 + 10, Start),
+        ("pending, pod missing -> Failed MissingPod", job(), None, T0 + 10, Finish),
+        # ttl 5m = 300 s: at T0+300 the job is exactly ttl old -> timeout (>=, as upstream)
+        ("ttl reached -> Failed Timeout", job(phase="Running", uid="u1"), pod(), T0 + 300, Finish),
+        ("running, no eviction yet -> Evict", job(phase="Running", uid="u1"), pod(), T0 + 10, Evict),
+        ("Succeeded, before ttl+5m: kept", job(phase="Succeeded"), None, T0 + 599, Ignore),
+        # ttl 300 s + 5 min scavenger grace = 600 s
+        ("Succeeded, ttl+5m: scavenged", job(phase="Succeeded"), None, T0 + 600, Scavenge),
+        ("Failed, ttl+5m: scavenged", job(phase="Failed"), None, T0 + 600, Scavenge),
+        ("Aborted is never driven", job(phase="Aborted"), pod(), T0 + 10, Ignore),
+    ],
+)
+def test_decision_kind(case: str, the_job: dict[str, Any], the_pod: PodView | None, now: float, expected: type) -> None:
+    assert isinstance(decide(the_job, the_pod, now, DIRECT), expected), case
+
+
+def test_start_records_uid_and_running_phase() -> None:
+    decision = decide(job(), pod("u-42"), T0 + 1, DIRECT)
+    assert isinstance(decision, Start)
+    assert decision.pod_uid == "u-42"
+    assert decision.status["phase"] == "Running"
+
+
+def test_timeout_uses_upstream_reason_and_warning_event() -> None:
+    decision = decide(job(phase="Running", uid="u1"), pod(), T0 + 300, DIRECT)
+    assert isinstance(decision, Finish)
+    assert decision.status["phase"] == "Failed"
+    assert decision.status["reason"] == "Timeout"
+    assert decision.events[0].type == "Warning" and decision.events[0].reason == "Timeout"
+
+
+def test_missing_ttl_takes_default_job_ttl() -> None:
+    # defaultJobTTL 60 s: a job without spec.ttl times out at T0+60, not later
+    settings = LifecycleSettings(default_job_mode="EvictDirectly", default_job_ttl_seconds=60)
+    assert isinstance(decide(job(ttl=None, phase="Running", uid="u1"), pod(), T0 + 59, settings), Evict)
+    timed_out = decide(job(ttl=None, phase="Running", uid="u1"), pod(), T0 + 60, settings)
+    assert isinstance(timed_out, Finish) and timed_out.status["reason"] == "Timeout"
+
+
+def test_reservation_first_fails_honestly_never_evicts() -> None:
+    # mode unset -> defaultJobMode ReservationFirst (upstream default)
+    for the_job in (job(mode=None), job(mode="ReservationFirst"), job(mode="ReservationFirst", phase="Running")):
+        decision = decide(the_job, pod(), T0 + 1, LifecycleSettings())
+        assert isinstance(decision, Finish)
+        assert decision.status["phase"] == "Failed"
+        assert decision.status["reason"] == "FailedCreateReservation"
+        assert "Reservation API" in decision.status["message"]
+        assert "EvictDirectly" in decision.events[0].message
+
+
+def test_evict_writes_ahead_the_evicting_condition() -> None:
+    decision = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT)
+    assert isinstance(decision, Evict)
+    assert (decision.evictor, decision.namespace, decision.name, decision.uid) == ("Eviction", "shop", "web-1", "u1")
+    cond = decision.status["conditions"][-1]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Eviction", "False", "Evicting")
+    assert decision.status["status"] == "Eviction"
+
+
+def test_delete_options_from_job_then_default() -> None:
+    with_default = LifecycleSettings(default_job_mode="EvictDirectly", default_delete_options={"gracePeriodSeconds": 5})
+    decision = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, with_default)
+    assert isinstance(decision, Evict) and decision.delete_options == {"gracePeriodSeconds": 5}
+    own = job(phase="Running", uid="u1")
+    own["spec"]["deleteOptions"] = {"gracePeriodSeconds": 0}
+    decision = decide(own, pod(), T0 + 10, with_default)
+    assert isinstance(decision, Evict) and decision.delete_options == {"gracePeriodSeconds": 0}
+
+
+@pytest.mark.parametrize(
+    ("case", "the_job", "the_pod", "expected_phase"),
+    [
+        (
+            "pod gone after eviction -> Succeeded",
+            job(phase="Running", uid="u1", conditions=[EVICTING]),
+            None,
+            "Succeeded",
+        ),
+        (
+            "replacement with another UID -> Succeeded",
+            job(phase="Running", uid="u1", conditions=[EVICTING]),
+            pod("u2"),
+            "Succeeded",
+        ),
+        ("pod gone, never evicted -> MissingPod", job(phase="Running", uid="u1"), None, "Failed"),
+    ],
+)
+def test_completion(case: str, the_job: dict[str, Any], the_pod: PodView | None, expected_phase: str) -> None:
+    decision = decide(the_job, the_pod, T0 + 20, DIRECT)
+    assert isinstance(decision, Finish), case
+    assert decision.status["phase"] == expected_phase, case
+    if expected_phase == "Succeeded":
+        assert decision.status["status"] == "Complete"
+        cond = decision.status["conditions"][-1]
+        assert (cond["type"], cond["status"], cond["reason"]) == ("Eviction", "True", "EvictComplete")
+    else:
+        assert decision.status["reason"] == "MissingPod"
+
+
+def test_terminating_pod_is_never_evicted_again_after_restart() -> None:
+    # crash between the eviction call and any status write: the pod carries deletionTimestamp
+    decision = decide(job(phase="Running", uid="u1"), pod(deleting=True), T0 + 10, DIRECT)
+    assert isinstance(decision, Wait)
+    assert decision.status is not None and decision.status["conditions"][-1]["reason"] == "Evicting"
+    # with the write-ahead record already there: just wait
+    again = decide(job(phase="Running", uid="u1", conditions=[EVICTING]), pod(deleting=True), T0 + 13, DIRECT)
+    assert isinstance(again, Wait) and again.status is None
+
+
+def test_adopted_running_job_with_write_ahead_record_is_driven_to_success() -> None:
+    # a new process (fresh limiters) sees a Running job whose pod is gone: Succeeded, no eviction
+    decision = decide(
+        job(phase="Running", uid="u1", conditions=[EVICTING]),
+        None,
+        T0 + 30,
+        DIRECT,
+        evict_tokens=TokenBucket(10, 1),
+        object_limiter=ObjectLimiter(300),
+        workload="rs-uid",
+    )
+    assert isinstance(decision, Finish) and decision.status["phase"] == "Succeeded"
+
+
+def test_write_ahead_record_with_untouched_pod_evicts_once() -> None:
+    # crash after the write-ahead status but before the eviction call: the pod is untouched, so evict now
+    decision = decide(job(phase="Running", uid="u1", conditions=[EVICTING]), pod(), T0 + 10, DIRECT)
+    assert isinstance(decision, Evict)
+
+
+@pytest.mark.parametrize(
+    ("pod_label", "job_label", "policy", "expected"),
+    [
+        (None, None, "Eviction", "Eviction"),
+        (None, None, "Delete", "Delete"),
+        (None, "SoftEviction", "Eviction", "SoftEviction"),
+        ("Delete", "SoftEviction", "Eviction", "Delete"),  # pod label wins over job label
+        ("Bogus", None, "Eviction", "Eviction"),  # unknown value skipped, never a delete
+        ("Bogus", "Delete", "Eviction", "Delete"),
+    ],
+)
+def test_select_evictor(pod_label: str | None, job_label: str | None, policy: Any, expected: str) -> None:
+    the_pod = pod(labels={LABEL_EVICT_POLICY: pod_label} if pod_label else {})
+    the_job = job(labels={LABEL_EVICT_POLICY: job_label} if job_label else {})
+    assert select_evictor(the_pod, the_job, LifecycleSettings(eviction_policy=policy)) == expected
+
+
+def test_soft_eviction_annotates_and_waits() -> None:
+    settings = LifecycleSettings(default_job_mode="EvictDirectly", eviction_policy="SoftEviction")
+    decision = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, settings)
+    assert isinstance(decision, Evict) and decision.evictor == "SoftEviction"
+    assert decision.soft_eviction is not None
+    payload = json.loads(decision.soft_eviction)
+    assert set(payload) == {"timestamp", "deleteOptions", "initiator", "reason"}
+    annotated = pod(annotations={ANNOTATION_SOFT_EVICTION: decision.soft_eviction})
+    again = decide(job(phase="Running", uid="u1", conditions=[EVICTING]), annotated, T0 + 13, settings)
+    assert isinstance(again, Wait)  # someone else must delete it; never annotated twice
+
+
+def test_eviction_429_is_retried_with_backoff_never_deleted() -> None:
+    the_job = job(phase="Running", uid="u1", conditions=[EVICTING])
+    wait = after_eviction_error(
+        the_job, 429, "Cannot evict pod as it would violate the pod's disruption budget.", 3, T0
+    )
+    assert wait.after == 4.0  # 1 s * 2^(3-1)
+    assert wait.status is not None
+    cond = wait.status["conditions"][-1]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Eviction", "False", "FailedEvict")
+    failed = dict(the_job, status=wait.status)
+    retry = decide(failed, pod(), T0 + 14, DIRECT)
+    assert isinstance(retry, Evict) and retry.evictor == "Eviction"
+    # until the ttl (300 s) ends the job with Timeout
+    end = decide(failed, pod(), T0 + 300, DIRECT)
+    assert isinstance(end, Finish) and end.status["reason"] == "Timeout"
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (5, 16.0), (6, 30.0), (100, 30.0)])
+def test_retry_delay(failures: int, delay: float) -> None:
+    # 1 s * 2^(n-1), capped at 30 s: 2^5 = 32 > 30
+    assert eviction_retry_delay(failures) == delay
+
+
+def test_token_bucket_qps_and_burst() -> None:
+    # evictQPS 10, burst 1: one now, the next after 0.1 s
+    bucket = TokenBucket(10, 1)
+    assert bucket.try_accept(0.0)
+    assert not bucket.try_accept(0.05)
+    assert bucket.try_accept(0.1)
+    # burst 3 after a long idle: three at once, not four
+    burst = TokenBucket(1, 3)
+    assert [burst.try_accept(100.0) for _ in range(4)] == [True, True, True, False]
+
+
+def test_evict_qps_limits_decisions() -> None:
+    bucket = TokenBucket(10, 1)
+    first = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
+    second = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
+    assert isinstance(first, Evict)
+    assert isinstance(second, Wait) and second.after == 3.0  # upstream requeue 3 s
+
+
+def test_object_limiter_per_workload() -> None:
+    # duration 300 s, maxMigrating 2 -> rate 2/300 per s, burst 1: after one recorded eviction the same
+    # workload waits 150 s; another workload is not affected; a decision alone consumes nothing
+    limiter = ObjectLimiter(300, burst=1)
+    kwargs: dict[str, Any] = {"object_limiter": limiter, "workload_max_migrating": 2}
+    running = job(phase="Running", uid="u1")
+    first = decide(running, pod(), T0 + 10, DIRECT, workload="w1", **kwargs)
+    assert isinstance(first, Evict) and (first.workload, first.max_migrating) == ("w1", 2)
+    assert isinstance(decide(running, pod(), T0 + 10, DIRECT, workload="w1", **kwargs), Evict)  # not recorded yet
+    limiter.record("w1", 2, T0 + 10)  # the eviction succeeded
+    assert isinstance(decide(running, pod(), T0 + 11, DIRECT, workload="w1", **kwargs), Wait)
+    assert isinstance(decide(running, pod(), T0 + 11, DIRECT, workload="w2", **kwargs), Evict)
+    assert isinstance(decide(running, pod(), T0 + 159, DIRECT, workload="w1", **kwargs), Wait)
+    assert isinstance(decide(running, pod(), T0 + 160, DIRECT, workload="w1", **kwargs), Evict)
+
+
+def test_rate_limited_wait_consumes_no_tokens() -> None:
+    # the object limiter refuses first: the QPS token stays for another workload
+    limiter = ObjectLimiter(300)
+    bucket = TokenBucket(0.001, 1)
+    limiter.record("w1", 1, T0)
+    blocked = decide(
+        job(phase="Running", uid="u1"),
+        pod(),
+        T0 + 1,
+        DIRECT,
+        evict_tokens=bucket,
+        object_limiter=limiter,
+        workload="w1",
+    )
+    assert isinstance(blocked, Wait)
+    assert bucket.available(T0 + 1)
+
+
+def test_invalid_pod_ref_fails() -> None:
+    bad = job()
+    bad["spec"]["podRef"] = {"name": "web-1"}
+    decision = decide(bad, None, T0 + 1, DIRECT)
+    assert isinstance(decision, Finish) and decision.status["reason"] == "InvalidPodRef"
+
+
+def test_arbitration_disabled_starts_without_annotation() -> None:
+    settings = LifecycleSettings(default_job_mode="EvictDirectly", arbitration_enabled=False)
+    assert isinstance(decide(job(passed=False), pod(), T0 + 1, settings), Start)
