@@ -256,7 +256,7 @@ def create_app(
         return _error(reason)
 
     app.add_exception_handler(Exception, unexpected)
-    app.add_middleware(VerbFastPath, service=service)  # type: ignore[arg-type]
+    app.add_middleware(VerbFastPath, service=service)
     return app
 
 
