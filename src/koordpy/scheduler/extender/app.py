@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import orjson
 from fastapi import FastAPI
@@ -30,26 +31,33 @@ from koordpy.scheduler.extender.debug import describe_node
 from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
 from koordpy.scheduler.extender.service import ExtenderService, Reply
 
-__all__ = ["add_ops_routes", "create_app", "create_ops_app", "read_body"]
+__all__ = ["VerbFastPath", "add_ops_routes", "create_app", "create_ops_app", "read_body"]
 
 JSON = "application/json"
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or :class:`ProtocolError` (413 too large, 415 not JSON, 400 unreadable)."""
-    content_type = request.headers.get("content-type", "")
+def _declared_length(content_type: str, length: str | None, limit: int) -> int | None:
+    """Check a verb request's head: :class:`ProtocolError` 415 (not JSON), 400 (bad Content-Length) or 413
+    (declared too large); else the declared length (None when not declared)."""
     media = content_type.partition(";")[0].strip().lower()
     if media != JSON and not media.endswith("+json"):
         raise ProtocolError(415, f"Content-Type must be application/json, got {content_type or 'none'!r}")
-    length = request.headers.get("content-length")
-    if length is not None:
-        try:
-            declared = int(length)
-        except ValueError:
-            raise ProtocolError(400, "invalid Content-Length") from None
-        if declared > limit:
-            raise ProtocolError(413, f"request body of {declared} bytes exceeds maxRequestBytes={limit}")
+    if length is None:
+        return None
+    try:
+        declared = int(length)
+    except ValueError:
+        raise ProtocolError(400, "invalid Content-Length") from None
+    if declared > limit:
+        raise ProtocolError(413, f"request body of {declared} bytes exceeds maxRequestBytes={limit}")
+    return declared
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or :class:`ProtocolError` (413 too large, 415 not JSON, 400 unreadable)."""
+    declared = _declared_length(request.headers.get("content-type", ""), request.headers.get("content-length"), limit)
+    if declared is not None:
         try:
             return await request.body()
         except Exception as exc:
@@ -67,6 +75,90 @@ async def read_body(request: Request, limit: int) -> bytes:
     except Exception as exc:
         raise ProtocolError(400, f"could not read the request body: {type(exc).__name__}") from None
     return b"".join(chunks)
+
+
+ASGIMessage = dict[str, Any]
+Receive = Callable[[], Awaitable[ASGIMessage]]
+Send = Callable[[ASGIMessage], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+
+class VerbFastPath:
+    """Pure ASGI middleware answering ``POST /filter`` and ``POST /prioritize`` before Starlette's routing.
+
+    The same checks and answers as the routes (``_declared_length``, ``maxRequestBytes`` while
+    reading, the service's reply), without a ``Request``/``Response`` object, routing or the exception
+    middleware per call. Everything else (``/bind``, health, metrics, debug, lifespan) goes to the app.
+
+    Not guaranteed: a request whose ``Content-Length`` disagrees with its body is read as sent (the
+    server's parser decides where the body ends).
+    """
+
+    def __init__(self, app: ASGIApp, service: ExtenderService) -> None:
+        self.app = app
+        self.service = service
+        self.limit = service.settings.max_request_bytes
+        self.verbs: dict[str, tuple[str, Callable[[bytes, float], Reply]]] = {
+            "/filter": ("filter", service.filter),
+            "/prioritize": ("prioritize", service.prioritize),
+        }
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            verb = self.verbs.get(scope["path"])
+            if verb is not None:
+                await self._answer(verb[0], verb[1], scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _read(self, scope: dict[str, Any], receive: Receive) -> bytes:
+        content_type: str = ""
+        length: str | None = None
+        for key, value in scope["headers"]:
+            if key == b"content-type":
+                content_type = value.decode("latin-1")
+            elif key == b"content-length":
+                length = value.decode("latin-1")
+        _declared_length(content_type, length, self.limit)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise ProtocolError(400, "could not read the request body: client disconnected")
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > self.limit:
+                    raise ProtocolError(413, f"request body exceeds maxRequestBytes={self.limit}")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _answer(
+        self, name: str, answer: Callable[[bytes, float], Reply], scope: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        started = time.perf_counter()
+        try:
+            body = await self._read(scope, receive)
+        except ProtocolError as exc:
+            reply = self.service.reject(name, exc, started)
+        else:
+            try:
+                reply = answer(body, started)
+            except Exception as exc:  # the verbs catch everything; this is the last resort
+                self.service.log.error("request.crashed", path=scope["path"], error=f"{type(exc).__name__}: {exc}")
+                reason = f"koordpy extender internal error: {type(exc).__name__}"
+                reply = Reply(200, encode_filter_error(reason) if name == "filter" else b"[]")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": reply.status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(reply.body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": reply.body})
 
 
 Answer = Callable[[bytes, float], Reply | Awaitable[Reply]]
@@ -164,6 +256,7 @@ def create_app(
         return _error(reason)
 
     app.add_exception_handler(Exception, unexpected)
+    app.add_middleware(VerbFastPath, service=service)
     return app
 
 

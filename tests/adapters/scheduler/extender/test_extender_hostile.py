@@ -153,3 +153,27 @@ async def test_an_internal_error_becomes_the_protocol_error(ext: Any, monkeypatc
     assert resp.status_code == 200 and orjson.loads(resp.content) == []
     metrics = (await ext.http.get("/metrics")).text
     assert 'koordpy_extender_requests_total{outcome="error",verb="filter"} 1.0' in metrics
+
+
+async def test_an_exception_escaping_a_verb_is_answered_by_the_fast_path(
+    ext: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verbs catch everything themselves; should one ever raise, the fast path (in front of
+    Starlette's routing) still answers the protocol's error shape, and the connection stays usable."""
+
+    def escaping(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("escaped")
+
+    fast = ext.extender.app.user_middleware[0].kwargs["service"]
+    assert fast is ext.extender.service
+    monkeypatch.setattr(ext.extender.service, "filter", escaping)
+    monkeypatch.setattr(ext.extender.service, "prioritize", escaping)
+    # the middleware bound the verbs when the app was built: rebuild its stack so it binds the broken ones
+    ext.extender.app.middleware_stack = ext.extender.app.build_middleware_stack()
+    resp = await ext.post("filter", {"Pod": GOOD_POD, "Nodes": None, "NodeNames": ["n1"]})
+    assert resp.status_code == 200
+    result = orjson.loads(resp.content)
+    assert result["NodeNames"] is None and result["Error"] == "koordpy extender internal error: RuntimeError"
+    resp = await ext.post("prioritize", {"Pod": GOOD_POD, "Nodes": None, "NodeNames": ["n1"]})
+    assert resp.status_code == 200 and orjson.loads(resp.content) == []
+    assert (await ext.http.get("/healthz")).status_code == 200

@@ -165,3 +165,17 @@ async def test_a_node_removed_between_filter_and_prioritize_is_not_scored_by_a_r
     ext.metric("newcomer", cpu="30", memory="100Gi")
     result = orjson.loads((await ext.post("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": ["idle"]})).content)
     assert result == []  # "idle" is gone; "newcomer" was not asked about
+
+
+async def test_verbs_over_http_answer_exactly_the_service_bytes(ext: Any) -> None:
+    """The ASGI fast path adds nothing and drops nothing: the HTTP body is the service's reply, byte for byte."""
+    seed(ext)
+    body = orjson.dumps({"Pod": incoming(), "Nodes": None, "NodeNames": ["idle", "hot", "ghost"]})
+    headers = {"Content-Type": "application/json"}
+    resp = await ext.http.post("/filter", content=body, headers=headers)
+    assert resp.content == ext.extender.service.filter(body).body
+    assert resp.headers["content-length"] == str(len(resp.content))
+    prio = orjson.dumps({"Pod": incoming(), "Nodes": None, "NodeNames": ["idle"]})
+    resp = await ext.http.post("/prioritize", content=prio, headers=headers)
+    assert resp.content == ext.extender.service.prioritize(prio).body
+    assert resp.headers["content-type"] == "application/json"
