@@ -58,6 +58,15 @@ NEEDED = {
         ("kopf.dev", "clusterkopfpeerings", "watch"),
         ("kopf.dev", "clusterkopfpeerings", "patch"),
         ("kopf.dev", "clusterkopfpeerings", "create"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("scheduling.sigs.k8s.io", "podgroups", "list"),
+        ("scheduling.sigs.k8s.io", "podgroups", "watch"),
+        ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "list"),
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("", "events", "create"),
     ],
 }
 
@@ -78,7 +87,18 @@ DENIED = {
         ("ensurance.crane.io", "podqoss", "patch"),
         ("ensurance.crane.io", "nodeqoss", "delete"),
     ],
-    MANAGER: [("", "pods", "delete"), ("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "secrets", "list")],
+    MANAGER: [
+        ("", "pods", "delete"),
+        ("", "pods", "patch"),
+        ("", "nodes", "patch"),
+        ("", "pods/eviction", "create"),
+        ("", "pods/binding", "create"),
+        ("", "secrets", "list"),
+        # status only: a PodGroup's spec belongs to its user.
+        ("scheduling.sigs.k8s.io", "podgroups", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "update"),
+        ("scheduling.sigs.k8s.io", "podgroups", "delete"),
+    ],
 }
 
 
