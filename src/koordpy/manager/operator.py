@@ -241,11 +241,11 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
     # kopf fills indexes from the initial lists before any handler runs: a pod seen first thus finds its
     # PodGroup (no "not found" Event for a gang whose PodGroup simply had not been listed yet).
     @kopf.index(API_SIGS, "v1alpha1", "podgroups", id="podgroups_sigs", registry=registry)
-    def podgroups_sigs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    def podgroups_sigs(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
         return {f"{namespace}/{name}": dict(body)}
 
     @kopf.index(API_X_K8S, "v1alpha1", "podgroups", id="podgroups_x_k8s", registry=registry)
-    def podgroups_x_k8s(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    def podgroups_x_k8s(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
         return {f"{namespace}/{name}": dict(body)}
 
     @kopf.on.event("v1", "pods", registry=registry)
