@@ -83,6 +83,7 @@ class GangStatusKeeper:
             self.cache.delete_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
             self.pod_uids.pop(key, None)
             self.owners.pop(key, None)
+            self.throttle.forget([f"Pod/{key}"])
         else:
             try:
                 pod = pod_from_dict(body)
@@ -102,6 +103,7 @@ class GangStatusKeeper:
         gang_id = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         if type == "DELETED":
             self.podgroups.pop((api, gang_id), None)
+            self.throttle.forget([f"PodGroup/{gang_id}"])
             self.cache.delete_podgroup(api, str(meta.get("namespace", "")), str(meta.get("name", "")))
             return [gang_id]
         raw = {**body, "apiVersion": f"{api}/v1alpha1"}
