@@ -98,8 +98,6 @@ class ExtenderConfig:
             raise ValueError(f"extenders[{(unused or [0])[0]}]: expected one filter/prioritize entry and one binder")
         main = cls.from_dict(entries[others[0]], url_prefix)
         binder = cls.from_dict(entries[binders[0]], url_prefix)
-        if main.bind_verb:
-            raise ValueError(f"extenders[{others[0]}].bindVerb: set on two entries")
         if main.managed_resources != binder.managed_resources:
             raise ValueError(f"extenders[{binders[0]}].managedResources: differs from extenders[{others[0]}]")
         return replace(
