@@ -132,24 +132,34 @@ def test_profile_and_extender_agree_with_the_extenders_own_config(scenario: str)
     objects = render_scenario(scenario)
     cfg = kube_scheduler_config(objects)
     mine = koordpy_config(objects)
-    (extender,) = cfg["extenders"]
+    main, binder = cfg["extenders"]
     assert [p["schedulerName"] for p in cfg["profiles"]] == [mine.extender.scheduler_name]
-    assert extender["urlPrefix"] == f"http://127.0.0.1:{mine.extender.port}"
+    # Both entries are the same sidecar on loopback.
+    assert main["urlPrefix"] == binder["urlPrefix"] == f"http://127.0.0.1:{mine.extender.port}"
     assert mine.extender.host == "127.0.0.1"
-    # The gang bind barrier answers within bindTimeoutSeconds; kube-scheduler must wait longer.
-    assert parse_duration(extender["httpTimeout"]) > mine.extender.bind_timeout_seconds
+    # The binder's httpTimeout IS the extender's gang.binderHttpTimeoutSeconds (one value renders both),
+    # and exceeds one pods/binding call's deadline, so a slow bind is reported by the extender, not cut off.
+    assert parse_duration(binder["httpTimeout"]) == mine.gang.binder_http_timeout_seconds
+    assert parse_duration(binder["httpTimeout"]) > mine.extender.bind_timeout_seconds
+    assert mine.gang.binder_answer_margin_seconds < mine.gang.binder_http_timeout_seconds
 
 
 def test_koordpy_choices() -> None:
     objects = render()
     cfg = kube_scheduler_config(objects)
-    (extender,) = cfg["extenders"]
-    assert extender["filterVerb"] == "filter"
-    assert extender["prioritizeVerb"] == "prioritize"
-    assert extender["bindVerb"] == "bind"
-    assert extender["nodeCacheCapable"] is True
-    assert extender["ignorable"] is False
-    assert extender["httpTimeout"] == "30s"
+    main, binder = cfg["extenders"]
+    # Entry 1: filter and prioritize, inside kube-scheduler's serial cycle: a short timeout.
+    assert (main["filterVerb"], main["prioritizeVerb"], main["weight"]) == ("filter", "prioritize", 1)
+    assert "bindVerb" not in main
+    assert main["httpTimeout"] == "5s"
+    # Entry 2: bind only, not ignorable, with the gang-sized timeout (defaultTimeout 600 s + 60 s = 660 s).
+    assert binder["bindVerb"] == "bind"
+    assert not {"filterVerb", "prioritizeVerb", "preemptVerb", "weight"} & set(binder)
+    assert binder["httpTimeout"] == "660s"
+    assert parse_duration(binder["httpTimeout"]) >= koordpy_config(objects).gang.default_timeout
+    for entry in (main, binder):
+        assert entry["nodeCacheCapable"] is True
+        assert entry["ignorable"] is False
     assert cfg["percentageOfNodesToScore"] == 100
     assert cfg["leaderElection"]["leaderElect"] is True
     assert cfg["leaderElection"]["resourceName"] == "koordpy-scheduler"
@@ -175,3 +185,25 @@ def test_managed_resources_pass_through() -> None:
     cfg = kube_scheduler_config(render_scenario("tuned-values.yaml"))
     assert cfg["extenders"][0]["managedResources"] == [{"name": "koordpy.io/scheduled", "ignoredByScheduler": True}]
     assert cfg["extenders"][0]["weight"] == 5
+
+
+def test_binder_timeout_and_extender_setting_are_one_value() -> None:
+    objects = render("--set", "scheduler.config.gang.binderHttpTimeoutSeconds=3600")
+    _, binder = kube_scheduler_config(objects)["extenders"]
+    assert binder["httpTimeout"] == "3600s"
+    assert koordpy_config(objects).gang.binder_http_timeout_seconds == 3600
+    # The filter/prioritize timeout is its own value.
+    main, _ = kube_scheduler_config(render("--set", "scheduler.extender.httpTimeoutSeconds=2"))["extenders"]
+    assert main["httpTimeout"] == "2s"
+
+
+def test_the_system_driver_reads_both_entries_as_kube_scheduler_does() -> None:
+    from koordpy.testing.schedulerdriver import ExtenderConfig
+
+    entries = kube_scheduler_config(render())["extenders"]
+    config = ExtenderConfig.from_entries(entries, url_prefix="http://127.0.0.1:5555")
+    assert (config.filter_verb, config.prioritize_verb, config.bind_verb) == ("filter", "prioritize", "bind")
+    assert (config.timeout("filter"), config.timeout("prioritize"), config.timeout("bind")) == (5.0, 5.0, 660.0)
+    assert config.url("bind") == "http://127.0.0.1:5555/bind"
+    with pytest.raises(ValueError, match=r"extenders\[1\].bindVerb: only one extender can implement bind"):
+        ExtenderConfig.from_entries([entries[1], entries[1]])

@@ -68,6 +68,14 @@ NEEDED = {
         ("", "events", "create"),
         ("apps", "replicasets", "get"),
         ("apps", "deployments", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("scheduling.sigs.k8s.io", "podgroups", "list"),
+        ("scheduling.sigs.k8s.io", "podgroups", "watch"),
+        ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "list"),
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.x-k8s.io", "podgroups/status", "patch"),
     ],
 }
 
@@ -91,10 +99,14 @@ DENIED = {
     MANAGER: [
         ("", "pods", "delete"),
         ("", "pods", "patch"),
-        ("", "pods", "list"),
         ("", "nodes", "patch"),
+        ("", "pods/binding", "create"),
         ("", "secrets", "list"),
         ("apps", "deployments", "patch"),
+        # status only: a PodGroup's spec belongs to its user.
+        ("scheduling.sigs.k8s.io", "podgroups", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "update"),
+        ("scheduling.sigs.k8s.io", "podgroups", "delete"),
     ],
 }
 

@@ -268,8 +268,13 @@ def test_disruption_budgets_only_with_replicas() -> None:
     ("args", "message"),
     [
         (
-            ("--set", "scheduler.config.extender.bindTimeoutSeconds=30"),
-            "bindTimeoutSeconds (30) must be below scheduler.extender.httpTimeoutSeconds (30)",
+            (
+                "--set",
+                "scheduler.config.extender.bindTimeoutSeconds=30",
+                "--set",
+                "scheduler.config.gang.binderHttpTimeoutSeconds=30",
+            ),
+            "bindTimeoutSeconds (30) must be below scheduler.config.gang.binderHttpTimeoutSeconds (30)",
         ),
         (
             ("--set", "scheduler.replicaCount=2", "--set", "scheduler.leaderElection.enabled=false"),

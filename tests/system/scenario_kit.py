@@ -95,9 +95,7 @@ def driver_for(
     kube_scheduler_config: Mapping[str, Any], api_url: str, extender_url: str, seed: int = 7
 ) -> SchedulerDriver:
     """A driver configured from the chart's KubeSchedulerConfiguration (only urlPrefix replaced)."""
-    extenders = kube_scheduler_config["extenders"]
-    assert len(extenders) == 1, extenders
-    config = ExtenderConfig.from_dict(extenders[0], url_prefix=extender_url)
+    config = ExtenderConfig.from_entries(kube_scheduler_config["extenders"], url_prefix=extender_url)
     assert config.node_cache_capable and not config.ignorable and config.bind_verb
     profile = kube_scheduler_config["profiles"][0]["schedulerName"]
     return SchedulerDriver(

@@ -178,3 +178,29 @@ async def test_queue_priority_order_and_unschedulable_flush() -> None:
     assert (await queue.pop()).uid == "low"
     clock.now += 61.0  # no event at all: flushed after podMaxInUnschedulablePodsDuration
     assert (await queue.pop()).uid == "high"
+
+
+def test_config_from_two_entries_as_kube_scheduler_uses_them() -> None:
+    main = {
+        "urlPrefix": "http://a",
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "weight": 1,
+        "httpTimeout": "5s",
+        "nodeCacheCapable": True,
+    }
+    binder = {"urlPrefix": "http://b", "bindVerb": "bind", "httpTimeout": "660s", "nodeCacheCapable": True}
+    config = ExtenderConfig.from_entries([binder, main])  # order does not matter
+    assert (config.url("filter"), config.url("bind")) == ("http://a/filter", "http://b/bind")
+    assert (config.timeout("filter"), config.timeout("prioritize"), config.timeout("bind")) == (5.0, 5.0, 660.0)
+    # One entry: as before, every verb with its timeout.
+    single = ExtenderConfig.from_entries([{**main, "bindVerb": "bind"}])
+    assert single.timeout("bind") == 5.0
+    with pytest.raises(ValueError, match=r"extenders\[1\]: the driver runs one filter/prioritize extender"):
+        ExtenderConfig.from_entries([main, main])
+    with pytest.raises(ValueError, match=r"managedResources"):
+        ExtenderConfig.from_entries([main, {**binder, "managedResources": [{"name": "x"}]}])
+    with pytest.raises(ValueError, match=r"extenders\[1\].bindVerb: only one extender can implement bind"):
+        ExtenderConfig.from_entries([{**main, "bindVerb": "bind"}, binder])
+    with pytest.raises(ValueError, match="expected one filter/prioritize entry and one binder"):
+        ExtenderConfig.from_entries([main, {"urlPrefix": "http://c", "nodeCacheCapable": True}])

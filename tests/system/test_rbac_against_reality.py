@@ -69,6 +69,21 @@ async def _short_run(cluster: Cluster) -> None:
             for i in range(5):
                 await create(admin, PODS_PATH, pod(f"rbac-{i}"))
             await driver.wait_until(lambda: len(driver.bound()) == 5, 60, "5 pods bound")
+        # A gang: the manager writes its PodGroup's status and posts an Event (1 of 2 members exist).
+        await create(
+            admin,
+            "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/default/podgroups",
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "rbac-gang", "namespace": "default"},
+                "spec": {"minMember": 2},
+            },
+        )
+        member = pod("rbac-gang-0")
+        member["metadata"]["labels"] = {"pod-group.scheduling.sigs.k8s.io": "rbac-gang"}
+        member["spec"]["schedulerName"] = "nobody"  # stays unbound: it waits for its gang
+        await create(admin, PODS_PATH, member)
         # A node without a NodeMetric: the manager creates one with the collect policy.
         await create(admin, "/api/v1/nodes", node("rbac-new"))
         deadline = time.monotonic() + 30
@@ -91,6 +106,12 @@ async def _short_run(cluster: Cluster) -> None:
         while ((await admin.get(f"{PMJS}/rbac-migration")).json().get("status") or {}).get("phase") != "Succeeded":
             assert time.monotonic() < deadline, "the manager did not migrate the PodMigrationJob's pod"
             await asyncio.sleep(0.1)
+        for wanted in (("patch", "podgroups", "status"), ("create", "events", "")):
+            while not any(
+                (c.user, c.verb, c.resource, c.subresource) == ("manager", *wanted) for c in cluster.recorded_calls()
+            ):
+                assert time.monotonic() < deadline, f"the manager never made {wanted}"
+                await asyncio.sleep(0.1)
         # ... and the agent has reported its node at least once (its status write is in the record).
         while not any(c.user == "agent" and c.subresource == "status" for c in cluster.recorded_calls()):
             assert time.monotonic() < deadline, "the agent never wrote its NodeMetric status"
@@ -126,3 +147,6 @@ async def test_recorded_calls_are_allowed_by_the_chart(
     assert ("manager", "create", "nodemetrics", "") in used
     assert ("manager", "create", "pods", "eviction") in used
     assert ("manager", "patch", "podmigrationjobs", "status") in used
+    assert ("manager", "patch", "podgroups", "status") in used
+    assert ("manager", "create", "events", "") in used
+    assert ("manager", "watch", "pods", "") in used

@@ -60,6 +60,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* kube-scheduler's httpTimeout for the binder extender entry, in seconds: the extender's
+config.gang.binderHttpTimeoutSeconds (default 660), so the two can never disagree. */}}
+{{- define "koordpy.scheduler.binderHttpTimeout" -}}
+{{- dig "gang" "binderHttpTimeoutSeconds" 660 .Values.scheduler.config }}
+{{- end }}
+
 {{/* The kube-scheduler profile name: the extender's schedulerName, so both always agree. */}}
 {{- define "koordpy.scheduler.profile" -}}
 {{- dig "extender" "schedulerName" "koordpy-scheduler" .Values.scheduler.config }}
@@ -114,8 +120,9 @@ empty when extender.metricsPort is unset (then the extender listens on loopback 
 {{- fail "scheduler.replicaCount > 1 needs scheduler.leaderElection.enabled: two unelected kube-schedulers would bind the same pods" }}
 {{- end }}
 {{- $bind := dig "extender" "bindTimeoutSeconds" 4 .Values.scheduler.config | float64 }}
-{{- if ge $bind (float64 .Values.scheduler.extender.httpTimeoutSeconds) }}
-{{- fail (printf "scheduler.config.extender.bindTimeoutSeconds (%v) must be below scheduler.extender.httpTimeoutSeconds (%v): kube-scheduler would give up on the bind first" $bind .Values.scheduler.extender.httpTimeoutSeconds) }}
+{{- $binder := include "koordpy.scheduler.binderHttpTimeout" . | float64 }}
+{{- if ge $bind $binder }}
+{{- fail (printf "scheduler.config.extender.bindTimeoutSeconds (%v) must be below scheduler.config.gang.binderHttpTimeoutSeconds (%v): kube-scheduler would give up on the bind first" $bind $binder) }}
 {{- end }}
 {{- if ne (dig "extender" "host" "127.0.0.1" .Values.scheduler.config) "127.0.0.1" }}
 {{- fail "scheduler.config.extender.host must stay 127.0.0.1: the bind endpoint must not be reachable from outside the pod" }}

@@ -1,8 +1,8 @@
 """``kubectl-koordpy``: koordpy as a kubectl plugin (``kubectl koordpy explain ...``).
 
 kubectl runs the first ``kubectl-<name>`` on ``PATH`` with the remaining arguments. ``explain``
-is short for ``scheduler explain``; everything else (``agent plan``, ``simulate``, ``--help``)
-goes to ``koordpy`` unchanged.
+is short for ``scheduler explain``, ``gangs`` for ``scheduler gangs``; everything else (``agent plan``,
+``simulate``, ``--help``) goes to ``koordpy`` unchanged.
 
 Not guaranteed: kubectl's own global flags before the plugin name (``kubectl --context x koordpy``)
 are not passed to plugins by kubectl; give ``--context``/``--kubeconfig`` after the subcommand.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 __all__ = ["main", "translate"]
 
-SHORTCUTS = {"explain": ("scheduler", "explain")}
+SHORTCUTS = {"explain": ("scheduler", "explain"), "gangs": ("scheduler", "gangs")}
 
 
 def translate(args: Sequence[str]) -> list[str]:

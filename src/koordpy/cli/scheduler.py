@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
+from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.dumps import newest_timestamp
@@ -149,8 +149,15 @@ def render_gangs_table(report: dict[str, Any]) -> str:
 def gangs_command(
     *,
     files: Annotated[
-        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ],
+        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
+    ] = None,
     waiting: Annotated[
         list[str] | None,
         typer.Option(
@@ -166,11 +173,19 @@ def gangs_command(
     ] = None,
     now: Annotated[
         str | None,
-        typer.Option("--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp."),
+        typer.Option(
+            "--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp (live: now)."
+        ),
     ] = None,
     output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
 ) -> None:
-    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups; offline analysis only."""
+    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of both APIs (or a cluster).
+
+    Live mode lists Pods and both PodGroup kinds; it cannot see binds held at the extender's barrier
+    (pass them with --waiting). A PodGroup API the cluster does not serve is skipped with a note."""
+    from koordpy.cli.live import LiveError, read_input
+    from koordpy.kube.resources import PODGROUPS, PODGROUPS_X_K8S, PODS
+
     if output not in ("json", "table"):
         raise fail(f"-o: expected json or table, got {output!r}")
     held: dict[str, str] = {}
@@ -181,18 +196,19 @@ def gangs_command(
         held[key] = node
     try:
         cfg = load_scheduler_config(config)
-        documents = read_documents(files)
-        instant = parse_rfc3339(now) if now else newest_timestamp(documents)
-        note = "" if now else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
+        documents, live = read_input(files, kubeconfig, context, (PODS, PODGROUPS, PODGROUPS_X_K8S))
+        instant = parse_rfc3339(now) if now else time.time() if live else newest_timestamp(documents)
+        note = "" if now or live else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
         if instant is None:
             note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
         report, ignored = gang_report(documents, cfg.gang, instant, held, failed or [])
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None
-    except (InputError, ConfigError, GangReportError) as exc:
+    except (InputError, ConfigError, GangReportError, LiveError) as exc:
         raise fail(str(exc)) from None
     except UNEXPECTED as exc:  # a malformed object the converters did not attribute to a field
-        raise fail(f"{', '.join(map(str, files))}: cannot evaluate: {type(exc).__name__}: {exc}") from None
+        source = ", ".join(map(str, files)) if files else "the cluster"
+        raise fail(f"{source}: cannot evaluate: {type(exc).__name__}: {exc}") from None
     for kind, count in sorted(ignored.items()):
         print(f"note: ignored {count} object(s) of kind {kind}", file=sys.stderr)
     if note:

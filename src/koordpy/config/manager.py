@@ -16,6 +16,8 @@
     migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
       maxMigratingPerNode: 2
       arbitrationArgs: {enabled: true, interval: 500ms}
+    podGroup:                         # PodGroup status and gang Events
+      {enabled: true, eventIntervalSeconds: 60, eventDelaySeconds: 2, podEventsPerGang: 10}
 
 Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
 boolean or a string is not a number) and bounded as each field says.
@@ -123,6 +125,20 @@ class HealthSettings(_Settings):
     response); slower connections are closed."""
 
 
+class PodGroupSettings(_Settings):
+    """PodGroup status and gang Events (both PodGroup APIs); see ``koordpy.manager.gang_status``."""
+
+    enabled: bool = Field(True, strict=True)
+    """Write PodGroup ``status`` and post gang Events. False: PodGroups and pods are not even watched."""
+    event_interval_seconds: float = Field(60.0, alias="eventIntervalSeconds", ge=1, le=86400)
+    """At most one Event per object per interval, and only when its message changed."""
+    event_delay_seconds: float = Field(2.0, alias="eventDelaySeconds", ge=0.1, le=600)
+    """Events are posted from a pass every this many seconds, so a burst of pod events (the start-up
+    list, a Job creating its workers) ends in one Event with the settled message, not one per step."""
+    pod_events_per_gang: int = Field(10, alias="podEventsPerGang", strict=True, ge=0, le=1000)
+    """At most this many waiting member pods get an Event per gang and per interval."""
+
+
 class ManagerConfiguration(_Settings):
     api_version: Literal["koordpy.io/v1alpha1"] = Field("koordpy.io/v1alpha1", alias="apiVersion")
     kind: Literal["ManagerConfiguration"] = "ManagerConfiguration"
@@ -135,4 +151,5 @@ class ManagerConfiguration(_Settings):
         default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
     )
     """PodMigrationJob arbitration and migration (Koordinator ``MigrationControllerArgs``)."""
+    pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")

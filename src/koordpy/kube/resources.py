@@ -22,6 +22,7 @@ __all__ = [
     "NODES",
     "PDBS",
     "PODGROUPS",
+    "PODGROUPS_X_K8S",
     "PODMIGRATIONJOBS",
     "PODQOSS",
     "PODS",
@@ -90,6 +91,7 @@ CUSTOMRESOURCEDEFINITIONS = ResourceRef(
 )
 NODEMETRICS = ResourceRef("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False)
 PODGROUPS = ResourceRef("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
+PODGROUPS_X_K8S = ResourceRef("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )

@@ -1,5 +1,6 @@
-"""The manager's API callers: NodeMetric actions through kopf's own client, PodMigrationJob steps
-through :mod:`koordpy.kube` (which has the Eviction subresource, UID preconditions and Events).
+"""The manager's API callers: NodeMetric actions, PodGroup status and gang Events through kopf's own client,
+PodMigrationJob steps through :mod:`koordpy.kube` (which has the Eviction subresource, UID preconditions and
+Events).
 
 kopf brings an authenticated aiohttp client (credentials from its login handlers, retries on 5xx/429);
 the manager uses it instead of a second client library. kopf exports no public create/patch/delete
@@ -10,6 +11,7 @@ dependency in one place. Must run inside the operator's tasks (kopf's credential
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -23,10 +25,13 @@ from koordpy.descheduler.lifecycle import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
+from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 
-__all__ = ["KubeMigrationApi", "NodeMetricWriter", "Outcome", "ensure_peering"]
+__all__ = ["EVENT_SOURCE", "GangWriter", "KubeMigrationApi", "NodeMetricWriter", "Outcome", "ensure_peering"]
+
+EVENT_SOURCE = "koordpy-manager"
 
 Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
 
@@ -195,3 +200,66 @@ class KubeMigrationApi:
             component=self.component,
             action="Migrating",
         )
+
+
+class GangWriter:
+    """Writes PodGroup status (``/status`` subresource, JSON merge-patch) and posts gang Events.
+
+    A PodGroup gone since the decision (404) is not an error: its DELETED event follows. Event posting
+    failures are logged and dropped (an Event is advice, never state). Not guaranteed: ordering between
+    calls; an Event whose object was deleted meanwhile is still posted.
+    """
+
+    def __init__(self, settings: kopf.OperatorSettings, logger: logging.Logger | None = None) -> None:
+        self._settings = settings
+        self._logger = logger or logging.getLogger("koordpy.manager")
+
+    async def patch_status(self, patch: StatusPatch) -> bool:
+        """True when written, False when the PodGroup (or its API) is gone."""
+        url = f"/apis/{API_VERSIONS[patch.api]}/namespaces/{patch.namespace}/podgroups/{patch.name}/status"
+        try:
+            await kopf_api.patch(
+                url,
+                payload={"status": patch.status},
+                headers={"Content-Type": "application/merge-patch+json"},
+                settings=self._settings,
+                logger=self._logger,
+            )
+        except kopf_errors.APINotFoundError:
+            return False
+        self._logger.info("PodGroup %s/%s (%s) status: %s", patch.namespace, patch.name, patch.api, patch.status)
+        return True
+
+    async def post_event(self, event: GangEvent, now: str) -> bool:
+        """Create one core/v1 Event; False (logged) when the API refused it."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"namespace": event.namespace, "name": f"{event.name}.{secrets.token_hex(8)}"},
+            "involvedObject": {
+                "apiVersion": event.api_version,
+                "kind": event.kind,
+                "namespace": event.namespace,
+                "name": event.name,
+                "uid": event.uid,
+            },
+            "reason": event.reason,
+            "message": event.message,
+            "type": event.type,
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await kopf_api.post(
+                f"/api/v1/namespaces/{event.namespace}/events",
+                payload=body,
+                settings=self._settings,
+                logger=self._logger,
+            )
+        except kopf_errors.APIError as exc:
+            self._logger.warning("Event for %s not posted: %s", event.key, exc)
+            return False
+        return True

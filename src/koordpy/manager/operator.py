@@ -1,4 +1,5 @@
-"""kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`.
+"""kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
+PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events).
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
@@ -14,25 +15,31 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
 
-from koordpy.config.manager import ManagerConfiguration
+from koordpy.config.gang import CoschedulingArgs
+from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
-from koordpy.manager.api import KubeMigrationApi, NodeMetricWriter, Outcome, ensure_peering
+from koordpy.manager.api import GangWriter, KubeMigrationApi, NodeMetricWriter, Outcome, ensure_peering
+from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
 from koordpy.manager.migration import MigrationMetrics, RoundGate, controller_from_args, make_arbitrate
 from koordpy.manager.policy import Action, reconcile_nodemetric
+from koordpy.model.objects import pod_from_dict
 from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
+from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, PodGroupError, gang_ref, podgroup_from_dict
 
-__all__ = ["build_registry", "operator_settings", "run"]
+__all__ = ["GangStatusKeeper", "build_registry", "operator_settings", "run"]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
@@ -49,10 +56,136 @@ def _only(store: Any) -> Any:
     return None
 
 
+def _rfc3339(now: datetime.datetime) -> str:
+    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class GangStatusKeeper:
+    """The manager's gang state: a ``GangCache`` fed by pod and PodGroup watch events, the stored PodGroup
+    statuses, and the Event throttle; :meth:`reconcile` asks :mod:`koordpy.manager.gang_status` and writes.
+
+    One event loop only (kopf's). Not guaranteed: a status written by someone else between two events is
+    overwritten on the gang's next event only.
+    """
+
+    def __init__(self, settings: PodGroupSettings, writer: GangWriter | None, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.cache = GangCache(CoschedulingArgs.model_validate({}))
+        self.throttle = EventThrottle(settings.event_interval_seconds)
+        self.podgroups: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        self.pod_uids: dict[str, str] = {}
+        self.owners: dict[str, tuple[float, str, str | None]] = {}
+        """Member pod key → (creation time, key, occupiedBy of its owner references)."""
+        self.dirty: set[str] = set()
+        """Gangs changed since the last Event pass."""
+        self.writer = writer
+        self.clock = clock
+        self._logger = logging.getLogger("koordpy.manager")
+
+    def on_pod(self, type: str, body: Mapping[str, Any]) -> list[str]:
+        """Feed one pod event; the gang ids to reconcile."""
+        meta = body.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        before = self.cache.gang_of(key)
+        if type == "DELETED":
+            self.cache.delete_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
+            self.pod_uids.pop(key, None)
+            self.owners.pop(key, None)
+            self.throttle.forget([f"Pod/{key}"])
+        else:
+            try:
+                pod = pod_from_dict(body)
+            except (ValueError, KeyError, TypeError) as exc:
+                self._logger.warning("pod %s skipped: %s", key, exc)
+                return [before] if before else []
+            if gang_ref(pod) is None and before is None:
+                return []
+            self.cache.upsert_pod(pod)
+            self.pod_uids[key] = pod.uid
+            self.owners[key] = (pod.creation_time or 0.0, key, occupied_by(body))
+        after = self.cache.gang_of(key)
+        return sorted({g for g in (before, after) if g})
+
+    def on_podgroup(self, api: str, type: str, body: Mapping[str, Any]) -> list[str]:
+        meta = body.get("metadata") or {}
+        gang_id = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        if type == "DELETED":
+            self.podgroups.pop((api, gang_id), None)
+            self.throttle.forget([f"PodGroup/{gang_id}"])
+            self.cache.delete_podgroup(api, str(meta.get("namespace", "")), str(meta.get("name", "")))
+            return [gang_id]
+        raw = {**body, "apiVersion": f"{api}/v1alpha1"}
+        try:
+            info = podgroup_from_dict(raw)
+        except PodGroupError as exc:
+            self._logger.warning("PodGroup %s (%s) skipped: %s", gang_id, api, exc)
+            return []
+        self.cache.upsert_podgroup(info)
+        self.podgroups[(api, gang_id)] = (str(meta.get("uid") or ""), dict(body.get("status") or {}))
+        return [gang_id]
+
+    def related(self, gang_ids: list[str]) -> list[str]:
+        """The gangs and their GangGroup mates (a mate's quorum message depends on them)."""
+        out = set(gang_ids)
+        for gid in gang_ids:
+            view = self.cache.view(gid)
+            if view is not None:
+                out.update(g for g in view.spec.group if self.cache.view(g) is not None)
+        return sorted(out)
+
+    def _occupant(self, gang_id: str) -> str | None:
+        view = self.cache.view(gang_id)
+        if view is None:
+            return None
+        members = sorted(self.owners[k] for k in view.children if k in self.owners)
+        return members[0][2] if members else None
+
+    async def reconcile(self, gang_ids: list[str], with_events: bool = False) -> None:
+        """Write the gangs' PodGroup status now; their Events wait for :meth:`post_events`."""
+        if self.writer is None:
+            return
+        now_dt = datetime.datetime.fromtimestamp(self.clock(), datetime.UTC)
+        now_text = _rfc3339(now_dt)
+        for gid in self.related(gang_ids):
+            if with_events:
+                self.throttle.pending.discard(gid)
+            else:
+                self.dirty.add(gid)
+            patches, events = reconcile_gang(
+                self.cache,
+                gid,
+                podgroups=self.podgroups,
+                pod_uids=self.pod_uids,
+                occupant=self._occupant(gid),
+                throttle=self.throttle,
+                pod_events=self.settings.pod_events_per_gang,
+                now=now_dt.timestamp(),
+                now_text=now_text,
+                with_events=with_events,
+            )
+            for patch in patches:
+                if await self.writer.patch_status(patch):
+                    uid, status = self.podgroups.get((patch.api, gid), ("", {}))
+                    self.podgroups[(patch.api, gid)] = (uid, {**status, **patch.status})
+            for event in events:
+                await self.writer.post_event(event, now_text)
+
+    async def post_events(self) -> None:
+        """Post the Events of the gangs changed since the last pass, and those the throttle held back."""
+        due = self.dirty | self.throttle.pending
+        self.dirty = set()
+        if due:
+            await self.reconcile(sorted(g for g in due if self.cache.view(g) is not None), with_events=True)
+
+
 def build_registry(
-    config: ManagerConfiguration, apply: Apply, migration: RoundGate | None = None
+    config: ManagerConfiguration,
+    apply: Apply,
+    migration: RoundGate | None = None,
+    gangs: GangStatusKeeper | None = None,
 ) -> kopf.OperatorRegistry:
-    """A kopf registry with the manager's indexes and handlers; ``apply`` carries out actions.
+    """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
+    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
 
     With ``migration``, every PodMigrationJob gets a timer (every ``arbitrationArgs.interval``) that
     knocks on the round gate: one round (arbitration, then one lifecycle step per job) runs per interval
@@ -129,6 +262,9 @@ def build_registry(
             for task in pending:
                 task.cancel()
 
+    if gangs is not None and config.pod_group.enabled:
+        _register_gangs(registry, gangs)
+
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # In a pod: the service account. Elsewhere (or with --kubeconfig, which sets KUBECONFIG): kubeconfig.
@@ -136,6 +272,59 @@ def build_registry(
         return info or kopf.login_with_kubeconfig(**kwargs)
 
     return registry
+
+
+def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) -> None:
+    # Only on.event handlers: kopf never writes annotations or finalizers on pods or PodGroups. kopf
+    # watches a PodGroup API only while its CRD is served, so a cluster without scheduling.x-k8s.io works.
+    # kopf fills indexes from the initial lists before any handler runs: a pod seen first thus finds its
+    # PodGroup (no "not found" Event for a gang whose PodGroup simply had not been listed yet).
+    @kopf.index(API_SIGS, "v1alpha1", "podgroups", id="podgroups_sigs", registry=registry)
+    def podgroups_sigs(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+        return {f"{namespace}/{name}": dict(body)}
+
+    @kopf.index(API_X_K8S, "v1alpha1", "podgroups", id="podgroups_x_k8s", registry=registry)
+    def podgroups_x_k8s(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+        return {f"{namespace}/{name}": dict(body)}
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def pod_event(*, type: str, body: kopf.Body, **kwargs: Any) -> None:
+        touched = gangs.on_pod(type, body)
+        for gang_id in touched:
+            for api, index in ((API_SIGS, kwargs["podgroups_sigs"]), (API_X_K8S, kwargs["podgroups_x_k8s"])):
+                if (api, gang_id) not in gangs.podgroups and gang_id in index:
+                    known = _only(index.get(gang_id))
+                    if known is not None:
+                        gangs.on_podgroup(api, "ADDED", known)
+        if touched:
+            await gangs.reconcile(touched)
+
+    @kopf.on.event(API_SIGS, "v1alpha1", "podgroups", registry=registry)
+    async def podgroup_event(*, type: str, body: kopf.Body, **_: Any) -> None:
+        await gangs.reconcile(gangs.on_podgroup(API_SIGS, type, body))
+
+    @kopf.on.event(API_X_K8S, "v1alpha1", "podgroups", registry=registry)
+    async def x_k8s_podgroup_event(*, type: str, body: kopf.Body, **_: Any) -> None:
+        await gangs.reconcile(gangs.on_podgroup(API_X_K8S, type, body))
+
+    pending: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(registry=registry)
+    async def start_event_flush(**_: Any) -> None:
+        async def flush() -> None:
+            while True:
+                await asyncio.sleep(gangs.settings.event_delay_seconds)
+                try:
+                    await gangs.post_events()
+                except Exception:  # an Event pass must never end the loop; the next pass retries
+                    logging.getLogger("koordpy.manager").exception("gang Event pass failed")
+
+        pending.append(asyncio.create_task(flush()))
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_event_flush(**_: Any) -> None:
+        for task in pending:
+            task.cancel()
 
 
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
@@ -178,7 +367,8 @@ async def run(
     metrics = MigrationMetrics(new_registry())
     controller = controller_from_args(api, args, logger=logger, metrics=metrics)
     gate = RoundGate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
-    registry = build_registry(config, writer.apply, gate)
+    gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
+    registry = build_registry(config, writer.apply, gate, gangs)
 
     async def operate() -> None:
         async with client:

@@ -22,7 +22,13 @@ from typer.testing import CliRunner
 
 from koordpy.cli.main import EXAMPLES, app
 from koordpy.config import LoadAwareSchedulingArgs, SchedulerConfiguration, validate
-from koordpy.config.manager import HealthSettings, ManagerConfiguration, NodeMetricSettings, PeeringSettings
+from koordpy.config.manager import (
+    HealthSettings,
+    ManagerConfiguration,
+    NodeMetricSettings,
+    PeeringSettings,
+    PodGroupSettings,
+)
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.manager.policy import Create, reconcile_nodemetric
 from koordpy.scheduler.extender.server import build_extender
@@ -225,6 +231,8 @@ def test_manager_configuration_block_validates_with_default_values() -> None:
     defaults = NodeMetricSettings.model_validate({})
     assert cfg.node_metric.model_copy(update={"overrides": ()}) == defaults
     assert cfg.peering == PeeringSettings.model_validate({}) and cfg.health == HealthSettings.model_validate({})
+    assert cfg.pod_group == PodGroupSettings.model_validate({})
+    assert [k for k in sorted(_aliases(PodGroupSettings)) if not _named(block, k)] == []
 
 
 def test_the_quoted_configuration_error_is_what_the_cli_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

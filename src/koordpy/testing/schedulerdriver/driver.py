@@ -537,14 +537,14 @@ class SchedulerDriver:
                 self.extender.url(verb),
                 data=body,
                 headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=self.extender.http_timeout),
+                timeout=aiohttp.ClientTimeout(total=self.extender.timeout(verb)),
             ) as resp:
                 status, reply = resp.status, await resp.read()
             return parse(status, reply)
         except TimeoutError:
             self.stats.errors[verb] += 1
             self.stats.timeouts[verb] += 1
-            raise ExtenderError(verb, f"timeout after {self.extender.http_timeout}s", timed_out=True) from None
+            raise ExtenderError(verb, f"timeout after {self.extender.timeout(verb)}s", timed_out=True) from None
         except aiohttp.ClientError as exc:
             self.stats.errors[verb] += 1
             raise ExtenderError(verb, f"{type(exc).__name__}: {exc}") from None

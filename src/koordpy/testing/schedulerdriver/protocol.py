@@ -19,7 +19,7 @@ with exponents as int64) are approximated.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -69,6 +69,43 @@ class ExtenderConfig:
     node_cache_capable: bool = False
     ignorable: bool = False
     managed_resources: tuple[str, ...] = ()
+    bind_url_prefix: str = ""
+    """The binder entry's ``urlPrefix`` when bind is configured on a second entry ("": ``url_prefix``)."""
+    bind_http_timeout: float = 0.0
+    """The binder entry's ``httpTimeout`` when bind is configured on a second entry (0: ``http_timeout``)."""
+
+    @classmethod
+    def from_entries(cls, entries: Sequence[Mapping[str, Any]], url_prefix: str | None = None) -> ExtenderConfig:
+        """Read a whole ``extenders[]`` list as kube-scheduler uses it: filter and prioritize on the entries
+        that set them, bind on the one entry with ``bindVerb``, each call with its own entry's ``httpTimeout``.
+
+        Not supported (ValueError): more than one filter/prioritize entry, more than one binder (kube-scheduler
+        refuses that too), or entries with different ``managedResources``. ``url_prefix`` replaces every
+        entry's prefix (tests run the extender on a free port).
+        """
+        if not entries:
+            raise ValueError("extenders: empty")
+        binders = [i for i, e in enumerate(entries) if e.get("bindVerb")]
+        if len(binders) > 1:
+            raise ValueError(f"extenders[{binders[1]}].bindVerb: only one extender can implement bind")
+        others = [i for i, e in enumerate(entries) if e.get("filterVerb") or e.get("prioritizeVerb")]
+        if len(others) > 1:
+            raise ValueError(f"extenders[{others[1]}]: the driver runs one filter/prioritize extender")
+        if len(entries) == 1:
+            return cls.from_dict(entries[0], url_prefix)
+        unused = [i for i in range(len(entries)) if i not in binders and i not in others]
+        if unused or not binders or not others:
+            raise ValueError(f"extenders[{(unused or [0])[0]}]: expected one filter/prioritize entry and one binder")
+        main = cls.from_dict(entries[others[0]], url_prefix)
+        binder = cls.from_dict(entries[binders[0]], url_prefix)
+        if main.managed_resources != binder.managed_resources:
+            raise ValueError(f"extenders[{binders[0]}].managedResources: differs from extenders[{others[0]}]")
+        return replace(
+            main,
+            bind_verb=binder.bind_verb,
+            bind_url_prefix=binder.url_prefix,
+            bind_http_timeout=binder.http_timeout,
+        )
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any], url_prefix: str | None = None) -> ExtenderConfig:
@@ -99,7 +136,14 @@ class ExtenderConfig:
             raise ValueError("extenders[].httpTimeout: must be positive")
 
     def url(self, verb: str) -> str:
-        return self.url_prefix.rstrip("/") + "/" + verb
+        prefix = self.bind_url_prefix if verb == self.bind_verb and self.bind_url_prefix else self.url_prefix
+        return prefix.rstrip("/") + "/" + verb
+
+    def timeout(self, verb: str) -> float:
+        """The ``httpTimeout`` of the entry that serves ``verb``."""
+        if verb == self.bind_verb and self.bind_http_timeout > 0:
+            return self.bind_http_timeout
+        return self.http_timeout
 
 
 def is_interested(pod: Mapping[str, Any], managed_resources: Sequence[str]) -> bool:
