@@ -13,10 +13,10 @@ fewer: the job can work); ``gangJobsFullyRunning`` counts the jobs that were at 
 Partial placement is measured in nodes' worth of CPU requests: each pod of a job that has not
 started yet (never fully running so far) and that occupies a node (bound, or held at the bind
 barrier) counts its CPU request over that node's allocatable CPU; ``partialPlacementNodeMinutes``
-sums that over the samples times ``step``, ``partialBoundNodeMinutes`` the same for bound pods only (held binds excluded). Job start
-latency runs from the job's first member's arrival to the moment its ``minMember``-th member is
-bound (jobs that never fully ran are left out; ``gangJobs`` minus ``gangJobsFullyRunning`` says how
-many).
+sums that over the samples times ``step``, ``partialBoundNodeMinutes`` the same for bound pods
+only (held binds excluded). Job start latency runs from the job's first member's arrival to the
+moment its ``minMember``-th member is bound (jobs that never fully ran are left out; ``gangJobs``
+minus ``gangJobsFullyRunning`` says how many).
 
 Not guaranteed: figures are rounded (summary values to 4 decimals) so that equal seeds give
 byte-identical output across platforms with the same numpy.
