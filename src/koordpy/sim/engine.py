@@ -453,7 +453,9 @@ class Simulation:
                 if pod_id is None or not gangs.is_current(hold):
                     continue
                 node = int(self.node_of[pod_id])
-                placed = dataclasses.replace(self.current[pod_id], phase="Running")  # type: ignore[arg-type]
+                held = self.current[pod_id]
+                assert held is not None
+                placed = dataclasses.replace(held, phase="Running")
                 self.current[pod_id] = placed
                 if self.state is not None:
                     self.state.upsert_pod(placed, self.scenario.start + now)
