@@ -293,7 +293,7 @@ def _gang_charts(
         (
             "Partial placement",
             line_chart(
-                "CPU requests held by jobs not fully running (bound or held members)",
+                "CPU requests held by jobs not started yet (bound or held members)",
                 partial,
                 TIME_LABEL,
                 "nodes' worth of CPU requests",
