@@ -410,8 +410,6 @@ class Scenario(_Model):
             if not 0 <= workload.arrivals.start <= end <= self.duration:
                 problems.append(f"workloads[{i}].arrivals: need 0 <= start <= end <= duration")
         problems += self._gang_groups()
-        if sum(w.pods for w in self.workloads) > 1_000_000:
-            problems.append("workloads: more than 1,000,000 pods in all")
         if problems:
             raise field_problems(problems)
         return self
@@ -422,6 +420,8 @@ class Scenario(_Model):
         for i, workload in enumerate(self.workloads):
             if workload.gang is None:
                 continue
+            if workload.pods > 1_000_000:
+                problems.append(f"workloads[{i}].gang.members: arrivals.count × members must be at most 1,000,000")
             for k, other_name in enumerate(workload.gang.group_with):
                 path = f"workloads[{i}].gang.groupWith[{k}]"
                 other = by_name.get(other_name)

@@ -168,6 +168,7 @@ def test_gang_group_jobs_share_arrivals_and_name_each_other() -> None:
         ({"members": 4, "groupWith": ["nope"]}, "workloads[0].gang.groupWith[0]: no workload named 'nope'"),
         ({"members": 4, "groupWith": ["w"]}, "workloads[0].gang.groupWith[0]: a workload is always in its own"),
         ({"members": 4, "extra": 1}, "workloads[0].gang.extra"),
+        ({"members": 10_000}, "workloads[0].gang.members: arrivals.count × members must be at most 1,000,000"),
     ],
 )
 def test_bad_gang_fields_name_the_path(gang: dict[str, Any], needle: str) -> None:
@@ -180,7 +181,7 @@ def test_bad_gang_fields_name_the_path(gang: dict[str, Any], needle: str) -> Non
         "workloads": [
             {
                 "name": "w",
-                "arrivals": {"count": 1},
+                "arrivals": {"count": 101},
                 "usage": {"cpu": {"mean": "1"}, "memory": {"mean": "1Gi"}},
                 "gang": gang,
             }
