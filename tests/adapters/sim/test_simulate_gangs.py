@@ -56,6 +56,13 @@ def test_bundled_gangs_scenario_by_name_koordpy_binds_whole_jobs_only(tmp_path: 
     assert koordpy["gangReleases"]["strict"] > 0 and koordpy["gangDeadlocksResolved"] > 0
     report = (tmp_path / "report.html").read_text()
     assert "Gang jobs fully running" in report and "Partial placement" in report
+    # docs/simulate.md quotes this run's figures
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "simulate.md").read_text(encoding="utf-8")
+    section = doc.split("## The `gangs` scenario (seed 1)", 1)[1].split("\n## ", 1)[0]
+    for run in (koordpy, baseline):
+        assert f"{run['partialPlacementNodeMinutes']:,.1f}" in section
+        assert f"{run['jobStartLatencyP50Seconds']:,.1f} s / {run['jobStartLatencyMaxSeconds']:,.1f} s" in section
+    assert f"{koordpy['gangHolds']:,} / {koordpy['gangReleases']['strict']:,}" in section
 
 
 def test_default_scenario_has_no_gang_keys(tmp_path: Path) -> None:
