@@ -26,18 +26,32 @@ from koordpy.sim.engine import BASELINE, KOORDPY, Policy
 from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
 from koordpy.sim.report import render_html, render_table, summary_document
-from koordpy.sim.run import DEFAULT_SCENARIO, simulate
+from koordpy.sim.run import BUNDLED_SCENARIOS, DEFAULT_SCENARIO, bundled_scenario, simulate
 from koordpy.sim.scenariocheck import scenario_warnings
 from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
 
-__all__ = ["DEFAULT_SCENARIO", "load_scenario", "qos_factory", "qos_note", "register"]
+__all__ = ["DEFAULT_SCENARIO", "load_scenario", "qos_factory", "qos_note", "register", "scenario_source"]
 
 BASELINES = {"baseline": BASELINE}
 
 
+def scenario_source(path: Path | None) -> Path:
+    """The file to read: ``path`` when it exists; else the bundled scenario of that name
+    (``default``, ``gangs``); no argument: the bundled default. Anything else is returned as given
+    (reading it then fails naming it)."""
+    if path is None:
+        return DEFAULT_SCENARIO
+    if not path.exists():
+        bundled = bundled_scenario(str(path))
+        if bundled is not None:
+            return bundled
+    return path
+
+
 def load_scenario(path: Path | None) -> Scenario:
-    """The scenario file (or the bundled default). Raises InputError/ConfigError naming the file."""
-    source = path if path is not None else DEFAULT_SCENARIO
+    """The scenario file, a bundled scenario's name, or (None) the bundled default. Raises
+    InputError/ConfigError naming the file."""
+    source = scenario_source(path)
     scenario = validate(Scenario, read_mapping(source), str(source))
     try:
         load_qos(scenario)
@@ -94,7 +108,11 @@ def _fail(message: str) -> typer.Exit:
 def simulate_command(
     scenario: Annotated[
         Path | None,
-        typer.Argument(metavar="SCENARIO", help="Scenario YAML (kind: Scenario); the bundled default if omitted."),
+        typer.Argument(
+            metavar="SCENARIO",
+            help=f"Scenario YAML (kind: Scenario) or a bundled scenario's name ({', '.join(BUNDLED_SCENARIOS)});"
+            " the bundled default if omitted.",
+        ),
     ] = None,
     compare: Annotated[
         str | None,
@@ -115,7 +133,7 @@ def simulate_command(
     except (InputError, ConfigError) as exc:
         raise _fail(str(exc)) from None
     except UNEXPECTED as exc:  # a malformed scenario the validators did not attribute to a field
-        raise _fail(f"{scenario or DEFAULT_SCENARIO}: cannot load: {type(exc).__name__}: {exc}") from None
+        raise _fail(f"{scenario_source(scenario)}: cannot load: {type(exc).__name__}: {exc}") from None
     warnings = scenario_warnings(parsed)
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)

@@ -42,7 +42,9 @@ from koordpy.model.resources import ResourceList, parse_resource_list
 
 __all__ = [
     "API_VERSION",
+    "GANG_ANNOTATION_PREFIX",
     "Arrivals",
+    "GangJob",
     "Lifetime",
     "NodeMetricSettings",
     "NodePool",
@@ -240,8 +242,53 @@ class UsageCurve(_Model):
         return self
 
 
+GANG_ANNOTATION_PREFIX = "gang.scheduling.koordinator.sh/"
+
+
+class GangJob(_Model):
+    """The workload is a set of gang jobs: ``arrivals.count`` jobs of ``members`` pods each.
+
+    Each job is one gang, expressed with Koordinator's ``gang.scheduling.koordinator.sh/*``
+    annotations on its pods (``name`` ``<workload>-<job>``, ``min-available``, ``total-number``,
+    ``mode``, ``waiting-time`` and, with ``groupWith``, ``groups``), so the gang model resolves the
+    membership itself. Member ``m`` of job ``j`` is pod ``<workload>-<j>-<m>``; it arrives in
+    ``[job arrival, job arrival + memberSpread)`` (cut at the scenario's end). Every member of a job
+    runs for the job's lifetime.
+    """
+
+    members: int = Field(strict=True, ge=1, le=10_000)
+    min_member: int | None = Field(None, alias="minMember", strict=True, ge=1, le=10_000)
+    """``min-available``; default: ``members``."""
+    mode: Literal["Strict", "NonStrict"] = "Strict"
+    wait_time: Seconds | None = Field(None, alias="waitTime")
+    """``waiting-time``; default: the scheduler's ``gang.defaultTimeout``."""
+    member_spread: Seconds = Field(0.0, alias="memberSpread")
+    group_with: list[str] = Field(default_factory=list, alias="groupWith")
+    """Other gang workloads: job ``j`` of each forms one GangGroup with job ``j`` of this one (links are
+    mutual and transitive). The group's jobs arrive together: at the arrival drawn for the first of
+    its workloads in the file; each keeps its own ``memberSpread`` and lifetime."""
+
+    @model_validator(mode="after")
+    def _check(self) -> GangJob:
+        problems = []
+        if self.min_member is not None and self.min_member > self.members:
+            problems.append("minMember: must be <= members")
+        if self.wait_time is not None and not 0 < self.wait_time <= 86_400 * 365:
+            problems.append("waitTime: must be greater than 0 and at most a year")
+        if not 0 <= self.member_spread <= 86_400 * 365:
+            problems.append("memberSpread: must be in 0..1 year")
+        if problems:
+            raise field_problems(problems)
+        return self
+
+    @property
+    def min_available(self) -> int:
+        return self.members if self.min_member is None else self.min_member
+
+
 class Workload(_Model):
-    """A family of identical pods (one Deployment or Job) with a usage curve."""
+    """A family of identical pods (one Deployment or Job) with a usage curve; with ``gang``, a set of
+    gang jobs (``arrivals.count`` jobs of ``gang.members`` pods)."""
 
     name: str = Field(pattern=_NAME_PATTERN, max_length=40)
     namespace: str = Field("default", pattern=_NAME_PATTERN)
@@ -256,6 +303,7 @@ class Workload(_Model):
     usage: UsageCurve
     restart_on_eviction: bool = Field(True, alias="restartOnEviction", strict=True)
     """An evicted pod is recreated (by its controller) and scheduled again from scratch."""
+    gang: GangJob | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
@@ -264,9 +312,20 @@ class Workload(_Model):
             for name, limit in self.limits.items()
             if limit < self.requests.get(name, 0)
         ]
+        if self.gang is not None:
+            problems += [
+                f"annotations.{key}: set by gang (remove it here)"
+                for key in self.annotations
+                if key.startswith(GANG_ANNOTATION_PREFIX)
+            ]
         if problems:
             raise field_problems(problems)
         return self
+
+    @property
+    def pods(self) -> int:
+        """Pods the workload submits (jobs × members for a gang workload)."""
+        return self.arrivals.count * (self.gang.members if self.gang is not None else 1)
 
 
 class NodeMetricSettings(_Model):
@@ -350,9 +409,31 @@ class Scenario(_Model):
             end = workload.arrivals.end if workload.arrivals.end is not None else self.duration
             if not 0 <= workload.arrivals.start <= end <= self.duration:
                 problems.append(f"workloads[{i}].arrivals: need 0 <= start <= end <= duration")
+        problems += self._gang_groups()
         if problems:
             raise field_problems(problems)
         return self
+
+    def _gang_groups(self) -> list[str]:
+        by_name = {w.name: w for w in self.workloads}
+        problems = []
+        for i, workload in enumerate(self.workloads):
+            if workload.gang is None:
+                continue
+            if workload.pods > 1_000_000:
+                problems.append(f"workloads[{i}].gang.members: arrivals.count × members must be at most 1,000,000")
+            for k, other_name in enumerate(workload.gang.group_with):
+                path = f"workloads[{i}].gang.groupWith[{k}]"
+                other = by_name.get(other_name)
+                if other is None:
+                    problems.append(f"{path}: no workload named {other_name!r}")
+                elif other is workload:
+                    problems.append(f"{path}: a workload is always in its own GangGroup")
+                elif other.gang is None:
+                    problems.append(f"{path}: workload {other_name!r} has no gang")
+                elif other.arrivals.count != workload.arrivals.count:
+                    problems.append(f"{path}: workload {other_name!r} must have as many jobs (arrivals.count)")
+        return problems
 
     @property
     def hot_threshold(self) -> int:

@@ -16,7 +16,20 @@ unschedulable-queue flush). Within one cycle a failed pod's identical siblings (
 are not retried: binds only add load, so they would fail too.
 
 The decisions are never made here: placement comes from ``koordpy.sim.kubescheduler`` (the
-extender's ``ClusterState`` for koordpy), QoS from the planner in ``koordpy.sim.qos``.
+extender's ``ClusterState`` for koordpy), QoS from the planner in ``koordpy.sim.qos``, gang
+verdicts from the gang model's ``GangCache`` (koordpy only).
+
+Gang jobs under koordpy (the extender as binder, as ``koordpy.scheduler.plugins.gang`` describes):
+a member that fails the model's ``admit`` (quorum) waits unschedulable until another member of its
+GangGroup arrives; a member kube-scheduler places is *held*: its requests stay reserved on the node
+(kube-scheduler's assumed pod, also recorded in ``ClusterState``) and it is bound only when the
+model hands it out with ``take_ready``. A member that finds no node is reported with
+``scheduling_failed`` (Strict: the group's holds are released). Released holds (Strict cascade,
+wait-time expiry, the binder-timeout renewal, NonStrict deadlock resolution) are un-assumed: the
+node is freed, unschedulable pods are requeued (kube-scheduler's move on a binding failure) and the
+pod goes back to the queue after kube-scheduler's backoff (1 s doubling to 10 s per release). The
+model's ``next_deadline`` is a timer event. The baseline has no gang awareness: members bind as
+they fit. Not modelled: the bind barrier's HTTP round trips (a held bind costs no time).
 
 Not guaranteed: NodeMetric objects are handed to the scheduler lazily, just before the next
 scheduling cycle (only the newest report matters, since a NodeMetric replaces the previous one);
@@ -37,6 +50,7 @@ import numpy.typing as npt
 from koordpy.config.scenario import Scenario
 from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, PodInfo, PodMetricInfo, node_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.gang import GangCache, Release
 from koordpy.scheduler.profile import build_plugins
 from koordpy.sim.kubescheduler import LeastAllocatedPlacement, LoadAwarePlacement, Placement, RequestsFit
 from koordpy.sim.qos import ClusterView, PodUsage, QosAction, QosPlanner
@@ -49,9 +63,13 @@ __all__ = ["BASELINE", "KOORDPY", "Policy", "Simulation", "scenario_nodes"]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-COMPLETE, DELIVER, ARRIVE, TICK = 0, 1, 2, 3
-NOT_ARRIVED, PENDING, RUNNING, DONE = 0, 1, 2, 3
+COMPLETE, DELIVER, ARRIVE, TICK, BACKOFF, GANG_TIMER = 0, 1, 2, 3, 4, 5
+NOT_ARRIVED, PENDING, RUNNING, DONE, HELD = 0, 1, 2, 3, 4
 UNSCHEDULABLE_FLUSH_SECONDS = 300.0
+INITIAL_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 10.0
+"""kube-scheduler's ``podInitialBackoffSeconds`` and ``podMaxBackoffSeconds`` defaults."""
+SETTLE_ROUNDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +189,7 @@ class Simulation:
         self.events: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
         self.stats = RunStats(policy.name, count, scenario.step, scenario.hot_threshold)
+        self.stats.gang_jobs = len(trace.gangs.names) if trace.gangs is not None else 0
         self.reports: list[_Report | None] = []
         kinds = [(t.namespace, t.priority_class.value, _koord_qos(t)) for t in trace.templates]
         self.pod_metric_kind = [kinds[w] for w in trace.workload.tolist()]
@@ -181,6 +200,25 @@ class Simulation:
             for c, m in zip(self.sys_cpu.tolist(), self.sys_memory.tolist(), strict=True)
         ]
         self.node_labels = [n.labels for n in self.nodes]
+        gangs = trace.gangs
+        self.job = gangs.job if gangs is not None else np.full(pods, -1, np.int32)
+        self.job_size = gangs.members if gangs is not None else np.zeros(0, np.int32)
+        self.job_quorum = gangs.quorum if gangs is not None else np.zeros(0, np.int32)
+        self.job_running = np.zeros(self.job_size.size, np.int64)
+        self.job_started = np.zeros(self.job_size.size, np.bool_)
+        self.gangs: GangCache | None = None
+        if gangs is not None and policy.placement == "load-aware":
+            self.gangs = GangCache(scenario.scheduler.gang)
+        self.pod_of_key: dict[str, int] = {}
+        """Gang member ``namespace/name`` → pod id (koordpy only)."""
+        self.failed_members: set[str] = set()
+        """Members reported with ``scheduling_failed`` and not held since (the model keeps their failure)."""
+        self.hold_of: dict[int, int] = {}
+        """Held pod → the hold id the model gave its bind request."""
+        self.releases = np.zeros(pods, np.int64)
+        self.gang_failed_nonstrict = False
+        self.timer_at = np.inf
+        self.cpu_request = np.array([t.requests.get("cpu", 0) for t in trace.templates], np.float64)[trace.workload]
 
     @staticmethod
     def _nodes(scenario: Scenario) -> list[NodeInfo]:
@@ -212,10 +250,17 @@ class Simulation:
                         self.stats.completed += 1
                 elif kind == DELIVER:
                     self._deliver(pod_id)
-                else:
+                elif kind == TICK:
                     self._tick(at)
+                elif kind == BACKOFF:
+                    if self.pod_state[pod_id] == PENDING and pod_id not in self.unschedulable:
+                        self.active.add(pod_id)
+                elif at == self.timer_at:  # GANG_TIMER
+                    self.timer_at = np.inf
             if self.active:
                 self._schedule(now)
+            if self.gangs is not None:
+                self._settle_rounds(now)
             if progress is not None and int(100 * now / end) != last_progress:
                 last_progress = int(100 * now / end)
                 progress(now / end)
@@ -228,7 +273,7 @@ class Simulation:
     def still_pending(self) -> list[float]:
         """Seconds waited so far by each pod still in the queue at the end."""
         end = self.scenario.duration
-        waiting = np.flatnonzero(self.pod_state == PENDING)
+        waiting = np.flatnonzero((self.pod_state == PENDING) | (self.pod_state == HELD))
         return [round(end - float(self.queued_at[p]), 3) for p in waiting.tolist()]
 
     # ---- scheduling --------------------------------------------------------------------
@@ -239,6 +284,25 @@ class Simulation:
         pod = self.current[pod_id] = self.trace.pod(pod_id, int(self.attempt[pod_id]))
         self.pod_names[pod_id] = pod.name
         self.active.add(pod_id)
+        if self.gangs is not None and self.job[pod_id] >= 0:
+            self.pod_of_key[pod.key] = pod_id
+            self.gangs.upsert_pod(pod)
+            self._requeue_group(pod.key)
+
+    def _requeue_group(self, pod_key: str) -> None:
+        """A member arrived: its GangGroup's members parked by the quorum check are tried again
+        (the extender's rejection is resolved by the pod-add event)."""
+        assert self.gangs is not None
+        own = self.gangs.gang_of(pod_key)
+        view = self.gangs.view(own) if own is not None else None
+        if view is None or not self.unschedulable:
+            return
+        group = set(view.spec.group) | {view.spec.id}
+        for other in [p for p in self.unschedulable if self.job[p] >= 0]:
+            pod = self.current[other]
+            if pod is not None and self.gangs.gang_of(pod.key) in group:
+                del self.unschedulable[other]
+                self.active.add(other)
 
     def _requeue_unschedulable(self, older_than: float | None = None) -> None:
         if not self.unschedulable:
@@ -261,13 +325,22 @@ class Simulation:
         self.active.clear()
         failed: set[int] = set()
         workload = self.trace.workload
+        gangs = self.gangs
         for pod_id in order:
             w = int(workload[pod_id])
-            if w in failed:
-                self.unschedulable[pod_id] = now
-                continue
             pod = self.current[pod_id]
             assert pod is not None
+            member = gangs is not None and self.job[pod_id] >= 0
+            if member and gangs is not None and not gangs.admit(pod.key).ok:
+                self.unschedulable[pod_id] = now  # PreEnqueue: not a scheduling attempt, not a failure
+                continue
+            if w in failed:
+                self.unschedulable[pod_id] = now
+                if member:
+                    self._gang_failed(pod.key)
+                continue
+            if member and gangs is not None and self._rejected_at_once(pod_id, pod.key, now):
+                continue
             vec = self.vectors[w]
             candidates = np.flatnonzero(self.fit.feasible(vec))
             self.stats.attempts += 1
@@ -275,19 +348,39 @@ class Simulation:
             if node is None:
                 failed.add(w)
                 self.unschedulable[pod_id] = now
+                if member:
+                    self._gang_failed(pod.key)
                 continue
-            self._bind(pod_id, pod, node, now)
+            if member:
+                self._hold(pod_id, pod, node, now)
+            else:
+                self._bind(pod_id, pod, node, now)
 
-    def _bind(self, pod_id: int, pod: PodInfo, node: int, now: float) -> None:
+    def _place(self, pod_id: int, pod: PodInfo, node: int, now: float, phase: str) -> PodInfo:
+        """Reserve the pod's requests on ``node`` (kube-scheduler's assume) and tell ``ClusterState``."""
         self.fit.bind(node, self.vectors[int(self.trace.workload[pod_id])])
         epoch = self.scenario.start + now
-        placed = dataclasses.replace(pod, node_name=self.node_names[node], phase="Running", scheduled_time=epoch)
+        placed = dataclasses.replace(pod, node_name=self.node_names[node], phase=phase, scheduled_time=epoch)
         self.current[pod_id] = placed
         if self.state is not None:
             self.state.upsert_pod(placed, epoch)
         self.node_of[pod_id] = node
+        return placed
+
+    def _bind(self, pod_id: int, pod: PodInfo, node: int, now: float) -> None:
+        self._place(pod_id, pod, node, now, "Running")
+        self._start(pod_id, node, now)
+
+    def _start(self, pod_id: int, node: int, now: float) -> None:
         self.on_node[node].add(pod_id)
         self.pod_state[pod_id] = RUNNING
+        job = int(self.job[pod_id])
+        if job >= 0:
+            self.job_running[job] += 1
+            if self.job_running[job] == self.job_quorum[job] and not self.job_started[job]:
+                self.job_started[job] = True
+                assert self.trace.gangs is not None
+                self.stats.job_start_seconds.append(round(now - float(self.trace.gangs.first_arrival[job]), 3))
         self.quota[pod_id] = np.inf
         self.started[pod_id] = now
         self.stats.binds += 1
@@ -296,8 +389,129 @@ class Simulation:
         if np.isfinite(lifetime):
             self._push(now + lifetime, COMPLETE, pod_id, int(self.attempt[pod_id]))
 
+    # ---- gangs (koordpy only) -----------------------------------------------------------
+
+    def _hold(self, pod_id: int, pod: PodInfo, node: int, now: float) -> None:
+        """kube-scheduler placed a gang member: it stays assumed on ``node`` while the bind is held."""
+        assert self.gangs is not None
+        placed = self._place(pod_id, pod, node, now, "Pending")
+        self.pod_state[pod_id] = HELD
+        self.failed_members.discard(placed.key)
+        hold, _ = self.gangs.hold(placed.key, placed.uid, placed.node_name, now)
+        assert hold is not None, "a gang member the model does not know"
+        self.hold_of[pod_id] = hold.hold_id
+        self.stats.holds += 1
+
+    def _rejected_at_once(self, pod_id: int, pod_key: str, now: float) -> bool:
+        """A member whose GangGroup's permit is ``reject`` (a Strict member's failure is outstanding)
+        other than one of the failed members would be held and released at once: skip the placement,
+        count the rejection, back off. (Saves
+        the simulator a filter and score per retry; the node's room is not reserved for that instant.)"""
+        assert self.gangs is not None
+        if pod_key in self.failed_members:
+            return False  # its own hold clears its failure (the model's rule), so it must be tried
+        gang_id = self.gangs.gang_of(pod_key)
+        if gang_id is None or self.gangs.permit(gang_id, now).verdict != "reject":
+            return False
+        self.stats.holds += 1
+        self.stats.releases["rejected"] = self.stats.releases.get("rejected", 0) + 1
+        self._backoff(pod_id, now)
+        return True
+
+    def _backoff(self, pod_id: int, now: float) -> None:
+        self.releases[pod_id] += 1
+        doublings = min(int(self.releases[pod_id]) - 1, 30)
+        self._push(now + min(INITIAL_BACKOFF_SECONDS * 2.0**doublings, MAX_BACKOFF_SECONDS), BACKOFF, pod_id)
+
+    def _gang_failed(self, pod_key: str) -> None:
+        assert self.gangs is not None
+        self.failed_members.add(pod_key)
+        self.gangs.scheduling_failed(pod_key, "0 nodes fit")
+        gang_id = self.gangs.gang_of(pod_key)
+        view = self.gangs.view(gang_id) if gang_id is not None else None
+        if view is not None and view.spec.mode == "NonStrict":
+            self.gang_failed_nonstrict = True
+
+    def _settle_rounds(self, now: float) -> None:
+        """Settle, and while releases freed room for requeued pods, schedule again at the same instant
+        (kube-scheduler moves them to the active queue at once; the released pods are in backoff).
+        At most ``SETTLE_ROUNDS`` rounds per instant."""
+        for _ in range(SETTLE_ROUNDS):
+            if not self._settle_gangs(now) or not self.active:
+                return
+            self._schedule(now)
+        self._settle_gangs(now)
+
+    def _settle_gangs(self, now: float) -> int:
+        """Bind what the model allows, resolve NonStrict deadlocks, release what it releases, arm the
+        timer. Returns the number of holds released."""
+        gangs = self.gangs
+        assert gangs is not None
+        for batch in gangs.take_ready(now):
+            for hold in batch.holds:
+                pod_id = self._held_pod(hold.pod, hold.hold_id)
+                if pod_id is None or not gangs.is_current(hold):
+                    continue
+                node = int(self.node_of[pod_id])
+                held = self.current[pod_id]
+                assert held is not None
+                placed = dataclasses.replace(held, phase="Running")
+                self.current[pod_id] = placed
+                if self.state is not None:
+                    self.state.upsert_pod(placed, self.scenario.start + now)
+                del self.hold_of[pod_id]
+                gangs.bound(hold.pod, hold.node)
+                self._start(pod_id, node, now)
+        if self.gang_failed_nonstrict:
+            self.gang_failed_nonstrict = False
+            if gangs.holds():
+                found = gangs.resolve_deadlock(self._free(), now)
+                if found is not None:
+                    self.stats.deadlocks += 1
+        released = 0
+        for release in gangs.take_releases(now):
+            released += self._release(release, now)
+        deadline = gangs.next_deadline()
+        if deadline is not None and deadline < self.timer_at:
+            self.timer_at = max(deadline, now)
+            self._push(self.timer_at, GANG_TIMER)
+        return released
+
+    def _held_pod(self, pod_key: str, hold_id: int) -> int | None:
+        """The held pod of that bind request (None when it is no longer held by that request)."""
+        pod_id = self.pod_of_key.get(pod_key)
+        if pod_id is None or self.pod_state[pod_id] != HELD or self.hold_of.get(pod_id) != hold_id:
+            return None
+        return pod_id
+
+    def _release(self, release: Release, now: float) -> int:
+        """The held bind is answered with an error: kube-scheduler un-assumes the pod and backs it off.
+        Returns 1, or 0 when the pod is no longer held by that request."""
+        pod_id = self._held_pod(release.hold.pod, release.hold.hold_id)
+        if pod_id is None:
+            return 0
+        del self.hold_of[pod_id]
+        self._unbind(pod_id, now)
+        pod = self.current[pod_id]
+        assert pod is not None
+        self.current[pod_id] = dataclasses.replace(pod, node_name="", phase="Pending", scheduled_time=None)
+        self.pod_state[pod_id] = PENDING
+        self.stats.releases[release.cause] = self.stats.releases.get(release.cause, 0) + 1
+        self._backoff(pod_id, now)
+        return 1
+
+    def _free(self) -> dict[str, dict[str, int]]:
+        names = self.fit.resources
+        return {
+            node: {names[i]: int(v) for i, v in enumerate(row)}
+            for node, row in zip(self.node_names, self.fit.free.tolist(), strict=True)
+        }
+
     def _unbind(self, pod_id: int, now: float) -> None:
         node = int(self.node_of[pod_id])
+        job = int(self.job[pod_id])
+        if job >= 0 and self.pod_state[pod_id] == RUNNING:
+            self.job_running[job] -= 1
         self.fit.unbind(node, self.vectors[int(self.trace.workload[pod_id])])
         pod = self.current[pod_id]
         if self.state is not None and pod is not None:
@@ -333,7 +547,13 @@ class Simulation:
         node_cpu = np.bincount(nodes, weights=cpu, minlength=count) + self.sys_cpu
         node_memory = np.bincount(nodes, weights=memory, minlength=count) + self.sys_memory
         utilisation = node_cpu / self.alloc_cpu
-        self.stats.sample(now, utilisation, len(self.active) + len(self.unschedulable), self.alloc_cpu)
+        if self.gangs is None:
+            pending = len(self.active) + len(self.unschedulable)
+        else:  # pods in backoff and held binds wait too
+            pending = int(np.count_nonzero((self.pod_state == PENDING) | (self.pod_state == HELD)))
+        self.stats.sample(now, utilisation, pending, self.alloc_cpu)
+        if self.trace.gangs is not None:
+            self._sample_jobs()
         self.window_cpu[ids] += cpu
         self.window_memory[ids] += memory
         self.window_count[ids] += 1
@@ -349,6 +569,16 @@ class Simulation:
         if self.qos is not None and self.samples % self.qos_every == 0:
             self._run_qos(now, node_cpu, node_memory)
         self.samples += 1
+
+    def _sample_jobs(self) -> None:
+        """Jobs running (at least ``minMember`` members running), and the CPU requests (in nodes' worth:
+        request / the node's allocatable) that pods of jobs not started yet hold on nodes: bound, and held."""
+        full = self.job_running >= self.job_quorum
+        placed = np.flatnonzero((self.job >= 0) & (self.node_of >= 0))
+        partial = placed[~self.job_started[self.job[placed]]]
+        worth = self.cpu_request[partial] / self.alloc_cpu[self.node_of[partial]]
+        bound = self.pod_state[partial] == RUNNING
+        self.stats.sample_jobs(int(np.count_nonzero(full)), float(worth.sum()), float(worth[bound].sum()))
 
     def _report(self, now: float, ids: I64, nodes: I64) -> None:
         if self.state is None:  # the default kube-scheduler does not read NodeMetric
@@ -487,6 +717,10 @@ class Simulation:
             return
         if action.kind == "evict":
             self._unbind(pod_id, now)
+            pod = self.current[pod_id]
+            if self.gangs is not None and self.job[pod_id] >= 0 and pod is not None:
+                self.gangs.delete_pod(pod.namespace, pod.name)
+                self.pod_of_key.pop(pod.key, None)
             self.stats.eviction_times.append(now)
             self.stats.evicted_pods.add(pod_id)
             workload = self.scenario.workloads[int(self.trace.workload[pod_id])]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,18 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("evictions", "evictions", "{:,}"),
     ("podsTouched", "pods touched by QoS", "{:,}"),
 )
+GANG_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("gangJobsFullyRunning", "gang jobs fully running (ever)", "{:,}"),
+    ("partialPlacementNodeMinutes", "partial-placement node-minutes", "{:,.1f}"),
+    ("partialBoundNodeMinutes", "  of which bound (not held)", "{:,.1f}"),
+    ("jobStartLatencyP50Seconds", "job start latency p50 (s)", "{:,.1f}"),
+    ("jobStartLatencyMaxSeconds", "job start latency max (s)", "{:,.1f}"),
+)
+"""Rows shown only when the scenario has gang jobs."""
+
+
+def _rows(runs: Sequence[PolicyRun]) -> tuple[tuple[str, str, str], ...]:
+    return ROWS + GANG_ROWS if runs and "gangJobs" in runs[0].summary else ROWS
 
 
 def summary_document(
@@ -50,7 +62,7 @@ def summary_document(
         "seed": seed,
         "simulatedSeconds": scenario.duration,
         "nodes": sum(p.count for p in scenario.node_pools),
-        "pods": sum(w.arrivals.count for w in scenario.workloads),
+        "pods": sum(w.pods for w in scenario.workloads),
         "hotThresholdPercent": scenario.hot_threshold,
         "qos": qos_note,
         "warnings": list(warnings),
@@ -62,7 +74,7 @@ def summary_document(
 
 def render_table(scenario: Scenario, seed: int, runs: Sequence[PolicyRun]) -> str:
     nodes = sum(p.count for p in scenario.node_pools)
-    pods = sum(w.arrivals.count for w in scenario.workloads)
+    pods = sum(w.pods for w in scenario.workloads)
     lines = [
         f"scenario {scenario.name}: {nodes} nodes, {pods} pods, {scenario.duration / 3600:g} h simulated, seed {seed}",
         f"hot = CPU utilisation above {scenario.hot_threshold}%",
@@ -70,7 +82,7 @@ def render_table(scenario: Scenario, seed: int, runs: Sequence[PolicyRun]) -> st
     ]
     header = f"{'':<34}" + "".join(f"{run.policy.name:>14}" for run in runs)
     lines.append(header)
-    for key, label, fmt in ROWS:
+    for key, label, fmt in _rows(runs):
         cells = "".join(f"{fmt.format(run.summary[key]):>14}" for run in runs)
         lines.append(f"{label:<34}{cells}")
     return "\n".join(lines)
@@ -202,6 +214,8 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
                 ),
             )
         )
+    if runs and "gangJobs" in runs[0].summary:
+        charts.extend(_gang_charts(scenario, runs, over_time))
     for kind, noun in (("Throttle actions", "throttle actions"), ("Evictions", "evictions")):
         curves = [
             Series(
@@ -242,6 +256,54 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
     return charts
 
 
+def _gang_charts(
+    scenario: Scenario, runs: Sequence[PolicyRun], over_time: Callable[[PolicyRun, Sequence[float], str], Series]
+) -> list[tuple[str, str]]:
+    """Jobs fully running, and the CPU requests held by jobs that are not, over time."""
+    span = (0.0, scenario.duration)
+    jobs = runs[0].summary["gangJobs"]
+    running = [
+        over_time(
+            r,
+            [float(j) for j in r.stats.jobs_running],
+            f"{r.policy.name} ({r.summary['gangJobsFullyRunning']:,} of {jobs:,} jobs started)",
+        )
+        for r in runs
+    ]
+    partial = [
+        over_time(
+            r,
+            list(r.stats.partial_nodes),
+            f"{r.policy.name} ({r.summary['partialPlacementNodeMinutes']:,.0f} node-minutes)",
+        )
+        for r in runs
+    ]
+    return [
+        (
+            "Gang jobs fully running",
+            line_chart(
+                "Gang jobs running (at least minMember members running)",
+                running,
+                TIME_LABEL,
+                "jobs fully running (count)",
+                x_range=span,
+                time_axis=True,
+            ),
+        ),
+        (
+            "Partial placement",
+            line_chart(
+                "CPU requests held by jobs not started yet (bound or held members)",
+                partial,
+                TIME_LABEL,
+                "nodes' worth of CPU requests",
+                x_range=span,
+                time_axis=True,
+            ),
+        ),
+    ]
+
+
 def render_html(
     scenario: Scenario,
     seed: int,
@@ -254,13 +316,13 @@ def render_html(
         "<tr><th>{}</th>{}</tr>".format(
             html.escape(label), "".join(f"<td>{html.escape(fmt.format(r.summary[key]))}</td>" for r in runs)
         )
-        for key, label, fmt in ROWS
+        for key, label, fmt in _rows(runs)
     )
     head = "".join(f"<th>{html.escape(r.policy.name)}</th>" for r in runs)
     sections = "\n".join(f"<section><h2>{html.escape(title)}</h2>\n{svg}\n</section>" for title, svg in charts)
     summary = json.dumps(summary_document(scenario, seed, runs, qos_note, warnings), indent=2, sort_keys=False)
     nodes = sum(p.count for p in scenario.node_pools)
-    pods = sum(w.arrivals.count for w in scenario.workloads)
+    pods = sum(w.pods for w in scenario.workloads)
     warning_list = (
         "<p>Scenario warnings (rules that do nothing):</p><ul>"
         + "".join(f"<li>{html.escape(w)}</li>" for w in warnings)

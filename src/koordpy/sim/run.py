@@ -16,10 +16,18 @@ from koordpy.sim.qos import QosPlanner
 from koordpy.sim.stats import RunStats
 from koordpy.sim.trace import build_trace
 
-__all__ = ["DEFAULT_SCENARIO", "PolicyRun", "simulate"]
+__all__ = ["BUNDLED_SCENARIOS", "DEFAULT_SCENARIO", "PolicyRun", "bundled_scenario", "simulate"]
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.yaml"
+_SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+DEFAULT_SCENARIO = _SCENARIOS / "default.yaml"
 """The bundled scenario ``koordpy simulate`` runs without an argument."""
+BUNDLED_SCENARIOS = ("default", "gangs")
+"""Names ``koordpy simulate NAME`` accepts (``scenarios/NAME.yaml`` in this package)."""
+
+
+def bundled_scenario(name: str) -> Path | None:
+    """The bundled scenario file called ``name`` (one of ``BUNDLED_SCENARIOS``), else None."""
+    return _SCENARIOS / f"{name}.yaml" if name in BUNDLED_SCENARIOS else None
 
 
 @dataclass(frozen=True, slots=True)

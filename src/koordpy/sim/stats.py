@@ -7,6 +7,17 @@ the scenario's hot threshold (percent). Pending time is bind time minus the time
 recreation after an eviction) entered the queue; pods still pending at the end count with the
 time they have waited so far, so a policy cannot look better by never placing a pod.
 
+Gang jobs (only in a scenario that has them; the keys are absent otherwise): a job is *fully
+running* while at least its ``minMember`` members run (all of them unless ``minMember`` says
+fewer: the job can work); ``gangJobsFullyRunning`` counts the jobs that were at some point.
+Partial placement is measured in nodes' worth of CPU requests: each pod of a job that has not
+started yet (never fully running so far) and that occupies a node (bound, or held at the bind
+barrier) counts its CPU request over that node's allocatable CPU; ``partialPlacementNodeMinutes``
+sums that over the samples times ``step``, ``partialBoundNodeMinutes`` the same for bound pods
+only (held binds excluded). Job start latency runs from the job's first member's arrival to the
+moment its ``minMember``-th member is bound (jobs that never fully ran are left out; ``gangJobs``
+minus ``gangJobsFullyRunning`` says how many).
+
 Not guaranteed: figures are rounded (summary values to 4 decimals) so that equal seeds give
 byte-identical output across platforms with the same numpy.
 """
@@ -50,6 +61,16 @@ class RunStats:
     completed: int = 0
     attempts: int = 0
     qos_plans: int = 0
+    gang_jobs: int = 0
+    jobs_running: list[int] = field(default_factory=list)
+    partial_nodes: list[float] = field(default_factory=list)
+    """Nodes' worth of CPU requests held by pods of jobs not fully running, per sample."""
+    partial_bound_nodes: list[float] = field(default_factory=list)
+    """The same for bound pods only."""
+    job_start_seconds: list[float] = field(default_factory=list)
+    holds: int = 0
+    releases: dict[str, int] = field(default_factory=dict)
+    deadlocks: int = 0
     _heat_sum: list[F64] = field(default_factory=list)
     _heat_count: list[int] = field(default_factory=list)
 
@@ -68,6 +89,30 @@ class RunStats:
             self._heat_count.append(0)
         self._heat_sum[bucket] += utilisation
         self._heat_count[bucket] += 1
+
+    def sample_jobs(self, fully_running: int, partial_nodes: float, partial_bound_nodes: float) -> None:
+        """Gang figures at the sample just taken by ``sample``."""
+        self.jobs_running.append(fully_running)
+        self.partial_nodes.append(partial_nodes)
+        self.partial_bound_nodes.append(partial_bound_nodes)
+
+    def gang_summary(self) -> dict[str, Any]:
+        """The gang figures (see the module docstring); empty without gang jobs."""
+        if not self.gang_jobs:
+            return {}
+        latency = np.asarray(self.job_start_seconds, dtype=np.float64)
+        return {
+            "gangJobs": self.gang_jobs,
+            "gangJobsFullyRunning": len(self.job_start_seconds),
+            "gangJobsFullyRunningAtEnd": self.jobs_running[-1] if self.jobs_running else 0,
+            "partialPlacementNodeMinutes": round(sum(self.partial_nodes) * self.step / 60.0, 1),
+            "partialBoundNodeMinutes": round(sum(self.partial_bound_nodes) * self.step / 60.0, 1),
+            "jobStartLatencyP50Seconds": round(float(np.percentile(latency, 50)), 1) if latency.size else 0.0,
+            "jobStartLatencyMaxSeconds": round(float(latency.max()), 1) if latency.size else 0.0,
+            "gangHolds": self.holds,
+            "gangReleases": dict(sorted(self.releases.items())),
+            "gangDeadlocksResolved": self.deadlocks,
+        }
 
     def heatmap(self) -> F64:
         """Mean utilisation per node (rows) and 5-minute bucket (columns)."""
@@ -109,4 +154,5 @@ class RunStats:
             "podsEvicted": len(self.evicted_pods),
             "podsTouched": len(touched),
             "qosPlans": self.qos_plans,
+            **self.gang_summary(),
         }
