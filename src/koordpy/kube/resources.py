@@ -25,6 +25,7 @@ __all__ = [
     "PODMIGRATIONJOBS",
     "PODQOSS",
     "PODS",
+    "X_K8S_PODGROUPS",
     "ResourceRef",
     "by_plural",
 ]
@@ -90,6 +91,8 @@ CUSTOMRESOURCEDEFINITIONS = ResourceRef(
 )
 NODEMETRICS = ResourceRef("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False)
 PODGROUPS = ResourceRef("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
+X_K8S_PODGROUPS = ResourceRef("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
+"""scheduler-plugins' PodGroup API; the chart does not install its CRD (watchers must tolerate a 404)."""
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )
@@ -112,6 +115,7 @@ ALL: tuple[ResourceRef, ...] = (
     CUSTOMRESOURCEDEFINITIONS,
     NODEMETRICS,
     PODGROUPS,
+    X_K8S_PODGROUPS,
     PODMIGRATIONJOBS,
     NODEQOSENSURANCEPOLICIES,
     AVOIDANCEACTIONS,
