@@ -380,7 +380,8 @@ class GangBarrier:
             deadline = self.cache.next_deadline()
             wait = self.tick if deadline is None else min(self.tick, max(0.0, deadline - self.clock.now()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
+                async with asyncio.timeout(wait):  # not wait_for: on 3.11 it can swallow a cancellation
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 if time.monotonic() - self._last_deadlock_check >= self.deadlock_interval:

@@ -188,7 +188,10 @@ def build_extender(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         extender = holder["extender"]
         if client is None:
-            yield
+            try:
+                yield
+            finally:
+                await gangs.close()
             return
         await client.open()
         watches = asyncio.create_task(run_reflectors([*reflectors, *gang_reflectors]), name="extender reflectors")
