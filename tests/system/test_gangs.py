@@ -47,8 +47,10 @@ async def populate(cluster: Cluster, names: list[str], cpu: int = 16) -> None:
 
 
 async def add_node(admin: httpx.AsyncClient, name: str, cpu: int = 16) -> None:
-    await create(admin, "/api/v1/nodes", node(name, cpu=cpu))
+    """The NodeMetric first: the node's creation is the driver's cue to retry pods, and the extender must
+    know the node's usage by then (the driver, like kube-scheduler, does not watch NodeMetrics)."""
     await create_metric(admin, metric(name, cpu * 1000 * 5 // 100, 64 * GiB * 30 // 100, updated=time.time()))
+    await create(admin, "/api/v1/nodes", node(name, cpu=cpu))
 
 
 def start(cluster: Cluster, gang: dict[str, Any] | None = None) -> tuple[Any, str, SchedulerDriver]:
@@ -137,7 +139,7 @@ async def test_a_gang_group_binds_only_when_both_gangs_are_satisfied(cluster: Cl
 @pytest.mark.system
 async def test_extender_killed_while_binds_are_held(cluster: Cluster) -> None:
     """(d) 3 of 4 members held (the 4th needs 12 cpu, no node has it free); SIGKILL the extender: the held
-    requests fail, nothing is bound; after the restart a 16-cpu node arrives and the gang completes."""
+    requests fail, nothing is bound; after the restart a 32-cpu node arrives and the gang completes."""
     await populate(cluster, ["n0", "n1"], cpu=8)
     proc, url, driver = start(cluster)
     names = ["mpi-0", "mpi-1", "mpi-2", "mpi-3"]
@@ -158,7 +160,8 @@ async def test_extender_killed_while_binds_are_held(cluster: Cluster) -> None:
         cluster.restart(proc, url + "/readyz")
         await asyncio.sleep(1.0)
         assert driver.bound() == {} and bindings(cluster) == Counter()
-        await add_node(admin, "big", cpu=16)
-        await driver.wait_until(lambda: len(driver.bound()) == 4, 90, "the gang completes after the restart")
+        # 32 cpu: the 12-cpu member's estimate (85 % → 10.2 cpu) + 5 % usage stays under the 65 % threshold
+        await add_node(admin, "big", cpu=32)
+        await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the gang completes after the restart")
     assert sorted(bindings(cluster)) == names
     assert set(bindings(cluster).values()) == {1}
