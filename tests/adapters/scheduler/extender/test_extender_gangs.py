@@ -241,3 +241,46 @@ async def test_podgroup_watch_feeds_the_gang(ext: Any) -> None:
     gangs = (await ext.http.get("/debug/gangs")).json()["gangs"]
     assert [g["id"] for g in gangs] == ["team/job"] and gangs[0]["minMember"] == 1
     assert (await ext.http.get("/debug/gangs/team/nope")).status_code == 404
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str, str]] = []
+
+    async def create_event(self, involved_object: Any, **kw: Any) -> None:
+        self.posted.append((involved_object["metadata"]["name"], kw["reason"], kw["message"]))
+
+
+async def test_nonstrict_deadlock_releases_one_gang_with_an_event(ext: Any) -> None:
+    """One node of 2 cpu; gangs x and y (NonStrict, min 2, 1 cpu per member) each hold one member on it:
+    free 2 − 1 − 1 = 0, x1 and y1 fit nowhere, releasing either gang lets the other's pending member fit."""
+    ext.node("small", cpu="2", memory="8Gi")
+    ext.metric("small", cpu="0", memory="1Gi")
+    gangs = ext.extender.gangs
+    gangs.tick = 0.02
+    gangs.events = FakeEvents()
+    pods = {}
+    for gang in ("x", "y"):
+        for i in range(2):
+            raw = member(f"{gang}{i}", gang=gang, minimum=2, mode="NonStrict")
+            raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+            pods[f"{gang}{i}"] = raw
+            ext.pod_event("ADDED", raw)
+    tasks = {n: asyncio.create_task(ext.post("bind", bind_args(pods[n], "small"))) for n in ("x0", "y0")}
+    await until(lambda: held(ext) == {"team/x0", "team/y0"}, "x0 and y0 held")
+    gangs.resolve_deadlock()
+    done = await until_one(tasks)
+    assert "deadlock" in done[1].json()["Error"]
+    await until(lambda: len(gangs.events.posted) == 1, "one Event")
+    name, reason, _ = gangs.events.posted[0]
+    assert (name, reason) == (done[0], "GangDeadlockReleased")
+    assert 'koordpy_extender_gang_releases_total{cause="deadlock"} 1.0' in (await ext.http.get("/metrics")).text
+    for other in tasks.values():
+        other.cancel()
+
+
+async def until_one(tasks: dict[str, asyncio.Task[Any]]) -> tuple[str, Any]:
+    await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED, timeout=10)
+    finished = [(n, t.result()) for n, t in tasks.items() if t.done()]
+    assert len(finished) == 1, finished
+    return finished[0]
