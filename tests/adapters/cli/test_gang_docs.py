@@ -58,5 +58,5 @@ def test_abridged_json_is_an_excerpt_of_the_real_output() -> None:
     assert shown["permit"]["verdict"] == "reject" and shown["waiting"] == []
 
 
-def test_the_page_says_gangs_are_not_enforced_yet() -> None:
-    assert "The extender does not enforce gangs yet" in DOC
+def test_the_page_says_the_gang_support_is_partial() -> None:
+    assert "> **Partial.** The extender's bind barrier is built" in DOC
