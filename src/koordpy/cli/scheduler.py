@@ -41,6 +41,10 @@ def render_table(result: dict[str, Any]) -> str:
         lines = [f"pod {result['pod']}: kube-scheduler would not schedule it"]
         lines.extend(f"  note: {note}" for note in result.get("notes", []))
         lines.append(f"  if it were pending: would select {result.get('wouldSelect') or '<none>'}")
+    gang = result.get("gang")
+    if gang:
+        admit = "admitted" if gang["admit"]["ok"] else f"not admitted ({gang['admit']['reason']})"
+        lines.append(f"gang {gang['id']}: {admit}; permit {gang['permit']['verdict']}: {gang['permit']['reason']}")
     chosen = result["selected"] or result.get("wouldSelect")
     lines.append(f"{'NODE':<16} {'FIT':<5} {'LOADAWARE':<13} {'SCORE':>5} {'EXT':>3}  REASON")
     for row in result["nodes"]:

@@ -92,6 +92,8 @@ CUSTOMRESOURCEDEFINITIONS = ResourceRef(
 NODEMETRICS = ResourceRef("slo.koordinator.sh", "v1alpha1", "nodemetrics", "NodeMetric", namespaced=False)
 PODGROUPS = ResourceRef("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
 PODGROUPS_X_K8S = ResourceRef("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
+"""scheduler-plugins' PodGroup API; the chart does not install its CRD (watchers must tolerate a 404), so
+it is not in ``ALL`` (the resources the API emulator serves)."""
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )

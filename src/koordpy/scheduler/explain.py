@@ -22,7 +22,12 @@ Output (``-o json``; keys beyond the first line are additions, the first keys ne
                 "loadAware": {"verdict": "pass"|"fail"|"no NodeMetric"|..., "detail", "resources": [...]}}],
      "selected": "node" | null,
      "schedulable": bool, "notes": [str], "boundTo": "node" | null, "wouldSelect": "node" | null,
-     "now": RFC 3339, "nowFrom": "--now" | "dump"}
+     "now": RFC 3339, "nowFrom": "--now" | "dump",
+     "gang": null | {"id", "groupId", "admit": {"ok", "reason"}, "permit": {"verdict", "reason"}}}
+
+``gang`` is the pod's gang verdict from the gang model (``koordpy.scheduler.plugins.gang``, the same
+code as ``koordpy scheduler gangs`` and the extender's barrier) on the dump's pods and PodGroups: null
+for a pod in no gang; ``admit`` is the quorum check (a bound or held member is admitted).
 
 Nodes are in input order; ``scores`` is empty for infeasible nodes; ``selected`` is the
 feasible node with the highest summed plugin score (ties: first in input order).
@@ -56,12 +61,13 @@ from koordpy.model.placement import placement_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.framework.fit import RequestsTable, filter_node, format_amount
 from koordpy.scheduler.framework.status import Status
+from koordpy.scheduler.plugins.gang.offline import GangReportError, gang_report
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin, LoadDetail
 from koordpy.scheduler.profile import build_plugins
 
 __all__ = ["ExplainError", "NoInstantError", "explain"]
 
-KINDS = ("Node", "Pod", "NodeMetric")
+KINDS = ("Node", "Pod", "NodeMetric", "PodGroup")
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, ArithmeticError)
 
 
@@ -206,8 +212,23 @@ def explain(
         "wouldSelect": would,
         "now": format_rfc3339(now),
         "nowFrom": now_from,
+        "gang": _gang(dump, config, now, f"{namespace}/{name}"),
     }
     return result, dump.ignored
+
+
+def _gang(dump: Any, config: SchedulerConfiguration, now: float, pod_key: str) -> dict[str, Any] | None:
+    """The pod's gang verdict (see the module docstring), or None for a pod in no gang."""
+    pairs = [pair for kind in ("PodGroup", "Pod") for pair in dump.of(kind)]
+    try:
+        report, _ = gang_report(pairs, config.gang, now)
+    except GangReportError as exc:
+        raise ExplainError(str(exc)) from None
+    for gang in report["gangs"]:
+        if pod_key in gang["children"]:
+            admit = gang["admit"].get(pod_key) or {"ok": True, "reason": f"{pod_key} is bound or held"}
+            return {"id": gang["id"], "groupId": gang["groupId"], "admit": admit, "permit": gang["permit"]}
+    return None
 
 
 _OK = Status()

@@ -58,5 +58,10 @@ def test_abridged_json_is_an_excerpt_of_the_real_output() -> None:
     assert shown["permit"]["verdict"] == "reject" and shown["waiting"] == []
 
 
-def test_the_page_says_gangs_are_not_enforced_yet() -> None:
-    assert "The extender does not enforce gangs yet" in DOC
+def test_the_page_names_each_part_of_gang_support() -> None:
+    for part in (
+        "## PodGroup status and Events (manager)",
+        "## kube-scheduler configuration (chart)",
+        "## In the extender",
+    ):
+        assert part in DOC

@@ -34,7 +34,9 @@ def test_json_output_has_the_exact_shape() -> None:
         "wouldSelect",
         "now",
         "nowFrom",
+        "gang",
     }
+    assert result["gang"] is None  # web-new is in no gang
     assert result["pod"] == "default/web-new"
     assert [n["name"] for n in result["nodes"]] == [
         "node-a",
@@ -163,3 +165,26 @@ def test_bad_config_names_the_field(tmp_path: Path) -> None:
 def test_missing_file_is_exit_2(tmp_path: Path) -> None:
     code, _, err = run("-f", str(tmp_path / "nope.yaml"), "--pod", "default/p")
     assert code == 2 and "nope.yaml" in err
+
+
+def test_a_gang_member_names_its_gang_verdict(tmp_path: Path) -> None:
+    """Gang of min 3 with 2 members in the dump: not admitted (2 of 3), permit waits; the table says so."""
+    docs = [NodeBuilder("n1").allocatable(cpu="8", memory="16Gi", pods="110").build()]
+    for name in ("w0", "w1"):
+        raw = PodBuilder(name, "team").requests(cpu="1").build()
+        raw["metadata"]["annotations"] = {
+            "gang.scheduling.koordinator.sh/name": "job",
+            "gang.scheduling.koordinator.sh/min-available": "3",
+        }
+        docs.append(raw)
+    dump = tmp_path / "gang.yaml"
+    dump.write_text(yaml.safe_dump_all(docs))
+    code, out, _ = run("-f", str(dump), "--pod", "team/w0", "--now", NOW, "-o", "json")
+    assert code == 0, out
+    gang = json.loads(out)["gang"]
+    assert gang["id"] == "team/job"
+    assert gang["admit"] == {"ok": False, "reason": "gang team/job: 2 of 3 members exist"}
+    assert gang["permit"]["verdict"] == "wait"
+    code, out, _ = run("-f", str(dump), "--pod", "team/w0", "--now", NOW)
+    assert code == 0
+    assert "gang team/job: not admitted (gang team/job: 2 of 3 members exist); permit wait:" in out

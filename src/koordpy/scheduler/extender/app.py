@@ -13,6 +13,8 @@ Not guaranteed: anything but the verbs is for operators (``/debug`` has no stabl
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -232,7 +234,31 @@ def create_app(
 
     app.router.add_route("/filter", verb("filter", service.filter), methods=["POST"])
     app.router.add_route("/prioritize", verb("prioritize", service.prioritize), methods=["POST"])
-    app.router.add_route("/bind", verb("bind", service.bind), methods=["POST"])
+
+    async def bind(request: Request) -> Response:
+        """Like ``verb``, plus a watcher for the client closing the connection (kube-scheduler's binder
+        ``httpTimeout``): a held gang bind is then abandoned, never bound from this request."""
+        started = time.perf_counter()
+        try:
+            body = await read_body(request, limit)
+        except ProtocolError as exc:
+            return _response(service.reject("bind", exc, started))
+        gone = asyncio.Event()
+
+        async def watch_disconnect() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.ensure_future(watch_disconnect())
+        try:
+            return _response(await service.bind(body, started, gone))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+
+    app.router.add_route("/bind", bind, methods=["POST"])
 
     add_ops_routes(app.router, service, registry)
 
@@ -242,6 +268,18 @@ def create_app(
         if view is None:
             return Response(orjson.dumps({"Error": f"node {name!r} is not in the cache"}), 404, media_type=JSON)
         return Response(orjson.dumps(view, option=orjson.OPT_SERIALIZE_NUMPY), media_type=JSON)
+
+    @app.get("/debug/gangs")
+    async def debug_gangs() -> Response:
+        gangs = service.gangs.describe() if service.gangs is not None else []
+        return Response(orjson.dumps({"gangs": gangs}), media_type=JSON)
+
+    @app.get("/debug/gangs/{namespace}/{name}")
+    async def debug_gang(namespace: str, name: str) -> Response:
+        found = service.gangs.describe(f"{namespace}/{name}") if service.gangs is not None else []
+        if not found:
+            return Response(orjson.dumps({"Error": f"gang {namespace}/{name} is not known"}), 404, media_type=JSON)
+        return Response(orjson.dumps(found[0]), media_type=JSON)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         """Last resort: anything that escaped a route becomes the protocol's error shape, logged."""

@@ -27,9 +27,10 @@ from koordpy.model.clock import Clock
 from koordpy.model.objects import NodeMetricInfo, PodInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
 
-__all__ = ["RESOURCES", "ClusterCache", "EventHandler", "InvalidReport"]
+__all__ = ["RESOURCES", "ClusterCache", "EventHandler", "InvalidReport", "PodListener"]
 
 EventHandler = Callable[[str, Mapping[str, Any]], None]
+PodListener = Callable[[str, PodInfo, Mapping[str, Any] | None], None]
 InvalidReport = Callable[[str, str, str], None]
 """``(resource, node name, error)``: a Node or NodeMetric of that node could not be read."""
 RESOURCES = ("nodes", "pods", "nodemetrics")
@@ -62,6 +63,11 @@ class ClusterCache:
         """resource -> objects that could not be converted."""
         self.events: Counter[tuple[str, str]] = Counter()
         """(resource, event type) -> events applied."""
+        self.pod_listener: PodListener | None = None
+        """Called after each applied pod event with (event type, pod, raw object or None): the gang barrier."""
+        self.held_node: Callable[[str], str | None] | None = None
+        """``namespace/name`` → the node a held (not yet bound) bind placed the pod on: a watch update of
+        that still-pending pod keeps the placement counted instead of dropping it."""
 
     def handler(self, resource: str) -> EventHandler:
         """The ``(event_type, raw)`` callback for one of ``RESOURCES``."""
@@ -124,10 +130,10 @@ class ClusterCache:
         except Exception as exc:
             self._conversion_error("pods", event_type, raw, exc)
             return
-        self.apply_pod(event_type, pod)
+        self.apply_pod(event_type, pod, raw)
 
-    def apply_pod(self, event_type: str, pod: PodInfo) -> None:
-        """Apply an already converted pod event."""
+    def apply_pod(self, event_type: str, pod: PodInfo, raw: Mapping[str, Any] | None = None) -> None:
+        """Apply an already converted pod event (``raw``, when given, goes to ``pod_listener``)."""
         if event_type == "DELETED":
             self.pending.pop(pod.uid, None)
             self.state.remove_pod(pod.uid)
@@ -136,8 +142,14 @@ class ClusterCache:
                 self.pending.pop(pod.uid, None)
             else:
                 self.pending[pod.uid] = pod
-            self.state.upsert_pod(pod, self.clock.now())
+            held = self.held_node(pod.key) if self.held_node is not None and not pod.node_name else None
+            if held is not None and not pod.terminated:
+                self.state.assume(pod, held, self.clock.now())
+            else:
+                self.state.upsert_pod(pod, self.clock.now())
         self.events["pods", event_type] += 1
+        if self.pod_listener is not None:
+            self.pod_listener(event_type, pod, raw)
 
     # ---- views -------------------------------------------------------------------------
 

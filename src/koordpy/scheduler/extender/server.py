@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
-from koordpy.kube.resources import NODEMETRICS, NODES, PODS, ResourceRef
+from koordpy.kube.resources import NODEMETRICS, NODES, PODGROUPS, PODGROUPS_X_K8S, PODS, ResourceRef
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
@@ -44,6 +44,7 @@ from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.gangs import GangBarrier, GangMetrics
 from koordpy.scheduler.extender.invalid_events import NodeEventReporter
 from koordpy.scheduler.extender.listener import limited_protocol
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
@@ -55,6 +56,9 @@ from koordpy.scheduler.profile import build_plugins
 __all__ = ["Extender", "build_extender", "build_servers", "listener_limits", "serve", "serve_all"]
 
 WATCHED: tuple[tuple[str, ResourceRef], ...] = (("nodes", NODES), ("pods", PODS), ("nodemetrics", NODEMETRICS))
+GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S)
+"""PodGroups of both APIs. Optional for readiness: a missing CRD (404, the chart does not install the
+x-k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
 
 
 @dataclass
@@ -73,6 +77,9 @@ class Extender:
     """Set once every reflector delivered its first list (and the GC was frozen)."""
     reporter: NodeEventReporter | None = None
     """Warning Events for nodes whose Node or NodeMetric cannot be read (posted only with a client)."""
+    gangs: GangBarrier | None = None
+    gang_reflectors: list[Reflector] = field(default_factory=list)
+    """The PodGroup watches: not part of ``not_ready`` (see ``GANG_WATCHED``)."""
 
     def not_ready(self) -> str | None:
         """Why the verbs' view of the cluster cannot be trusted, or None.
@@ -134,6 +141,33 @@ def build_extender(
         ]
         by_resource.update(zip((name for name, _ in WATCHED), reflectors, strict=True))
     holder: dict[str, Extender] = {}
+    gangs = GangBarrier(
+        config.gang,
+        clock=clock,
+        log=log,
+        metrics=GangMetrics(registry, lambda: holder["extender"].gangs if "extender" in holder else None),
+        binder=lambda: holder["extender"].service.binder,
+        events=client,
+        state=state,
+        bind_timeout=config.extender.bind_timeout_seconds,
+    )
+    cache.pod_listener = gangs.on_pod
+    cache.held_node = gangs.held_node
+    gang_reflectors: list[Reflector] = []
+    if client is not None:
+        gang_reflectors = [
+            Reflector(
+                client,
+                resource,
+                gangs.podgroup_handler(resource.group),
+                watch_timeout_seconds=config.extender.watch_timeout_seconds,
+                backoff_initial=5.0,
+                backoff_max=120.0,
+                post_events=True,
+                event_component="koordpy-extender",
+            )
+            for resource in GANG_WATCHED
+        ]
 
     def not_ready() -> str | None:
         return holder["extender"].not_ready()
@@ -147,16 +181,20 @@ def build_extender(
         clock=clock,
         log=log,
         not_ready=not_ready,
+        gangs=gangs,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         extender = holder["extender"]
         if client is None:
-            yield
+            try:
+                yield
+            finally:
+                await gangs.close()
             return
         await client.open()
-        watches = asyncio.create_task(run_reflectors(reflectors), name="extender reflectors")
+        watches = asyncio.create_task(run_reflectors([*reflectors, *gang_reflectors]), name="extender reflectors")
         freezer = asyncio.create_task(_after_sync(extender, freeze_gc, log), name="extender sync")
         events = asyncio.create_task(reporter.run(client), name="extender invalid-node events")
         try:
@@ -167,11 +205,14 @@ def build_extender(
             for task in (freezer, watches, events):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await gangs.close()
             await client.close()
 
     app = create_app(service, registry, lifespan=lifespan)
     ops_app = create_ops_app(service, registry)
-    extender = Extender(app, ops_app, service, cache, state, registry, reflectors, asyncio.Event(), reporter)
+    extender = Extender(
+        app, ops_app, service, cache, state, registry, reflectors, asyncio.Event(), reporter, gangs, gang_reflectors
+    )
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
     register_reflector_metrics(registry, "koordpy_extender", lambda: extender.reflectors)

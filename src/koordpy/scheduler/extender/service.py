@@ -30,6 +30,7 @@ from koordpy.kube.errors import ApiError
 from koordpy.model.clock import Clock
 from koordpy.model.objects import PodInfo, pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.gangs import GangBarrier
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import (
     BindArgs,
@@ -83,6 +84,7 @@ class ExtenderService:
         clock: Clock,
         log: Any,
         not_ready: Callable[[], str | None] = _always_ready,
+        gangs: GangBarrier | None = None,
     ) -> None:
         self.cache = cache
         self.state: ClusterState = cache.state
@@ -93,6 +95,8 @@ class ExtenderService:
         self.clock = clock
         self.log = log
         self.not_ready = not_ready
+        self.gangs = gangs
+        """The gang bind barrier (quorum in filter, held binds); None: gangs are not enforced."""
         self._recent: OrderedDict[str, tuple[str, PodInfo]] = OrderedDict()
         self._last_passed: list[str] | None = None
         self._last_passed_indices: npt.NDArray[np.int64] | None = None
@@ -173,6 +177,9 @@ class ExtenderService:
             if reason is not None:
                 self._finish("filter", "not_ready", started)
                 return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
+            if self.gangs is not None and (refused := self._gang_quorum(pod.key, args)) is not None:
+                self._finish("filter", "ok", started)
+                return Reply(200, refused)
             self._forget_stale_indices()
             indices = self._indices(args.names)
             outcome = self.state.filter(pod, args.names, self.clock.now(), indices=indices)
@@ -196,6 +203,21 @@ class ExtenderService:
             return Reply(200, encode_filter_error(f"koordpy extender internal error: {type(exc).__name__}"))
         self._finish("filter", "ok", started)
         return Reply(200, reply)
+
+    def _gang_quorum(self, key: str, args: Any) -> bytes | None:
+        """A gang member whose gang (or GangGroup) is short of members fails every node, unresolvable
+        (Koordinator's PreEnqueue). One dict lookup for a pod in no gang."""
+        assert self.gangs is not None
+        if not self.gangs.is_member(key):
+            return None
+        admission = self.gangs.admit(key)
+        if admission.ok:
+            return None
+        names = args.names
+        require_strings(names, range(len(names)))
+        unresolvable = dict.fromkeys(names, admission.reason)
+        self._last_passed = self._last_passed_indices = self._last_suffix = None
+        return encode_filter_result([], {}, unresolvable, args.items, names)
 
     def prioritize(self, body: bytes, started: float | None = None) -> Reply:
         started = time.perf_counter() if started is None else started
@@ -225,7 +247,9 @@ class ExtenderService:
         self._finish("prioritize", "ok", started)
         return Reply(200, reply)
 
-    async def bind(self, body: bytes, started: float | None = None) -> Reply:
+    async def bind(self, body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Reply:
+        """``gone`` is set by the HTTP layer when the client closed the connection (a held gang bind is
+        then abandoned: never bound from this request)."""
         started = time.perf_counter() if started is None else started
         try:
             args = decode_bind_args(body)
@@ -233,7 +257,7 @@ class ExtenderService:
             return self._bad_request("bind", exc, started)
         where = f"{args.pod_namespace}/{args.pod_name}"
         try:
-            return await self._bind(args, where, started)
+            return await self._bind(args, where, started, gone)
         except Exception as exc:
             self._finish("bind", "error", started)
             self.log.exception("bind.failed", pod=where, node=args.node, error=f"{type(exc).__name__}: {exc}")
@@ -248,7 +272,7 @@ class ExtenderService:
             return None
         return pod
 
-    async def _bind(self, args: BindArgs, where: str, started: float) -> Reply:
+    async def _bind(self, args: BindArgs, where: str, started: float, gone: asyncio.Event | None = None) -> Reply:
         namespace, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
         pod = self._known_pod(namespace, name, uid) if uid else None
         placed: PodInfo | None = None
@@ -258,6 +282,8 @@ class ExtenderService:
                 placed = self.state.assume(pod, node, self.clock.now())
         else:
             self.metrics.binds_unassumed.inc()
+        if self.gangs is not None and self.gangs.is_member(where):
+            return await self._gang_bind(args, where, started, placed, gone)
         if self.binder is None:
             error: BaseException | None = RuntimeError("no API client configured")
         else:
@@ -279,6 +305,29 @@ class ExtenderService:
         message = f"binding {where} to {node} failed: {kind}: {error}"
         self.log.warning("bind.failed", pod=where, uid=uid, node=node, reason=kind, error=str(error))
         return Reply(200, encode_bind_result(message))
+
+    async def _gang_bind(
+        self, args: BindArgs, where: str, started: float, placed: PodInfo | None, gone: asyncio.Event | None
+    ) -> Reply:
+        """Hold the request at the gang barrier; the placement stays recorded while it is held."""
+        assert self.gangs is not None
+        uid, node = args.pod_uid, args.node
+        try:
+            error = await self.gangs.hold(where, uid, node, gone)
+        except asyncio.CancelledError:
+            self._unassume(uid, placed)
+            raise
+        if not error:
+            self._finish("bind", "ok", started)
+            self.log.info("bind", pod=where, uid=uid, node=node, assumed=placed is not None, gang=True)
+            return Reply(200, encode_bind_result(""))
+        self._unassume(uid, placed)
+        self._finish("bind", "gang_released", started)
+        return Reply(200, encode_bind_result(error))
+
+    def _unassume(self, uid: str, placed: PodInfo | None) -> None:
+        if placed is not None and self.state.assigned.get(uid) is placed:
+            self.state.remove_pod(uid)  # the watch corrects anything else later
 
 
 def _failure_kind(error: BaseException) -> str:

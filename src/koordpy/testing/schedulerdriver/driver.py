@@ -5,6 +5,8 @@ Per pod (one serial scheduling cycle at a time)::
     pop from the queue → in-tree filter over nodes (requests incl. assumed pods)
       → POST {urlPrefix}/filter  (serial, httpTimeout)      error/timeout → backoffQ
       → no feasible node                                    → unschedulablePods
+        (rejected by the extender alone: moved again by any pod's creation, as kube-scheduler
+        retries a pod no plugin rejected on any cluster event)
       → exactly one feasible node: use it (no prioritize)
       → else POST prioritize (errors ignored); total = LeastAllocated + Score × weight × 10
       → pick the best (ties: seeded reservoir sampling) → assume
@@ -175,6 +177,9 @@ class SchedulerDriver:
         self._api: aiohttp.ClientSession | None = None
         self._http: aiohttp.ClientSession | None = None
         self._changed = asyncio.Event()
+        self.extender_rejected: set[str] = set()
+        """uids whose last attempt failed only because the extender's filter rejected every node: no in-tree
+        plugin rejected them, so kube-scheduler retries them on any cluster event (a pod's creation too)."""
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -330,12 +335,14 @@ class SchedulerDriver:
         uid = str(meta.get("uid") or _key(obj))
         if kind == "DELETED":
             self.pods.pop(uid, None)
+            self.extender_rejected.discard(uid)
             self._requests.pop(uid, None)
             self.assumed.pop(uid, None)
             self.queue.delete(uid)
             self.queue.move_all()
             self._changed.set()
             return
+        created = uid not in self.pods
         self.pods[uid] = obj
         spec = obj.get("spec") or {}
         try:
@@ -350,6 +357,8 @@ class SchedulerDriver:
         elif self._is_pending(obj):
             if uid not in self.assumed:
                 self.queue.add(uid, int(spec.get("priority") or 0))
+            if created and self.extender_rejected:
+                self.queue.move(self.extender_rejected - {uid})
         else:
             self.queue.delete(uid)
         self._changed.set()
@@ -425,6 +434,10 @@ class SchedulerDriver:
             decision.passed = result.passed
             decision.failed = result.failed
             decision.unresolvable = result.unresolvable
+            if feasible and not result.passed:
+                self.extender_rejected.add(uid)
+            else:
+                self.extender_rejected.discard(uid)
             feasible = result.passed
         if not feasible:
             decision.outcome = "unschedulable"

@@ -144,6 +144,13 @@ class SchedulingQueue:
         pod.timestamp = self.clock()
         self.backoff[uid] = pod.timestamp + self.backoff_duration(pod.attempts)
 
+    def move(self, uids: set[str]) -> None:
+        """A cluster event that only some unschedulable pods are worth retrying for (``uids``)."""
+        self.move_request_cycle = self.scheduling_cycle
+        for uid in list(self.unschedulable):
+            if uid in uids:
+                self._to_backoff_or_active(uid)
+
     def move_all(self) -> None:
         """``MoveAllToActiveOrBackoffQueue``: a cluster event happened."""
         self.move_request_cycle = self.scheduling_cycle

@@ -2,7 +2,8 @@
 
 Membership and parameters (``spec``), the event-fed ``GangCache`` with its decisions (``state``,
 ``decisions``), NonStrict deadlock detection (``deadlock``), PodGroup phases (``phase``) and the offline
-report (``offline``). See README.md in this folder. The extender's bind barrier is not built yet.
+report (``offline``). See README.md in this folder. The extender's bind barrier
+(``koordpy.scheduler.extender.gangs``) runs this model.
 """
 
 from koordpy.scheduler.plugins.gang.deadlock import DeadlockFinding, WaitingGroup, find_deadlock, fits

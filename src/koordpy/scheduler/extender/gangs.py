@@ -1,0 +1,469 @@
+"""The extender's gang bind barrier: runs the pure ``GangCache`` (``koordpy.scheduler.plugins.gang``).
+
+Events in: the pod watch (``on_pod``: membership, ``PodScheduled=False/Unschedulable`` → Strict
+release), the PodGroup watches of both APIs (``podgroup_handler``), and the ``/bind`` requests of gang
+members (``hold``). Decisions out, executed here:
+
+* ``hold`` parks the bind request (an ``asyncio.Future`` per hold) until the model hands the hold out in
+  a ``BindBatch`` (then every member of the batch is bound concurrently, each binding retried a bounded
+  number of times, and each parked request answered) or in a ``Release`` (answered with that reason as
+  the protocol's ``Error``: kube-scheduler un-assumes the pod and retries it);
+* the client going away (``gone`` set by the HTTP layer on ``http.disconnect``, or the handler being
+  cancelled) is ``abandon``: that request is never bound; ``is_current`` is checked right before each
+  binding is created;
+* a timer wakes at ``next_deadline`` (capped at ``tick`` seconds) for expiries and answer deadlines, and
+  every ``deadlock_interval`` seconds runs NonStrict deadlock resolution on the cluster's free resources,
+  posting an Event on the released pods.
+
+A batch that ends partially bound (some bindings created, some failed after the retries) is logged as
+an error, counted in ``koordpy_extender_gang_partial_binds`` and reported with a Warning Event on every
+member of the batch.
+
+Not guaranteed: holds survive a restart (they do not: kube-scheduler's requests fail with the
+connection and the pods are retried; nothing was bound); thread safety (one event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from koordpy.config.gang import CoschedulingArgs
+from koordpy.kube.errors import ApiError
+from koordpy.model.clock import Clock
+from koordpy.model.objects import PodInfo
+from koordpy.model.resources import ResourceList
+from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.gang import (
+    API_SIGS,
+    API_X_K8S,
+    Admission,
+    BindBatch,
+    GangCache,
+    Hold,
+    PodGroupError,
+    podgroup_from_dict,
+)
+
+__all__ = ["EventPoster", "GangBarrier", "GangBinder", "GangMetrics", "free_resources", "unschedulable_message"]
+
+WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 3600)
+QUORUM_MEMORY = 4096
+"""Pods whose last ``/filter`` was refused at quorum, remembered (LRU) to recognise that refusal in their
+``PodScheduled`` condition: it is not a scheduling failure of the gang (it must not trigger Strict)."""
+
+
+class GangBinder(Protocol):
+    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> Any: ...
+
+
+class EventPoster(Protocol):
+    async def create_event(
+        self, involved_object: Mapping[str, Any], *, reason: str, message: str, event_type: Any, component: str
+    ) -> Any: ...
+
+
+class GangMetrics:
+    """Held binds (gauge at scrape), gang wait time (histogram), releases by cause, partial batches."""
+
+    def __init__(self, registry: CollectorRegistry, barrier: Callable[[], GangBarrier | None]) -> None:
+        self.wait = Histogram(
+            "koordpy_extender_gang_wait_seconds",
+            "Time from a gang member's first held bind to its binding (allowed) or its release.",
+            ["outcome"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+        self.releases = Counter(
+            "koordpy_extender_gang_releases",
+            "Held gang binds answered with an error, by cause (expired, answer-deadline, strict, ...).",
+            ["cause"],
+            registry=registry,
+        )
+        self.partial = Counter(
+            "koordpy_extender_gang_partial_binds",
+            "Gang bind batches that ended partially bound after the binding retries.",
+            registry=registry,
+        )
+        self.binding_retries = Counter(
+            "koordpy_extender_gang_binding_retries", "pods/binding calls retried for a gang batch.", registry=registry
+        )
+        registry.register(_HeldCollector(barrier))
+
+
+class _HeldCollector(Collector):
+    def __init__(self, barrier: Callable[[], GangBarrier | None]) -> None:
+        self.barrier = barrier
+
+    def collect(self) -> Any:
+        gauge = GaugeMetricFamily("koordpy_extender_gang_held_binds", "Gang members' bind requests held open now.")
+        barrier = self.barrier()
+        gauge.add_metric([], len(barrier.waiters) if barrier is not None else 0)
+        yield gauge
+
+
+def free_resources(state: ClusterState) -> dict[str, ResourceList]:
+    """Each node's allocatable minus the requests of its assigned (and assumed), non-terminated pods, with
+    one pod slot per pod when the node lists ``pods``. Not guaranteed: anything but resource requests."""
+    free: dict[str, ResourceList] = {name: dict(node.allocatable) for name, node in state.nodes.items()}
+    for pod in state.assigned.values():
+        left = free.get(pod.node_name)
+        if left is None or pod.terminated:
+            continue
+        for resource, amount in pod.requests.items():
+            left[resource] = left.get(resource, 0) - amount
+        if "pods" in left:
+            left["pods"] -= 1
+    return free
+
+
+def unschedulable_message(raw: Mapping[str, Any]) -> str | None:
+    """The message of a pending pod's ``PodScheduled=False`` condition with reason ``Unschedulable``."""
+    status = raw.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return None
+    for cond in conditions:
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            message = cond.get("message")
+            stamp = cond.get("lastTransitionTime")
+            return f"{message if isinstance(message, str) else ''}\x00{stamp if isinstance(stamp, str) else ''}"
+    return None
+
+
+class GangBarrier:
+    """Holds gang members' binds and binds whole GangGroups. See the module docstring."""
+
+    def __init__(
+        self,
+        args: CoschedulingArgs,
+        *,
+        clock: Clock,
+        log: Any,
+        metrics: GangMetrics,
+        binder: Callable[[], GangBinder | None],
+        events: EventPoster | None = None,
+        state: ClusterState | None = None,
+        bind_timeout: float = 30.0,
+        bind_attempts: int = 3,
+        retry_delay: float = 0.2,
+        tick: float = 1.0,
+        deadlock_interval: float = 10.0,
+    ) -> None:
+        self.args = args
+        self.cache = GangCache(args)
+        self.clock = clock
+        self.log = log
+        self.metrics = metrics
+        self.binder = binder
+        """Looked up per binding (the service's binder; tests swap it)."""
+        self.events = events
+        self.state = state
+        self.bind_timeout = bind_timeout
+        self.bind_attempts = bind_attempts
+        self.retry_delay = retry_delay
+        self.tick = tick
+        self.deadlock_interval = deadlock_interval
+        self.waiters: dict[int, asyncio.Future[str]] = {}
+        """hold id → the parked request's answer ("" bound, else the ``Error`` text)."""
+        self.held: dict[str, tuple[int, str]] = {}
+        """pod key → (hold id, node) of its open bind request."""
+        self._quorum: OrderedDict[str, str] = OrderedDict()
+        self._failures: dict[str, str] = {}
+        """pod key → the Unschedulable condition already reported (message and time)."""
+        self._timer: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._last_deadlock_check = time.monotonic()
+        self.partial_batches = 0
+
+    # ---- watch events --------------------------------------------------------------------
+
+    def on_pod(self, event_type: str, pod: PodInfo, raw: Mapping[str, Any] | None) -> None:
+        if event_type == "DELETED":
+            self.cache.delete_pod(pod.namespace, pod.name)
+            self._failures.pop(pod.key, None)
+        else:
+            self.cache.upsert_pod(pod)
+            if raw is not None and not pod.node_name and self.cache.gang_of(pod.key) is not None:
+                self._check_failure(pod.key, raw)
+        self.pump()
+
+    def _check_failure(self, key: str, raw: Mapping[str, Any]) -> None:
+        seen = unschedulable_message(raw)
+        if seen is None or self._failures.get(key) == seen:
+            return
+        self._failures[key] = seen
+        message = seen.partition("\x00")[0]
+        quorum = self._quorum.get(key)
+        if quorum is not None and quorum in message:
+            return  # our own quorum refusal: the gang is incomplete, not failing
+        self.cache.scheduling_failed(key, message or "Unschedulable")
+
+    def podgroup_handler(self, api: str) -> Callable[[str, Mapping[str, Any]], None]:
+        def handle(event_type: str, raw: Mapping[str, Any]) -> None:
+            if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+                return
+            meta = raw.get("metadata")
+            if event_type == "DELETED" and isinstance(meta, Mapping):
+                namespace, name = meta.get("namespace"), meta.get("name")
+                if isinstance(namespace, str) and isinstance(name, str):
+                    self.cache.delete_podgroup(api, namespace, name)
+                    self.pump()
+                return
+            if not raw.get("apiVersion"):  # list items may omit it; the watch knows the API
+                raw = {**raw, "apiVersion": f"{api}/v1alpha1"}
+            try:
+                pg = podgroup_from_dict(raw)
+            except PodGroupError as exc:
+                self.log.warning("gang.podgroup_skipped", api=api, error=str(exc))
+                return
+            self.cache.upsert_podgroup(pg)
+            self.pump()
+
+        return handle
+
+    # ---- filter ----------------------------------------------------------------------------
+
+    def admit(self, pod_key: str) -> Admission:
+        """Quorum (PreEnqueue); a refusal is remembered to tell it apart from a real failure later."""
+        admission = self.cache.admit(pod_key)
+        if not admission.ok:
+            self._quorum[pod_key] = admission.reason
+            self._quorum.move_to_end(pod_key)
+            if len(self._quorum) > QUORUM_MEMORY:
+                self._quorum.popitem(last=False)
+        return admission
+
+    def held_node(self, pod_key: str) -> str | None:
+        entry = self.held.get(pod_key)
+        return entry[1] if entry is not None else None
+
+    def is_member(self, pod_key: str) -> bool:
+        return self.cache.gang_of(pod_key) is not None
+
+    # ---- the barrier -----------------------------------------------------------------------
+
+    async def hold(self, pod_key: str, uid: str, node: str, gone: asyncio.Event | None = None) -> str:
+        """Park a member's bind until its GangGroup binds or it is released; "" when bound, else the error."""
+        self._ensure_timer()
+        loop = asyncio.get_running_loop()
+        hold, permit = self.cache.hold(pod_key, uid, node, self.clock.now())
+        if hold is None:
+            return f"pod {pod_key} is in no gang"
+        answer: asyncio.Future[str] = loop.create_future()
+        self.waiters[hold.hold_id] = answer
+        self.held[pod_key] = (hold.hold_id, node)
+        self.log.info("gang.hold", pod=pod_key, node=node, gang=hold.gang_id, verdict=permit.verdict)
+        self.pump()
+        watcher = asyncio.ensure_future(gone.wait()) if gone is not None else None
+        try:
+            if watcher is not None:
+                either: set[asyncio.Future[Any]] = {answer, watcher}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.shield(answer)
+            if answer.done():
+                return answer.result()
+            self._abandon(hold)
+            return f"bind request for {pod_key} was abandoned by the client"
+        except asyncio.CancelledError:
+            self._abandon(hold)
+            raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            self.waiters.pop(hold.hold_id, None)
+            if self.held.get(pod_key, (0, ""))[0] == hold.hold_id:
+                del self.held[pod_key]
+
+    def _abandon(self, hold: Hold) -> None:
+        self.cache.abandon(hold.pod, hold.hold_id)
+        self.metrics.releases.labels("abandoned").inc()
+        self.log.warning("gang.abandoned", pod=hold.pod, node=hold.node, gang=hold.gang_id)
+        self.pump()
+
+    def _answer(self, hold: Hold, error: str, outcome: str) -> None:
+        answer = self.waiters.get(hold.hold_id)
+        if answer is not None and not answer.done():
+            answer.set_result(error)
+        self.metrics.wait.labels(outcome).observe(max(0.0, self.clock.now() - hold.wait_started_at))
+
+    def pump(self) -> None:
+        """Execute what the model decided: bind allowed batches, answer released holds."""
+        now = self.clock.now()
+        for batch in self.cache.take_ready(now):
+            self._spawn(self._bind_batch(batch))
+        for release in self.cache.take_releases(now):
+            self.metrics.releases.labels(release.cause).inc()
+            self.log.info("gang.release", pod=release.hold.pod, cause=release.cause, reason=release.reason)
+            self._answer(release.hold, release.reason, release.cause)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bind_batch(self, batch: BindBatch) -> None:
+        self.log.info("gang.allowed", group=batch.group_id, members=len(batch.holds), reason=batch.reason)
+        results = await asyncio.gather(*(self._bind_one(hold) for hold in batch.holds))
+        created = [h.pod for h, ok in zip(batch.holds, results, strict=True) if ok is True]
+        failed = [h.pod for h, ok in zip(batch.holds, results, strict=True) if ok is False]
+        if created and failed:
+            self.partial_batches += 1
+            self.metrics.partial.inc()
+            message = (
+                f"gang group {batch.group_id} is partially bound: {len(created)} bound ({', '.join(created)}), "
+                f"{len(failed)} failed after {self.bind_attempts} attempts ({', '.join(failed)})"
+            )
+            self.log.error("gang.partially_bound", group=batch.group_id, bound=created, failed=failed)
+            for hold in batch.holds:
+                self.post_event(hold.pod, "GangPartiallyBound", message, "Warning")
+        self.pump()
+
+    async def _bind_one(self, hold: Hold) -> bool | None:
+        """True bound, False failed, None not attempted (the request is no longer current)."""
+        namespace, _, name = hold.pod.partition("/")
+        error = "no API client configured"
+        for attempt in range(self.bind_attempts):
+            if not self.cache.is_current(hold):
+                self._answer(hold, f"bind request for {hold.pod} is no longer current", "abandoned")
+                return None
+            binder = self.binder()
+            if binder is None:
+                break
+            try:
+                async with asyncio.timeout(self.bind_timeout):
+                    await binder.create_binding(namespace, name, hold.uid, hold.node)
+            except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, ApiError) and exc.status in (404, 409, 422):
+                    break  # deleted, recreated or already bound: retrying cannot help
+                if attempt + 1 < self.bind_attempts:
+                    self.metrics.binding_retries.inc()
+                    await asyncio.sleep(self.retry_delay * (attempt + 1))
+                continue
+            self.cache.bound(hold.pod, hold.node)
+            self._answer(hold, "", "bound")
+            self.log.info("gang.bound", pod=hold.pod, node=hold.node, gang=hold.gang_id)
+            return True
+        message = f"binding {hold.pod} to {hold.node} failed: {error}"
+        self.cache.bind_failed(hold.pod, error)
+        self._answer(hold, message, "bind-failed")
+        return False
+
+    # ---- timer and deadlock ------------------------------------------------------------------
+
+    def _ensure_timer(self) -> None:
+        if self._timer is None or self._timer.done():
+            self._wake = asyncio.Event()
+            self._timer = asyncio.ensure_future(self._run_timer())
+
+    async def _run_timer(self) -> None:
+        assert self._wake is not None
+        while True:
+            deadline = self.cache.next_deadline()
+            wait = self.tick if deadline is None else min(self.tick, max(0.0, deadline - self.clock.now()))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):  # not wait_for: on 3.11 it can swallow a cancellation
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                if time.monotonic() - self._last_deadlock_check >= self.deadlock_interval:
+                    self._last_deadlock_check = time.monotonic()
+                    self.resolve_deadlock()
+                self.pump()
+            except Exception as exc:  # the timer must survive any one bad round
+                self.log.exception("gang.timer_failed", error=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(0)
+
+    def resolve_deadlock(self) -> None:
+        if self.state is None or not self.waiters:
+            return
+        found = self.cache.resolve_deadlock(free_resources(self.state), self.clock.now())
+        if found is None:
+            return
+        self.log.warning("gang.deadlock", groups=found.groups, victim=found.victim, reason=found.reason)
+        for hold in found.released:
+            self.post_event(hold.pod, "GangDeadlockReleased", found.reason, "Warning")
+        self.pump()
+
+    def post_event(self, pod_key: str, reason: str, message: str, event_type: str) -> None:
+        if self.events is None:
+            return
+        namespace, _, name = pod_key.partition("/")
+        involved = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+        events = self.events
+
+        async def post() -> None:
+            try:
+                await events.create_event(
+                    involved, reason=reason, message=message[:1000], event_type=event_type, component="koordpy-extender"
+                )
+            except Exception as exc:
+                self.log.info("gang.event_not_posted", pod=pod_key, error=f"{type(exc).__name__}: {exc}")
+
+        self._spawn(post())
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._timer, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ---- views -----------------------------------------------------------------------------
+
+    def describe(self, gang_id: str | None = None) -> list[dict[str, Any]]:
+        """``/debug/gangs``: every gang (or one), its members, held pods and nodes, verdict, time left."""
+        now = self.clock.now()
+        views = self.cache.views() if gang_id is None else [v for v in [self.cache.view(gang_id)] if v is not None]
+        out: list[dict[str, Any]] = []
+        for view in views:
+            spec = view.spec
+            permit = self.cache.permit(spec.id, now)
+            out.append(
+                {
+                    "id": spec.id,
+                    "groupId": spec.group_id,
+                    "mode": spec.mode,
+                    "matchPolicy": spec.match_policy,
+                    "minMember": spec.min_member,
+                    "waitSeconds": spec.wait_seconds,
+                    "children": list(view.children),
+                    "bound": list(view.bound),
+                    "failed": list(view.failed),
+                    "onceSatisfied": view.once_satisfied,
+                    "held": [
+                        {
+                            "pod": h.pod,
+                            "node": h.node,
+                            "heldSeconds": round(now - h.held_at, 3),
+                            "waitLeftSeconds": round(h.wait_deadline - now, 3),
+                            "answerLeftSeconds": round(h.answer_deadline - now, 3),
+                        }
+                        for h in view.holds
+                    ],
+                    "permit": {"verdict": permit.verdict, "reason": permit.reason},
+                }
+            )
+        return out
+
+
+PODGROUP_APIS = (API_SIGS, API_X_K8S)

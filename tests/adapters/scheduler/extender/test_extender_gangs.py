@@ -1,0 +1,286 @@
+"""The gang bind barrier over real HTTP: quorum in /filter, held binds, batches, releases, abandon.
+
+Gangs here use Koordinator's annotations (``gang.scheduling.koordinator.sh/*``) on pods in ``team``;
+the clock is a FakeClock (advanced by hand) and the barrier's timer ticks every 20 ms so a clock
+advance is acted on promptly. Holds are observed through the barrier's ``held`` table, never by time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import orjson
+
+from koordpy.kube.errors import ApiError
+from koordpy.scheduler.plugins.gang import keys
+from koordpy.testing import PodBuilder
+
+
+def member(name: str, gang: str = "g", minimum: int = 3, **annotations: str) -> dict[str, Any]:
+    builder = PodBuilder(name, "team").requests(cpu="1", memory="1Gi")
+    builder.annotation(keys.ANNOTATION_NAME, gang).annotation(keys.ANNOTATION_MIN_AVAILABLE, str(minimum))
+    for key, value in annotations.items():
+        builder.annotation(keys._PREFIX + key.replace("_", "-"), value)
+    raw = builder.build()
+    raw["metadata"]["resourceVersion"] = "3"
+    return raw
+
+
+def bind_args(raw: dict[str, Any], node: str) -> dict[str, str]:
+    meta = raw["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+
+
+def setup(ext: Any, *pods: dict[str, Any]) -> None:
+    ext.node("n1")
+    ext.node("n2")
+    ext.metric("n1", cpu="1", memory="1Gi")
+    ext.metric("n2", cpu="1", memory="1Gi")
+    assert ext.extender.gangs is not None
+    ext.extender.gangs.tick = 0.02
+    for raw in pods:
+        ext.pod_event("ADDED", raw)
+
+
+async def until(predicate: Any, what: str, rounds: int = 500) -> None:
+    for _ in range(rounds):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def held(ext: Any) -> set[str]:
+    return set(ext.extender.gangs.held)
+
+
+async def test_filter_fails_every_node_unresolvable_until_quorum(ext: Any) -> None:
+    a, b, c = member("a"), member("b"), member("c")
+    setup(ext, a, b)
+    resp = await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    body = orjson.loads(resp.content)
+    # 2 pods exist, minMember 3: every node unresolvable, the reason names gang and count
+    assert body["NodeNames"] == []
+    assert body["FailedAndUnresolvableNodes"] == {
+        "n1": "gang team/g: 2 of 3 members exist",
+        "n2": "gang team/g: 2 of 3 members exist",
+    }
+    plain = PodBuilder("plain", "team").requests(cpu="1").build()
+    resp = await ext.post("filter", {"Pod": plain, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1", "n2"]  # a pod in no gang is not touched
+    ext.pod_event("ADDED", c)
+    resp = await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1", "n2"]
+
+
+async def test_binds_are_held_until_the_whole_gang_is_held_then_all_bind(ext: Any) -> None:
+    a, b, c = member("a"), member("b"), member("c")
+    setup(ext, a, b, c)
+    first = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    second = asyncio.create_task(ext.post("bind", bind_args(b, "n2")))
+    await until(lambda: held(ext) == {"team/a", "team/b"}, "two held binds")
+    assert not first.done() and not second.done()
+    assert ext.binder.calls == []  # nothing bound while the gang is short
+    # the held placement counts at once (load-aware estimates see it)
+    assert ext.extender.state.assigned[a["metadata"]["uid"]].node_name == "n1"
+    view = (await ext.http.get("/debug/gangs/team/g")).json()
+    assert [h["pod"] for h in view["held"]] == ["team/a", "team/b"]
+    assert view["permit"]["verdict"] == "wait"
+    third = await ext.post("bind", bind_args(c, "n1"))
+    assert third.json() == {"Error": ""}
+    assert (await first).json() == {"Error": ""} and (await second).json() == {"Error": ""}
+    assert sorted(call[1] for call in ext.binder.calls) == ["a", "b", "c"]
+    metrics = (await ext.http.get("/metrics")).text
+    assert "koordpy_extender_gang_held_binds 0.0" in metrics
+    assert 'koordpy_extender_gang_wait_seconds_count{outcome="bound"} 3.0' in metrics
+
+
+async def test_wait_time_expiry_answers_error_and_unassumes(ext: Any) -> None:
+    a, b, c = member("a", waiting_time="30s"), member("b"), member("c")
+    setup(ext, a, b, c)
+    task = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held")
+    ext.clock.advance(31)  # 31 s > the gang's 30 s wait time
+    reply = (await task).json()
+    assert "waited 30s" in reply["Error"]
+    assert ext.binder.calls == []
+    assert a["metadata"]["uid"] not in ext.extender.state.assigned  # un-assumed: kube-scheduler retries it
+    assert 'koordpy_extender_gang_releases_total{cause="expired"} 1.0' in (await ext.http.get("/metrics")).text
+
+
+async def test_answer_deadline_renews_before_the_binder_timeout(make_ext: Any) -> None:
+    ext = await make_ext()
+    a = member("a", waiting_time="1h")  # first writer: the gang waits 3600 s, longer than the binder timeout
+    setup(ext, a, member("b"), member("c"))
+    args = ext.extender.gangs.args
+    task = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held")
+    # default binder timeout 660 s − margin 5 s = 655 s: answered then, before kube-scheduler gives up
+    ext.clock.advance(args.binder_http_timeout_seconds - args.binder_answer_margin_seconds)
+    reply = (await task).json()
+    assert "before kube-scheduler's binder timeout" in reply["Error"]
+    assert ext.binder.calls == []
+    # kube-scheduler retries 10 s later: the wait clock is kept (3600 − 655 − 10 = 2935 s left)
+    ext.clock.advance(10)
+    retry = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held again")
+    left = (await ext.http.get("/debug/gangs/team/g")).json()["held"][0]["waitLeftSeconds"]
+    assert left == 3600 - 655 - 10
+    ext.extender.gangs.cache.delete_pod("team", "a")
+    ext.extender.gangs.pump()
+    assert "was deleted" in (await retry).json()["Error"]
+
+
+async def test_an_abandoned_request_is_never_bound(ext: Any) -> None:
+    a, b, c = member("a", mode="NonStrict"), member("b"), member("c")
+    setup(ext, a, b, c)
+    async with httpx.AsyncClient(base_url=ext.url, timeout=0.3) as impatient:
+        try:
+            await impatient.post(
+                "/bind", content=orjson.dumps(bind_args(a, "n1")), headers={"Content-Type": "application/json"}
+            )
+        except httpx.TimeoutException:
+            pass
+        else:
+            raise AssertionError("the held bind answered before the gang was complete")
+    await until(lambda: "team/a" not in held(ext), "a's abandoned hold dropped")
+    second = asyncio.create_task(ext.post("bind", bind_args(b, "n2")))
+    third = asyncio.create_task(ext.post("bind", bind_args(c, "n1")))
+    await until(lambda: held(ext) == {"team/b", "team/c"}, "b and c held")
+    # only b and c are held: 2 of 3, the gang waits; a is never bound from its abandoned request
+    assert ext.binder.calls == []
+    assert not second.done() and not third.done()
+    assert 'koordpy_extender_gang_releases_total{cause="abandoned"} 1.0' in (await ext.http.get("/metrics")).text
+    for name in ("b", "c"):
+        ext.extender.gangs.cache.delete_pod("team", name)
+    ext.extender.gangs.pump()
+    assert "was deleted" in (await second).json()["Error"]
+    assert "was deleted" in (await third).json()["Error"]
+    assert ext.binder.calls == []
+
+
+async def test_strict_member_failure_releases_every_held_member(ext: Any) -> None:
+    a, b, c = member("a"), member("b"), member("c")
+    setup(ext, a, b, c)
+    tasks = [asyncio.create_task(ext.post("bind", bind_args(p, "n1"))) for p in (a, b)]
+    await until(lambda: held(ext) == {"team/a", "team/b"}, "two held binds")
+    failed = member("c")
+    failed["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 Insufficient cpu.",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    ext.pod_event("MODIFIED", failed)
+    replies = [(await t).json() for t in tasks]
+    assert all("team/c failed scheduling" in r["Error"] for r in replies), replies
+    assert ext.binder.calls == []
+
+
+async def test_our_own_quorum_refusal_is_not_a_scheduling_failure(ext: Any) -> None:
+    a, b = member("a"), member("b")
+    setup(ext, a, b)
+    resp = await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    reason = orjson.loads(resp.content)["FailedAndUnresolvableNodes"]["n1"]
+    refused = member("a")
+    refused["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/2 nodes are available: 2 {reason}.",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    ext.pod_event("MODIFIED", refused)
+    ext.pod_event("ADDED", member("c"))
+    tasks = [asyncio.create_task(ext.post("bind", bind_args(p, "n1"))) for p in (a, b)]
+    assert (await ext.post("bind", bind_args(member("c"), "n2"))).json() == {"Error": ""}
+    assert [(await t).json() for t in tasks] == [{"Error": ""}, {"Error": ""}]
+
+
+async def test_a_binding_that_keeps_failing_is_retried_and_the_partial_gang_reported(ext: Any) -> None:
+    a, b = member("a", minimum=2), member("b", minimum=2)
+    setup(ext, a, b)
+    original = ext.binder.create_binding
+
+    async def flaky(namespace: str, name: str, uid: str, node: str) -> Any:
+        if name == "b":
+            ext.binder.calls.append((namespace, name, uid, node))
+            raise ApiError(500, "InternalError", "etcd is unhappy")
+        return await original(namespace, name, uid, node)
+
+    ext.binder.create_binding = flaky
+    ext.extender.gangs.retry_delay = 0.01
+    first = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held")
+    reply_b = (await ext.post("bind", bind_args(b, "n2"))).json()
+    assert (await first).json() == {"Error": ""}
+    assert "binding team/b to n2 failed" in reply_b["Error"]
+    assert [call[1] for call in ext.binder.calls].count("b") == 3  # bounded retries
+    metrics = (await ext.http.get("/metrics")).text
+    assert "koordpy_extender_gang_partial_binds_total 1.0" in metrics
+    assert "koordpy_extender_gang_binding_retries_total 2.0" in metrics
+
+
+async def test_podgroup_watch_feeds_the_gang(ext: Any) -> None:
+    handler = ext.extender.gangs.podgroup_handler("scheduling.sigs.k8s.io")
+    setup(ext)
+    pod = PodBuilder("w0", "team").label(keys.LABEL_POD_GROUP, "job").requests(cpu="1").build()
+    ext.pod_event("ADDED", pod)
+    resp = await ext.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1"]})
+    assert orjson.loads(resp.content)["NodeNames"] == []  # the PodGroup does not exist yet
+    handler("ADDED", {"metadata": {"name": "job", "namespace": "team"}, "spec": {"minMember": 1}})
+    resp = await ext.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1"]})
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1"]
+    gangs = (await ext.http.get("/debug/gangs")).json()["gangs"]
+    assert [g["id"] for g in gangs] == ["team/job"] and gangs[0]["minMember"] == 1
+    assert (await ext.http.get("/debug/gangs/team/nope")).status_code == 404
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str, str]] = []
+
+    async def create_event(self, involved_object: Any, **kw: Any) -> None:
+        self.posted.append((involved_object["metadata"]["name"], kw["reason"], kw["message"]))
+
+
+async def test_nonstrict_deadlock_releases_one_gang_with_an_event(ext: Any) -> None:
+    """One node of 2 cpu; gangs x and y (NonStrict, min 2, 1 cpu per member) each hold one member on it:
+    free 2 − 1 − 1 = 0, x1 and y1 fit nowhere, releasing either gang lets the other's pending member fit."""
+    ext.node("small", cpu="2", memory="8Gi")
+    ext.metric("small", cpu="0", memory="1Gi")
+    gangs = ext.extender.gangs
+    gangs.tick = 0.02
+    gangs.events = FakeEvents()
+    pods = {}
+    for gang in ("x", "y"):
+        for i in range(2):
+            raw = member(f"{gang}{i}", gang=gang, minimum=2, mode="NonStrict")
+            raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+            pods[f"{gang}{i}"] = raw
+            ext.pod_event("ADDED", raw)
+    tasks = {n: asyncio.create_task(ext.post("bind", bind_args(pods[n], "small"))) for n in ("x0", "y0")}
+    await until(lambda: held(ext) == {"team/x0", "team/y0"}, "x0 and y0 held")
+    gangs.resolve_deadlock()
+    done = await until_one(tasks)
+    assert "deadlock" in done[1].json()["Error"]
+    await until(lambda: len(gangs.events.posted) == 1, "one Event")
+    name, reason, _ = gangs.events.posted[0]
+    assert (name, reason) == (done[0], "GangDeadlockReleased")
+    assert 'koordpy_extender_gang_releases_total{cause="deadlock"} 1.0' in (await ext.http.get("/metrics")).text
+    for other in tasks.values():
+        other.cancel()
+
+
+async def until_one(tasks: dict[str, asyncio.Task[Any]]) -> tuple[str, Any]:
+    await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED, timeout=10)
+    finished = [(n, t.result()) for n, t in tasks.items() if t.done()]
+    assert len(finished) == 1, finished
+    return finished[0]

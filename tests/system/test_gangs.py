@@ -1,0 +1,170 @@
+"""Gang scheduling through real processes: the emulator, the extender (the binder) and the driver.
+
+Gangs use Koordinator's annotations (``gang.scheduling.koordinator.sh/*``) in ``default``. Nodes are
+16 cpu / 64 GiB reporting 5 % cpu; the chart's thresholds (cpu 65 %) leave room for every pod here, so
+only the gang rules and the in-tree resource fit decide. Bindings are read from the emulator's record
+of the extender's ``create pods/binding`` calls, so a partial bind could not hide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from scenario_kit import PODS_PATH, create, create_metric, driver_for, metric, node, pod
+from system_cluster import Cluster
+
+from koordpy.scheduler.plugins.gang import keys
+from koordpy.testing.schedulerdriver import SchedulerDriver
+
+GiB = 1 << 30
+
+
+def member(name: str, gang: str, minimum: int, cpu: str = "800m", **annotations: str) -> dict[str, Any]:
+    raw = pod(name, cpu=cpu)
+    meta = raw["metadata"]
+    meta["annotations"] = {
+        keys.ANNOTATION_NAME: gang,
+        keys.ANNOTATION_MIN_AVAILABLE: str(minimum),
+        **{keys._PREFIX + k.replace("_", "-"): v for k, v in annotations.items()},
+    }
+    return raw
+
+
+async def populate(cluster: Cluster, names: list[str], cpu: int = 16) -> None:
+    async with cluster.admin() as admin:
+        resp = await admin.post(
+            "/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+        )
+        assert resp.status_code in (200, 201, 409), resp.text
+        for name in names:
+            await add_node(admin, name, cpu)
+
+
+async def add_node(admin: httpx.AsyncClient, name: str, cpu: int = 16) -> None:
+    """The NodeMetric first: the node's creation is the driver's cue to retry pods, and the extender must
+    know the node's usage by then (the driver, like kube-scheduler, does not watch NodeMetrics)."""
+    await create_metric(admin, metric(name, cpu * 1000 * 5 // 100, 64 * GiB * 30 // 100, updated=time.time()))
+    await create(admin, "/api/v1/nodes", node(name, cpu=cpu))
+
+
+def start(cluster: Cluster, gang: dict[str, Any] | None = None) -> tuple[Any, str, SchedulerDriver]:
+    """The extender with the chart's config (plus ``gang`` args) and a driver from the chart's two extender
+    entries: filter/prioritize with the short ``httpTimeout``, the binder with the long one, which the
+    extender's ``gang.binderHttpTimeoutSeconds`` must equal (the chart renders both from one value)."""
+    path = cluster.extender_config()
+    config = yaml.safe_load(path.read_text())
+    chart_gang = config.get("gang") or {}
+    config["gang"] = {**chart_gang, "binderAnswerMarginSeconds": 2, **(gang or {})}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    proc, url = cluster.start_extender(path)
+    driver = driver_for(cluster.chart.kube_scheduler_config(), cluster.url, url)
+    assert driver.extender.http_timeout < driver.extender.bind_http_timeout
+    assert driver.extender.bind_http_timeout == config["gang"].get("binderHttpTimeoutSeconds", 660)
+    return proc, url, driver
+
+
+def bindings(cluster: Cluster) -> Counter[str]:
+    """Per pod name: ``create pods/binding`` requests the extender made."""
+    return Counter(
+        c.name
+        for c in cluster.recorded_calls()
+        if c.user == "extender" and c.resource == "pods" and c.subresource == "binding" and c.verb == "create"
+    )
+
+
+def attempted(driver: SchedulerDriver, name: str) -> int:
+    return sum(1 for d in driver.decisions if d.pod == f"default/{name}")
+
+
+@pytest.mark.system
+async def test_a_gang_of_five_binds_only_after_the_fifth_member_exists(cluster: Cluster) -> None:
+    """(a) members arrive over time; nothing binds before the 5th exists, then all 5 bind."""
+    await populate(cluster, ["n0", "n1", "n2"])
+    _, _, driver = start(cluster)
+    names = [f"train-{i}" for i in range(5)]
+    async with driver, cluster.admin() as admin:
+        for name in names[:4]:
+            await create(admin, PODS_PATH, member(name, "train", 5))
+            await asyncio.sleep(0.3)
+        # every early member was tried and refused at quorum (unresolvable), none bound
+        await driver.wait_until(lambda: all(attempted(driver, n) for n in names[:4]), 30, "4 members tried")
+        refused = [d for d in driver.decisions if d.outcome == "unschedulable"]
+        assert refused and all("gang default/train: " in next(iter(d.unresolvable.values())) for d in refused)
+        assert driver.bound() == {} and bindings(cluster) == Counter()
+        await create(admin, PODS_PATH, member(names[4], "train", 5))
+        await driver.wait_until(lambda: len(driver.bound()) == 5, 60, "all 5 members bound")
+    assert sorted(bindings(cluster)) == names
+    assert set(bindings(cluster).values()) == {1}
+
+
+@pytest.mark.system
+async def test_a_strict_gang_that_cannot_fit_releases_every_hold_and_binds_nothing(cluster: Cluster) -> None:
+    """(b) 3 members of 10 cpu, 2 nodes of 16 cpu: two are held, the third never fits; the wait time
+    (3 s) expires and the Strict gang releases every held member; no binding is ever created."""
+    await populate(cluster, ["n0", "n1"])
+    _, _, driver = start(cluster)
+    async with driver, cluster.admin() as admin:
+        for i in range(3):
+            await create(admin, PODS_PATH, member(f"big-{i}", "big", 3, cpu="10", waiting_time="3s"))
+        # held binds answered with an error (expired, then the Strict cascade): at least 2 releases
+        await driver.wait_until(lambda: driver.stats.binds_failed >= 2, 60, "held members released")
+        await asyncio.sleep(2.0)
+        assert driver.bound() == {}
+    errors = [d.error for d in driver.decisions if d.bind_outcome == "error"]
+    assert any("waited 3s" in e for e in errors), errors
+    assert bindings(cluster) == Counter()
+
+
+@pytest.mark.system
+async def test_a_gang_group_binds_only_when_both_gangs_are_satisfied(cluster: Cluster) -> None:
+    """(c) gangs ga and gb (min 2 each) in one GangGroup: 2 + 1 members wait; gb's 2nd binds all 4."""
+    await populate(cluster, ["n0", "n1"])
+    _, _, driver = start(cluster)
+    groups = '["default/ga","default/gb"]'
+    async with driver, cluster.admin() as admin:
+        for name, gang in (("ga-0", "ga"), ("ga-1", "ga"), ("gb-0", "gb")):
+            await create(admin, PODS_PATH, member(name, gang, 2, groups=groups))
+        await driver.wait_until(
+            lambda: all(attempted(driver, n) for n in ("ga-0", "ga-1", "gb-0")), 30, "3 members tried"
+        )
+        assert driver.bound() == {}
+        await create(admin, PODS_PATH, member("gb-1", "gb", 2, groups=groups))
+        await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the whole GangGroup bound")
+    assert sorted(bindings(cluster)) == ["ga-0", "ga-1", "gb-0", "gb-1"]
+
+
+@pytest.mark.system
+async def test_extender_killed_while_binds_are_held(cluster: Cluster) -> None:
+    """(d) 3 of 4 members held (the 4th needs 12 cpu, no node has it free); SIGKILL the extender: the held
+    requests fail, nothing is bound; after the restart a 32-cpu node arrives and the gang completes."""
+    await populate(cluster, ["n0", "n1"], cpu=8)
+    proc, url, driver = start(cluster)
+    names = ["mpi-0", "mpi-1", "mpi-2", "mpi-3"]
+    async with driver, cluster.admin() as admin:
+        for name in names[:3]:
+            await create(admin, PODS_PATH, member(name, "mpi", 4, mode="NonStrict", waiting_time="10m"))
+        await create(admin, PODS_PATH, member(names[3], "mpi", 4, cpu="12", mode="NonStrict", waiting_time="10m"))
+        async with httpx.AsyncClient(base_url=url, timeout=5) as http:
+            for _ in range(300):
+                gang = (await http.get("/debug/gangs/default/mpi")).json()
+                if len(gang.get("held", [])) == 3:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(gang["held"]) == 3, gang
+        proc.kill()
+        await driver.wait_until(lambda: driver.stats.binds_failed >= 3, 30, "held binds fail with the extender")
+        assert driver.bound() == {}
+        cluster.restart(proc, url + "/readyz")
+        await asyncio.sleep(1.0)
+        assert driver.bound() == {} and bindings(cluster) == Counter()
+        # 32 cpu: the 12-cpu member's estimate (85 % → 10.2 cpu) + 5 % usage stays under the 65 % threshold
+        await add_node(admin, "big", cpu=32)
+        await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the gang completes after the restart")
+    assert sorted(bindings(cluster)) == names
+    assert set(bindings(cluster).values()) == {1}
