@@ -1,5 +1,8 @@
 """``koordpy simulate [SCENARIO] [--compare baseline] [--out DIR] [--seed N]``.
 
+``koordpy simulate --migration [SCENARIO]`` runs a ``kind: MigrationScenario`` instead (see
+:mod:`koordpy.cli.simulate_migration`).
+
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
 table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
 panel per policy) into ``--out``. Scenario rules that do nothing are printed on stderr as
@@ -19,6 +22,7 @@ from typing import Annotated
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
+from koordpy.cli.simulate_migration import simulate_migration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -124,8 +128,21 @@ def simulate_command(
     seed: Annotated[
         int | None, typer.Option("--seed", metavar="N", help="Override the scenario's seed.", min=0)
     ] = None,
+    migration: Annotated[
+        bool,
+        typer.Option(
+            "--migration",
+            help="Run a MigrationScenario (the bundled 'migration' drain if SCENARIO is omitted):"
+            " arbitration against evicting everything at once.",
+        ),
+    ] = False,
 ) -> None:
     """Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed)."""
+    if migration:
+        if compare is not None:
+            raise _fail("--compare: not used with --migration (it always compares arbitration with evict-all)")
+        simulate_migration(scenario, out, seed)
+        return
     if compare is not None and compare not in BASELINES:
         raise _fail(f"--compare: unknown baseline {compare!r} (known: {', '.join(sorted(BASELINES))})")
     try:
