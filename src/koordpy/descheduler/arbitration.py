@@ -234,12 +234,31 @@ def sort_jobs(
 def _sorted_with_pods(
     waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
 ) -> list[_Entry]:
-    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in sorted(waiting, key=lambda job: job.name)]
-    _by_creation_time(entries)
-    _by_pod(entries)
-    _by_controller(entries)
-    _by_migrating_count(entries, migrating)
-    return entries
+    """The four passes as stable sorts of one index permutation over per-job key lists built once.
+
+    Same keys as the pass functions; a pass whose key is equal for every job is an identity (a stable
+    sort) and is skipped: pass 3 when no pod has a ``Job`` owner, pass 4 when no such Job is migrating.
+    """
+    jobs = sorted(waiting, key=lambda job: job.name)
+    get = pods.get
+    found = [get(job.pod_key) for job in jobs]
+    perm = list(range(len(jobs)))
+    created = [-int(job.creation_time) for job in jobs]
+    perm.sort(key=created.__getitem__)  # pass 1
+    ranks = [-1 if pod is None else pod.rank for pod in found]
+    perm.sort(key=ranks.__getitem__)  # pass 2
+    owners = [None if pod is None else pod.job_owner_uid for pod in found]
+    if any(owner is not None for owner in owners):
+        first: dict[str, int] = {}
+        grouped = [0] * len(jobs)
+        for position, index in enumerate(perm):  # pass 3: a Job's jobs take its first job's position
+            owner = owners[index]
+            grouped[index] = position if owner is None else first.setdefault(owner, position)
+        perm.sort(key=grouped.__getitem__)
+        counts = [0 if owner is None else -migrating.get(owner, 0) for owner in owners]
+        if any(counts):
+            perm.sort(key=counts.__getitem__)  # pass 4 (primary)
+    return [(jobs[index], found[index]) for index in perm]
 
 
 # ---------------------------------------------------------------- filters
