@@ -302,7 +302,7 @@ class _Round:
         self.check_workload_migrating = "MaxMigratingPerWorkload" not in skip
         self.check_workload_unavailable = "MaxUnavailablePerWorkload" not in skip
         self._workload_cache: dict[str, Workload | None] = {}
-        self._limits: dict[str, tuple[int, int]] = {}
+        self._owner_cache: dict[str, tuple[Workload, int, int] | None] = {}
         self.active_pods: set[str] = set()
         self.per_node: dict[str, int] = {}
         self.per_namespace: dict[str, int] = {}
@@ -327,17 +327,30 @@ class _Round:
             found = self._workload_cache[owner.uid] = resolve_workload(pod, self.workloads)
             return found
 
-    def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
-        """(maxMigrating, maxUnavailable) of a workload, computed once per round."""
+    def owner_of(self, pod: MigrationPod) -> tuple[Workload, int, int] | None:
+        """(workload, maxMigrating, maxUnavailable) of the pod's workload, once per controller per round;
+        the limits are 0 for a workload without a replica count."""
+        controller = pod.controller
+        if controller is None:
+            return None
         try:
-            return self._limits[owner.uid]
+            return self._owner_cache[controller.uid]
         except KeyError:
-            args = self.args
-            found = self._limits[owner.uid] = (
-                workload_limit(replicas, args.max_migrating_per_workload),
-                workload_limit(replicas, args.max_unavailable_per_workload),
-            )
+            owner = self.workload_of(pod)
+            found: tuple[Workload, int, int] | None = None
+            if owner is not None:
+                limits = (0, 0) if owner.replicas is None else self.limits(owner, owner.replicas)
+                found = (owner, *limits)
+            self._owner_cache[controller.uid] = found
             return found
+
+    def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
+        """(maxMigrating, maxUnavailable) of a workload (``workload_limit`` is memoised)."""
+        args = self.args
+        return (
+            workload_limit(replicas, args.max_migrating_per_workload),
+            workload_limit(replicas, args.max_unavailable_per_workload),
+        )
 
     def count(self, pod_key: str, pod: MigrationPod | None, namespace: str) -> None:
         """Record one more pod with an active job (once per pod)."""
@@ -365,101 +378,124 @@ def _fail(name: str, reason: str) -> Verdict:
     return Verdict("fail", name, reason)
 
 
-def _non_retryable(pod: MigrationPod, owner: Workload | None, state: _Round) -> Verdict | None:
+def _non_retryable(pod: MigrationPod, info: tuple[Workload, int, int] | None, state: _Round) -> Verdict | None:
     args = state.args
-    who = f"pod {pod.key}"
     if pod.eviction_cost == MAX_INT32:
-        return _fail("EvictionCost", f"{who}: eviction cost is MaxInt32 ({MAX_INT32}), it never migrates")
+        return _fail(
+            "EvictionCost",
+            f"pod {pod.namespace}/{pod.name}: eviction cost is MaxInt32 ({MAX_INT32}), it never migrates",
+        )
     namespaces = args.namespaces
     if state.check_namespaces and namespaces is not None:
         if namespaces.include and pod.namespace not in namespaces.include:
-            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is not in namespaces.include")
+            return _fail(
+                "Namespaces", f"pod {pod.namespace}/{pod.name}: namespace {pod.namespace} is not in namespaces.include"
+            )
         if namespaces.exclude and pod.namespace in namespaces.exclude:
-            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is in namespaces.exclude")
+            return _fail(
+                "Namespaces", f"pod {pod.namespace}/{pod.name}: namespace {pod.namespace} is in namespaces.exclude"
+            )
     kinds = pod.owner_kinds
     if not kinds and state.check_bare and not (args.evict_failed_bare_pods and pod.phase == "Failed"):
-        return _fail("BarePods", f"{who}: has no owner (evictAllBarePods is false)")
+        return _fail("BarePods", f"pod {pod.namespace}/{pod.name}: has no owner (evictAllBarePods is false)")
     if "DaemonSet" in kinds:
-        return _fail("DaemonSetPods", f"{who}: is owned by a DaemonSet")
+        return _fail("DaemonSetPods", f"pod {pod.namespace}/{pod.name}: is owned by a DaemonSet")
     if pod.mirror:
-        return _fail("MirrorPods", f"{who}: is a mirror (static) pod")
+        return _fail("MirrorPods", f"pod {pod.namespace}/{pod.name}: is a mirror (static) pod")
     priority = pod.priority or 0
     if state.check_critical and (
         priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in SYSTEM_CRITICAL_CLASSES
     ):
-        return _fail("SystemCritical", f"{who}: is system-critical (evictSystemCriticalPods is false)")
+        return _fail(
+            "SystemCritical", f"pod {pod.namespace}/{pod.name}: is system-critical (evictSystemCriticalPods is false)"
+        )
     if pod.local_storage and state.check_local:
-        return _fail("LocalStorage", f"{who}: has emptyDir or hostPath volumes (evictLocalStoragePods is false)")
+        return _fail(
+            "LocalStorage",
+            f"pod {pod.namespace}/{pod.name}: has emptyDir or hostPath volumes (evictLocalStoragePods is false)",
+        )
     if pod.pvc and state.check_pvc:
-        return _fail("PVC", f"{who}: has PersistentVolumeClaim volumes (ignorePvcPods is true)")
+        return _fail(
+            "PVC", f"pod {pod.namespace}/{pod.name}: has PersistentVolumeClaim volumes (ignorePvcPods is true)"
+        )
     if state.threshold is not None and priority >= state.threshold:
-        return _fail("PriorityThreshold", f"{who}: priority {priority} >= priorityThreshold {state.threshold}")
+        return _fail(
+            "PriorityThreshold",
+            f"pod {pod.namespace}/{pod.name}: priority {priority} >= priorityThreshold {state.threshold}",
+        )
     if state.label_selector is not None and not state.label_selector.matches(pod.labels):
-        return _fail("LabelSelector", f"{who}: labels do not match labelSelector")
+        return _fail("LabelSelector", f"pod {pod.namespace}/{pod.name}: labels do not match labelSelector")
     requirements = state.node_requirements
     if requirements and not node_selector_matches(requirements, state.nodes.get(pod.node_name, {})):
-        return _fail("NodeSelector", f"{who}: node {pod.node_name or '(none)'} does not match nodeSelector")
-    if state.check_replicas and owner is not None and owner.replicas is not None:
+        return _fail(
+            "NodeSelector",
+            f"pod {pod.namespace}/{pod.name}: node {pod.node_name or '(none)'} does not match nodeSelector",
+        )
+    if state.check_replicas and info is not None and info[0].replicas is not None:
+        owner, max_migrating, max_unavailable = info
         replicas = owner.replicas
-        max_migrating, max_unavailable = state.limits(owner, replicas)
         if replicas in (1, max_migrating, max_unavailable):
             return _fail(
                 "ExpectedReplicas",
-                f"{who}: {owner.key} expects {replicas} replicas, maxMigrating {max_migrating}, "
-                f"maxUnavailable {max_unavailable}: migrating would leave none",
+                f"pod {pod.namespace}/{pod.name}: {owner.key} expects {replicas} replicas, "
+                f"maxMigrating {max_migrating}, maxUnavailable {max_unavailable}: migrating would leave none",
             )
     return None
 
 
 class _Requeues:
-    """Requeue verdicts are shared between jobs stopped by the same limit at the same count."""
+    """Requeue verdicts are shared between jobs stopped by the same limit at the same count; the reason
+    is formatted once per (filter, subject, count, limit), when first needed."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, str, int, int], Verdict] = {}
 
-    def get(self, name: str, scope: str, count: int, limit: int, extra: str = "") -> Verdict:
-        key = (name, scope, count, limit)
+    def get(
+        self, name: str, scope: str, subject: str, count: int, limit: int, *, replicas: int | None = None
+    ) -> Verdict:
+        """``scope`` is a template with ``{}`` for ``subject`` (a node, namespace or workload)."""
+        key = (name, subject, count, limit)
         found = self._made.get(key)
         if found is None:
+            extra = "" if replicas is None else f" ({replicas} replicas)"
             found = self._made[key] = Verdict(
-                "requeue", name, f"{count} {scope} >= {name[0].lower()}{name[1:]} {limit}{extra}"
+                "requeue", name, f"{count} {scope.format(subject)} >= {name[0].lower()}{name[1:]} {limit}{extra}"
             )
         return found
 
 
-def _retryable(pod: MigrationPod, owner: Workload | None, state: _Round, requeues: _Requeues) -> Verdict | None:
+def _retryable(
+    pod: MigrationPod, info: tuple[Workload, int, int] | None, state: _Round, requeues: _Requeues
+) -> Verdict | None:
+    owner = info[0] if info is not None else None
     if owner is not None and owner.uid in state.limited_workloads:
         return Verdict("requeue", "ObjectLimiter", f"{owner.key} is rate limited by objectLimiters")
     limit = state.global_limit
     if limit is not None:
         count = len(state.active_pods)
         if count >= limit:
-            return requeues.get("MaxMigratingGlobally", "pods migrating", count, limit)
+            return requeues.get("MaxMigratingGlobally", "pods migrating{}", "", count, limit)
     limit = state.node_limit
     if limit is not None and pod.node_name:
         count = state.per_node.get(pod.node_name, 0)
         if count >= limit:
-            return requeues.get("MaxMigratingPerNode", f"pods migrating on node {pod.node_name}", count, limit)
+            return requeues.get("MaxMigratingPerNode", "pods migrating on node {}", pod.node_name, count, limit)
     limit = state.namespace_limit
     if limit is not None:
         count = state.per_namespace.get(pod.namespace, 0)
         if count >= limit:
             return requeues.get(
-                "MaxMigratingPerNamespace", f"pods migrating in namespace {pod.namespace}", count, limit
+                "MaxMigratingPerNamespace", "pods migrating in namespace {}", pod.namespace, count, limit
             )
-    if owner is None or owner.replicas is None:
+    if info is None or info[0].replicas is None:
         return None
+    owner, max_migrating, max_unavailable = info
     replicas = owner.replicas
-    max_migrating, max_unavailable = state.limits(owner, replicas)
     if state.check_workload_migrating:
         count = state.migrating.get(owner.uid, 0)
         if count >= max_migrating:
             return requeues.get(
-                "MaxMigratingPerWorkload",
-                f"pods of {owner.key} migrating",
-                count,
-                max_migrating,
-                f" ({replicas} replicas)",
+                "MaxMigratingPerWorkload", "pods of {} migrating", owner.key, count, max_migrating, replicas
             )
     if state.check_workload_unavailable:
         count = state.unavailable.get(owner.uid, 0)
@@ -468,10 +504,11 @@ def _retryable(pod: MigrationPod, owner: Workload | None, state: _Round, requeue
         if count >= max_unavailable:
             return requeues.get(
                 "MaxUnavailablePerWorkload",
-                f"other pods of {owner.key} unavailable or migrating",
+                "other pods of {} unavailable or migrating",
+                owner.key,
                 count,
                 max_unavailable,
-                f" ({replicas} replicas)",
+                replicas=replicas,
             )
     return None
 
@@ -523,8 +560,8 @@ def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues
         return _fail("ExistingJob", f"pod {pod.key}: already has an active PodMigrationJob")
     if pod.evict_annotation:
         return Verdict("pass", None, f"pod {pod.key}: annotation {ANNOTATION_EVICT} bypasses the filters")
-    owner = state.workload_of(pod)
-    found = _non_retryable(pod, owner, state) or _retryable(pod, owner, state, requeues)
+    info = state.owner_of(pod)
+    found = _non_retryable(pod, info, state) or _retryable(pod, info, state, requeues)
     return found or _PASS
 
 
