@@ -495,7 +495,7 @@ def _retryable(
         count = state.migrating.get(owner.uid, 0)
         if count >= max_migrating:
             return requeues.get(
-                "MaxMigratingPerWorkload", "pods of {} migrating", owner.key, count, max_migrating, replicas
+                "MaxMigratingPerWorkload", "pods of {} migrating", owner.key, count, max_migrating, replicas=replicas
             )
     if state.check_workload_unavailable:
         count = state.unavailable.get(owner.uid, 0)
