@@ -266,6 +266,11 @@ def _sorted_with_pods(
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
+_OwnerInfo = tuple[Workload, int, int, bool]
+"""(workload, maxMigrating, maxUnavailable, whether its replica count is one the ExpectedReplicas filter
+refuses: 1, maxMigrating or maxUnavailable)."""
+
+
 class _Round:
     """What one round knows: the configuration read once, and counters updated as jobs pass."""
 
@@ -296,13 +301,16 @@ class _Round:
         self.threshold = threshold if "PriorityThreshold" not in skip else None
         self.label_selector = args.label_selector if "LabelSelector" not in skip else None
         self.check_replicas = not args.skip_check_expected_replicas and "ExpectedReplicas" not in skip
+        self.always_non_retryable = bool(
+            self.check_namespaces or self.threshold is not None or self.label_selector is not None
+        ) or bool(self.node_requirements)
         self.global_limit = _limit(args.max_migrating_globally, "MaxMigratingGlobally", skip)
         self.node_limit = _limit(args.max_migrating_per_node, "MaxMigratingPerNode", skip)
         self.namespace_limit = _limit(args.max_migrating_per_namespace, "MaxMigratingPerNamespace", skip)
         self.check_workload_migrating = "MaxMigratingPerWorkload" not in skip
         self.check_workload_unavailable = "MaxUnavailablePerWorkload" not in skip
         self._workload_cache: dict[str, Workload | None] = {}
-        self._owner_cache: dict[str, tuple[Workload, int, int] | None] = {}
+        self._owner_cache: dict[str, _OwnerInfo | None] = {}
         self.active_pods: set[str] = set()
         self.per_node: dict[str, int] = {}
         self.per_namespace: dict[str, int] = {}
@@ -327,7 +335,7 @@ class _Round:
             found = self._workload_cache[owner.uid] = resolve_workload(pod, self.workloads)
             return found
 
-    def owner_of(self, pod: MigrationPod) -> tuple[Workload, int, int] | None:
+    def owner_of(self, pod: MigrationPod) -> _OwnerInfo | None:
         """(workload, maxMigrating, maxUnavailable) of the pod's workload, once per controller per round;
         the limits are 0 for a workload without a replica count."""
         controller = pod.controller
@@ -337,10 +345,18 @@ class _Round:
             return self._owner_cache[controller.uid]
         except KeyError:
             owner = self.workload_of(pod)
-            found: tuple[Workload, int, int] | None = None
+            found: _OwnerInfo | None = None
             if owner is not None:
-                limits = (0, 0) if owner.replicas is None else self.limits(owner, owner.replicas)
-                found = (owner, *limits)
+                if owner.replicas is None:
+                    found = (owner, 0, 0, False)
+                else:
+                    max_migrating, max_unavailable = self.limits(owner, owner.replicas)
+                    found = (
+                        owner,
+                        max_migrating,
+                        max_unavailable,
+                        owner.replicas in (1, max_migrating, max_unavailable),
+                    )
             self._owner_cache[controller.uid] = found
             return found
 
@@ -378,7 +394,7 @@ def _fail(name: str, reason: str) -> Verdict:
     return Verdict("fail", name, reason)
 
 
-def _non_retryable(pod: MigrationPod, info: tuple[Workload, int, int] | None, state: _Round) -> Verdict | None:
+def _non_retryable(pod: MigrationPod, info: _OwnerInfo | None, state: _Round) -> Verdict | None:
     args = state.args
     if pod.eviction_cost == MAX_INT32:
         return _fail(
@@ -432,7 +448,7 @@ def _non_retryable(pod: MigrationPod, info: tuple[Workload, int, int] | None, st
             f"pod {pod.namespace}/{pod.name}: node {pod.node_name or '(none)'} does not match nodeSelector",
         )
     if state.check_replicas and info is not None and info[0].replicas is not None:
-        owner, max_migrating, max_unavailable = info
+        owner, max_migrating, max_unavailable, _ = info
         replicas = owner.replicas
         if replicas in (1, max_migrating, max_unavailable):
             return _fail(
@@ -464,9 +480,7 @@ class _Requeues:
         return found
 
 
-def _retryable(
-    pod: MigrationPod, info: tuple[Workload, int, int] | None, state: _Round, requeues: _Requeues
-) -> Verdict | None:
+def _retryable(pod: MigrationPod, info: _OwnerInfo | None, state: _Round, requeues: _Requeues) -> Verdict | None:
     owner = info[0] if info is not None else None
     if owner is not None and owner.uid in state.limited_workloads:
         return Verdict("requeue", "ObjectLimiter", f"{owner.key} is rate limited by objectLimiters")
@@ -489,7 +503,7 @@ def _retryable(
             )
     if info is None or info[0].replicas is None:
         return None
-    owner, max_migrating, max_unavailable = info
+    owner, max_migrating, max_unavailable, _ = info
     replicas = owner.replicas
     if state.check_workload_migrating:
         count = state.migrating.get(owner.uid, 0)
@@ -561,8 +575,11 @@ def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues
     if pod.evict_annotation:
         return Verdict("pass", None, f"pod {pod.key}: annotation {ANNOTATION_EVICT} bypasses the filters")
     info = state.owner_of(pod)
-    found = _non_retryable(pod, info, state) or _retryable(pod, info, state, requeues)
-    return found or _PASS
+    found = None
+    # _non_retryable decides; it is skipped only when none of its conditions can hold for this pod.
+    if pod.hazards or state.always_non_retryable or (info is not None and info[3] and state.check_replicas):
+        found = _non_retryable(pod, info, state)
+    return found or _retryable(pod, info, state, requeues) or _PASS
 
 
 _PASS = Verdict("pass", None, _PASSED)
