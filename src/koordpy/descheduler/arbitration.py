@@ -35,6 +35,14 @@ Counting is arbitration-aware: a Pending job counts only once it passed, and a j
 round counts for the jobs after it (the fix for deadlock #1150). Filters named in ``skipEvictionGates``
 are skipped.
 
+Cost (``bench/arbitration.py``): each job's pod is looked up once; the sorts are stable sorts of one
+index permutation (a pass whose key is equal for all jobs is skipped); a workload's limits are resolved
+once per controller per round; the non-retryable filters run only for a pod with one of its
+:attr:`MigrationPod.hazards` bits, a workload whose replica count ``ExpectedReplicas`` refuses, or a
+configuration with a namespace, priority, label or node filter; requeue reasons are formatted once per
+(filter, subject, count, limit). ``tests/unit/descheduler/test_arbitration_equivalence.py`` checks the
+result against the passes and filters applied one by one.
+
 Not guaranteed: per-workload limits for pods whose controller is missing from ``workloads`` or has no
 replica count (Jobs, DaemonSets, custom kinds): those filters then pass. Paused jobs are arbitrated
 like any other (as upstream); the lifecycle holds them.
@@ -234,17 +242,41 @@ def sort_jobs(
 def _sorted_with_pods(
     waiting: Iterable[MigrationJob], pods: Mapping[str, MigrationPod], migrating: Mapping[str, int]
 ) -> list[_Entry]:
-    entries: list[_Entry] = [(job, pods.get(job.pod_key)) for job in sorted(waiting, key=lambda job: job.name)]
-    _by_creation_time(entries)
-    _by_pod(entries)
-    _by_controller(entries)
-    _by_migrating_count(entries, migrating)
-    return entries
+    """The four passes as stable sorts of one index permutation over per-job key lists built once.
+
+    Same keys as the pass functions; a pass whose key is equal for every job is an identity (a stable
+    sort) and is skipped: pass 3 when no pod has a ``Job`` owner, pass 4 when no such Job is migrating.
+    """
+    jobs = sorted(waiting, key=lambda job: job.name)
+    get = pods.get
+    found = [get(job.pod_key) for job in jobs]
+    perm = list(range(len(jobs)))
+    created = [-int(job.creation_time) for job in jobs]
+    perm.sort(key=created.__getitem__)  # pass 1
+    ranks = [-1 if pod is None else pod.rank for pod in found]
+    perm.sort(key=ranks.__getitem__)  # pass 2
+    owners = [None if pod is None else pod.job_owner_uid for pod in found]
+    if any(owner is not None for owner in owners):
+        first: dict[str, int] = {}
+        grouped = [0] * len(jobs)
+        for position, index in enumerate(perm):  # pass 3: a Job's jobs take its first job's position
+            owner = owners[index]
+            grouped[index] = position if owner is None else first.setdefault(owner, position)
+        perm.sort(key=grouped.__getitem__)
+        counts = [0 if owner is None else -migrating.get(owner, 0) for owner in owners]
+        if any(counts):
+            perm.sort(key=counts.__getitem__)  # pass 4 (primary)
+    return [(jobs[index], found[index]) for index in perm]
 
 
 # ---------------------------------------------------------------- filters
 
 _TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+_OwnerInfo = tuple[Workload, int, int, bool]
+"""(workload, maxMigrating, maxUnavailable, whether its replica count is one the ExpectedReplicas filter
+refuses: 1, maxMigrating or maxUnavailable)."""
 
 
 class _Round:
@@ -277,13 +309,16 @@ class _Round:
         self.threshold = threshold if "PriorityThreshold" not in skip else None
         self.label_selector = args.label_selector if "LabelSelector" not in skip else None
         self.check_replicas = not args.skip_check_expected_replicas and "ExpectedReplicas" not in skip
+        self.always_non_retryable = bool(
+            self.check_namespaces or self.threshold is not None or self.label_selector is not None
+        ) or bool(self.node_requirements)
         self.global_limit = _limit(args.max_migrating_globally, "MaxMigratingGlobally", skip)
         self.node_limit = _limit(args.max_migrating_per_node, "MaxMigratingPerNode", skip)
         self.namespace_limit = _limit(args.max_migrating_per_namespace, "MaxMigratingPerNamespace", skip)
         self.check_workload_migrating = "MaxMigratingPerWorkload" not in skip
         self.check_workload_unavailable = "MaxUnavailablePerWorkload" not in skip
         self._workload_cache: dict[str, Workload | None] = {}
-        self._limits: dict[str, tuple[int, int]] = {}
+        self._owner_cache: dict[str, _OwnerInfo | None] = {}
         self.active_pods: set[str] = set()
         self.per_node: dict[str, int] = {}
         self.per_namespace: dict[str, int] = {}
@@ -308,17 +343,38 @@ class _Round:
             found = self._workload_cache[owner.uid] = resolve_workload(pod, self.workloads)
             return found
 
-    def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
-        """(maxMigrating, maxUnavailable) of a workload, computed once per round."""
+    def owner_of(self, pod: MigrationPod) -> _OwnerInfo | None:
+        """(workload, maxMigrating, maxUnavailable) of the pod's workload, once per controller per round;
+        the limits are 0 for a workload without a replica count."""
+        controller = pod.controller
+        if controller is None:
+            return None
         try:
-            return self._limits[owner.uid]
+            return self._owner_cache[controller.uid]
         except KeyError:
-            args = self.args
-            found = self._limits[owner.uid] = (
-                workload_limit(replicas, args.max_migrating_per_workload),
-                workload_limit(replicas, args.max_unavailable_per_workload),
-            )
+            owner = self.workload_of(pod)
+            found: _OwnerInfo | None = None
+            if owner is not None:
+                if owner.replicas is None:
+                    found = (owner, 0, 0, False)
+                else:
+                    max_migrating, max_unavailable = self.limits(owner, owner.replicas)
+                    found = (
+                        owner,
+                        max_migrating,
+                        max_unavailable,
+                        owner.replicas in (1, max_migrating, max_unavailable),
+                    )
+            self._owner_cache[controller.uid] = found
             return found
+
+    def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
+        """(maxMigrating, maxUnavailable) of a workload (``workload_limit`` is memoised)."""
+        args = self.args
+        return (
+            workload_limit(replicas, args.max_migrating_per_workload),
+            workload_limit(replicas, args.max_unavailable_per_workload),
+        )
 
     def count(self, pod_key: str, pod: MigrationPod | None, namespace: str) -> None:
         """Record one more pod with an active job (once per pod)."""
@@ -346,101 +402,122 @@ def _fail(name: str, reason: str) -> Verdict:
     return Verdict("fail", name, reason)
 
 
-def _non_retryable(pod: MigrationPod, owner: Workload | None, state: _Round) -> Verdict | None:
+def _non_retryable(pod: MigrationPod, info: _OwnerInfo | None, state: _Round) -> Verdict | None:
     args = state.args
-    who = f"pod {pod.key}"
     if pod.eviction_cost == MAX_INT32:
-        return _fail("EvictionCost", f"{who}: eviction cost is MaxInt32 ({MAX_INT32}), it never migrates")
+        return _fail(
+            "EvictionCost",
+            f"pod {pod.namespace}/{pod.name}: eviction cost is MaxInt32 ({MAX_INT32}), it never migrates",
+        )
     namespaces = args.namespaces
     if state.check_namespaces and namespaces is not None:
         if namespaces.include and pod.namespace not in namespaces.include:
-            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is not in namespaces.include")
+            return _fail(
+                "Namespaces", f"pod {pod.namespace}/{pod.name}: namespace {pod.namespace} is not in namespaces.include"
+            )
         if namespaces.exclude and pod.namespace in namespaces.exclude:
-            return _fail("Namespaces", f"{who}: namespace {pod.namespace} is in namespaces.exclude")
+            return _fail(
+                "Namespaces", f"pod {pod.namespace}/{pod.name}: namespace {pod.namespace} is in namespaces.exclude"
+            )
     kinds = pod.owner_kinds
     if not kinds and state.check_bare and not (args.evict_failed_bare_pods and pod.phase == "Failed"):
-        return _fail("BarePods", f"{who}: has no owner (evictAllBarePods is false)")
+        return _fail("BarePods", f"pod {pod.namespace}/{pod.name}: has no owner (evictAllBarePods is false)")
     if "DaemonSet" in kinds:
-        return _fail("DaemonSetPods", f"{who}: is owned by a DaemonSet")
+        return _fail("DaemonSetPods", f"pod {pod.namespace}/{pod.name}: is owned by a DaemonSet")
     if pod.mirror:
-        return _fail("MirrorPods", f"{who}: is a mirror (static) pod")
+        return _fail("MirrorPods", f"pod {pod.namespace}/{pod.name}: is a mirror (static) pod")
     priority = pod.priority or 0
     if state.check_critical and (
         priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in SYSTEM_CRITICAL_CLASSES
     ):
-        return _fail("SystemCritical", f"{who}: is system-critical (evictSystemCriticalPods is false)")
+        return _fail(
+            "SystemCritical", f"pod {pod.namespace}/{pod.name}: is system-critical (evictSystemCriticalPods is false)"
+        )
     if pod.local_storage and state.check_local:
-        return _fail("LocalStorage", f"{who}: has emptyDir or hostPath volumes (evictLocalStoragePods is false)")
+        return _fail(
+            "LocalStorage",
+            f"pod {pod.namespace}/{pod.name}: has emptyDir or hostPath volumes (evictLocalStoragePods is false)",
+        )
     if pod.pvc and state.check_pvc:
-        return _fail("PVC", f"{who}: has PersistentVolumeClaim volumes (ignorePvcPods is true)")
+        return _fail(
+            "PVC", f"pod {pod.namespace}/{pod.name}: has PersistentVolumeClaim volumes (ignorePvcPods is true)"
+        )
     if state.threshold is not None and priority >= state.threshold:
-        return _fail("PriorityThreshold", f"{who}: priority {priority} >= priorityThreshold {state.threshold}")
+        return _fail(
+            "PriorityThreshold",
+            f"pod {pod.namespace}/{pod.name}: priority {priority} >= priorityThreshold {state.threshold}",
+        )
     if state.label_selector is not None and not state.label_selector.matches(pod.labels):
-        return _fail("LabelSelector", f"{who}: labels do not match labelSelector")
+        return _fail("LabelSelector", f"pod {pod.namespace}/{pod.name}: labels do not match labelSelector")
     requirements = state.node_requirements
     if requirements and not node_selector_matches(requirements, state.nodes.get(pod.node_name, {})):
-        return _fail("NodeSelector", f"{who}: node {pod.node_name or '(none)'} does not match nodeSelector")
-    if state.check_replicas and owner is not None and owner.replicas is not None:
+        return _fail(
+            "NodeSelector",
+            f"pod {pod.namespace}/{pod.name}: node {pod.node_name or '(none)'} does not match nodeSelector",
+        )
+    if state.check_replicas and info is not None and info[0].replicas is not None:
+        owner, max_migrating, max_unavailable, _ = info
         replicas = owner.replicas
-        max_migrating, max_unavailable = state.limits(owner, replicas)
         if replicas in (1, max_migrating, max_unavailable):
             return _fail(
                 "ExpectedReplicas",
-                f"{who}: {owner.key} expects {replicas} replicas, maxMigrating {max_migrating}, "
-                f"maxUnavailable {max_unavailable}: migrating would leave none",
+                f"pod {pod.namespace}/{pod.name}: {owner.key} expects {replicas} replicas, "
+                f"maxMigrating {max_migrating}, maxUnavailable {max_unavailable}: migrating would leave none",
             )
     return None
 
 
 class _Requeues:
-    """Requeue verdicts are shared between jobs stopped by the same limit at the same count."""
+    """Requeue verdicts are shared between jobs stopped by the same limit at the same count; the reason
+    is formatted once per (filter, subject, count, limit), when first needed."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, str, int, int], Verdict] = {}
 
-    def get(self, name: str, scope: str, count: int, limit: int, extra: str = "") -> Verdict:
-        key = (name, scope, count, limit)
+    def get(
+        self, name: str, scope: str, subject: str, count: int, limit: int, *, replicas: int | None = None
+    ) -> Verdict:
+        """``scope`` is a template with ``{}`` for ``subject`` (a node, namespace or workload)."""
+        key = (name, subject, count, limit)
         found = self._made.get(key)
         if found is None:
+            extra = "" if replicas is None else f" ({replicas} replicas)"
             found = self._made[key] = Verdict(
-                "requeue", name, f"{count} {scope} >= {name[0].lower()}{name[1:]} {limit}{extra}"
+                "requeue", name, f"{count} {scope.format(subject)} >= {name[0].lower()}{name[1:]} {limit}{extra}"
             )
         return found
 
 
-def _retryable(pod: MigrationPod, owner: Workload | None, state: _Round, requeues: _Requeues) -> Verdict | None:
+def _retryable(pod: MigrationPod, info: _OwnerInfo | None, state: _Round, requeues: _Requeues) -> Verdict | None:
+    owner = info[0] if info is not None else None
     if owner is not None and owner.uid in state.limited_workloads:
         return Verdict("requeue", "ObjectLimiter", f"{owner.key} is rate limited by objectLimiters")
     limit = state.global_limit
     if limit is not None:
         count = len(state.active_pods)
         if count >= limit:
-            return requeues.get("MaxMigratingGlobally", "pods migrating", count, limit)
+            return requeues.get("MaxMigratingGlobally", "pods migrating{}", "", count, limit)
     limit = state.node_limit
     if limit is not None and pod.node_name:
         count = state.per_node.get(pod.node_name, 0)
         if count >= limit:
-            return requeues.get("MaxMigratingPerNode", f"pods migrating on node {pod.node_name}", count, limit)
+            return requeues.get("MaxMigratingPerNode", "pods migrating on node {}", pod.node_name, count, limit)
     limit = state.namespace_limit
     if limit is not None:
         count = state.per_namespace.get(pod.namespace, 0)
         if count >= limit:
             return requeues.get(
-                "MaxMigratingPerNamespace", f"pods migrating in namespace {pod.namespace}", count, limit
+                "MaxMigratingPerNamespace", "pods migrating in namespace {}", pod.namespace, count, limit
             )
-    if owner is None or owner.replicas is None:
+    if info is None or info[0].replicas is None:
         return None
+    owner, max_migrating, max_unavailable, _ = info
     replicas = owner.replicas
-    max_migrating, max_unavailable = state.limits(owner, replicas)
     if state.check_workload_migrating:
         count = state.migrating.get(owner.uid, 0)
         if count >= max_migrating:
             return requeues.get(
-                "MaxMigratingPerWorkload",
-                f"pods of {owner.key} migrating",
-                count,
-                max_migrating,
-                f" ({replicas} replicas)",
+                "MaxMigratingPerWorkload", "pods of {} migrating", owner.key, count, max_migrating, replicas=replicas
             )
     if state.check_workload_unavailable:
         count = state.unavailable.get(owner.uid, 0)
@@ -449,10 +526,11 @@ def _retryable(pod: MigrationPod, owner: Workload | None, state: _Round, requeue
         if count >= max_unavailable:
             return requeues.get(
                 "MaxUnavailablePerWorkload",
-                f"other pods of {owner.key} unavailable or migrating",
+                "other pods of {} unavailable or migrating",
+                owner.key,
                 count,
                 max_unavailable,
-                f" ({replicas} replicas)",
+                replicas=replicas,
             )
     return None
 
@@ -489,7 +567,7 @@ def arbitrate(
         verdict = verdicts[job.name] = _decide(job, pod, state, requeues, now)
         if verdict.verdict == "pass":
             state.count(job.pod_key, pod, job.pod_namespace)
-    return ArbitrationResult(tuple(job.name for job, _ in ordered), verdicts)
+    return ArbitrationResult(tuple([job.name for job, _ in ordered]), verdicts)
 
 
 _PASSED = "passed all filters"
@@ -504,9 +582,12 @@ def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues
         return _fail("ExistingJob", f"pod {pod.key}: already has an active PodMigrationJob")
     if pod.evict_annotation:
         return Verdict("pass", None, f"pod {pod.key}: annotation {ANNOTATION_EVICT} bypasses the filters")
-    owner = state.workload_of(pod)
-    found = _non_retryable(pod, owner, state) or _retryable(pod, owner, state, requeues)
-    return found or _PASS
+    info = state.owner_of(pod)
+    found = None
+    # _non_retryable decides; it is skipped only when none of its conditions can hold for this pod.
+    if pod.hazards or state.always_non_retryable or (info is not None and info[3] and state.check_replicas):
+        found = _non_retryable(pod, info, state)
+    return found or _retryable(pod, info, state, requeues) or _PASS
 
 
 _PASS = Verdict("pass", None, _PASSED)

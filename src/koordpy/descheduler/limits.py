@@ -12,6 +12,8 @@ replica count. So a workload with 0 replicas has limit 0.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["MAX_INT32", "scaled_value", "workload_limit"]
 
 MAX_INT32 = 2**31 - 1
@@ -26,8 +28,12 @@ def scaled_value(value: int | str, replicas: int) -> int:
     return int(value[:-1]) * replicas // 100
 
 
+@lru_cache(maxsize=4096)
 def workload_limit(replicas: int, configured: int | str | None) -> int:
-    """Max migrating (or unavailable) pods of a workload with ``replicas`` expected replicas."""
+    """Max migrating (or unavailable) pods of a workload with ``replicas`` expected replicas.
+
+    Memoised (a pure function of two small values): arbitration asks it for every workload each round.
+    """
     if configured is None:
         if replicas > 10:
             configured = "10%"

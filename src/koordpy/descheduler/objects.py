@@ -9,6 +9,7 @@ stops the chain where it is (see :func:`resolve_workload`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "ANNOTATION_EVICT",
     "ANNOTATION_EVICTION_COST",
     "ANNOTATION_PASSED_ARBITRATION",
+    "HAZARD_BITS",
     "REPLICA_KINDS",
     "MigrationJob",
     "MigrationObjectError",
@@ -43,6 +45,24 @@ ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+HAZARD_EVICTION_COST = 1
+HAZARD_BARE = 2
+HAZARD_DAEMONSET = 4
+HAZARD_MIRROR = 8
+HAZARD_CRITICAL = 16
+HAZARD_LOCAL_STORAGE = 32
+HAZARD_PVC = 64
+HAZARD_BITS = (
+    HAZARD_EVICTION_COST
+    | HAZARD_BARE
+    | HAZARD_DAEMONSET
+    | HAZARD_MIRROR
+    | HAZARD_CRITICAL
+    | HAZARD_LOCAL_STORAGE
+    | HAZARD_PVC
+)
+"""Pod facts that can make a non-retryable filter fail (the filter still decides, with its options)."""
 
 REPLICA_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"})
 """Kinds whose ``spec.replicas`` is the expected replica count; other controllers have none."""
@@ -99,13 +119,31 @@ class MigrationPod:
     """Rank by Koordinator's pod sorter: lower migrates first (see :func:`pod_sort_key`)."""
     rank: int = field(init=False, repr=False, compare=False)
     """:attr:`sort_key` packed into one non-negative int with the same order (computed once)."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name``, interned (as :attr:`MigrationJob.pod_key`), so lookups compare by identity."""
+    hazards: int = field(init=False, repr=False, compare=False)
+    """Bits of :data:`HAZARD_BITS` this pod has, whatever the configuration: a pod with none passes every
+    non-retryable filter that only reads the pod (computed once; arbitration skips those filters then)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rank", pack_sort_key(self.sort_key))
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        object.__setattr__(self, "key", sys.intern(f"{self.namespace}/{self.name}"))
+        bits = 0
+        if self.eviction_cost == MAX_INT32:
+            bits |= HAZARD_EVICTION_COST
+        if not self.owner_kinds:
+            bits |= HAZARD_BARE
+        if "DaemonSet" in self.owner_kinds:
+            bits |= HAZARD_DAEMONSET
+        if self.mirror:
+            bits |= HAZARD_MIRROR
+        if (self.priority or 0) >= SYSTEM_CRITICAL_PRIORITY or self.priority_class_name in SYSTEM_CRITICAL_CLASSES:
+            bits |= HAZARD_CRITICAL
+        if self.local_storage:
+            bits |= HAZARD_LOCAL_STORAGE
+        if self.pvc:
+            bits |= HAZARD_PVC
+        object.__setattr__(self, "hazards", bits)
 
     @property
     def job_owner_uid(self) -> str | None:
@@ -149,7 +187,7 @@ class MigrationJob:
     """``namespace/name`` of the pod (computed once)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pod_key", f"{self.pod_namespace}/{self.pod_name}")
+        object.__setattr__(self, "pod_key", sys.intern(f"{self.pod_namespace}/{self.pod_name}"))
 
     @property
     def waiting(self) -> bool:

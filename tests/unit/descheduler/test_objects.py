@@ -8,6 +8,13 @@ from typing import Any
 import pytest
 
 from koordpy.descheduler.objects import (
+    HAZARD_BARE,
+    HAZARD_CRITICAL,
+    HAZARD_DAEMONSET,
+    HAZARD_EVICTION_COST,
+    HAZARD_LOCAL_STORAGE,
+    HAZARD_MIRROR,
+    HAZARD_PVC,
     MigrationObjectError,
     OwnerRef,
     Workload,
@@ -216,3 +223,41 @@ def test_packed_sort_key_orders_as_the_tuple() -> None:
         for _ in range(500)
     ]
     assert sorted(keys) == sorted(keys, key=pack_sort_key)
+
+
+RS_OWNER = {"ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "u-rs", "controller": True}]}
+
+
+@pytest.mark.parametrize(
+    ("extra", "hazards"),
+    [
+        ({"meta": RS_OWNER}, 0),  # an ordinary ReplicaSet pod: no non-retryable filter can fail it
+        ({}, HAZARD_BARE),  # no ownerReferences
+        (
+            {"meta": {"ownerReferences": [{"kind": "DaemonSet", "name": "d", "uid": "u", "controller": True}]}},
+            HAZARD_DAEMONSET,
+        ),
+        (
+            {"meta": {**RS_OWNER, "annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}}},
+            HAZARD_EVICTION_COST,
+        ),
+        ({"meta": {**RS_OWNER, "annotations": {"kubernetes.io/config.mirror": "x"}}}, HAZARD_MIRROR),
+        ({"meta": RS_OWNER, "spec": {"priority": 2_000_000_000}}, HAZARD_CRITICAL),
+        ({"meta": RS_OWNER, "spec": {"priorityClassName": "system-node-critical"}}, HAZARD_CRITICAL),
+        ({"meta": RS_OWNER, "spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}, HAZARD_LOCAL_STORAGE),
+        (
+            {"meta": RS_OWNER, "spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]}},
+            HAZARD_PVC,
+        ),
+        ({"spec": {"volumes": [{"name": "v", "hostPath": {"path": "/x"}}]}}, HAZARD_BARE | HAZARD_LOCAL_STORAGE),
+    ],
+)
+def test_hazard_bits_name_the_filters_a_pod_can_fail(extra: dict[str, Any], hazards: int) -> None:
+    assert pod_from_dict(raw_pod("p", **extra)).hazards == hazards
+
+
+def test_pod_and_job_keys_are_one_interned_string() -> None:
+    pod = pod_from_dict(raw_pod("p"))
+    job = job_from_dict({"metadata": {"name": "j"}, "spec": {"podRef": {"namespace": "ns", "name": "p"}}, "status": {}})
+    assert pod.key == "ns/p"
+    assert job.pod_key is pod.key  # identity: the dict lookup of a job's pod compares pointers first
