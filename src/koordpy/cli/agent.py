@@ -12,6 +12,7 @@ import typer
 
 from koordpy.cli.connection import require_connection
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
+from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -104,16 +105,9 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
     node: Annotated[
         str, typer.Option("--node", metavar="NAME", help="Node to plan for (its NodeMetric must be in the input).")
     ],
-    files: Annotated[
-        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ] = None,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
-    ] = None,
-    context: Annotated[
-        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
-    ] = None,
+    files: DumpFiles = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     now: Annotated[str | None, typer.Option("--now", metavar="RFC3339", help="Evaluation instant, RFC 3339.")] = None,
     output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "json",
     config: Annotated[

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
+from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.dumps import newest_timestamp
@@ -68,16 +69,9 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
     pod: Annotated[
         str, typer.Option("--pod", metavar="NAMESPACE/NAME", help="NAMESPACE/NAME of the pod being placed.")
     ],
-    files: Annotated[
-        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ] = None,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
-    ] = None,
-    context: Annotated[
-        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
-    ] = None,
+    files: DumpFiles = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     config: Annotated[
         Path | None, typer.Option("--config", metavar="FILE", help="Scheduler configuration file.")
     ] = None,
@@ -152,16 +146,9 @@ def render_gangs_table(report: dict[str, Any]) -> str:
 @app.command("gangs")
 def gangs_command(
     *,
-    files: Annotated[
-        list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ] = None,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
-    ] = None,
-    context: Annotated[
-        str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
-    ] = None,
+    files: DumpFiles = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     waiting: Annotated[
         list[str] | None,
         typer.Option(
