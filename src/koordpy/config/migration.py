@@ -25,7 +25,7 @@ Not guaranteed: that every accepted field is read by a component: ``dryRun``, ``
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
@@ -44,24 +44,6 @@ __all__ = [
     "PriorityThreshold",
 ]
 
-EVICTION_GATES = (
-    "MaxUnavailablePerWorkload",
-    "MaxMigratingPerWorkload",
-    "MaxMigratingPerNode",
-    "MaxMigratingPerNamespace",
-    "MaxMigratingGlobally",
-    "ExpectedReplicas",
-    "PVC",
-    "BarePods",
-    "LocalStorage",
-    "SystemCritical",
-    "PriorityThreshold",
-    "LabelSelector",
-    "Namespaces",
-    "NodeFit",
-)
-"""Names ``skipEvictionGates`` accepts (Koordinator v1.8)."""
-
 EvictionGate = Literal[
     "MaxUnavailablePerWorkload",
     "MaxMigratingPerWorkload",
@@ -78,6 +60,9 @@ EvictionGate = Literal[
     "Namespaces",
     "NodeFit",
 ]
+
+EVICTION_GATES: tuple[str, ...] = get_args(EvictionGate)
+"""Names ``skipEvictionGates`` accepts (Koordinator v1.8)."""
 
 PERCENT_PATTERN = r"^(0|[1-9][0-9]{0,8})%$"
 
