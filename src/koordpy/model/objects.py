@@ -24,6 +24,7 @@ from koordpy.model.resources import ResourceList, parse_resource_list, pod_limit
 __all__ = [
     "ANNOTATION_RAW_ALLOCATABLE",
     "AggregatedUsage",
+    "ControllerRef",
     "NodeInfo",
     "NodeMetricInfo",
     "ObjectError",
@@ -113,6 +114,28 @@ def _time(obj: Any, path: str) -> float | None:
         raise ObjectError(f"{path}: {exc}") from None
 
 
+class ControllerRef(NamedTuple):
+    """A pod's controlling owner reference (``metadata.ownerReferences[]`` with ``controller: true``)."""
+
+    kind: str
+    name: str
+    uid: str
+    api_version: str
+
+
+def _controller(owners: list[Any]) -> ControllerRef | None:
+    for i, owner in enumerate(owners):
+        ref = _mapping(owner, f"metadata.ownerReferences[{i}]")
+        if ref.get("controller") is True:
+            return ControllerRef(
+                str(ref.get("kind") or ""),
+                str(ref.get("name") or ""),
+                str(ref.get("uid") or ""),
+                str(ref.get("apiVersion") or ""),
+            )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     uid: str
@@ -135,6 +158,8 @@ class PodInfo:
     initialized_time: float | None  # Initialized=True lastTransitionTime
     termination_grace_seconds: int | None = None
     """``spec.terminationGracePeriodSeconds``; None when unset (Kubernetes then uses 30)."""
+    controller: ControllerRef | None = None
+    """The owner reference with ``controller: true``; None when there is none."""
 
     @property
     def key(self) -> str:
@@ -202,6 +227,7 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         scheduled_time=scheduled,
         initialized_time=initialized,
         termination_grace_seconds=_grace(spec.get("terminationGracePeriodSeconds")),
+        controller=_controller(owners),
     )
 
 
