@@ -76,6 +76,10 @@ NEEDED = {
         ("scheduling.x-k8s.io", "podgroups", "list"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "create"),
+        ("scheduling.koordinator.sh", "reservations", "delete"),
+        ("scheduling.koordinator.sh", "reservations/status", "patch"),
     ],
 }
 
@@ -107,6 +111,9 @@ DENIED = {
         ("scheduling.sigs.k8s.io", "podgroups", "patch"),
         ("scheduling.x-k8s.io", "podgroups", "update"),
         ("scheduling.sigs.k8s.io", "podgroups", "delete"),
+        # status only: a Reservation's spec belongs to its author.
+        ("scheduling.koordinator.sh", "reservations", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "update"),
     ],
 }
 
