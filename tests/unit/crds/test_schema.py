@@ -30,7 +30,13 @@ UPSTREAM = {
         "Cluster",
         ["pmj"],
     ),
-    "reservations.scheduling.koordinator.sh": ("scheduling.koordinator.sh", "v1alpha1", "Reservation", "Cluster", ["rsv"]),
+    "reservations.scheduling.koordinator.sh": (
+        "scheduling.koordinator.sh",
+        "v1alpha1",
+        "Reservation",
+        "Cluster",
+        ["rsv"],
+    ),
     "nodeqosensurancepolicies.ensurance.crane.io": (
         "ensurance.crane.io",
         "v1alpha1",
