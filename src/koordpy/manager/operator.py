@@ -205,11 +205,12 @@ def build_registry(
     one (it has no cleanup to do), so the timer is registered without, and a job deletes at once even
     while no manager runs.
 
-    With ``reservations`` (and ``reservation.enabled``), every Node gets a timer (every
-    ``reservation.intervalSeconds``) knocking on the reservation gate the same way: one reservation round
-    per interval, only on the active replica, no finalizer (so no ``patch nodes`` permission is needed).
-    Nodes carry the timer because a round only has work when nodes exist, and the manager watches them
-    anyway.
+    With ``reservations``, every Node gets a timer (every ``reservation.intervalSeconds``) knocking on the
+    reservation gate the same way: one reservation round per interval, only on the active replica, no
+    finalizer (so no ``patch nodes`` permission is needed). Nodes carry the timer because a round only has
+    work when nodes exist, and the manager watches them anyway. The round runs whatever
+    ``reservation.enabled`` says: user-created Reservations are placed either way; ``enabled`` only lets
+    the decision create starving-job ones.
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
@@ -224,7 +225,7 @@ def build_registry(
             except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
                 logging.getLogger("koordpy.manager").exception("migration round failed")
 
-    if reservations is not None and config.reservation.enabled:
+    if reservations is not None:
         reservation_gate = reservations
 
         @kopf.timer("v1", "nodes", interval=reservation_gate.interval, id=RESERVATION_TIMER_ID, registry=registry)
