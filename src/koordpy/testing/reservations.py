@@ -76,7 +76,8 @@ def reservation_dict(
     annotations: dict[str, str] | None = None,
     node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    pod_spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    requests = {"cpu": cpu, "memory": memory}
+    pod_spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     spec: dict[str, Any] = {"template": {"spec": pod_spec}, "owners": list(owners)}
