@@ -279,10 +279,10 @@ class GangWriter:
 class KubeReservationApi:
     """:class:`koordpy.manager.reservations.ReservationApi` over :class:`koordpy.kube.ApiClient`.
 
-    Lists everything a round decides on; a PodGroup API or NodeMetric API the server does not serve (404)
-    lists as empty. Writes: create, status merge-patch (``/status`` subresource) and delete (with the uid
-    as a precondition when known, so a Reservation re-created under the same name is never deleted).
-    409 and 404 raise :class:`WriteRefusedError`; other API errors propagate. Not guaranteed: the lists
+    Lists everything a round decides on; a PodGroup API the server does not serve (404) lists as empty.
+    Writes: create, status merge-patch (``/status`` subresource) and delete (with the uid as a
+    precondition when known, so a Reservation re-created under the same name is never deleted). 409 and
+    404 raise :class:`WriteRefusedError`; other API errors propagate. Not guaranteed: the lists
     are not one consistent snapshot (each is read at its own moment).
     """
 
@@ -300,15 +300,15 @@ class KubeReservationApi:
         return [dict(item) for item in result.items]
 
     async def snapshot(self) -> ClusterSnapshot:
-        podgroups = []
+        podgroups: list[dict[str, Any]] = []
         for api, ref in ((API_SIGS, resources.PODGROUPS), (API_X_K8S, resources.PODGROUPS_X_K8S)):
-            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in await self._items(ref, optional=True))
+            items = await self._items(ref, optional=True)
+            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in items)
         return ClusterSnapshot(
             nodes=await self._items(resources.NODES),
             pods=await self._items(resources.PODS),
             podgroups=podgroups,
             reservations=await self._items(resources.RESERVATIONS),
-            nodemetrics=await self._items(resources.NODEMETRICS, optional=True),
         )
 
     @staticmethod

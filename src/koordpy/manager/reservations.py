@@ -29,15 +29,8 @@ from prometheus_client import Counter as PromCounter
 
 from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.gang_status import EventThrottle
-from koordpy.model.objects import (
-    NodeInfo,
-    NodeMetricInfo,
-    ObjectError,
-    PodInfo,
-    node_from_dict,
-    nodemetric_from_dict,
-    pod_from_dict,
-)
+from koordpy.model.objects import NodeInfo, ObjectError, PodInfo, node_from_dict, pod_from_dict
+from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.scheduler.plugins.gang import API_SIGS, PodGroupError, PodGroupInfo, podgroup_from_dict
 from koordpy.scheduler.plugins.reservation.controller import (
     EventDecision,
@@ -79,13 +72,13 @@ class WriteRefusedError(Exception):
 @dataclass(frozen=True)
 class ClusterSnapshot:
     """Raw API objects of one round. ``podgroups`` holds both PodGroup APIs, each item with its
-    ``apiVersion`` filled in."""
+    ``apiVersion`` filled in. No NodeMetrics: the manager places without the load-aware filter (it has
+    no ``loadAware`` arguments), so it does not read them."""
 
     nodes: Sequence[Raw]
     pods: Sequence[Raw]
     podgroups: Sequence[Raw]
     reservations: Sequence[Raw]
-    nodemetrics: Sequence[Raw]
 
 
 class ReservationApi(Protocol):
@@ -166,18 +159,21 @@ def inputs_from_snapshot(snapshot: ClusterSnapshot, skipped: list[str]) -> Reser
     """The decision's inputs; an object that cannot be read is left out and named in ``skipped``
     (a malformed Reservation is then neither placed nor deleted: its user must fix it)."""
     nodes: list[NodeInfo] = _convert(snapshot.nodes, "Node", node_from_dict, skipped)
-    pods: list[PodInfo] = _convert(snapshot.pods, "Pod", pod_from_dict, skipped)
+    pods: list[PodInfo] = []
+    placements: dict[str, PodPlacement] = {}
+    for raw in snapshot.pods:
+        try:
+            pod = pod_from_dict(raw)
+            placement = placement_from_dict(raw)
+        except (ObjectError, ValueError, TypeError, KeyError) as exc:
+            skipped.append(f"Pod {_name(raw)}: {exc}")
+            continue
+        pods.append(pod)
+        placements[pod.uid] = placement
     podgroups: list[PodGroupInfo] = _convert(snapshot.podgroups, "PodGroup", podgroup_from_dict, skipped)
-    reservations: list[ReservationInfo] = _convert(
-        snapshot.reservations, "Reservation", reservation_from_dict, skipped
-    )
-    metrics: list[NodeMetricInfo] = _convert(snapshot.nodemetrics, "NodeMetric", nodemetric_from_dict, skipped)
+    reservations: list[ReservationInfo] = _convert(snapshot.reservations, "Reservation", reservation_from_dict, skipped)
     return ReservationInputs(
-        nodes=nodes,
-        pods=pods,
-        podgroups=podgroups,
-        reservations=reservations,
-        metrics={m.name: m for m in metrics},
+        nodes=nodes, pods=pods, podgroups=podgroups, reservations=reservations, placements=placements
     )
 
 
@@ -219,7 +215,7 @@ class ReservationController:
         decision = self.decide(inputs, self.settings, now)
         result = RoundResult(decision, skipped=skipped)
         objects = _index(snapshot)
-        phases = {r.name: (r.phase or "Pending") for r in inputs.reservations}
+        phases: dict[str, str] = {r.name: (r.phase or "Pending") for r in inputs.reservations}
 
         for new in decision.creates:
             outcome, created = await self._write("create", new.name, self.api.create_reservation(new.manifest), result)
@@ -244,7 +240,8 @@ class ReservationController:
         for deletion in decision.deletes:
             known = objects.get(("Reservation", "", deletion.name))
             uid = str(((known or {}).get("metadata") or {}).get("uid") or "") or None
-            outcome, _ = await self._write("delete", deletion.name, self.api.delete_reservation(deletion.name, uid), result)
+            call = self.api.delete_reservation(deletion.name, uid)
+            outcome, _ = await self._write("delete", deletion.name, call, result)
             if outcome in ("done", "gone"):
                 phases.pop(deletion.name, None)
             if outcome == "done":
@@ -260,9 +257,7 @@ class ReservationController:
         self.last = result
         return result
 
-    async def _write(
-        self, action: str, name: str, call: Awaitable[Raw | None], result: RoundResult
-    ) -> tuple[str, Raw]:
+    async def _write(self, action: str, name: str, call: Awaitable[Raw | None], result: RoundResult) -> tuple[str, Raw]:
         """Await one write and count its outcome: ``done`` with the server's answer, else the refusal."""
         try:
             answer = await call
@@ -281,7 +276,7 @@ class ReservationController:
         result: RoundResult,
     ) -> None:
         for event in events:
-            kind, namespace, name = event.regarding
+            kind, namespace, name = event.regarding.kind, event.regarding.namespace, event.regarding.name
             key = f"{kind}/{namespace}/{name}"
             if not self.throttle.allow(key, key, f"{event.reason}: {event.message}", now):
                 continue
