@@ -3,17 +3,23 @@ calls (emulator), and the real ``decide`` end to end with a restart in the middl
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from koordpy.config.errors import validate
+from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.reservation import ReservationSettings
 from koordpy.kube.client import ApiClient
+from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.resources import EVENTS, NODES, PODS, RESERVATIONS
 from koordpy.manager.api import KubeReservationApi
+from koordpy.manager.operator import run
 from koordpy.manager.reservations import (
     ClusterSnapshot,
     ReservationController,
@@ -374,3 +380,40 @@ async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client:
         {"kind": "Pod", "namespace": "default", "name": "web", "uid": web["metadata"]["uid"]}
     ]
     assert controller.last is not None and controller.last.phases == {"Succeeded": 1}
+
+
+async def test_the_operator_places_a_user_reservation_from_its_node_timer(
+    apiserver: ApiServerEmulator, api_client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = validate(ManagerConfiguration, {"reservation": {"intervalSeconds": 1}})
+    assert config.reservation.enabled is False  # user Reservations are placed all the same
+    await api_client.create(NODES, NodeBuilder("n1").allocatable(cpu="4", memory="16Gi", pods="110").build())
+    body = reservation_dict("hold", owners=[{"object": {"namespace": "default", "name": "web"}}])
+    for key in ("uid", "creationTimestamp"):
+        body["metadata"].pop(key)
+    await api_client.create(RESERVATIONS, body)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(config, stop_flag=stop, liveness=False))
+    try:
+        async with asyncio.timeout(30):
+            while ((await api_client.get(RESERVATIONS, "hold")).get("status") or {}).get("phase") != "Available":
+                await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    placed = await api_client.get(RESERVATIONS, "hold")
+    assert placed["status"]["nodeName"] == "n1"
+    # the timer lives on Nodes without a finalizer: the manager never writes a Node
+    assert (await api_client.get(NODES, "n1"))["metadata"].get("finalizers") in (None, [])
+    node_writes = [
+        r
+        for r in apiserver.requests
+        if r.get("user") == "manager" and r.get("resource") == "nodes" and r.get("verb") not in ("list", "watch")
+    ]
+    assert node_writes == []
+    status_writes = [
+        r for r in apiserver.requests if r.get("resource") == "reservations" and r.get("subresource") == "status"
+    ]
+    assert {(r["user"], r["verb"]) for r in status_writes} == {("manager", "patch")}
