@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import CONFIG, Running, start, stop
 
+from conftest import CONFIG, Running, start, stop
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.testing import PodBuilder
 from koordpy.testing.reservations import owner_labels, reservation
