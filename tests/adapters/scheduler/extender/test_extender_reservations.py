@@ -1,7 +1,8 @@
 """Reservations enforced by ``/filter`` and ``/prioritize`` over real HTTP, fed through the watch handlers.
 
-Nodes ``held`` and ``free``: 8 cpu / 32 GiB each, NodeMetric usage 1 cpu; the load-aware thresholds
-are 100 % here (only the reservation decides; the load-aware score still ranks the nodes). ``held`` runs pod ``x`` (2 cpu) and carries reservation
+Nodes ``held`` and ``free``: 8 cpu / 32 GiB each. Only ``free`` has a NodeMetric (usage 1 cpu, far
+below the threshold): ``held`` has none, so load-aware filtering passes there and its load-aware
+score is 0; only the reservation decides. ``held`` runs pod ``x`` (2 cpu) and carries reservation
 ``r1`` (Available, 4 cpu, owners: pods labelled ``job=big``). For a pod that is not an owner:
 
     free on held = 8 - 2 (requested) - 4 (reserved) = 2 cpu
@@ -11,29 +12,15 @@ so a 3-cpu pod is blocked there and a 2-cpu pod is not.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-import pytest
 
-from conftest import CONFIG, Running, start, stop
-from koordpy.config import SchedulerConfiguration, validate
 from koordpy.testing import PodBuilder
 from koordpy.testing.reservations import owner_labels, reservation
 
 RESERVED = "node(s) resource was(were) reserved"
 NODES = ["held", "free"]
-
-
-@pytest.fixture
-async def ext() -> AsyncIterator[Running]:
-    load_aware = {**CONFIG["loadAware"], "usageThresholds": {"cpu": 100, "memory": 100}}
-    running = await start(validate(SchedulerConfiguration, {**CONFIG, "loadAware": load_aware}))
-    try:
-        yield running
-    finally:
-        await stop(running)
 
 
 def pod(name: str, cpu: str | None = None, owner: bool = False) -> dict[str, Any]:
@@ -51,10 +38,8 @@ def pod(name: str, cpu: str | None = None, owner: bool = False) -> dict[str, Any
 def seed(ext: Any, **spec: Any) -> None:
     for name in NODES:
         ext.node(name, cpu="8", memory="32Gi")
-        ext.metric(name, cpu="1", memory="4Gi")
-    # x was scheduled an hour before the metric: its usage is in the metric, no estimate on top
-    x = PodBuilder("x").requests(cpu="2").node("held").phase("Running").scheduled_at(ext.clock.now() - 3600)
-    ext.pod_event("ADDED", x.build())
+    ext.metric("free", cpu="1", memory="4Gi")
+    ext.pod_event("ADDED", PodBuilder("x").requests(cpu="2").node("held").phase("Running").build())
     raw = reservation("r1", node="held", owners=[owner_labels(job="big")], created=ext.clock.now() - 60, cpu="4")
     raw["spec"].update(spec)
     ext.extender.cache.handler("reservations")("ADDED", raw)
@@ -108,8 +93,8 @@ async def test_the_owner_passes_and_prefers_its_reserved_node(ext: Any) -> None:
     owned = await scores(ext, owner, NODES)
     other = await scores(ext, pod("e", "4"), NODES)  # the same requests, not an owner
     # the owner gets the maximum extender priority on held; free keeps its load-aware score
-    assert owned["held"] == 10 and owned["free"] == other["free"] < 10
-    assert other["held"] < 10
+    assert owned["held"] == 10 and owned["free"] == other["free"] > 0
+    assert other["held"] == 0
 
 
 async def test_an_owner_bind_allocates_before_the_next_filter(ext: Any) -> None:
