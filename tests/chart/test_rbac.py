@@ -26,6 +26,8 @@ NEEDED = {
         ("", "pods/binding", "create"),
         ("slo.koordinator.sh", "nodemetrics", "list"),
         ("slo.koordinator.sh", "nodemetrics", "watch"),
+        ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "watch"),
         ("", "events", "create"),
     ],
     AGENT: [
@@ -90,6 +92,11 @@ DENIED = {
         ("", "nodes", "patch"),
         ("", "secrets", "get"),
         ("", "pods/eviction", "create"),
+        # Reservations are read-only for the extender: the manager is their only writer.
+        ("scheduling.koordinator.sh", "reservations", "create"),
+        ("scheduling.koordinator.sh", "reservations", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "delete"),
+        ("scheduling.koordinator.sh", "reservations/status", "patch"),
     ],
     AGENT: [
         ("", "nodes", "patch"),
