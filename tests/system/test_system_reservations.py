@@ -195,7 +195,14 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
     await until(lambda: no_starving_reservations(admin), 60, "the starving-job Reservation deleted")
     async with httpx.AsyncClient(base_url=manager_url, timeout=10) as scrape:
         exposition = (await scrape.get("/metrics")).text
-    events = (await admin.get(EVENTS.path())).json()["items"]
+
+    async def released() -> list[Raw]:
+        """The manager's Events once the release (posted after the delete, same round) is among them."""
+        items = (await admin.get(EVENTS.path())).json()["items"]
+        mine = [e for e in items if e.get("reportingComponent") == "koordpy-manager"]
+        return mine if any(e["reason"] == "StarvingJobReleased" for e in mine) else []
+
+    events = await until(released, 30, "the StarvingJobReleased Event")
     return {
         "reservation": res,
         "reserved": reserved,
@@ -204,7 +211,7 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
         "big_node": big_node,
         "decisions": decisions,
         "exposition": exposition,
-        "events": [e for e in events if e.get("reportingComponent") == "koordpy-manager"],
+        "events": events,
         "restart_index": restart_index,
     }
 

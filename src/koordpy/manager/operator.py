@@ -49,7 +49,7 @@ from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, PodGroupError, gang_ref, podgroup_from_dict
 
-__all__ = ["GangStatusKeeper", "build_registry", "operator_settings", "run"]
+__all__ = ["GangStatusKeeper", "QuietNodeTimer", "build_registry", "operator_settings", "run"]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
@@ -357,6 +357,16 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
             task.cancel()
 
 
+class QuietNodeTimer(logging.Filter):
+    """Drops kopf's ``Timer 'reservation_round' succeeded.`` lines: every Node carries the timer, so they
+    would be one line per node per interval (the round logs what it does itself). Failures still log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.levelno == logging.INFO and record.getMessage() == f"Timer '{RESERVATION_TIMER_ID}' succeeded."
+        )
+
+
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
     """kopf settings: no Kubernetes events posted, peering per ``config.peering``."""
     settings = kopf.OperatorSettings()
@@ -386,6 +396,9 @@ async def run(
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
+    objects_logger = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, QuietNodeTimer) for f in objects_logger.filters):
+        objects_logger.addFilter(QuietNodeTimer())
     settings = operator_settings(config)
     writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")

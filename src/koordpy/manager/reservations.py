@@ -9,10 +9,10 @@ the ``koordpy.io/starving-job`` label), so a restarted manager adopts them inste
 A lost race is not an error: 409 on create (someone created the name since our list) and 404 on a status
 write or delete (deleted since our list) are counted and the next round decides again from what exists.
 
-Not guaranteed: Events are throttled in memory (a new message per object at most once per
-``EVENT_INTERVAL_SECONDS``; a held-back one is dropped), forgotten for objects no longer listed, and start
-fresh after a restart; ordering between the calls of one round; a round that fails half-way
-(an API error other than 409/404) leaves the other half to the next round.
+Not guaranteed: Events are throttled in memory per object and reason (the same message is not posted
+again; a new one at most once per ``EVENT_INTERVAL_SECONDS``, a held-back one is dropped), forgotten for
+objects no longer listed, and start fresh after a restart; ordering between the calls of one round; a
+round that fails half-way (an API error other than 409/404) leaves the other half to the next round.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ class ReservationController:
                 self._logger.info("reservation %s deleted (%s): %s", deletion.name, deletion.job, deletion.reason)
         await self._post_events(decision.events, objects, now, result)
         listed = {f"{kind}/{namespace}/{name}" for kind, namespace, name in objects}
-        gone = self._event_keys - listed
+        gone = {key for key in self._event_keys if key.rpartition("#")[0] not in listed}
         self.throttle.forget(sorted(gone))
         self._event_keys -= gone
         self.throttle.pending.clear()  # held-back messages are not re-sent later: each round decides anew
@@ -332,9 +332,12 @@ class ReservationController:
         for event in events:
             kind, namespace, name = event.regarding.kind, event.regarding.namespace, event.regarding.name
             key = f"{kind}/{namespace}/{name}"
-            if not self.throttle.allow(key, key, f"{event.reason}: {event.message}", now):
+            # per object and reason: a transition (Reserved, Available, Released, ...) is never held back by
+            # another reason's Event; a reason that repeats every round is posted once per new message
+            throttled = f"{key}#{event.reason}"
+            if not self.throttle.allow(throttled, throttled, event.message, now):
                 continue
-            self._event_keys.add(key)
+            self._event_keys.add(throttled)
             involved = objects.get((kind, namespace, name)) or _placeholder(kind, namespace, name)
             try:
                 await self.api.post_event(involved, event)

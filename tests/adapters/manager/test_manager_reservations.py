@@ -230,6 +230,23 @@ async def test_events_repeat_only_when_their_message_changed_and_the_interval_ra
     assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu", "no node fits"]
 
 
+async def test_an_event_of_another_reason_is_never_held_back_by_the_last_one() -> None:
+    """Reserved, then Available, then Released on one Reservation in three rounds 1 s apart: all three."""
+    now = [1000.0]
+    reasons = iter(["StarvingJobReserved", "Available", "StarvingJobReleased"])
+
+    def decide(inputs: ReservationInputs, settings: ReservationSettings, at: float) -> ReservationDecision:
+        event = EventDecision(Regarding("Reservation", "", "user-1"), "Normal", next(reasons), "on n1")
+        return decision(events=(event,))
+
+    api = FakeApi(snapshot([stored("user-1")]))
+    controller = ReservationController(api, SETTINGS, decide=decide, clock=lambda: now[0], event_interval=60)
+    for _ in range(3):
+        await controller.run_round()
+        now[0] += 1
+    assert [e.reason for _, e in api.events] == ["StarvingJobReserved", "Available", "StarvingJobReleased"]
+
+
 async def test_unreadable_objects_are_skipped_and_named() -> None:
     bad_pod = pod_raw("bad", "uid-bad")
     bad_pod["spec"]["priority"] = "high"
@@ -394,7 +411,11 @@ async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client:
 
 
 async def test_the_operator_places_a_user_reservation_from_its_node_timer(
-    apiserver: ApiServerEmulator, api_client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    apiserver: ApiServerEmulator,
+    api_client: ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -416,6 +437,10 @@ async def test_the_operator_places_a_user_reservation_from_its_node_timer(
         await asyncio.wait_for(task, 30)
     placed = await api_client.get(RESERVATIONS, "hold")
     assert placed["status"]["nodeName"] == "n1"
+    # one timer per Node: kopf's per-invocation success line is filtered out, the round's own line is not
+    messages = [r.getMessage() for r in caplog.records]
+    assert "reservation hold status: phase Available" in messages
+    assert "Timer 'reservation_round' succeeded." not in messages
     # the timer lives on Nodes without a finalizer: the manager never writes a Node
     assert (await api_client.get(NODES, "n1"))["metadata"].get("finalizers") in (None, [])
     node_writes = [
