@@ -429,7 +429,7 @@ class _Pass:
             j
             for j in jobs
             if j.priority > target.priority
-            and j.unbound
+            and any(a > 0 for p in j.unbound for a in p.requests.values())
             and not j.ready
             and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements)
         ]
