@@ -43,11 +43,11 @@ from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_no
 from koordpy.scheduler.plugins.reservation.placement import (
     LoadFilter,
     NodeUse,
-    free_resources,
     load_aware_filter,
     node_uses,
     place,
     reserved_by_others,
+    template_fits,
 )
 from koordpy.scheduler.plugins.reservation.spec import (
     ReservationInfo,
@@ -387,10 +387,13 @@ class _Pass:
         self.refresh_holdings()
 
     def _covered(self, res: ReservationInfo) -> bool:
+        """Do the node's free resources (after its pods and the other holdings) cover the template?"""
         use = self.uses[res.node_name]
         others = reserved_by_others(res.name, self.holdings.get(res.node_name, ()))
-        free = free_resources(use.node.allocatable, use.requested, others)
-        return all(amount <= free.get(name, 0) for name, amount in res.requests.items() if amount > 0)
+        taken = dict(use.requested)
+        for name, amount in others.items():
+            taken[name] = taken.get(name, 0) + amount
+        return template_fits(PodPlacement(), use.node, taken, res.requests).is_success
 
     def starving_nodes(self) -> set[str]:
         return {r.node_name for r in self.work.values() if r.is_active and _job_of(r) is not None}
