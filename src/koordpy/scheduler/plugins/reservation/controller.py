@@ -43,13 +43,19 @@ from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_no
 from koordpy.scheduler.plugins.reservation.placement import (
     LoadFilter,
     NodeUse,
-    free_resources,
     load_aware_filter,
     node_uses,
     place,
     reserved_by_others,
+    template_fits,
 )
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_expired, is_owner, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import (
+    ReservationInfo,
+    expiry,
+    is_expired,
+    is_owner,
+    reservation_from_dict,
+)
 from koordpy.scheduler.plugins.reservation.starving import (
     ANNOTATION_STARVING_JOB,
     LABEL_MANAGED_BY,
@@ -339,10 +345,12 @@ class _Pass:
             if res.is_terminal:
                 continue
             if is_expired(res, self.now):
+                deadline = expiry(res)
+                msg = "expired" if deadline is None else f"expired at {format_rfc3339(deadline)}"
                 placed = self.condition("Scheduled", "True", "Scheduled") if res.node_name else None
-                conds = [c for c in (placed,) if c] + [self.condition("Ready", "False", "Expired", "expired")]
-                self.write(res, self.status(res, "Failed", res.node_name, conds), "expired")
-                self.event(res.name, "Normal", "Expired", f"{res.name} expired")
+                conds = [c for c in (placed,) if c] + [self.condition("Ready", "False", "Expired", msg)]
+                self.write(res, self.status(res, "Failed", res.node_name, conds), msg)
+                self.event(res.name, "Normal", "Expired", f"{res.name} {msg}")
                 continue
             if not res.is_active:
                 continue
@@ -379,10 +387,13 @@ class _Pass:
         self.refresh_holdings()
 
     def _covered(self, res: ReservationInfo) -> bool:
+        """Do the node's free resources (after its pods and the other holdings) cover the template?"""
         use = self.uses[res.node_name]
         others = reserved_by_others(res.name, self.holdings.get(res.node_name, ()))
-        free = free_resources(use.node.allocatable, use.requested, others)
-        return all(amount <= free.get(name, 0) for name, amount in res.requests.items() if amount > 0)
+        taken = dict(use.requested)
+        for name, amount in others.items():
+            taken[name] = taken.get(name, 0) + amount
+        return template_fits(PodPlacement(), use.node, taken, res.requests).is_success
 
     def starving_nodes(self) -> set[str]:
         return {r.node_name for r in self.work.values() if r.is_active and _job_of(r) is not None}
@@ -421,7 +432,7 @@ class _Pass:
             j
             for j in jobs
             if j.priority > target.priority
-            and j.unbound
+            and any(a > 0 for p in j.unbound for a in p.requests.values())
             and not j.ready
             and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements)
         ]

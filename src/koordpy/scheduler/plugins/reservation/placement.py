@@ -28,13 +28,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
 from koordpy.model.placement import PodPlacement
 from koordpy.model.priority import KubeQoS, priority_class
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.framework.cluster import ClusterState
-from koordpy.scheduler.framework.fit import RequestsTable, filter_node
+from koordpy.scheduler.framework.fit import (
+    RequestsTable,
+    filter_node,
+    node_affinity,
+    node_name,
+    node_unschedulable,
+    taint_toleration,
+)
 from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy.scheduler.plugins.reservation.ledger import Holding
@@ -45,14 +55,17 @@ __all__ = [
     "LoadFilter",
     "NodeUse",
     "PlacementResult",
+    "constraints",
     "free_resources",
     "load_aware_filter",
     "node_score",
     "node_uses",
     "place",
+    "requests_table",
     "reservation_pod",
     "reserved_by_others",
     "template_fits",
+    "template_vector",
     "unavailable_summary",
 ]
 
@@ -60,6 +73,7 @@ LoadFilter = Callable[[PodInfo, Sequence[str]], Mapping[str, Status]]
 """Given a pod and node names, the failing load-aware status per node name (passing nodes absent)."""
 
 SCORE_MAX = 10.0
+I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,18 +126,45 @@ def free_resources(allocatable: Mapping[str, int], *used: Mapping[str, int]) -> 
     return {name: allocatable.get(name, 0) - total.get(name, 0) for name in set(allocatable) | set(total)}
 
 
+def requests_table(
+    nodes: Sequence[NodeInfo], used: Mapping[str, Mapping[str, int]], requests: Iterable[str] = ()
+) -> RequestsTable:
+    """One :class:`RequestsTable` over ``nodes`` where row ``i`` has ``used[nodes[i].name]`` bound (what
+    may not be used of its allocatable); the pod slot is left free. ``requests`` adds columns."""
+    columns = {r for u in used.values() for r in u} | set(requests)
+    table = RequestsTable.of_nodes(nodes, columns)
+    for row, node in enumerate(nodes):
+        taken = used.get(node.name)
+        if taken:
+            vec = table.vector(taken)
+            vec[0] = 0
+            table.bind(row, vec)
+    return table
+
+
+def constraints(placement: PodPlacement, node: NodeInfo) -> Status:
+    """The in-tree filters before NodeResourcesFit (for a row whose resources ``feasible`` already passed)."""
+    for check in (node_unschedulable, node_name, taint_toleration, node_affinity):
+        status = check(placement, node)
+        if not status.is_success:
+            return status
+    return status
+
+
+def template_vector(table: RequestsTable, requests: Mapping[str, int]) -> I64:
+    """The template's requests as a table vector, without the pod slot (a reservation holds none)."""
+    vec = table.vector(requests)
+    vec[0] = 0
+    return vec
+
+
 def template_fits(
     placement: PodPlacement, node: NodeInfo, used: Mapping[str, int], requests: Mapping[str, int]
 ) -> Status:
     """kube-scheduler's in-tree filters for a template on ``node``, where ``used`` is what the template
     may not use of ``node.allocatable`` (the pod slot is not checked)."""
-    table = RequestsTable([node.allocatable], set(used) | set(requests))
-    used_vec = table.vector(used)
-    used_vec[0] = 0
-    table.bind(0, used_vec)
-    vec = table.vector(requests)
-    vec[0] = 0
-    return filter_node(placement, node, table, 0, vec)
+    table = requests_table([node], {node.name: used}, requests)
+    return filter_node(placement, node, table, 0, template_vector(table, requests))
 
 
 def node_score(free: Mapping[str, int], requests: Mapping[str, int]) -> float:
@@ -243,26 +284,37 @@ def place(
     ``node(s) exceed the reserved node limit``."""
     failures: dict[str, str] = {}
     candidates: list[Candidate] = []
-    for node in nodes:
-        use = uses.get(node.name) or NodeUse(node, (), {})
+    others = {n.name: reserved_by_others(res.name, holdings.get(n.name, ())) for n in nodes}
+    requested = {n.name: (uses[n.name].requested if n.name in uses else {}) for n in nodes}
+    busy = {n.name: _sum(requested[n.name], others[n.name]) for n in nodes}
+    # with preAllocation the pods running there do not count; "covered" always counts them
+    table = requests_table(nodes, others if res.pre_allocation else busy, res.requests)
+    now_table = requests_table(nodes, busy, res.requests) if res.pre_allocation else table
+    vec = template_vector(table, res.requests)
+    covered_rows = now_table.feasible(vec)
+    fitting = table.feasible(vec)  # the in-tree filters run on these rows; the others only for the message
+    for row, node in enumerate(nodes):
         if only_nodes is not None and node.name not in only_nodes:
             failures[node.name] = "node(s) exceed the reserved node limit"
             continue
-        others = reserved_by_others(res.name, holdings.get(node.name, ()))
-        used = others if res.pre_allocation else _sum(use.requested, others)
-        status = template_fits(res.placement, node, used, res.requests)
+        if not fitting[row]:
+            failures[node.name] = ""
+            continue
+        status = constraints(res.placement, node)
         if not status.is_success:
             failures[node.name] = status.reason
             continue
-        free = free_resources(node.allocatable, use.requested, others)
-        covered = all(amount <= free.get(name, 0) for name, amount in res.requests.items() if amount > 0)
-        candidates.append(Candidate(node.name, covered, node_score(free, res.requests)))
+        free = free_resources(node.allocatable, requested[node.name], others[node.name])
+        candidates.append(Candidate(node.name, bool(covered_rows[row]), node_score(free, res.requests)))
     if load_filter is not None and not res.pre_allocation and candidates:
         failing = load_filter(reservation_pod(res), [c.node for c in candidates])
         for name, status in failing.items():
             failures[name] = status.reason
         candidates = [c for c in candidates if c.node not in failing]
     if not candidates:
+        for row, node in enumerate(nodes):
+            if failures.get(node.name) == "":
+                failures[node.name] = filter_node(res.placement, node, table, row, vec).reason
         return PlacementResult(None, "Pending", unavailable_summary(len(nodes), failures.values()), ())
     best = min(candidates, key=lambda c: (-round(c.score, 6), c.node))
     phase: Literal["Available", "Waiting"] = "Available" if best.covered else "Waiting"
