@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from koordpy.cli.main import app
 from koordpy.model.durations import parse_rfc3339
 from koordpy.testing import NodeBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation
+from koordpy.testing.reservations import owner_pod, reservation_manifest
 
 runner = CliRunner()
 NOW = "2026-11-21T10:30:00Z"
@@ -33,7 +33,9 @@ def dump(tmp_path: Path) -> Path:
     docs.append(PodBuilder("big").requests(cpu="4").build())
     created = parse_rfc3339("2026-11-21T10:00:00Z")
     docs.append(
-        reservation("hold-big", node="held", owners=[owner_pod("default", "big")], created=created, ttl="1h", cpu="4")
+        reservation_manifest(
+            "hold-big", node="held", owners=[owner_pod("default", "big")], created=created, ttl="1h", cpu="4"
+        )
     )
     path = tmp_path / "dump.yaml"
     path.write_text(yaml.safe_dump_all(docs))
