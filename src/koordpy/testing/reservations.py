@@ -1,7 +1,4 @@
-"""Reservation test helpers: nodes, pods and Reservations as the API would hold them, and one decision.
-
-``reservation`` (raw JSON placed on a node, the extender tests') and ``reservation_dict`` (the decision
-tables') both build Reservations; r2-manager's merge of r1-core and r3-extender kept both."""
+"""Reservation test helpers: nodes, pods and Reservations as the API would hold them, and one decision."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.gang import PodGroupInfo
 from koordpy.scheduler.plugins.reservation.controller import ReservationDecision, ReservationInputs, decide
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.testing.builders import NodeBuilder, PodBuilder
 
 __all__ = [
@@ -26,10 +23,9 @@ __all__ = [
     "pod",
     "reservation",
     "reservation_dict",
+    "reservation_manifest",
     "settings",
 ]
-
-Raw = dict[str, Any]
 
 T0 = 1_800_000_000.0
 """An arbitrary instant the tables count from."""
@@ -122,6 +118,10 @@ def reservation_dict(
     }
 
 
+def reservation(name: str, **kw: Any) -> ReservationInfo:
+    return reservation_from_dict(reservation_dict(name, **kw))
+
+
 def settings(**kw: Any) -> ReservationSettings:
     """Starving-job reservations on, threshold 60 s, 100 % of nodes, unless overridden (YAML names)."""
     raw: dict[str, Any] = {"enabled": True, "starvingJobTimeThreshold": 60, "reservedNodePercent": 100}
@@ -142,34 +142,37 @@ def decide_on(
     return decide(inputs, config if config is not None else settings(), now)
 
 
-def owner_pod(namespace: str, name: str) -> Raw:
+# ---- raw Reservations with exactly the requests given (the extender and explain tests) ----------
+
+
+def owner_pod(namespace: str, name: str) -> dict[str, Any]:
     """An ``owners[]`` entry naming one pod."""
     return {"object": {"kind": "Pod", "namespace": namespace, "name": name}}
 
 
-def owner_labels(**labels: str) -> Raw:
+def owner_labels(**labels: str) -> dict[str, Any]:
     """An ``owners[]`` entry selecting pods by labels."""
     return {"labelSelector": {"matchLabels": dict(labels)}}
 
 
-def reservation(
+def reservation_manifest(
     name: str,
     *,
     node: str = "",
-    owners: list[Raw] | None = None,
+    owners: list[dict[str, Any]] | None = None,
     phase: str = "Available",
     created: float | None = None,
     ttl: str | None = None,
     expires: float | None = None,
     allocate_once: bool | None = None,
     **requests: str,
-) -> Raw:
-    """A Reservation whose template requests ``requests`` (``cpu="4"``), placed on ``node`` in ``phase``
-    (``status.nodeName`` set when ``node`` is)."""
-    metadata: Raw = {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"reservation/{name}"))}
+) -> dict[str, Any]:
+    """Raw Reservation JSON whose template requests exactly ``requests`` (``cpu="4"``), placed on ``node``
+    in ``phase`` (``status.nodeName`` set when ``node`` is), as the manager writes it (the extender's tests)."""
+    metadata: dict[str, Any] = {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"reservation/{name}"))}
     if created is not None:
         metadata["creationTimestamp"] = format_rfc3339(created)
-    spec: Raw = {
+    spec: dict[str, Any] = {
         "template": {
             "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": dict(requests)}}]}
         },
@@ -181,7 +184,7 @@ def reservation(
         spec["expires"] = format_rfc3339(expires)
     if allocate_once is not None:
         spec["allocateOnce"] = allocate_once
-    status: Raw = {"phase": phase}
+    status: dict[str, Any] = {"phase": phase}
     if node:
         status["nodeName"] = node
     return {

@@ -12,7 +12,7 @@ from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework import ClusterState
 from koordpy.testing import FakeClock, NodeBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation
+from koordpy.testing.reservations import owner_pod, reservation_manifest
 
 
 def new_cache() -> tuple[ClusterCache, ReservationTracker, FakeClock, list[tuple[str, str, str]]]:
@@ -31,7 +31,7 @@ def new_cache() -> tuple[ClusterCache, ReservationTracker, FakeClock, list[tuple
 
 
 def hold(name: str, node: str, cpu: str = "4", **kw: Any) -> dict[str, Any]:
-    return reservation(name, node=node, owners=[owner_pod("default", "big")], cpu=cpu, **kw)
+    return reservation_manifest(name, node=node, owners=[owner_pod("default", "big")], cpu=cpu, **kw)
 
 
 def warm(tracker: ReservationTracker, now: float) -> dict[str, object]:
