@@ -120,6 +120,21 @@ def test_out_of_range_threshold_fails_at_template_time(tmp_path: Path) -> None:
     assert "at '/scheduler/config/loadAware/usageThresholds/cpu': maximum: got 120, want 100" in err, err
 
 
+def test_manager_reservation_settings_pass_through_and_are_checked_at_template_time(tmp_path: Path) -> None:
+    tuned = yaml.safe_load((CHART / "ci" / "tuned-values.yaml").read_text(encoding="utf-8"))
+    proc = run_helm("template", "koordpy", str(CHART), "-f", str(CHART / "ci" / "tuned-values.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    configs = [
+        yaml.safe_load(d["data"]["config.yaml"])
+        for d in yaml.safe_load_all(proc.stdout)
+        if isinstance(d, dict) and d.get("kind") == "ConfigMap" and d["metadata"]["name"].endswith("-manager")
+    ]
+    assert [c["reservation"] for c in configs] == [tuned["manager"]["config"]["reservation"]]
+    assert validate(MODELS["manager"], configs[0]).reservation.reserved_node_percent == 50
+    err = helm_errors(tmp_path, {"manager": {"config": {"reservation": {"reservedNodePercent": 150}}}})
+    assert "at '/manager/config/reservation/reservedNodePercent': maximum: got 150, want 100" in err, err
+
+
 TYPOS: dict[str, tuple[dict[str, Any], str, str]] = {
     "scheduler": ({"loadAware": {"usageThreshold": {"cpu": 60}}}, "/scheduler/config/loadAware", "usageThreshold"),
     "manager": ({"nodeMetric": {"usageThreshold": 1}}, "/manager/config/nodeMetric", "usageThreshold"),
