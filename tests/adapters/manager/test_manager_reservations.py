@@ -487,3 +487,34 @@ def test_the_conversion_cache_reads_an_object_again_only_when_its_resource_versi
     cache.prune()  # b was not listed in this round: dropped
     assert len(cache) == 1
     assert cache.read("Node", obj("a", "1"), read) == "a@1" and reads[-1] == "a"  # keyed by kind too
+
+
+class CrashAfterCreate(KubeReservationApi):
+    """The process dies between the create and its status write (the first status write raises)."""
+
+    crashed = False
+
+    async def patch_reservation_status(self, name: str, status: Mapping[str, Any]) -> Raw:
+        if not self.crashed:
+            self.crashed = True
+            raise RuntimeError("killed")
+        return await super().patch_reservation_status(name, status)
+
+
+async def test_a_crash_between_create_and_status_is_adopted_and_placed_by_the_next_process(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await cluster(api_client)
+    big = await api_client.get(PODS, "big", "default")
+    later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61
+    with pytest.raises(RuntimeError, match="killed"):
+        await ReservationController(CrashAfterCreate(api_client), SETTINGS, clock=lambda: later).run_round()
+    (orphan,) = await starving_reservations(api_client)
+    assert not (orphan.get("status") or {}).get("phase")  # created, never placed
+    restarted = ReservationController(KubeReservationApi(api_client), SETTINGS, clock=lambda: later + 1)
+    result = await restarted.run_round()
+    assert result.decision.creates == ()
+    (placed,) = await starving_reservations(api_client)
+    assert placed["metadata"]["uid"] == orphan["metadata"]["uid"]
+    assert placed["status"]["phase"] == "Waiting" and placed["status"]["nodeName"] in ("n1", "n2")
+    assert creates(apiserver) == 1
