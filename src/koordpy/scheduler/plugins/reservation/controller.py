@@ -324,7 +324,7 @@ class _Pass:
     def _release_reason(self, res: ReservationInfo, job_id: str, jobs: Mapping[str, Job]) -> str | None:
         job = jobs.get(job_id)
         if job is None:
-            return f"job {job_id} was deleted"
+            return f"job {job_id} is gone (deleted or finished)"
         if job.ready:
             return f"job {job_id} is Ready ({len(job.bound)}/{job.min_member} members bound)"
         held = None if res.creation_time is None else self.now - res.creation_time
