@@ -82,6 +82,7 @@ __all__ = [
     "ReservationView",
     "StarvingJob",
     "StatusUpdate",
+    "apply_decision",
     "decide",
     "format_quantity",
 ]
@@ -324,7 +325,7 @@ class _Pass:
     def _release_reason(self, res: ReservationInfo, job_id: str, jobs: Mapping[str, Job]) -> str | None:
         job = jobs.get(job_id)
         if job is None:
-            return f"job {job_id} was deleted"
+            return f"job {job_id} is gone (deleted or finished)"
         if job.ready:
             return f"job {job_id} is Ready ({len(job.bound)}/{job.min_member} members bound)"
         held = None if res.creation_time is None else self.now - res.creation_time
@@ -594,3 +595,26 @@ def decide(
         reservations=run.views(),
         actions=tuple(run.actions),
     )
+
+
+def apply_decision(
+    reservations: Mapping[str, Mapping[str, Any]], decision: ReservationDecision, now: float
+) -> dict[str, dict[str, Any]]:
+    """What the API would hold after the decision is carried out at ``now``: ``reservations`` (name ->
+    Reservation object) with the creates added (``creationTimestamp`` ``now``, ``uid`` the name, status
+    patched), the status writes applied and the deletes removed. For the simulator and tests; the
+    manager talks to the API server instead.
+
+    Not guaranteed: finalizers and graceful deletion are not modelled (a delete removes at once).
+    """
+    out = {name: dict(obj) for name, obj in reservations.items()}
+    stamp = format_rfc3339(now)
+    for create in decision.creates:
+        meta = {**create.manifest["metadata"], "creationTimestamp": stamp, "uid": create.name}
+        out[create.name] = {**create.manifest, "metadata": meta, "status": create.status}
+    for update in decision.statuses:
+        if update.name in out:
+            out[update.name] = {**out[update.name], "status": update.status}
+    for deletion in decision.deletes:
+        out.pop(deletion.name, None)
+    return out

@@ -56,9 +56,9 @@ __all__ = [
     "NodeUse",
     "PlacementResult",
     "constraints",
-    "free_resources",
     "load_aware_filter",
     "node_score",
+    "node_scores",
     "node_uses",
     "place",
     "requests_table",
@@ -74,6 +74,7 @@ LoadFilter = Callable[[PodInfo, Sequence[str]], Mapping[str, Status]]
 
 SCORE_MAX = 10.0
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +121,6 @@ def _sum(*lists: Mapping[str, int]) -> ResourceList:
     return out
 
 
-def free_resources(allocatable: Mapping[str, int], *used: Mapping[str, int]) -> ResourceList:
-    """``allocatable − Σ used`` per resource named anywhere (may be negative)."""
-    total = _sum(*used)
-    return {name: allocatable.get(name, 0) - total.get(name, 0) for name in set(allocatable) | set(total)}
-
-
 def requests_table(
     nodes: Sequence[NodeInfo], used: Mapping[str, Mapping[str, int]], requests: Iterable[str] = ()
 ) -> RequestsTable:
@@ -167,31 +162,46 @@ def template_fits(
     return filter_node(placement, node, table, 0, template_vector(table, requests))
 
 
-def node_score(free: Mapping[str, int], requests: Mapping[str, int]) -> float:
-    """The seed's map step: how much of the task's request the node has free, 0..10.
+def node_scores(free: I64, columns: Sequence[str], requests: Mapping[str, int]) -> F64:
+    """The seed's map step, per row of ``free`` (columns named by ``columns``): how much of the task's
+    request the node has free, 0..10.
 
-    Per requested resource ``r`` (amount > 0): ``s_r = 10 × min(max(free_r, 0) / request_r, 1)``.
-    ``cpu`` and ``memory`` score 10 when not requested; the scalar score is the mean of ``s_r`` over
-    every other requested resource. Node score = ``((s_cpu + s_memory) / 2 + 2 × s_scalar) / 3``
-    when a scalar resource is requested, else ``(s_cpu + s_memory) / 2``.
+    Per requested resource ``r`` (amount > 0): ``s_r = 10 × min(max(free_r, 0) / request_r, 1)``
+    (a resource without a column has free 0). ``cpu`` and ``memory`` score 10 when not requested;
+    the scalar score is the mean of ``s_r`` over every other requested resource. Node score =
+    ``((s_cpu + s_memory) / 2 + 2 × s_scalar) / 3`` when a scalar resource is requested, else
+    ``(s_cpu + s_memory) / 2``.
 
     Worked example: request cpu 3, memory 3Gi, nvidia.com/gpu 1; free cpu 2, memory 1Gi, gpu 1:
     ``s_cpu = 10 × 2/3 = 6.67``, ``s_memory = 10 × 1/3 = 3.33``, ``s_gpu = 10``, score =
     ``((6.67 + 3.33) / 2 + 2 × 10) / 3 = (5 + 20) / 3 = 8.33``. A node with everything free scores 10.
     """
+    rows = free.shape[0]
+    position = {name: i for i, name in enumerate(columns)}
 
-    def single(name: str) -> float:
+    def single(name: str) -> F64:
         want = requests.get(name, 0)
         if want <= 0:
-            return SCORE_MAX
-        return SCORE_MAX * min(max(free.get(name, 0), 0) / want, 1.0)
+            return np.full(rows, SCORE_MAX)
+        column = position.get(name)
+        have = np.maximum(free[:, column], 0) if column is not None else np.zeros(rows, np.int64)
+        out: F64 = SCORE_MAX * np.minimum(have / want, 1.0)
+        return out
 
-    base = (single("cpu") + single("memory")) / 2
+    base: F64 = (single("cpu") + single("memory")) / 2
     scalars = [n for n, a in requests.items() if a > 0 and n not in ("cpu", "memory", "pods")]
     if not scalars:
         return base
-    scalar = sum(single(n) for n in scalars) / len(scalars)
-    return (base + 2 * scalar) / 3
+    scalar = sum((single(n) for n in scalars), np.zeros(rows)) / len(scalars)
+    combined: F64 = (base + 2 * scalar) / 3
+    return combined
+
+
+def node_score(free: Mapping[str, int], requests: Mapping[str, int]) -> float:
+    """:func:`node_scores` for one node whose free resources are given as a mapping."""
+    columns = sorted(free)
+    row = np.array([[free[name] for name in columns]], np.int64).reshape(1, len(columns))
+    return float(node_scores(row, columns, requests)[0])
 
 
 def reservation_pod(res: ReservationInfo) -> PodInfo:
@@ -292,6 +302,7 @@ def place(
     now_table = requests_table(nodes, busy, res.requests) if res.pre_allocation else table
     vec = template_vector(table, res.requests)
     covered_rows = now_table.feasible(vec)
+    scores = node_scores(now_table.free, now_table.resources, res.requests)  # free after pods and others
     fitting = table.feasible(vec)  # the in-tree filters run on these rows; the others only for the message
     for row, node in enumerate(nodes):
         if only_nodes is not None and node.name not in only_nodes:
@@ -304,8 +315,7 @@ def place(
         if not status.is_success:
             failures[node.name] = status.reason
             continue
-        free = free_resources(node.allocatable, requested[node.name], others[node.name])
-        candidates.append(Candidate(node.name, bool(covered_rows[row]), node_score(free, res.requests)))
+        candidates.append(Candidate(node.name, bool(covered_rows[row]), float(scores[row])))
     if load_filter is not None and not res.pre_allocation and candidates:
         failing = load_filter(reservation_pod(res), [c.node for c in candidates])
         for name, status in failing.items():

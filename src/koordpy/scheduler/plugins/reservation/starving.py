@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import Literal
 
 import numpy as np
@@ -126,8 +127,9 @@ def jobs_of(
     for gang_id, (ref, members) in gangs.items():
         members.sort(key=lambda p: p.name)
         pg = groups.get((ref.source, ref.namespace, ref.name))
-        if ref.source == "annotations":
-            spec = spec_from_pod(ref, members[0], args)
+        if ref.source == "annotations":  # first writer wins, as in the gang cache: the oldest member
+            oldest = min(members, key=lambda p: (p.creation_time if p.creation_time is not None else inf, p.name))
+            spec = spec_from_pod(ref, oldest, args)
         elif pg is not None:
             spec = spec_from_podgroup(ref, pg, args)
         else:

@@ -95,3 +95,32 @@ def test_a_steady_reservation_writes_nothing() -> None:
     assert decision.report()["reservations"] == [
         {"name": "r", "job": None, "node": "n1", "phase": "Available", "requests": {"cpu": "1", "memory": "1Gi"}}
     ]
+
+
+def test_apply_decision_creates_patches_and_deletes() -> None:
+    from koordpy.scheduler.plugins.reservation.controller import apply_decision
+    from koordpy.scheduler.plugins.reservation.spec import reservation_from_dict
+    from koordpy.testing.reservations import reservation_dict, settings
+
+    objects = {
+        "user": reservation_dict("user", cpu="1"),
+        "starving-default-gone-0": reservation_dict(
+            "starving-default-gone-0",
+            phase="Waiting",
+            node="n1",
+            labels={"koordpy.io/starving-job": "default.gone"},
+            annotations={"koordpy.io/starving-job": "default/gone"},
+        ),
+    }
+    pods = [pod("filler", "3", node="n1", created=T0 - 10), pod("big", "3")]
+    now = T0 + 3600
+    decision = decide_on(
+        [node("n1")], pods, now, reservations=[reservation_from_dict(o) for o in objects.values()], config=settings()
+    )
+    after = apply_decision(objects, decision, now)
+    assert sorted(after) == ["starving-default-big-0", "user"]
+    assert after["user"]["status"]["phase"] == "Pending"  # 3 − 3 < 1: Unschedulable
+    created = after["starving-default-big-0"]
+    assert created["metadata"]["creationTimestamp"] == "2027-01-15T09:00:00Z"
+    assert reservation_from_dict(created).phase == "Waiting"
+    assert objects["user"].get("status") == {}  # the input is not modified

@@ -17,7 +17,7 @@ import pytest
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo
 from koordpy.scheduler.framework.fit import resources_fit
-from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
+from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, apply_decision, decide
 from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node, reserved_verdict
 from koordpy.scheduler.plugins.reservation.spec import reservation_from_dict
 from koordpy.testing.reservations import T0, node, pod, settings
@@ -66,14 +66,7 @@ def run_story(enabled: bool, steps: int = 14) -> tuple[dict[str, int], list[dict
                 pods[candidate.name] = dataclasses.replace(candidate, node_name="n1", phase="Running")
                 bound_at[candidate.name] = step
         decision = decide(ReservationInputs([n1], list(pods.values()), [], infos), config, now)
-        for create in decision.creates:
-            raw = {**create.manifest, "status": create.status}
-            raw["metadata"] = {**raw["metadata"], "creationTimestamp": format_rfc3339(now), "uid": create.name}
-            reservations[create.name] = raw
-        for update in decision.statuses:
-            reservations[update.name]["status"] = update.status
-        for deletion in decision.deletes:
-            reservations.pop(deletion.name)
+        reservations = apply_decision(reservations, decision, now)
         log.extend({"step": step, **a} for a in decision.report()["actions"])
     return bound_at, log
 

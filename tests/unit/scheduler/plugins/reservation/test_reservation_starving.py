@@ -187,7 +187,7 @@ def test_a_gang_gets_one_reservation_per_missing_member_and_is_then_condition_re
     ("case", "big_node", "big_exists", "now", "reason"),
     [
         ("job Ready", "n1", True, LATER + 10, "job default/big is Ready (1/1 members bound)"),
-        ("job deleted", None, False, LATER + 10, "job default/big was deleted"),
+        ("job deleted", None, False, LATER + 10, "job default/big is gone (deleted or finished)"),
         ("held too long", None, True, LATER + 1800, "held 1800s, maxHoldSeconds is 1800"),
     ],
 )
@@ -269,3 +269,83 @@ def test_user_reservation_helper_is_not_a_starving_one() -> None:
     user = reservation("mine", cpu="1", phase="Waiting", node="n1", pre_allocation=True)
     decision = decide_on([n1], [filler], LATER, reservations=[user])
     assert decision.deletes == ()
+
+
+def test_member_placement_constraints_go_into_the_template_and_pick_the_node() -> None:
+    from koordpy.model.placement import placement_from_dict
+
+    nodes = [node("n1"), node("n2")]
+    fillers = [pod("f1", "3", node="n1", created=T0 - 10), pod("f2", "3", node="n2", created=T0 - 10)]
+    big = pod("big", "3")
+    raw_spec = {
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "n2"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    }
+    inputs = ReservationInputs(nodes, [*fillers, big], [], [], placements={big.uid: placement_from_dict(raw_spec)})
+    decision = decide(inputs, settings(), LATER)
+    (create,) = decision.creates
+    assert create.node == "n2"  # n1 would win the tie by name without the selector
+    template = create.manifest["spec"]["template"]["spec"]
+    assert template["nodeSelector"] == {"kubernetes.io/hostname": "n2"}
+    assert template["tolerations"] == [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_events_say_which_job_holds_which_node_and_why() -> None:
+    n1, filler = busy("n1")
+    decision = decide_on([n1], [filler, pod("big", "3", priority=5)], LATER)
+    assert [(e.regarding.kind, e.regarding.name, e.type, e.reason) for e in decision.events] == [
+        ("Reservation", "starving-default-big-0", "Normal", "StarvingJobReserved"),
+        ("Pod", "big", "Normal", "Reserved"),
+    ]
+    # score: cpu free 3 − 3 = 0 → 0; memory free 3Gi − 1Gi = 2Gi ≥ 1Gi → 10; (0 + 10) / 2 = 5
+    assert decision.events[0].message == (
+        "node n1 held for default/big: starving job default/big (priority 5, waiting 3600s): "
+        "placed on n1 (node score 5.00): waiting for the node's pods to leave"
+    )
+
+
+def test_no_node_can_hold_it_warns_on_the_pod() -> None:
+    n1, filler = busy("n1")
+    decision = decide_on([n1], [filler, pod("huge", "4")], LATER)
+    assert decision.creates == ()
+    (event,) = decision.events
+    assert (event.regarding.name, event.type, event.reason) == ("huge", "Warning", "ReservationUnschedulable")
+    assert event.message.endswith("0/1 nodes are available: 1 Insufficient cpu.")
+
+
+def test_an_annotation_gang_is_a_job_with_the_oldest_members_min_available() -> None:
+    from koordpy.testing.gangs import annotated
+
+    pods = [
+        pod("a-1", "2", annotations=annotated("ring", 3), created=T0 + 5),
+        pod("a-0", "2", annotations=annotated("ring", 2), created=T0),  # oldest: its min-available wins
+    ]
+    (job,) = jobs_of(pods, [])
+    assert (job.id, job.kind, job.min_member, job.created) == ("default/ring", "gang", 2, T0)
+
+
+def test_a_pending_starving_reservation_is_placed_within_the_cap() -> None:
+    # A manager that died between create and status patch left two starving reservations Pending.
+    # n1 is full (6 of 6 cpu), n2 has 2 of 6 free. Scores for a 3-cpu, 1Gi member: n1 (0 + 10) / 2 = 5,
+    # n2 (6.67 + 10) / 2 = 8.33 → n2 first; then n2 has 3 reserved: free 2 − 3 < 0 → 5, a tie with n1.
+    nodes = [node("n1", cpu="6"), node("n2", cpu="6")]
+    fillers = [pod("f1", "6", node="n1", created=T0 - 10), pod("f2", "4", node="n2", created=T0 - 10)]
+    label = {"pod-group.scheduling.sigs.k8s.io": "train"}
+    members = [pod(f"w-{i}", "3", labels=label) for i in range(2)]
+    groups = [podgroup("train", 2)]
+    first = decide_on(nodes, [*fillers, *members], LATER, podgroups=groups)  # 100 %: both nodes allowed
+    assert [c.node for c in first.creates] == ["n2", "n1"]  # the tie goes to n1 by name
+    pending = []
+    for create in first.creates:
+        meta = {**create.manifest["metadata"], "creationTimestamp": format_rfc3339(LATER)}
+        pending.append(reservation_from_dict({**create.manifest, "metadata": meta}))
+    # 2 nodes × 50 % = 1 node: once train-0 holds n2, train-1 may only go to n2 (6 − 3 ≥ 3 with preAllocation).
+    capped = settings(reservedNodePercent=50)
+    adopted = decide_on(nodes, [*fillers, *members], LATER + 5, podgroups=groups, reservations=pending, config=capped)
+    assert adopted.creates == ()
+    assert [(s.name, s.status["phase"], s.status["nodeName"]) for s in adopted.statuses] == [
+        ("starving-default-train-0", "Waiting", "n2"),
+        ("starving-default-train-1", "Waiting", "n2"),
+    ]
