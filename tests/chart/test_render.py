@@ -358,6 +358,7 @@ def test_notes_render_for_an_install() -> None:
     assert "schedulerName: koordpy-scheduler" in notes
     assert "127.0.0.1:10262" in notes
     assert "port 10263 (Service port http-metrics)" in notes  # the default ops listener
+    assert "manager.config.reservation.enabled (now: false)" in notes
 
 
 def test_deploy_manifests_are_rendered_from_the_chart(tmp_path: Path) -> None:
