@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 EVENT_INTERVAL_SECONDS = 60.0
-"""At most one Event per object and message in this many seconds (a placement failure repeats every round)."""
+"""At most one new Event message per object and reason in this many seconds (the same one is never repeated)."""
 
 Raw = dict[str, Any]
 Decide = Callable[[ReservationInputs, ReservationSettings, float], ReservationDecision]
