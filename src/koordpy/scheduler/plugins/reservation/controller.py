@@ -43,11 +43,11 @@ from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_no
 from koordpy.scheduler.plugins.reservation.placement import (
     LoadFilter,
     NodeUse,
-    free_resources,
     load_aware_filter,
     node_uses,
     place,
     reserved_by_others,
+    template_fits,
 )
 from koordpy.scheduler.plugins.reservation.spec import (
     ReservationInfo,
@@ -82,6 +82,7 @@ __all__ = [
     "ReservationView",
     "StarvingJob",
     "StatusUpdate",
+    "apply_decision",
     "decide",
     "format_quantity",
 ]
@@ -324,7 +325,7 @@ class _Pass:
     def _release_reason(self, res: ReservationInfo, job_id: str, jobs: Mapping[str, Job]) -> str | None:
         job = jobs.get(job_id)
         if job is None:
-            return f"job {job_id} was deleted"
+            return f"job {job_id} is gone (deleted or finished)"
         if job.ready:
             return f"job {job_id} is Ready ({len(job.bound)}/{job.min_member} members bound)"
         held = None if res.creation_time is None else self.now - res.creation_time
@@ -387,10 +388,13 @@ class _Pass:
         self.refresh_holdings()
 
     def _covered(self, res: ReservationInfo) -> bool:
+        """Do the node's free resources (after its pods and the other holdings) cover the template?"""
         use = self.uses[res.node_name]
         others = reserved_by_others(res.name, self.holdings.get(res.node_name, ()))
-        free = free_resources(use.node.allocatable, use.requested, others)
-        return all(amount <= free.get(name, 0) for name, amount in res.requests.items() if amount > 0)
+        taken = dict(use.requested)
+        for name, amount in others.items():
+            taken[name] = taken.get(name, 0) + amount
+        return template_fits(PodPlacement(), use.node, taken, res.requests).is_success
 
     def starving_nodes(self) -> set[str]:
         return {r.node_name for r in self.work.values() if r.is_active and _job_of(r) is not None}
@@ -429,7 +433,7 @@ class _Pass:
             j
             for j in jobs
             if j.priority > target.priority
-            and j.unbound
+            and any(a > 0 for p in j.unbound for a in p.requests.values())
             and not j.ready
             and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements)
         ]
@@ -591,3 +595,26 @@ def decide(
         reservations=run.views(),
         actions=tuple(run.actions),
     )
+
+
+def apply_decision(
+    reservations: Mapping[str, Mapping[str, Any]], decision: ReservationDecision, now: float
+) -> dict[str, dict[str, Any]]:
+    """What the API would hold after the decision is carried out at ``now``: ``reservations`` (name ->
+    Reservation object) with the creates added (``creationTimestamp`` ``now``, ``uid`` the name, status
+    patched), the status writes applied and the deletes removed. For the simulator and tests; the
+    manager talks to the API server instead.
+
+    Not guaranteed: finalizers and graceful deletion are not modelled (a delete removes at once).
+    """
+    out = {name: dict(obj) for name, obj in reservations.items()}
+    stamp = format_rfc3339(now)
+    for create in decision.creates:
+        meta = {**create.manifest["metadata"], "creationTimestamp": stamp, "uid": create.name}
+        out[create.name] = {**create.manifest, "metadata": meta, "status": create.status}
+    for update in decision.statuses:
+        if update.name in out:
+            out[update.name] = {**out[update.name], "status": update.status}
+    for deletion in decision.deletes:
+        out.pop(deletion.name, None)
+    return out

@@ -28,13 +28,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
 from koordpy.model.placement import PodPlacement
 from koordpy.model.priority import KubeQoS, priority_class
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.framework.cluster import ClusterState
-from koordpy.scheduler.framework.fit import RequestsTable, filter_node
+from koordpy.scheduler.framework.fit import (
+    RequestsTable,
+    filter_node,
+    node_affinity,
+    node_name,
+    node_unschedulable,
+    taint_toleration,
+)
 from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy.scheduler.plugins.reservation.ledger import Holding
@@ -45,14 +55,17 @@ __all__ = [
     "LoadFilter",
     "NodeUse",
     "PlacementResult",
-    "free_resources",
+    "constraints",
     "load_aware_filter",
     "node_score",
+    "node_scores",
     "node_uses",
     "place",
+    "requests_table",
     "reservation_pod",
     "reserved_by_others",
     "template_fits",
+    "template_vector",
     "unavailable_summary",
 ]
 
@@ -60,6 +73,8 @@ LoadFilter = Callable[[PodInfo, Sequence[str]], Mapping[str, Status]]
 """Given a pod and node names, the failing load-aware status per node name (passing nodes absent)."""
 
 SCORE_MAX = 10.0
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +121,36 @@ def _sum(*lists: Mapping[str, int]) -> ResourceList:
     return out
 
 
-def free_resources(allocatable: Mapping[str, int], *used: Mapping[str, int]) -> ResourceList:
-    """``allocatable − Σ used`` per resource named anywhere (may be negative)."""
-    total = _sum(*used)
-    return {name: allocatable.get(name, 0) - total.get(name, 0) for name in set(allocatable) | set(total)}
+def requests_table(
+    nodes: Sequence[NodeInfo], used: Mapping[str, Mapping[str, int]], requests: Iterable[str] = ()
+) -> RequestsTable:
+    """One :class:`RequestsTable` over ``nodes`` where row ``i`` has ``used[nodes[i].name]`` bound (what
+    may not be used of its allocatable); the pod slot is left free. ``requests`` adds columns."""
+    columns = {r for u in used.values() for r in u} | set(requests)
+    table = RequestsTable.of_nodes(nodes, columns)
+    for row, node in enumerate(nodes):
+        taken = used.get(node.name)
+        if taken:
+            vec = table.vector(taken)
+            vec[0] = 0
+            table.bind(row, vec)
+    return table
+
+
+def constraints(placement: PodPlacement, node: NodeInfo) -> Status:
+    """The in-tree filters before NodeResourcesFit (for a row whose resources ``feasible`` already passed)."""
+    for check in (node_unschedulable, node_name, taint_toleration, node_affinity):
+        status = check(placement, node)
+        if not status.is_success:
+            return status
+    return status
+
+
+def template_vector(table: RequestsTable, requests: Mapping[str, int]) -> I64:
+    """The template's requests as a table vector, without the pod slot (a reservation holds none)."""
+    vec = table.vector(requests)
+    vec[0] = 0
+    return vec
 
 
 def template_fits(
@@ -117,40 +158,50 @@ def template_fits(
 ) -> Status:
     """kube-scheduler's in-tree filters for a template on ``node``, where ``used`` is what the template
     may not use of ``node.allocatable`` (the pod slot is not checked)."""
-    table = RequestsTable([node.allocatable], set(used) | set(requests))
-    used_vec = table.vector(used)
-    used_vec[0] = 0
-    table.bind(0, used_vec)
-    vec = table.vector(requests)
-    vec[0] = 0
-    return filter_node(placement, node, table, 0, vec)
+    table = requests_table([node], {node.name: used}, requests)
+    return filter_node(placement, node, table, 0, template_vector(table, requests))
 
 
-def node_score(free: Mapping[str, int], requests: Mapping[str, int]) -> float:
-    """The seed's map step: how much of the task's request the node has free, 0..10.
+def node_scores(free: I64, columns: Sequence[str], requests: Mapping[str, int]) -> F64:
+    """The seed's map step, per row of ``free`` (columns named by ``columns``): how much of the task's
+    request the node has free, 0..10.
 
-    Per requested resource ``r`` (amount > 0): ``s_r = 10 × min(max(free_r, 0) / request_r, 1)``.
-    ``cpu`` and ``memory`` score 10 when not requested; the scalar score is the mean of ``s_r`` over
-    every other requested resource. Node score = ``((s_cpu + s_memory) / 2 + 2 × s_scalar) / 3``
-    when a scalar resource is requested, else ``(s_cpu + s_memory) / 2``.
+    Per requested resource ``r`` (amount > 0): ``s_r = 10 × min(max(free_r, 0) / request_r, 1)``
+    (a resource without a column has free 0). ``cpu`` and ``memory`` score 10 when not requested;
+    the scalar score is the mean of ``s_r`` over every other requested resource. Node score =
+    ``((s_cpu + s_memory) / 2 + 2 × s_scalar) / 3`` when a scalar resource is requested, else
+    ``(s_cpu + s_memory) / 2``.
 
     Worked example: request cpu 3, memory 3Gi, nvidia.com/gpu 1; free cpu 2, memory 1Gi, gpu 1:
     ``s_cpu = 10 × 2/3 = 6.67``, ``s_memory = 10 × 1/3 = 3.33``, ``s_gpu = 10``, score =
     ``((6.67 + 3.33) / 2 + 2 × 10) / 3 = (5 + 20) / 3 = 8.33``. A node with everything free scores 10.
     """
+    rows = free.shape[0]
+    position = {name: i for i, name in enumerate(columns)}
 
-    def single(name: str) -> float:
+    def single(name: str) -> F64:
         want = requests.get(name, 0)
         if want <= 0:
-            return SCORE_MAX
-        return SCORE_MAX * min(max(free.get(name, 0), 0) / want, 1.0)
+            return np.full(rows, SCORE_MAX)
+        column = position.get(name)
+        have = np.maximum(free[:, column], 0) if column is not None else np.zeros(rows, np.int64)
+        out: F64 = SCORE_MAX * np.minimum(have / want, 1.0)
+        return out
 
-    base = (single("cpu") + single("memory")) / 2
+    base: F64 = (single("cpu") + single("memory")) / 2
     scalars = [n for n, a in requests.items() if a > 0 and n not in ("cpu", "memory", "pods")]
     if not scalars:
         return base
-    scalar = sum(single(n) for n in scalars) / len(scalars)
-    return (base + 2 * scalar) / 3
+    scalar = sum((single(n) for n in scalars), np.zeros(rows)) / len(scalars)
+    combined: F64 = (base + 2 * scalar) / 3
+    return combined
+
+
+def node_score(free: Mapping[str, int], requests: Mapping[str, int]) -> float:
+    """:func:`node_scores` for one node whose free resources are given as a mapping."""
+    columns = sorted(free)
+    row = np.array([[free[name] for name in columns]], np.int64).reshape(1, len(columns))
+    return float(node_scores(row, columns, requests)[0])
 
 
 def reservation_pod(res: ReservationInfo) -> PodInfo:
@@ -243,26 +294,37 @@ def place(
     ``node(s) exceed the reserved node limit``."""
     failures: dict[str, str] = {}
     candidates: list[Candidate] = []
-    for node in nodes:
-        use = uses.get(node.name) or NodeUse(node, (), {})
+    others = {n.name: reserved_by_others(res.name, holdings.get(n.name, ())) for n in nodes}
+    requested = {n.name: (uses[n.name].requested if n.name in uses else {}) for n in nodes}
+    busy = {n.name: _sum(requested[n.name], others[n.name]) for n in nodes}
+    # with preAllocation the pods running there do not count; "covered" always counts them
+    table = requests_table(nodes, others if res.pre_allocation else busy, res.requests)
+    now_table = requests_table(nodes, busy, res.requests) if res.pre_allocation else table
+    vec = template_vector(table, res.requests)
+    covered_rows = now_table.feasible(vec)
+    scores = node_scores(now_table.free, now_table.resources, res.requests)  # free after pods and others
+    fitting = table.feasible(vec)  # the in-tree filters run on these rows; the others only for the message
+    for row, node in enumerate(nodes):
         if only_nodes is not None and node.name not in only_nodes:
             failures[node.name] = "node(s) exceed the reserved node limit"
             continue
-        others = reserved_by_others(res.name, holdings.get(node.name, ()))
-        used = others if res.pre_allocation else _sum(use.requested, others)
-        status = template_fits(res.placement, node, used, res.requests)
+        if not fitting[row]:
+            failures[node.name] = ""
+            continue
+        status = constraints(res.placement, node)
         if not status.is_success:
             failures[node.name] = status.reason
             continue
-        free = free_resources(node.allocatable, use.requested, others)
-        covered = all(amount <= free.get(name, 0) for name, amount in res.requests.items() if amount > 0)
-        candidates.append(Candidate(node.name, covered, node_score(free, res.requests)))
+        candidates.append(Candidate(node.name, bool(covered_rows[row]), float(scores[row])))
     if load_filter is not None and not res.pre_allocation and candidates:
         failing = load_filter(reservation_pod(res), [c.node for c in candidates])
         for name, status in failing.items():
             failures[name] = status.reason
         candidates = [c for c in candidates if c.node not in failing]
     if not candidates:
+        for row, node in enumerate(nodes):
+            if failures.get(node.name) == "":
+                failures[node.name] = filter_node(res.placement, node, table, row, vec).reason
         return PlacementResult(None, "Pending", unavailable_summary(len(nodes), failures.values()), ())
     best = min(candidates, key=lambda c: (-round(c.score, 6), c.node))
     phase: Literal["Available", "Waiting"] = "Available" if best.covered else "Waiting"

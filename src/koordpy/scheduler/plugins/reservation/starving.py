@@ -12,7 +12,8 @@
   seconds ago, neither Ready nor Condition Ready, and with at least one unbound member that
   requests resources (a BestEffort member is never short of resources).
 * The job reserved for is the first starving job by (priority desc, waiting longest, id), and only
-  when no *pending* job of strictly higher priority could be placed now (:func:`placeable`).
+  when no *pending* job of strictly higher priority could be placed now (:func:`placeable`). Pending
+  jobs that request nothing (BestEffort) do not count: a reservation never blocks them.
 * **Cap**: at most ``floor(reservedNodePercent × schedulable nodes / 100)`` distinct nodes hold
   starving-job reservations (schedulable: not cordoned). A job may add reservations on nodes already
   held. When the cap is 0 (0 %, or e.g. 20 % of 4 nodes) no starving-job reservation is created.
@@ -26,7 +27,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import Literal
+
+import numpy as np
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.reservation import ReservationSettings
@@ -41,7 +45,7 @@ from koordpy.scheduler.plugins.gang.spec import (
     spec_from_podgroup,
 )
 from koordpy.scheduler.plugins.reservation.ledger import Holding, reserved_against
-from koordpy.scheduler.plugins.reservation.placement import NodeUse, template_fits
+from koordpy.scheduler.plugins.reservation.placement import NodeUse, constraints, requests_table, template_vector
 
 __all__ = [
     "ANNOTATION_STARVING_JOB",
@@ -123,8 +127,9 @@ def jobs_of(
     for gang_id, (ref, members) in gangs.items():
         members.sort(key=lambda p: p.name)
         pg = groups.get((ref.source, ref.namespace, ref.name))
-        if ref.source == "annotations":
-            spec = spec_from_pod(ref, members[0], args)
+        if ref.source == "annotations":  # first writer wins, as in the gang cache: the oldest member
+            oldest = min(members, key=lambda p: (p.creation_time if p.creation_time is not None else inf, p.name))
+            spec = spec_from_pod(ref, oldest, args)
         elif pg is not None:
             spec = spec_from_podgroup(ref, pg, args)
         else:
@@ -198,14 +203,19 @@ def placeable(
     for pod in job.unbound:
         if placed >= need:
             break
+        used: dict[str, ResourceList] = {}
         for node in nodes:
-            use = uses.get(node.name)
-            requested = dict(use.requested) if use is not None else {}
-            for name, amount in assumed.get(node.name, {}).items():
-                requested[name] = requested.get(name, 0) + amount
-            for name, amount in reserved_against(pod, holdings.get(node.name, ())).items():
-                requested[name] = requested.get(name, 0) + amount
-            if template_fits(placements.get(pod.uid, PodPlacement()), node, requested, pod.requests).is_success:
+            taken: ResourceList = dict(uses[node.name].requested) if node.name in uses else {}
+            for extra in (assumed.get(node.name, {}), reserved_against(pod, holdings.get(node.name, ()))):
+                for name, amount in extra.items():
+                    taken[name] = taken.get(name, 0) + amount
+            used[node.name] = taken
+        table = requests_table(nodes, used, pod.requests)
+        vec = template_vector(table, pod.requests)
+        placement = placements.get(pod.uid, PodPlacement())
+        for row in np.flatnonzero(table.feasible(vec)).tolist():
+            node = nodes[row]
+            if constraints(placement, node).is_success:
                 extra = assumed.setdefault(node.name, {})
                 for name, amount in pod.requests.items():
                     extra[name] = extra.get(name, 0) + amount
