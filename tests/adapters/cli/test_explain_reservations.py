@@ -8,6 +8,9 @@ held; Reservation ``hold-big`` (Available on held, 4 cpu, owner ``default/big``,
 from __future__ import annotations
 
 import json
+import selectors
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from koordpy.cli.main import app
+from koordpy.kube.connection import write_kubeconfig
 from koordpy.model.durations import parse_rfc3339
 from koordpy.testing import NodeBuilder, PodBuilder
 from koordpy.testing.reservations import owner_pod, reservation_manifest
@@ -136,3 +140,32 @@ def test_an_unreadable_reservation_names_the_file_and_field(tmp_path: Path) -> N
     result = runner.invoke(app, ["scheduler", "explain", "-f", str(path), "--pod", "default/c", "--now", NOW])
     assert result.exit_code == 2
     assert str(path) in result.stderr and "Reservation hold-big: spec.ttl: " in result.stderr
+
+
+def test_live_mode_lists_the_reservations_too(tmp_path: Path) -> None:
+    """The same verdict from the API emulator (its own process on 127.0.0.1) as from the file."""
+    path = dump(tmp_path)
+    emulator = [sys.executable, "-m", "koordpy.testing.apiserver", "--host", "127.0.0.1", "--port", "0"]
+    proc = subprocess.Popen(
+        [*emulator, "--seed", str(path), "--token", "t0k=admin"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            assert sel.select(timeout=30), "the emulator printed no URL within 30 s"
+        url = proc.stdout.readline().strip()
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, token="t0k")
+        args = ["scheduler", "explain", "--kubeconfig", str(kubeconfig), "--pod", "default/c", "--now", NOW]
+        live = runner.invoke(app, args)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert live.exit_code == 0, live.stderr
+    # the API lists nodes by name (free before held): the same rows, in another order
+    assert sorted(live.stdout.splitlines()) == sorted(explain(path, "default/c")[1].splitlines())
+    assert "Reservation: cpu: requested 3, free 2 after 4 reserved" in live.stdout

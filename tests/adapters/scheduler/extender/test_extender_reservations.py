@@ -144,3 +144,25 @@ async def test_without_reservations_nothing_is_looked_at(ext: Any) -> None:
     assert result["NodeNames"] == NODES
     await scores(ext, pod("c", "3"), NODES)
     assert ext.extender.cache.reservations.recomputed == {}
+
+
+async def test_debug_node_shows_the_reservation_account(ext: Any) -> None:
+    seed(ext, ttl="120s")
+    view = orjson.loads((await ext.http.get("/debug/nodes/held")).content)
+    assert view["reservations"] == {
+        "placed": ["r1"],
+        "requested": {"cpu": 2000},
+        "validUntil": ext.clock.now() + 60,
+        "holdings": [
+            {
+                "name": "r1",
+                "phase": "Available",
+                "allocatedTo": [],
+                "requests": {"cpu": 4000},
+                "allocated": {},
+                "remaining": {"cpu": 4000},
+                "consumed": False,
+            }
+        ],
+    }
+    assert "reservations" not in orjson.loads((await ext.http.get("/debug/nodes/free")).content)
