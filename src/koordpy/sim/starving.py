@@ -10,7 +10,8 @@ fit. The same stream is run twice:
   :func:`koordpy.scheduler.plugins.reservation.controller.decide` on the simulated cluster (its
   creates, status updates and deletes are applied to the in-memory Reservations as the manager
   writes them), the extender's :func:`~koordpy.scheduler.plugins.reservation.ledger.reserved_verdict`
-  on every node holding a Reservation in the filter, and the extender's owner preference in the score.
+  on every node holding a Reservation in the filter, and the extender's owner preference
+  (:func:`~koordpy.scheduler.plugins.reservation.enforcement.owner_prefers`) in the score.
 
 Event order at one instant: completions, arrivals, the reservation controller (koordpy), then one
 scheduling cycle over the whole queue, highest priority first, then first queued (every instant
@@ -57,8 +58,9 @@ from koordpy.model.quantity import QuantityError
 from koordpy.model.resources import ResourceList, parse_resource_list
 from koordpy.scheduler.plugins.gang.keys import ANNOTATION_MIN_AVAILABLE, ANNOTATION_NAME
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
+from koordpy.scheduler.plugins.reservation.enforcement import OWNER_SCORE, owner_prefers
 from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_node, reserved_verdict
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_owner, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.sim.kubescheduler import RequestsFit
 
 __all__ = [
@@ -77,8 +79,8 @@ MODES = ("koordpy", "baseline")
 T0 = 1795255200.0
 """The simulated start as epoch seconds (creation timestamps and ``now`` given to the controller)."""
 NAMESPACE = "batch"
-OWNER_PREFERENCE = 100
-"""Score added to a node that holds a Reservation the pod owns (above any LeastAllocated score)."""
+EXTENDER_SCALE = 10
+"""kube-scheduler multiplies an extender's priority (0..10) by MaxNodeScore / MaxExtenderPriority."""
 COMPLETE, ARRIVE, CONTROL = 0, 1, 2
 NOT_ARRIVED, PENDING, RUNNING, DONE = 0, 1, 2, 3
 I64 = npt.NDArray[np.int64]
@@ -631,27 +633,28 @@ class _Simulation:
         heapq.heapify(self.queue)
 
     def _choose(self, pod: int, now: float) -> int | None:
-        """kube-scheduler with the extender: NodeResourcesFit, then (koordpy) the reserved verdict on
-        the nodes holding Reservations; LeastAllocated, plus (koordpy) the owner preference."""
+        """kube-scheduler with the extender: NodeResourcesFit, then (koordpy) the ledger's reserved
+        verdict on the nodes holding Reservations; LeastAllocated plus (koordpy) the extender's
+        priority: ``OWNER_SCORE`` where ``owner_prefers``, 0 elsewhere (requests only: no load-aware
+        score), scaled ×10 as kube-scheduler scales extender priorities (weight 1)."""
         fits = self.fit.feasible(self.vectors[pod])
         info = self.info[pod]
         preferred: list[int] = []
         for row, holdings in self.holdings.items():
             if not fits[row]:
                 continue
-            if any(is_owner(h.reservation, info) for h in holdings):
-                preferred.append(row)
-                continue
-            alloc = {name: int(v) for name, v in zip(self.fit.resources, self.fit.alloc[row].tolist(), strict=True)}
-            used = {name: int(v) for name, v in zip(self.fit.resources, self.fit.requested[row].tolist(), strict=True)}
+            alloc = dict(zip(self.fit.resources, self.fit.alloc[row].tolist(), strict=True))
+            used = dict(zip(self.fit.resources, self.fit.requested[row].tolist(), strict=True))
             if not reserved_verdict(info, alloc, used, holdings).is_success:
                 fits[row] = False
+            elif owner_prefers(info, holdings):
+                preferred.append(row)
         candidates: I64 = np.flatnonzero(fits)
         if candidates.size == 0:
             return None
         scores = self.fit.least_allocated(info, candidates)
         if preferred:
-            scores = scores + OWNER_PREFERENCE * np.isin(candidates, preferred)
+            scores = scores + EXTENDER_SCALE * OWNER_SCORE * np.isin(candidates, preferred)
         best = np.flatnonzero(scores == scores.max())
         pick = int(best[0]) if best.size == 1 else int(best[int(self.rng.integers(best.size))])
         return int(candidates[pick])

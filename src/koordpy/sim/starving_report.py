@@ -13,7 +13,7 @@ from typing import Any
 from koordpy.sim.starving import StarvingRun, StarvingScenario
 from koordpy.sim.svg import Series, line_chart
 
-__all__ = ["starving_html", "starving_summary", "starving_table"]
+__all__ = ["charts", "starving_html", "starving_summary", "starving_table"]
 
 COLORS = {"koordpy": "#1f77b4", "baseline": "#d62728"}
 ROWS = (
@@ -74,7 +74,7 @@ def _arrived(scenario: StarvingScenario, times: Sequence[float]) -> list[int]:
     return [sum(1 for a in arrivals if a <= t) for t in times]
 
 
-def jobs_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
+def _jobs_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
     """Big jobs started over time in each mode, against the jobs that have arrived."""
     end = scenario.duration_seconds
     times = runs[0].times
@@ -103,21 +103,24 @@ def _small_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str
 
 
 def _held_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
-    series = []
-    for run in runs:
-        if run.reservations_created:
-            series.append(Series(f"idle held cpu: {run.mode}", run.times, run.idle_held_cpu, "#ff7f0e", step=True))
-            series.append(
-                Series(f"nodes held: {run.mode}", run.times, run.nodes_held, COLORS.get(run.mode, "#555"), step=True)
-            )
+    series = [
+        Series(f"idle held cpu: {run.mode}", run.times, run.idle_held_cpu, COLORS.get(run.mode, "#555"), step=True)
+        for run in runs
+        if run.reservations_created
+    ]
     return line_chart(
-        "Capacity held for starving jobs",
+        "Free cpu held for starving jobs (idle)",
         series,
         "time since the start (h:mm)",
-        "cores / nodes",
+        "cores",
         x_range=(0.0, scenario.duration_seconds),
         time_axis=True,
     )
+
+
+def charts(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> list[str]:
+    """The report's three SVG charts: big jobs started, small pods pending, idle held cpu."""
+    return [_jobs_chart(scenario, runs), _small_chart(scenario, runs), _held_chart(scenario, runs)]
 
 
 def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> str:
@@ -145,6 +148,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
     )
     settings = scenario.settings()
     summary = json.dumps(starving_summary(scenario, seed, runs), indent=2)
+    figures = charts(scenario, runs)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>koordpy simulate --starving: {html.escape(scenario.name)}</title>
@@ -167,14 +171,14 @@ extender's reserved-node filter and owner preference. Not modelled: preemption, 
 load-aware placement, latencies.</p>
 <table><tr><th></th>{head}</tr>{rows}</table>
 <section><h2>Big jobs</h2>
-{jobs_chart(scenario, runs)}
+{figures[0]}
 <table><tr><th>job</th><th>kind</th><th>pods</th><th>arrival (s)</th>{job_head}</tr>{job_rows}</table>
 </section>
 <section><h2>Small pods</h2>
-{_small_chart(scenario, runs)}
+{figures[1]}
 </section>
 <section><h2>Held capacity</h2>
-{_held_chart(scenario, runs)}
+{figures[2]}
 </section>
 <section><h2>summary.json</h2><pre>{html.escape(summary)}</pre></section>
 </body></html>

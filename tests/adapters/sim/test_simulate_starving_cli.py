@@ -1,0 +1,121 @@
+"""``koordpy simulate --starving`` end to end: the bundled scenario's acceptance, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from koordpy.cli.main import app
+
+# Three 8-core nodes kept busy by 1-core pods of 1 to 3 minutes for 20 minutes; one big pod.
+SMALL: dict[str, Any] = {
+    "kind": "StarvingScenario",
+    "name": "cli-starving",
+    "seed": 2,
+    "durationSeconds": 1800,
+    "nodes": {"count": 3, "allocatable": {"cpu": "8", "memory": "32Gi"}},
+    "smallPods": {
+        "ratePerSecond": 0.15,
+        "endSeconds": 1200,
+        "lifetimeSeconds": [60, 180],
+        "shapes": [{"requests": {"cpu": "1", "memory": "1Gi"}}],
+    },
+    "bigJobs": [
+        {
+            "name": "big",
+            "arrivalSeconds": 120,
+            "requests": {"cpu": "8"},
+            "lifetimeSeconds": 300,
+            "priority": 1000,
+            "priorityClassName": "high",
+        }
+    ],
+    "reservation": {"starvingJobTimeThreshold": 60, "reservedNodePercent": 34},
+}
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    out = tmp_path_factory.mktemp("starving")
+    result = CliRunner().invoke(app, ["simulate", "--starving", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return result.output, out
+
+
+def test_bundled_big_jobs_start_far_sooner_with_reservations(bundled: tuple[str, Path]) -> None:
+    output, out = bundled
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "starving" and summary["nodes"] == 20
+    assert summary["reservation"]["enabled"] is True and summary["reservation"]["reservedNodePercent"] == 20
+    koordpy, baseline = summary["results"]
+    assert [koordpy["mode"], baseline["mode"]] == ["koordpy", "baseline"]
+    assert koordpy["bigJobs"] == baseline["bigJobs"] == 6
+    assert koordpy["bigJobsNeverStarted"] == 0
+    # clearly lower: the slowest job with reservations starts before the quickest one without
+    assert koordpy["bigJobStartLatencyMaxSeconds"] < min(j["latencySeconds"] for j in baseline["jobs"])
+    assert koordpy["bigJobStartLatencyP50Seconds"] * 5 < baseline["bigJobStartLatencyP50Seconds"]
+    # the costs are there and reported
+    assert koordpy["idleHeldCpuSeconds"] > 0 == baseline["idleHeldCpuSeconds"]
+    assert koordpy["smallPendingP95Seconds"] > baseline["smallPendingP95Seconds"]
+    assert 0 < koordpy["maxNodesHeld"] <= 4  # 20 % of 20 nodes
+    assert koordpy["smallPods"] == baseline["smallPods"] > 5000  # one shared stream
+    assert "big-job start latency p50 (s)" in output and "idle held capacity (cpu·s)" in output
+
+
+def _box(svg: str, css_class: str) -> tuple[float, float, float, float]:
+    match = re.search(rf'<rect class="{css_class}" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"', svg)
+    assert match is not None, css_class
+    x, y, w, h = (float(v) for v in match.groups())
+    return x, y, w, h
+
+
+def test_report_has_three_charts_whose_legend_stays_above_the_plot(bundled: tuple[str, Path]) -> None:
+    _, out = bundled
+    report = (out / "report.html").read_text()
+    charts = re.findall(r"<svg.*?</svg>", report, flags=re.S)
+    assert len(charts) == 3
+    for svg in charts:
+        _, legend_y, _, legend_h = _box(svg, "legend-box")
+        _, plot_y, _, _ = _box(svg, "plot-area")
+        assert legend_y + legend_h <= plot_y
+    assert "big jobs started: koordpy" in charts[0] and "big jobs started: baseline" in charts[0]
+    assert "idle held cpu: koordpy" in charts[2]
+    assert report.count("<tr><th>train-a</th>") == 1
+
+
+def test_same_seed_same_outputs_and_seed_override(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(SMALL), encoding="utf-8")
+    outputs = []
+    for name, extra in (("a", []), ("b", []), ("c", ["--seed", "3"])):
+        result = CliRunner().invoke(app, ["simulate", "--starving", str(path), "--out", str(tmp_path / name), *extra])
+        assert result.exit_code == 0, result.output
+        outputs.append((tmp_path / name / "summary.json").read_text())
+        assert (tmp_path / name / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[2])["seed"] == 3 and outputs[2] != outputs[0]
+
+
+def test_bad_scenario_names_the_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(SMALL | {"reservation": {"reservedNodePercent": 150}}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["simulate", "--starving", str(path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert str(path) in result.output and "reservedNodePercent" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--compare", "baseline"], "--compare"), (["--migration"], "--migration and --starving")],
+)
+def test_options_that_do_not_go_with_starving_are_refused(tmp_path: Path, flags: list[str], named: str) -> None:
+    result = CliRunner().invoke(app, ["simulate", "--starving", *flags, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and named in result.output
+    assert not (tmp_path / "o").exists()
