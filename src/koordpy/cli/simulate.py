@@ -111,7 +111,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def simulate_command(
+def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     scenario: Annotated[
         Path | None,
         typer.Argument(

@@ -251,7 +251,9 @@ class StarvingTrace:
 def _pod_template(name: str, requests: Quantities, priority: int | None, priority_class: str | None) -> PodInfo:
     spec: dict[str, Any] = {
         "schedulerName": "koordpy-scheduler",
-        "containers": [{"name": "main", "image": "sim", "resources": {"requests": {k: str(v) for k, v in requests.items()}}}],
+        "containers": [
+            {"name": "main", "image": "sim", "resources": {"requests": {k: str(v) for k, v in requests.items()}}}
+        ],
     }
     if priority is not None:
         spec["priority"] = priority
@@ -265,7 +267,9 @@ def build_starving_trace(scenario: StarvingScenario, seed: int) -> StarvingTrace
     """The stream and the jobs, deterministic for a seed (both runs replay the same trace)."""
     rng = np.random.default_rng([seed, 11])
     small = scenario.small_pods
-    end = min(small.end_seconds if small.end_seconds is not None else scenario.duration_seconds, scenario.duration_seconds)
+    end = min(
+        small.end_seconds if small.end_seconds is not None else scenario.duration_seconds, scenario.duration_seconds
+    )
     times: list[float] = []
     t = small.start_seconds
     if small.pattern == "regular":
@@ -293,9 +297,7 @@ def build_starving_trace(scenario: StarvingScenario, seed: int) -> StarvingTrace
     for j, job in enumerate(scenario.big_jobs):
         jobs.append(JobSpec(job.name, job.arrival_seconds, job.members, job.quorum, job.lifetime_seconds, job.gang))
         template = _pod_template(job.name, job.requests, job.priority, job.priority_class_name)
-        annotations = (
-            {ANNOTATION_NAME: job.name, ANNOTATION_MIN_AVAILABLE: str(job.quorum)} if job.gang else {}
-        )
+        annotations = {ANNOTATION_NAME: job.name, ANNOTATION_MIN_AVAILABLE: str(job.quorum)} if job.gang else {}
         for m in range(job.members):
             name = f"{job.name}-{m}" if job.gang else job.name
             pod = dataclasses.replace(
@@ -726,9 +728,7 @@ class _Simulation:
         partial = 0.0
         for job, start in enumerate(self.job_start):
             if start is None and self.job_bound[job]:
-                partial += sum(
-                    float(self.vectors[m][cpu]) for m in self.job_members[job] if self.state[m] == RUNNING
-                )
+                partial += sum(float(self.vectors[m][cpu]) for m in self.job_members[job] if self.state[m] == RUNNING)
         self.partial = partial
 
     def _result(self, end: float) -> StarvingRun:
@@ -737,7 +737,13 @@ class _Simulation:
             nodes = sorted({self.node_names[self.node_of[m]] for m in self.job_members[j] if self.node_of[m] >= 0})
             records.append(
                 JobRecord(
-                    spec.name, "gang" if spec.gang else "pod", spec.members, spec.quorum, spec.arrival, self.job_start[j], tuple(nodes)
+                    spec.name,
+                    "gang" if spec.gang else "pod",
+                    spec.members,
+                    spec.quorum,
+                    spec.arrival,
+                    self.job_start[j],
+                    tuple(nodes),
                 )
             )
         waits: list[float] = []

@@ -89,9 +89,7 @@ def _jobs_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
 
 
 def _small_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
-    series = [
-        Series(run.mode, run.times, run.small_pending, COLORS.get(run.mode, "#555"), step=True) for run in runs
-    ]
+    series = [Series(run.mode, run.times, run.small_pending, COLORS.get(run.mode, "#555"), step=True) for run in runs]
     return line_chart(
         "Small pods pending",
         series,
@@ -123,6 +121,10 @@ def charts(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> list[str]
     return [_jobs_chart(scenario, runs), _small_chart(scenario, runs), _held_chart(scenario, runs)]
 
 
+def _start(start: float | None) -> float | None:
+    return None if start is None else round(start, 1)
+
+
 def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> str:
     summaries = [run.summary() for run in runs]
     head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
@@ -139,10 +141,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
             html.escape(job.kind),
             job.members,
             job.arrival,
-            "".join(
-                f"<td>{html.escape(_cell(None if r.jobs[i].start is None else round(r.jobs[i].start, 1)))}</td>"
-                for r in runs
-            ),
+            "".join(f"<td>{html.escape(_cell(_start(r.jobs[i].start)))}</td>" for r in runs),
         )
         for i, job in enumerate(runs[0].jobs)
     )

@@ -55,7 +55,10 @@ SMALL_CLUSTER: dict[str, Any] = {
         "ratePerSecond": 0.45,
         "endSeconds": 2400,
         "lifetimeSeconds": [60, 300],
-        "shapes": [{"requests": {"cpu": "1", "memory": "2Gi"}, "weight": 3}, {"requests": {"cpu": "2", "memory": "4Gi"}}],
+        "shapes": [
+            {"requests": {"cpu": "1", "memory": "2Gi"}, "weight": 3},
+            {"requests": {"cpu": "2", "memory": "4Gi"}},
+        ],
     },
     "bigJobs": [
         {"name": "gang-a", "arrivalSeconds": 300, "members": 2, "requests": {"cpu": "16"}, "lifetimeSeconds": 600},
@@ -170,13 +173,24 @@ def test_same_seed_same_trace_and_result() -> None:
     [
         ({"bigJobs": [{"name": "x", "arrivalSeconds": 0, "requests": {"cpu": "1"}, "lifetimeSeconds": 1}]}, "priority"),
         (
-            {"bigJobs": [{"name": "x", "arrivalSeconds": 0, "members": 2, "requests": {"cpu": "4"}, "lifetimeSeconds": 1}]},
+            {
+                "bigJobs": [
+                    {"name": "x", "arrivalSeconds": 0, "members": 2, "requests": {"cpu": "4"}, "lifetimeSeconds": 1}
+                ]
+            },
             "bigJobs[0].requests",
         ),
         (
             {
                 "bigJobs": [
-                    {"name": "x", "arrivalSeconds": 0, "members": 2, "minMember": 3, "requests": {"cpu": "1"}, "lifetimeSeconds": 1}
+                    {
+                        "name": "x",
+                        "arrivalSeconds": 0,
+                        "members": 2,
+                        "minMember": 3,
+                        "requests": {"cpu": "1"},
+                        "lifetimeSeconds": 1,
+                    }
                 ]
             },
             "minMember",
