@@ -32,6 +32,10 @@ Reservations, ``min(free cpu, Σ cpu the holdings keep from pods that are not th
 integrated over time (cpu·s); capacity bound to jobs that have not started (same integral over the
 requests of their bound members); the cluster's requested CPU over allocatable.
 
+The extender's per-node accounts (``holdings_on_node``) are recomputed after every controller pass
+and every bind or completion on a held node; a reservation expiring between two such moments keeps
+holding until the next one (at most ``intervalSeconds``).
+
 Not modelled (not guaranteed): preemption (as if the priority classes had ``preemptionPolicy:
 Never``; with preemption kube-scheduler would evict small pods for a big pod of higher priority), the
 gang bind barrier, load-aware placement (requests only: no usage model), scheduling and API latency.

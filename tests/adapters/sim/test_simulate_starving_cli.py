@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from koordpy.cli.main import app
 
+DOC = Path(__file__).resolve().parents[3] / "docs" / "reservations.md"
+
 # Three 8-core nodes kept busy by 1-core pods of 1 to 3 minutes for 20 minutes; one big pod.
 SMALL: dict[str, Any] = {
     "kind": "StarvingScenario",
@@ -66,6 +68,35 @@ def test_bundled_big_jobs_start_far_sooner_with_reservations(bundled: tuple[str,
     assert 0 < koordpy["maxNodesHeld"] <= 4  # 20 % of 20 nodes
     assert koordpy["smallPods"] == baseline["smallPods"] > 5000  # one shared stream
     assert "big-job start latency p50 (s)" in output and "idle held capacity (cpu·s)" in output
+
+
+def _doc_section() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    assert "## Simulator: the starving scenario" in text, "docs/reservations.md: section missing"
+    return text.split("## Simulator: the starving scenario", 1)[1].split("\n## ", 1)[0]
+
+
+def test_docs_name_every_summary_key(bundled: tuple[str, Path]) -> None:
+    _, out = bundled
+    summary = json.loads((out / "summary.json").read_text())
+    section = _doc_section()
+    keys = [k for k in summary if k != "results"] + list(summary["results"][0])
+    assert [k for k in keys if f"`{k}`" not in section] == []
+
+
+def test_docs_figures_are_the_bundled_runs(bundled: tuple[str, Path]) -> None:
+    """The table in docs/reservations.md quotes the committed scenario's run (seed 2)."""
+    _, out = bundled
+    koordpy, baseline = json.loads((out / "summary.json").read_text())["results"]
+    section = _doc_section()
+    assert f"| big-job start latency p50 | {koordpy['bigJobStartLatencyP50Seconds']:,.0f} s" in section
+    assert f"| {baseline['bigJobStartLatencyP50Seconds']:,.0f} s" in section
+    assert f"| big-job start latency max | {koordpy['bigJobStartLatencyMaxSeconds']:,.0f} s" in section
+    assert f"| {baseline['bigJobStartLatencyMaxSeconds']:,.0f} s" in section
+    assert f"| {koordpy['idleHeldCpuSeconds']:,.0f} cpu·s ({koordpy['idleHeldCpuPercent']:g} %" in section
+    small = f"{koordpy['smallPendingP50Seconds']:g} s / {koordpy['smallPendingP95Seconds']:.0f} s"
+    assert small in section
+    assert f"| Reservations created | {koordpy['reservationsCreated']} " in section
 
 
 def _box(svg: str, css_class: str) -> tuple[float, float, float, float]:
