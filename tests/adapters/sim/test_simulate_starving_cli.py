@@ -130,6 +130,7 @@ def test_same_seed_same_outputs_and_seed_override(tmp_path: Path) -> None:
         outputs.append((tmp_path / name / "summary.json").read_text())
         assert (tmp_path / name / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert outputs[0] == outputs[1]
+    assert (tmp_path / "a" / "report.html").read_bytes() == (tmp_path / "b" / "report.html").read_bytes()
     assert json.loads(outputs[2])["seed"] == 3 and outputs[2] != outputs[0]
 
 
