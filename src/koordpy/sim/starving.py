@@ -556,7 +556,8 @@ class _Simulation:
 
     def _arrive(self, pod: int, now: float) -> None:
         job = self.trace.job[pod]
-        if job >= 0 and self.job_end[job] is not None:
+        ended = self.job_end[job] if job >= 0 else None
+        if ended is not None and ended <= now:
             self.state[pod] = DONE  # the job already ran and ended
             return
         self.state[pod] = PENDING
