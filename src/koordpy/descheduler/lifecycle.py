@@ -805,7 +805,7 @@ def after_eviction_error(job: Mapping[str, Any], code: int, detail: str, failure
     return Wait(eviction_retry_delay(failures), status, (JobEvent("Warning", REASON_EVICTING, message),))
 
 
-def after_reservation_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Decision:
+def after_reservation_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Wait | Finish:
     """Creating the job's Reservation failed with HTTP ``code``.
 
     429 and 5xx are retried after :func:`eviction_retry_delay` until the ttl; any other refusal (403

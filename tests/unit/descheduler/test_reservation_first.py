@@ -230,7 +230,7 @@ def test_pod_without_controller_or_labels_cannot_get_a_reservation() -> None:
 def test_user_template_is_merged_as_upstream() -> None:
     # the template's owners and pod template win; allocateOnce forced true; nodeName cleared; the job's
     # ttl is not copied because the template sets expires; the exclusion is appended to its affinity
-    user = {
+    user: dict[str, Any] = {
         "metadata": {"name": "my-res", "labels": {"team": "a"}},
         "spec": {
             "owners": [{"object": {"namespace": "shop", "name": "web-new"}}],
