@@ -26,6 +26,7 @@ __all__ = [
     "PODMIGRATIONJOBS",
     "PODQOSS",
     "PODS",
+    "RESERVATIONS",
     "ResourceRef",
     "by_plural",
 ]
@@ -97,6 +98,7 @@ it is not in ``ALL`` (the resources the API emulator serves)."""
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )
+RESERVATIONS = ResourceRef("scheduling.koordinator.sh", "v1alpha1", "reservations", "Reservation", namespaced=False)
 NODEQOSENSURANCEPOLICIES = ResourceRef(
     "ensurance.crane.io", "v1alpha1", "nodeqosensurancepolicies", "NodeQOSEnsurancePolicy", namespaced=False
 )
@@ -117,6 +119,7 @@ ALL: tuple[ResourceRef, ...] = (
     NODEMETRICS,
     PODGROUPS,
     PODMIGRATIONJOBS,
+    RESERVATIONS,
     NODEQOSENSURANCEPOLICIES,
     AVOIDANCEACTIONS,
     NODEQOSS,

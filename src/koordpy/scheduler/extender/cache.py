@@ -10,6 +10,11 @@ state (filtered, score 0: its allocatable or usage is unknown), listed in ``inva
 cannot be converted (a pod, a nameless node) is handed to ``on_rejected`` (the extender turns that into
 a Warning Event about the object).
 
+Reservations (``scheduling.koordinator.sh/v1alpha1``) go to ``reservations`` (a
+:class:`koordpy.scheduler.extender.reservations.ReservationTracker`, when one is attached). One that
+cannot be converted is handed to ``on_rejected`` like a pod and holds nothing from then on (its last
+readable version is dropped: what it holds is unknown); ``reservations.unreadable`` lists it.
+
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
 bind can record the pod's estimate at once even when this process did not see the filter call.
 
@@ -25,7 +30,9 @@ from typing import Any
 
 from koordpy.model.clock import Clock
 from koordpy.model.objects import NodeMetricInfo, PodInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
+from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.reservation.spec import reservation_from_dict
 
 __all__ = ["RESOURCES", "ClusterCache", "EventHandler", "InvalidReport", "PodListener"]
 
@@ -33,7 +40,7 @@ EventHandler = Callable[[str, Mapping[str, Any]], None]
 PodListener = Callable[[str, PodInfo, Mapping[str, Any] | None], None]
 InvalidReport = Callable[[str, str, str], None]
 """``(resource, node name, error)``: a Node or NodeMetric of that node could not be read."""
-RESOURCES = ("nodes", "pods", "nodemetrics")
+RESOURCES = ("nodes", "pods", "nodemetrics", "reservations")
 _APPLIED = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 
@@ -68,6 +75,8 @@ class ClusterCache:
         self.held_node: Callable[[str], str | None] | None = None
         """``namespace/name`` → the node a held (not yet bound) bind placed the pod on: a watch update of
         that still-pending pod keeps the placement counted instead of dropping it."""
+        self.reservations: ReservationTracker | None = None
+        """Where Reservation events go (also registered in the state's plugin list); None: ignored."""
 
     def handler(self, resource: str) -> EventHandler:
         """The ``(event_type, raw)`` callback for one of ``RESOURCES``."""
@@ -75,6 +84,7 @@ class ClusterCache:
             "nodes": self.on_node,
             "pods": self.on_pod,
             "nodemetrics": self.on_nodemetric,
+            "reservations": self.on_reservation,
         }
         return handlers[resource]
 
@@ -122,6 +132,25 @@ class ClusterCache:
         self.state.upsert_metric(metric)
         self.events["nodemetrics", event_type] += 1
 
+    def on_reservation(self, event_type: str, raw: Mapping[str, Any]) -> None:
+        tracker = self.reservations
+        if event_type not in _APPLIED or tracker is None:
+            return
+        name = _cluster_name(raw)
+        if event_type == "DELETED" and name is not None:
+            tracker.remove(name)
+            self.events["reservations", event_type] += 1
+            return
+        try:
+            res = reservation_from_dict(raw)
+        except Exception as exc:
+            self._conversion_error("reservations", event_type, raw, exc)
+            if name is not None:
+                tracker.remove(name, unreadable=str(exc))
+            return
+        tracker.upsert(res)
+        self.events["reservations", event_type] += 1
+
     def on_pod(self, event_type: str, raw: Mapping[str, Any]) -> None:
         if event_type not in _APPLIED:
             return
@@ -154,12 +183,15 @@ class ClusterCache:
     # ---- views -------------------------------------------------------------------------
 
     def sizes(self) -> dict[str, int]:
-        return {
+        sizes = {
             "nodes": len(self.state.nodes),
             "assigned_pods": len(self.state.assigned),
             "pending_pods": len(self.pending),
             "nodemetrics": len(self.state.metrics),
         }
+        if self.reservations is not None:
+            sizes["reservations"] = len(self.reservations.reservations)
+        return sizes
 
     def _invalidate(self, resource: str, name: str, exc: Exception) -> None:
         error = str(exc)

@@ -85,7 +85,7 @@ class _StateCollector(Collector):
         events = CounterMetricFamily(
             "koordpy_extender_watch_events", "Watch events applied to the cache.", labels=["resource", "type"]
         )
-        for resource in ("nodes", "pods", "nodemetrics"):
+        for resource in ("nodes", "pods", "nodemetrics", "reservations"):
             errors.add_metric([resource], self.cache.conversion_errors[resource])
         for (resource, kind), count in sorted(self.cache.events.items()):
             events.add_metric([resource, kind], count)
@@ -108,7 +108,7 @@ class _StateCollector(Collector):
             labels=["resource"],
         )
         stats = self.watch_stats() if self.watch_stats is not None else {}
-        for resource in ("nodes", "pods", "nodemetrics"):
+        for resource in ("nodes", "pods", "nodemetrics", "reservations"):
             row = stats.get(resource, {})
             restarts.add_metric([resource], row.get("restarts", 0))
             relists.add_metric([resource], row.get("relists", 0))

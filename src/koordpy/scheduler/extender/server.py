@@ -2,7 +2,7 @@
 
 ``build_extender`` wires everything around an optional API client (tests pass one pointed at the
 emulator, or none to feed the cache by hand). The app's lifespan opens the client, starts one
-reflector per resource (nodes, pods in all namespaces, NodeMetrics), and once every first list is
+reflector per resource (nodes, pods in all namespaces, NodeMetrics, Reservations), and once every first list is
 delivered freezes the garbage collector's view of the cache (``gc.freeze``) so full collections stop
 walking it on the hot path.
 
@@ -10,8 +10,9 @@ walking it on the hot path.
 second one for the operations app (``/healthz``, ``/readyz``, ``/metrics``) in the same event loop. The
 main server keeps the lifespan (the watches); the signals are handled once for both (``serve_all``).
 
-Not guaranteed: readiness without the NodeMetric CRD (its reflector keeps retrying, so the extender
-stays unready: load-aware scheduling needs the metrics).
+Not guaranteed: readiness without the NodeMetric or the Reservation CRD (its reflector keeps retrying,
+so the extender stays unready: load-aware scheduling needs the metrics, and a pod filtered before the
+Reservations are known could take reserved room).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from starlette.applications import Starlette
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
-from koordpy.kube.resources import NODEMETRICS, NODES, PODGROUPS, PODGROUPS_X_K8S, PODS, ResourceRef
+from koordpy.kube.resources import NODEMETRICS, NODES, PODGROUPS, PODGROUPS_X_K8S, PODS, RESERVATIONS, ResourceRef
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
@@ -49,13 +50,19 @@ from koordpy.scheduler.extender.invalid_events import NodeEventReporter
 from koordpy.scheduler.extender.listener import limited_protocol
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import HostFragments
+from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 
 __all__ = ["Extender", "build_extender", "build_servers", "listener_limits", "serve", "serve_all"]
 
-WATCHED: tuple[tuple[str, ResourceRef], ...] = (("nodes", NODES), ("pods", PODS), ("nodemetrics", NODEMETRICS))
+WATCHED: tuple[tuple[str, ResourceRef], ...] = (
+    ("nodes", NODES),
+    ("pods", PODS),
+    ("nodemetrics", NODEMETRICS),
+    ("reservations", RESERVATIONS),
+)
 GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S)
 """PodGroups of both APIs. Optional for readiness: a missing CRD (404, the chart does not install the
 x-k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
@@ -113,7 +120,9 @@ def build_extender(
     registry = registry or new_registry()
     log = get_logger("koordpy.extender")
     fragments = HostFragments()
-    state = ClusterState([*build_plugins(config), fragments])
+    reservations = ReservationTracker()
+    state = ClusterState([*build_plugins(config), fragments, reservations])
+    reservations.attach(state)
     reporter = NodeEventReporter(log)
     by_resource: dict[str, Reflector] = {}
 
@@ -125,6 +134,7 @@ def build_extender(
     cache = ClusterCache(
         state, clock, log, report=reporter.report if client is not None else None, on_rejected=rejected
     )
+    cache.reservations = reservations
     metrics = ExtenderMetrics(registry)
     reflectors: list[Reflector] = []
     if client is not None:

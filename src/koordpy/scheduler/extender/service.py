@@ -182,7 +182,10 @@ class ExtenderService:
                 return Reply(200, refused)
             self._forget_stale_indices()
             indices = self._indices(args.names)
-            outcome = self.state.filter(pod, args.names, self.clock.now(), indices=indices)
+            now = self.clock.now()
+            outcome = self.state.filter(pod, args.names, now, indices=indices)
+            if self.cache.reservations is not None:
+                outcome = self.cache.reservations.refine(pod, outcome, now)
             if args.items is None:
                 names_json = orjson.dumps(outcome.passed)
                 reply = encode_names_result(names_json, outcome.failed, outcome.unresolvable)
@@ -236,8 +239,12 @@ class ExtenderService:
                 return Reply(200, b"[]")
             if indices is None:
                 indices = self._indices(names)
-            outcome = self.state.score(pod, names, self.clock.now(), indices=indices)
-            reply = encode_priorities(self.fragments, indices, outcome.extender)
+            now = self.clock.now()
+            outcome = self.state.score(pod, names, now, indices=indices)
+            scores = outcome.extender
+            if self.cache.reservations is not None:
+                scores = self.cache.reservations.prefer(pod, indices, scores, now)
+            reply = encode_priorities(self.fragments, indices, scores)
         except ProtocolError as exc:
             return self._bad_request("prioritize", exc, started)
         except Exception as exc:
