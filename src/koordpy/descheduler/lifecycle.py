@@ -74,8 +74,10 @@ __all__ = [
     "Wait",
     "after_eviction_error",
     "after_reservation_error",
+    "bound_for",
     "decide",
     "eviction_retry_delay",
+    "needs_node_pods",
     "needs_pod",
     "reservation_lookup",
     "select_evictor",
@@ -432,6 +434,33 @@ def reservation_lookup(job: Mapping[str, Any], settings: LifecycleSettings) -> s
     return reservation_name(job)
 
 
+def needs_node_pods(job: Mapping[str, Any], reservation: Mapping[str, Any] | None) -> str | None:
+    """The node whose pods :func:`decide` needs (for the ledger): the evicted job's Reservation node
+    while no bound pod is known from the job or ``status.currentOwners``; else None."""
+    status = job.get("status") or {}
+    if (
+        reservation is None
+        or _condition(status, CONDITION_EVICTION) is None
+        or (status.get("podRef") or {}).get("name")
+    ):
+        return None
+    res_status = reservation.get("status") or {}
+    if res_status.get("currentOwners"):
+        return None
+    return str(res_status.get("nodeName") or "") or None
+
+
+def bound_for(
+    job: Mapping[str, Any], reservation: Mapping[str, Any] | None, node_pods: Sequence[PodInfo], now: float
+) -> BoundPod | None:
+    """The pod that bound the job's Reservation: ``status.podRef`` once recorded, else
+    :func:`~koordpy.descheduler.reservation_first.bound_pod` of the Reservation (None: nobody yet)."""
+    recorded = (job.get("status") or {}).get("podRef") or {}
+    if recorded.get("name"):
+        return BoundPod(str(recorded.get("namespace") or ""), str(recorded["name"]), str(recorded.get("uid") or ""))
+    return bound_pod(reservation, node_pods, now) if reservation is not None else None
+
+
 def _put_condition(
     status: Mapping[str, Any], kind: str, state: str, *, reason: str, message: str, now: float
 ) -> tuple[dict[str, Any], bool]:
@@ -639,11 +668,7 @@ def _reservation_first(
 
     # Evicted: wait for the replacement to bind the Reservation, then to be Ready.
     recorded = status.get("podRef") or {}
-    bound: BoundPod | None = None
-    if recorded.get("name"):
-        bound = BoundPod(str(recorded.get("namespace") or ""), str(recorded["name"]), str(recorded.get("uid") or ""))
-    elif reservation is not None:
-        bound = bound_pod(reservation, node_pods, now)
+    bound = bound_for(job, reservation, node_pods, now)
     if bound is None:
         if reservation is None:
             return fail(REASON_MISSING_RESERVATION, f'Abort job caused by missing Reservation "{res_name}"', status)
