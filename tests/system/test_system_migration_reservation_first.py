@@ -131,7 +131,7 @@ async def drive_to_success(admin: httpx.AsyncClient, res_name: str) -> dict[str,
     await set_ready(admin, "web-2", True)
 
     async def succeeded() -> bool:
-        return (await job(admin)).get("status", {}).get("phase") == "Succeeded"
+        return bool((await job(admin)).get("status", {}).get("phase") == "Succeeded")
 
     await until("the job Succeeded", succeeded)
     return await job(admin)
@@ -208,7 +208,7 @@ async def test_reservation_on_the_pods_own_node_fails_the_job_and_is_deleted(clu
         await place(admin, uid, "n1")
 
         async def failed() -> bool:
-            return (await job(admin)).get("status", {}).get("phase") == "Failed"
+            return bool((await job(admin)).get("status", {}).get("phase") == "Failed")
 
         await until("the job failed", failed)
         assert (await job(admin))["status"]["reason"] == "ForbiddenMigratePod"
