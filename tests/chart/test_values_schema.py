@@ -259,6 +259,7 @@ def test_the_chart_readme_names_every_crd_to_exclude_and_each_example_renders() 
     assert excluded == {
         "nodemetrics.slo.koordinator.sh",
         "podmigrationjobs.scheduling.koordinator.sh",
+        "reservations.scheduling.koordinator.sh",
         "podgroups.scheduling.sigs.k8s.io",
         "nodeqosensurancepolicies.ensurance.crane.io",
         "avoidanceactions.ensurance.crane.io",

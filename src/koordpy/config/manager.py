@@ -18,6 +18,8 @@
       arbitrationArgs: {enabled: true, interval: 500ms}
     podGroup:                         # PodGroup status and gang Events
       {enabled: true, eventIntervalSeconds: 60, eventDelaySeconds: 2, podEventsPerGang: 10}
+    reservation:                      # starving-job reservations (see koordpy.config.reservation)
+      {enabled: false, starvingJobTimeThreshold: 600, reservedNodePercent: 20}
 
 Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
 boolean or a string is not a number) and bounded as each field says.
@@ -30,6 +32,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from koordpy.config.migration import MigrationControllerArgs
+from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = [
@@ -152,4 +155,6 @@ class ManagerConfiguration(_Settings):
     )
     """PodMigrationJob arbitration and migration (Koordinator ``MigrationControllerArgs``)."""
     pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
+    reservation: ReservationSettings = Field(default_factory=lambda: ReservationSettings.model_validate({}))
+    """Placement of Reservations and starving-job reservations (``koordpy.config.reservation``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")

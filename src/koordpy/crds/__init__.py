@@ -9,6 +9,7 @@ from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.crds.podgroup import POD_GROUP
 from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
+from koordpy.crds.reservation import RESERVATION
 from koordpy.crds.schema import PrinterColumn, Resource, SchemaError, crd_manifest, structural_schema
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "POD_GROUP",
     "POD_MIGRATION_JOB",
     "POD_QOS",
+    "RESERVATION",
     "RESOURCES",
     "PrinterColumn",
     "Resource",
@@ -32,6 +34,7 @@ RESOURCES: tuple[Resource, ...] = (
     NODE_METRIC,
     POD_GROUP,
     POD_MIGRATION_JOB,
+    RESERVATION,
     NODE_QOS_ENSURANCE_POLICY,
     NODE_QOS,
     POD_QOS,

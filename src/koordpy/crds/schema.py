@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema
 from koordpy.model.quantity import QuantityError, parse_quantity
 
 __all__ = [
+    "AGE",
     "Duration",
     "FreeForm",
     "PrinterColumn",
@@ -176,6 +177,7 @@ class PrinterColumn:
 
 
 AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp")
+"""Appended to every CRD's columns unless a model places it itself (upstream order)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,7 @@ def crd_manifest(res: Resource) -> dict[str, Any]:
     }
     if res.status_subresource and res.status is not None:
         version["subresources"] = {"status": {}}
-    columns = [*res.columns, AGE]
+    columns = [*res.columns] if AGE in res.columns else [*res.columns, AGE]
     version["additionalPrinterColumns"] = [c.manifest() for c in columns]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

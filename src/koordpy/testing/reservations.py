@@ -1,68 +1,130 @@
-"""Raw Reservation JSON (``scheduling.koordinator.sh/v1alpha1``) for tests, as the manager writes it.
-
-Example::
-
-    raw = reservation("hold-big", node="n1", cpu="4", owners=[owner_pod("default", "big")], phase="Available")
-"""
+"""Reservation test helpers: nodes, pods and Reservations as the API would hold them, and one decision."""
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import format_rfc3339
+from koordpy.model.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from koordpy.scheduler.plugins.gang import PodGroupInfo
+from koordpy.scheduler.plugins.reservation.controller import ReservationDecision, ReservationInputs, decide
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
+from koordpy.testing.builders import NodeBuilder, PodBuilder
 
-__all__ = ["owner_labels", "owner_pod", "reservation"]
+__all__ = ["T0", "decide_on", "node", "pod", "reservation", "reservation_dict", "settings"]
 
-Raw = dict[str, Any]
-
-
-def owner_pod(namespace: str, name: str) -> Raw:
-    """An ``owners[]`` entry naming one pod."""
-    return {"object": {"kind": "Pod", "namespace": namespace, "name": name}}
-
-
-def owner_labels(**labels: str) -> Raw:
-    """An ``owners[]`` entry selecting pods by labels."""
-    return {"labelSelector": {"matchLabels": dict(labels)}}
+T0 = 1_800_000_000.0
+"""An arbitrary instant the tables count from."""
 
 
-def reservation(
+def node(name: str, cpu: str = "3", memory: str = "3Gi", *, cordoned: bool = False) -> NodeInfo:
+    raw = NodeBuilder(name).allocatable(cpu=cpu, memory=memory, pods="110").build()
+    if cordoned:
+        raw["spec"] = {"unschedulable": True}
+    return node_from_dict(raw)
+
+
+def pod(
+    name: str,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    *,
+    node: str | None = None,
+    priority: int | None = 0,
+    created: float = T0,
+    phase: str | None = None,
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> PodInfo:
+    """A pod; ``cpu=None, memory=None`` is BestEffort. ``priority`` None: no PriorityClass."""
+    builder = PodBuilder(name, namespace)
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    if requests:
+        builder.requests(**requests)
+    if node:
+        builder.node(node)
+    if phase:
+        builder.phase(phase)
+    if priority is not None:
+        builder.priority(priority)
+    for key, value in (labels or {}).items():
+        builder.label(key, value)
+    for key, value in (annotations or {}).items():
+        builder.annotation(key, value)
+    raw = builder.build()
+    raw["metadata"]["creationTimestamp"] = format_rfc3339(created)
+    return pod_from_dict(raw)
+
+
+def reservation_dict(
     name: str,
     *,
-    node: str = "",
-    owners: list[Raw] | None = None,
-    phase: str = "Available",
-    created: float | None = None,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    owners: Sequence[dict[str, Any]] = ({"object": {"namespace": "default", "name": "owner"}},),
+    created: float = T0,
+    phase: str | None = None,
+    node: str | None = None,
+    pre_allocation: bool | None = None,
+    allocate_once: bool | None = None,
     ttl: str | None = None,
     expires: float | None = None,
-    allocate_once: bool | None = None,
-    **requests: str,
-) -> Raw:
-    """A Reservation whose template requests ``requests`` (``cpu="4"``), placed on ``node`` in ``phase``
-    (``status.nodeName`` set when ``node`` is)."""
-    metadata: Raw = {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"reservation/{name}"))}
-    if created is not None:
-        metadata["creationTimestamp"] = format_rfc3339(created)
-    spec: Raw = {
-        "template": {
-            "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": dict(requests)}}]}
-        },
-        "owners": owners if owners is not None else [],
-    }
-    if ttl is not None:
-        spec["ttl"] = ttl
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    pod_spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    spec: dict[str, Any] = {"template": {"spec": pod_spec}, "owners": list(owners)}
+    for key, value in (("preAllocation", pre_allocation), ("allocateOnce", allocate_once), ("ttl", ttl)):
+        if value is not None:
+            spec[key] = value
     if expires is not None:
         spec["expires"] = format_rfc3339(expires)
-    if allocate_once is not None:
-        spec["allocateOnce"] = allocate_once
-    status: Raw = {"phase": phase}
+    status: dict[str, Any] = {}
+    if phase:
+        status["phase"] = phase
     if node:
         status["nodeName"] = node
     return {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Reservation",
-        "metadata": metadata,
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "creationTimestamp": format_rfc3339(created),
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
         "spec": spec,
         "status": status,
     }
+
+
+def reservation(name: str, **kw: Any) -> ReservationInfo:
+    return reservation_from_dict(reservation_dict(name, **kw))
+
+
+def settings(**kw: Any) -> ReservationSettings:
+    """Starving-job reservations on, threshold 60 s, 100 % of nodes, unless overridden (YAML names)."""
+    raw: dict[str, Any] = {"enabled": True, "starvingJobTimeThreshold": 60, "reservedNodePercent": 100}
+    raw.update(kw)
+    return ReservationSettings.model_validate(raw)
+
+
+def decide_on(
+    nodes: Sequence[NodeInfo],
+    pods: Sequence[PodInfo],
+    now: float,
+    *,
+    reservations: Sequence[ReservationInfo] = (),
+    podgroups: Sequence[PodGroupInfo] = (),
+    config: ReservationSettings | None = None,
+) -> ReservationDecision:
+    inputs = ReservationInputs(nodes=nodes, pods=pods, podgroups=podgroups, reservations=reservations)
+    return decide(inputs, config if config is not None else settings(), now)

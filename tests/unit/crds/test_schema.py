@@ -30,6 +30,13 @@ UPSTREAM = {
         "Cluster",
         ["pmj"],
     ),
+    "reservations.scheduling.koordinator.sh": (
+        "scheduling.koordinator.sh",
+        "v1alpha1",
+        "Reservation",
+        "Cluster",
+        ["rsv"],
+    ),
     "nodeqosensurancepolicies.ensurance.crane.io": (
         "ensurance.crane.io",
         "v1alpha1",
@@ -94,6 +101,7 @@ def test_status_subresource_where_a_status_model_exists() -> None:
         "nodemetrics.slo.koordinator.sh",
         "podgroups.scheduling.sigs.k8s.io",
         "podmigrationjobs.scheduling.koordinator.sh",
+        "reservations.scheduling.koordinator.sh",
     }
 
 
@@ -236,3 +244,52 @@ def test_resource_map_quantities_are_bounded_when_validated(bad: object) -> None
     assert ResourceMap.model_validate({"resources": {"cpu": "1500m"}}).resources == {"cpu": "1500m"}
     with pytest.raises(ValidationError, match="out of range|not a quantity"):
         ResourceMap.model_validate({"resources": {"cpu": bad}})
+
+
+def test_reservation_has_koordinators_fields_columns_and_owner_bounds() -> None:
+    res = next(r for r in RESOURCES if r.name == "reservations.scheduling.koordinator.sh")
+    version = crd_manifest(res)["spec"]["versions"][0]
+    # Upstream's column order: Age second, not appended last.
+    assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
+        ("Phase", ".status.phase"),
+        ("Age", ".metadata.creationTimestamp"),
+        ("Node", ".status.nodeName"),
+        ("TTL", ".spec.ttl"),
+        ("Expires", ".spec.expires"),
+    ]
+    rsv = openapi("reservations.scheduling.koordinator.sh")
+    assert "required" not in rsv
+    spec = at(rsv, "spec")
+    assert sorted(spec["required"]) == ["owners", "template"]
+    assert set(spec["properties"]) == {
+        "template",
+        "owners",
+        "ttl",
+        "expires",
+        "preAllocation",
+        "allocateOnce",
+        "unschedulable",
+        "taints",
+        "allocatePolicy",
+    }
+    assert at(rsv, "spec.template") == {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": at(rsv, "spec.template")["description"],
+    }
+    assert spec["properties"]["owners"]["minItems"] == 1
+    owner = at(rsv, "spec.owners.[]")
+    assert owner["minProperties"] == 1
+    assert set(owner["properties"]) == {"object", "controller", "labelSelector"}
+    assert at(rsv, "spec.allocatePolicy")["enum"] == ["Aligned", "Restricted"]
+    assert at(rsv, "status.phase")["enum"] == ["Pending", "Available", "Waiting", "Succeeded", "Failed"]
+    assert at(rsv, "status.conditions.[].type")["enum"] == ["Scheduled", "Ready"]
+    assert set(at(rsv, "status")["properties"]) == {
+        "phase",
+        "conditions",
+        "currentOwners",
+        "nodeName",
+        "allocatable",
+        "allocated",
+    }
+    assert at(rsv, "status.allocatable")["additionalProperties"]["x-kubernetes-int-or-string"] is True

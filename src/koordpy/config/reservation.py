@@ -1,0 +1,48 @@
+"""``reservation:`` section of the manager configuration: starving-job reservations (issue 11).
+
+.. code-block:: yaml
+
+    reservation:
+      enabled: false                  # starving-job reservations are opt-in
+      starvingJobTimeThreshold: 600   # seconds a job waits before it counts as starving
+      reservedNodePercent: 20         # at most floor(20 % of schedulable nodes) hold starving-job reservations
+      intervalSeconds: 10             # how often the manager decides
+      maxHoldSeconds: 1800            # a job's reservations are deleted after holding this long
+      priorityThreshold: 0            # jobs with a lower priority never get a reservation
+
+Names ``starvingJobTimeThreshold`` and ``reservedNodePercent`` are the Volcano reserve design's (seed
+``002``). User-created Reservations are placed and kept whatever ``enabled`` says; ``enabled`` only turns
+on the creation of reservations for starving jobs. Unknown keys are errors; numbers are strict.
+
+Not guaranteed: ``intervalSeconds`` is a period between passes, not a deadline; a pass that takes longer
+delays the next.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ReservationSettings"]
+
+
+class ReservationSettings(BaseModel):
+    """Starving-job reservations (the Volcano seed's ``reserve``, on Koordinator Reservations)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True)
+
+    enabled: bool = Field(False, strict=True)
+    """Create Reservations for starving jobs. False: starving jobs are reported only; user-created
+    Reservations are placed and kept either way."""
+    starving_job_time_threshold: int = Field(600, alias="starvingJobTimeThreshold", strict=True, ge=1, le=30 * 86_400)
+    """Seconds since a job's creation after which a job that is not Ready starves (1 s to 30 days)."""
+    reserved_node_percent: int = Field(20, alias="reservedNodePercent", strict=True, ge=0, le=100)
+    """At most ``floor(percent × schedulable nodes / 100)`` nodes hold starving-job reservations; when
+    that is 0 (0 %, or too few nodes) no starving-job reservation is created."""
+    interval_seconds: float = Field(10.0, alias="intervalSeconds", strict=True, allow_inf_nan=False, ge=1, le=3600)
+    """Seconds between two decision passes of the manager."""
+    max_hold_seconds: int = Field(1800, alias="maxHoldSeconds", strict=True, ge=1, le=30 * 86_400)
+    """A starving-job reservation is deleted this many seconds after its creation even if the job is
+    not Ready yet (it is also its ``spec.ttl``); the job may be reserved for again on the next pass."""
+    priority_threshold: int = Field(0, alias="priorityThreshold", strict=True, ge=-(2**31), le=2**31 - 1)
+    """Jobs whose priority is below this never get a starving-job reservation (they are not reported
+    as starving either)."""
