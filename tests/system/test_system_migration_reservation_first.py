@@ -2,8 +2,10 @@
 ReservationFirst), the real ``koordpy manager`` process creates the Reservation, evicts once it is
 Available on another node and finishes when the replacement that bound it is Ready (issue 12 §3).
 
-The Reservation's placement (its status) is written by the test, as the manager's reservation
-controller writes it; the replacement pod is created and bound by the test, standing in for the
+In the first three tests there are no Node objects, so the manager's reservation controller (a timer
+on Nodes) never runs and the test writes the Reservation's placement (its status) as that controller
+would; the last test creates Nodes and the manager's own reservation controller places the Reservation
+and marks it consumed. The replacement pod is always created and bound by the test, standing in for the
 ReplicaSet controller and the scheduler.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from scenario_kit import create
+from scenario_kit import create, node
 from system_cluster import Cluster
 from test_system_migration import FAST, evictions, kubectl_apply, shop
 
@@ -220,3 +222,47 @@ async def test_reservation_on_the_pods_own_node_fails_the_job_and_is_deleted(clu
         assert (await admin.get(f"{SHOP_PODS}/web-1")).status_code == 200
     assert evictions(cluster, "web-1") == 0
     assert manager_calls(cluster, "delete", "reservations") == 1
+
+
+@pytest.mark.system
+async def test_manager_reservation_controller_places_and_consumes_the_reservation(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # n1 holds web-1; the Reservation excludes n1 and n2 is cordoned, so the controller must pick n3
+    overrides = {**FAST, "reservation": {"intervalSeconds": 1}}
+    async with cluster.admin() as admin:
+        await shop(admin)
+        for name in ("n1", "n2", "n3"):
+            body = node(name, cpu=4, memory_gi=8)
+            if name == "n2":
+                body["spec"] = {"unschedulable": True}
+            await create(admin, "/api/v1/nodes", body)
+        await pod_on(admin, "web-1", "n1")
+        cluster.start_manager(overrides)
+        kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
+
+        async def evicted() -> bool:
+            return (await admin.get(f"{SHOP_PODS}/web-1")).status_code == 404
+
+        await until("the Reservation is placed and web-1 evicted", evicted)
+        (res,) = await reservations(admin)
+        assert (res["status"]["phase"], res["status"]["nodeName"]) == ("Available", "n3")
+        assert (await job(admin))["status"]["nodeName"] == "n3"
+        await pod_on(admin, "web-2", "n3", ready=False)
+
+        async def consumed() -> bool:
+            (res,) = await reservations(admin)
+            return bool(res.get("status", {}).get("phase") == "Succeeded")
+
+        await until("the manager marks the Reservation consumed", consumed)
+        assert (await job(admin))["status"]["phase"] == "Running"  # web-2 is not Ready yet
+        await set_ready(admin, "web-2", True)
+
+        async def succeeded() -> bool:
+            return bool((await job(admin)).get("status", {}).get("phase") == "Succeeded")
+
+        await until("the job Succeeded", succeeded)
+        status = (await job(admin))["status"]
+    assert (status["nodeName"], status["podRef"]["name"]) == ("n3", "web-2")
+    assert evictions(cluster, "web-1") == 1
+    assert manager_calls(cluster, "create", "reservations") == 1
