@@ -122,7 +122,7 @@ class KubeMigrationApi:
     Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
     reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
     stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
-    a refused Reservation create (409 exists, 403, 404 without the CRD, 422 invalid) raises
+    a refused Reservation create (409 exists, 403, 404 without the CRD, 422 invalid, 429, 5xx) raises
     :class:`ReservationRefusedError`; other API errors propagate.
     """
 
@@ -230,6 +230,8 @@ class KubeMigrationApi:
             kube_errors.Forbidden,
             kube_errors.UnprocessableEntity,
             kube_errors.BadRequest,
+            kube_errors.TooManyRequests,
+            kube_errors.ServerError,
         ) as exc:
             raise ReservationRefusedError(exc.status, exc.message) from exc
 

@@ -322,8 +322,7 @@ class MigrationController:
             await self._events(job, decision.events)
             self._forget(name)
             if decision.delete_reservation is not None:
-                await self.api.delete_reservation(decision.delete_reservation)
-                self._logger.info("PodMigrationJob %s: deleted Reservation %s", name, decision.delete_reservation)
+                await self._delete_reservation(decision.delete_reservation, f"its PodMigrationJob {name} failed")
             return
         if isinstance(decision, Reserve):
             await self._reserve(name, job, decision)
@@ -393,9 +392,16 @@ class MigrationController:
         if sweep:
             self._swept_at = now
             for stale in stale_reservations(jobs, listed):
-                await self.api.delete_reservation(stale)
-                self._logger.info("deleted Reservation %s: its migration is gone, Failed or Aborted", stale)
+                await self._delete_reservation(stale, "its PodMigrationJob is gone, Failed or Aborted")
         return _by_name(listed)
+
+    async def _delete_reservation(self, name: str, why: str) -> None:
+        try:
+            await self.api.delete_reservation(name)
+        except Exception as exc:  # why: the sweep retries; one refused delete must not stop the round
+            self._logger.warning("Reservation %s not deleted (%s): %s", name, why, exc)
+            return
+        self._logger.info("deleted Reservation %s: %s", name, why)
 
     def _forget(self, name: str) -> None:
         self._not_before.pop(name, None)

@@ -247,3 +247,26 @@ async def test_user_reservation_ref_is_used_and_never_deleted(
     status = await job_status(api_client, "m1")
     assert (status["phase"], status["reason"]) == ("Failed", "ForbiddenMigratePod")
     assert [r["metadata"]["name"] for r in (await api_client.list(RESERVATIONS)).items] == ["shared"]
+
+
+async def test_refused_create_is_retried_on_503_and_fails_on_422(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+    await controller.run_round(None)  # Running
+    apiserver.inject_error(503, verb="create", resource="reservations")
+    await controller.run_round(None)  # 503: retried after 1 s, the job stays Running
+    status = await job_status(api_client, "m1")
+    assert status["phase"] == "Running"
+    assert condition(status, "ReservationCreated")["reason"] == "FailedCreateReservation"
+    apiserver.inject_error(422, verb="create", resource="reservations", message="spec.owners: Required value")
+    clock.offset += 2
+    await controller.run_round(None)  # 422: the Reservation can never be created as it is
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "FailedCreateReservation")
+    assert "422" in status["message"]
+    assert (await api_client.list(RESERVATIONS)).items == []
+    assert calls(apiserver, "create", "pods", "eviction") == 0
