@@ -32,7 +32,8 @@ Where koordpy differs, deliberately:
 
 Not guaranteed: the adapter's writes may lose a race with another writer; the next decision on the
 re-read job corrects course. Rate limiters live in memory and start full after a restart. Preemption
-for a Reservation (``preemptionOptions``) is not built.
+for a Reservation (``preemptionOptions``) is not built, nor upstream's path for a pod not yet scheduled
+(it is reserved for without a node exclusion and evicted like any other).
 """
 
 from __future__ import annotations
