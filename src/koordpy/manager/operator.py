@@ -1,5 +1,7 @@
 """kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
-PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events).
+PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); a timer on
+every PodMigrationJob -> one migration round per interval; a timer on every Node -> one reservation round
+per ``reservation.intervalSeconds`` (:mod:`koordpy.manager.reservations`).
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list

@@ -9,8 +9,9 @@ the ``koordpy.io/starving-job`` label), so a restarted manager adopts them inste
 A lost race is not an error: 409 on create (someone created the name since our list) and 404 on a status
 write or delete (deleted since our list) are counted and the next round decides again from what exists.
 
-Not guaranteed: Events are throttled in memory (one per object and message per ``EVENT_INTERVAL_SECONDS``)
-and start fresh after a restart; ordering between the calls of one round; a round that fails half-way
+Not guaranteed: Events are throttled in memory (a new message per object at most once per
+``EVENT_INTERVAL_SECONDS``; a held-back one is dropped), forgotten for objects no longer listed, and start
+fresh after a restart; ordering between the calls of one round; a round that fails half-way
 (an API error other than 409/404) leaves the other half to the next round.
 """
 
@@ -201,6 +202,8 @@ class ReservationController:
         self.clock = clock
         self.metrics = metrics
         self.throttle = EventThrottle(event_interval)
+        self._event_keys: set[str] = set()
+        """Objects the throttle remembers; forgotten once a round no longer lists them (bounded memory)."""
         self._logger = logger or logging.getLogger("koordpy.manager")
         self.last: RoundResult | None = None
 
@@ -246,8 +249,12 @@ class ReservationController:
                 phases.pop(deletion.name, None)
             if outcome == "done":
                 self._logger.info("reservation %s deleted (%s): %s", deletion.name, deletion.job, deletion.reason)
-                self.throttle.forget([f"Reservation//{deletion.name}"])
         await self._post_events(decision.events, objects, now, result)
+        listed = {f"{kind}/{namespace}/{name}" for kind, namespace, name in objects}
+        gone = self._event_keys - listed
+        self.throttle.forget(sorted(gone))
+        self._event_keys -= gone
+        self.throttle.pending.clear()  # held-back messages are not re-sent later: each round decides anew
 
         result.phases = dict(Counter(phases.values()))
         if self.metrics is not None:
@@ -280,6 +287,7 @@ class ReservationController:
             key = f"{kind}/{namespace}/{name}"
             if not self.throttle.allow(key, key, f"{event.reason}: {event.message}", now):
                 continue
+            self._event_keys.add(key)
             involved = objects.get((kind, namespace, name)) or _placeholder(kind, namespace, name)
             try:
                 await self.api.post_event(involved, event)

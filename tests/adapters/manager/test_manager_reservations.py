@@ -204,7 +204,7 @@ async def test_events_repeat_only_when_their_message_changed_and_the_interval_ra
 
     def decide(inputs: ReservationInputs, settings: ReservationSettings, at: float) -> ReservationDecision:
         event = EventDecision(Regarding("Reservation", "", "user-1"), "Warning", "Unschedulable", message[0])
-        return decision(events=(event,))
+        return decision(events=(event,) if inputs.reservations else ())
 
     api = FakeApi(snapshot([stored("user-1", phase="Pending")]))
     controller = ReservationController(api, SETTINGS, decide=decide, clock=lambda: now[0], event_interval=60)
@@ -217,6 +217,16 @@ async def test_events_repeat_only_when_their_message_changed_and_the_interval_ra
     await controller.run_round()  # changed and 61 s later: posted
     assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu"]
     assert api.events[0][1].type == "Warning"
+    # the Reservation is deleted (no longer listed): its memory goes; a namesake's Event is posted again
+    api.view = snapshot([])
+    message[0] = "no node fits"
+    now[0] += 1
+    await controller.run_round()
+    assert len(controller.throttle) == 0
+    api.view = snapshot([stored("user-1", phase="Pending")])
+    now[0] += 1
+    await controller.run_round()
+    assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu", "no node fits"]
 
 
 async def test_unreadable_objects_are_skipped_and_named() -> None:
