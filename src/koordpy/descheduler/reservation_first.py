@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from koordpy.model.objects import ObjectError, PodInfo
+from koordpy.model.objects import ObjectError, PodInfo, pod_from_dict
 from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node
 from koordpy.scheduler.plugins.reservation.spec import is_expired, reservation_from_dict
 
@@ -155,17 +155,18 @@ def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def owners_for(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The pod's controller (with namespace); else a labelSelector of its labels; None with neither."""
-    meta = pod.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "")
-    for ref in meta.get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            controller = {k: ref[k] for k in ("apiVersion", "kind", "name", "uid") if ref.get(k)}
-            controller.update(controller=True, namespace=namespace)
-            return [{"controller": controller}]
-    labels = meta.get("labels") or {}
-    if labels:
-        return [{"labelSelector": {"matchLabels": dict(labels)}}]
+    """The pod's controller (:attr:`PodInfo.controller`, with the pod's namespace); else a labelSelector
+    of its labels; None with neither. A malformed pod raises :class:`ObjectError` (field path named)."""
+    info = pod_from_dict(pod)
+    if info.controller is not None:
+        ctrl = info.controller
+        controller: dict[str, Any] = {"apiVersion": ctrl.api_version, "kind": ctrl.kind, "name": ctrl.name}
+        if ctrl.uid:
+            controller["uid"] = ctrl.uid
+        controller.update(controller=True, namespace=info.namespace)
+        return [{"controller": controller}]
+    if info.labels:
+        return [{"labelSelector": {"matchLabels": dict(info.labels)}}]
     return None
 
 
@@ -193,13 +194,14 @@ def reservation_manifest(job: Mapping[str, Any], pod: Mapping[str, Any], ttl_sec
     if not spec.get("template"):
         spec["template"] = pod_template(pod)
     if not spec.get("owners"):
-        owners = owners_for(pod)
+        pod_meta = pod.get("metadata") or {}
+        key = f"{pod_meta.get('namespace')}/{pod_meta.get('name')}"
+        try:
+            owners = owners_for(pod)
+        except ObjectError as exc:
+            return f'Pod "{key}" cannot be read: {exc}'
         if owners is None:
-            pod_meta = pod.get("metadata") or {}
-            return (
-                f'Pod "{pod_meta.get("namespace")}/{pod_meta.get("name")}" has no controller and no labels: '
-                "no replacement could own a Reservation"
-            )
+            return f'Pod "{key}" has no controller and no labels: no replacement could own a Reservation'
         spec["owners"] = owners
     spec["allocateOnce"] = True
     template = dict(spec["template"])

@@ -605,3 +605,11 @@ def test_stale_reservations_are_those_of_gone_failed_or_aborted_jobs() -> None:
         res("r-foreign", None),
     ]
     assert stale_reservations(jobs, reservations) == ["r-aborted", "r-failed", "r-gone", "r-recreated"]
+
+
+def test_malformed_pod_cannot_get_a_reservation_and_the_field_is_named() -> None:
+    broken = raw_pod()
+    broken["metadata"]["ownerReferences"] = "not-a-list"
+    message = reservation_manifest(job(), broken, 300)
+    assert isinstance(message, str)
+    assert message.startswith('Pod "shop/web-1" cannot be read: ') and "metadata.ownerReferences" in message
