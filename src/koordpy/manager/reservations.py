@@ -44,6 +44,7 @@ from koordpy.scheduler.plugins.reservation.spec import PHASES, ReservationInfo, 
 __all__ = [
     "EVENT_INTERVAL_SECONDS",
     "ClusterSnapshot",
+    "ConversionCache",
     "Decide",
     "ReservationApi",
     "ReservationController",
@@ -146,35 +147,73 @@ def _name(raw: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
-def _convert(raw: Sequence[Raw], kind: str, read: Callable[[Raw], Any], skipped: list[str]) -> list[Any]:
+class ConversionCache:
+    """Read objects by ``(kind, uid)``, reused while their ``resourceVersion`` is unchanged (the API server
+    gives every change a new one). Objects without a uid or resourceVersion are read every time; entries
+    of objects a round did not list are dropped by :meth:`prune`. Not thread-safe: one round at a time."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], tuple[str, Any]] = {}
+        self._seen: set[tuple[str, str]] = set()
+
+    def read(self, kind: str, raw: Raw, read: Callable[[Raw], Any]) -> Any:
+        meta = raw.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not uid or not version:
+            return read(raw)
+        key = (kind, str(uid))
+        self._seen.add(key)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = read(raw)
+        self._entries[key] = (str(version), value)
+        return value
+
+    def prune(self) -> None:
+        self._entries = {k: v for k, v in self._entries.items() if k in self._seen}
+        self._seen = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _read_pod(raw: Raw) -> tuple[PodInfo, PodPlacement]:
+    return pod_from_dict(raw), placement_from_dict(raw)
+
+
+def _convert(
+    raw: Sequence[Raw], kind: str, read: Callable[[Raw], Any], skipped: list[str], cache: ConversionCache
+) -> list[Any]:
     out = []
     for item in raw:
         try:
-            out.append(read(item))
+            out.append(cache.read(kind, item, read))
         except (ObjectError, PodGroupError, ValueError, TypeError, KeyError) as exc:
             skipped.append(f"{kind} {_name(item)}: {exc}")
     return out
 
 
-def inputs_from_snapshot(snapshot: ClusterSnapshot, skipped: list[str]) -> ReservationInputs:
+def inputs_from_snapshot(
+    snapshot: ClusterSnapshot, skipped: list[str], cache: ConversionCache | None = None
+) -> ReservationInputs:
     """The decision's inputs; an object that cannot be read is left out and named in ``skipped``
-    (a malformed Reservation is then neither placed nor deleted: its user must fix it)."""
-    nodes: list[NodeInfo] = _convert(snapshot.nodes, "Node", node_from_dict, skipped)
-    pods: list[PodInfo] = []
-    placements: dict[str, PodPlacement] = {}
-    for raw in snapshot.pods:
-        try:
-            pod = pod_from_dict(raw)
-            placement = placement_from_dict(raw)
-        except (ObjectError, ValueError, TypeError, KeyError) as exc:
-            skipped.append(f"Pod {_name(raw)}: {exc}")
-            continue
-        pods.append(pod)
-        placements[pod.uid] = placement
-    podgroups: list[PodGroupInfo] = _convert(snapshot.podgroups, "PodGroup", podgroup_from_dict, skipped)
-    reservations: list[ReservationInfo] = _convert(snapshot.reservations, "Reservation", reservation_from_dict, skipped)
+    (a malformed Reservation is then neither placed nor deleted: its user must fix it). With ``cache``,
+    objects unchanged since the last call are not read again (and the cache is pruned to this snapshot)."""
+    cache = cache if cache is not None else ConversionCache()
+    nodes: list[NodeInfo] = _convert(snapshot.nodes, "Node", node_from_dict, skipped, cache)
+    read_pods: list[tuple[PodInfo, PodPlacement]] = _convert(snapshot.pods, "Pod", _read_pod, skipped, cache)
+    podgroups: list[PodGroupInfo] = _convert(snapshot.podgroups, "PodGroup", podgroup_from_dict, skipped, cache)
+    reservations: list[ReservationInfo] = _convert(
+        snapshot.reservations, "Reservation", reservation_from_dict, skipped, cache
+    )
+    cache.prune()
     return ReservationInputs(
-        nodes=nodes, pods=pods, podgroups=podgroups, reservations=reservations, placements=placements
+        nodes=nodes,
+        pods=[pod for pod, _ in read_pods],
+        podgroups=podgroups,
+        reservations=reservations,
+        placements={pod.uid: placement for pod, placement in read_pods},
     )
 
 
@@ -206,16 +245,18 @@ class ReservationController:
         """Objects the throttle remembers; forgotten once a round no longer lists them (bounded memory)."""
         self._logger = logger or logging.getLogger("koordpy.manager")
         self.last: RoundResult | None = None
+        self.cache = ConversionCache()
 
     async def run_round(self) -> RoundResult:
         """List, decide, execute. Returns what was done (also kept in :attr:`last`)."""
         snapshot = await self.api.snapshot()
         skipped: list[str] = []
-        inputs = inputs_from_snapshot(snapshot, skipped)
+        now = self.clock()
+        # why: reading thousands of objects and deciding is CPU work; in a worker thread the operator's
+        # event loop keeps serving its watches meanwhile (the GIL is shared, the loop is not blocked).
+        inputs, decision = await asyncio.to_thread(self._decide_on, snapshot, skipped, now)
         for problem in skipped:
             self._logger.warning("reservation round: skipped %s", problem)
-        now = self.clock()
-        decision = self.decide(inputs, self.settings, now)
         result = RoundResult(decision, skipped=skipped)
         objects = _index(snapshot)
         phases: dict[str, str] = {r.name: (r.phase or "Pending") for r in inputs.reservations}
@@ -263,6 +304,12 @@ class ReservationController:
                 self.metrics.actions.labels(action=action, outcome=outcome).inc(count)
         self.last = result
         return result
+
+    def _decide_on(
+        self, snapshot: ClusterSnapshot, skipped: list[str], now: float
+    ) -> tuple[ReservationInputs, ReservationDecision]:
+        inputs = inputs_from_snapshot(snapshot, skipped, self.cache)
+        return inputs, self.decide(inputs, self.settings, now)
 
     async def _write(self, action: str, name: str, call: Awaitable[Raw | None], result: RoundResult) -> tuple[str, Raw]:
         """Await one write and count its outcome: ``done`` with the server's answer, else the refusal."""

@@ -22,6 +22,7 @@ from koordpy.manager.api import KubeReservationApi
 from koordpy.manager.operator import run
 from koordpy.manager.reservations import (
     ClusterSnapshot,
+    ConversionCache,
     ReservationController,
     ReservationGate,
     ReservationMetrics,
@@ -427,3 +428,37 @@ async def test_the_operator_places_a_user_reservation_from_its_node_timer(
         r for r in apiserver.requests if r.get("resource") == "reservations" and r.get("subresource") == "status"
     ]
     assert {(r["user"], r["verb"]) for r in status_writes} == {("manager", "patch")}
+
+
+def test_the_conversion_cache_reads_an_object_again_only_when_its_resource_version_changed() -> None:
+    reads: list[str] = []
+
+    def read(raw: Raw) -> str:
+        reads.append(raw["metadata"]["name"])
+        return f"{raw['metadata']['name']}@{raw['metadata'].get('resourceVersion')}"
+
+    def obj(name: str, version: str | None) -> Raw:
+        meta: Raw = {"name": name, "uid": f"uid-{name}"}
+        if version is not None:
+            meta["resourceVersion"] = version
+        return {"metadata": meta}
+
+    cache = ConversionCache()
+    assert [cache.read("Pod", o, read) for o in (obj("a", "1"), obj("b", "1"), obj("c", None))] == [
+        "a@1",
+        "b@1",
+        "c@None",
+    ]
+    cache.prune()
+    assert len(cache) == 2  # c has no resourceVersion: never cached
+    assert [cache.read("Pod", o, read) for o in (obj("a", "1"), obj("b", "2"), obj("c", None))] == [
+        "a@1",
+        "b@2",
+        "c@None",
+    ]
+    assert reads == ["a", "b", "c", "b", "c"]  # a unchanged: not read again
+    cache.prune()
+    cache.read("Pod", obj("a", "1"), read)
+    cache.prune()  # b was not listed in this round: dropped
+    assert len(cache) == 1
+    assert cache.read("Node", obj("a", "1"), read) == "a@1" and reads[-1] == "a"  # keyed by kind too
