@@ -49,7 +49,13 @@ from koordpy.scheduler.plugins.reservation.placement import (
     place,
     reserved_by_others,
 )
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_expired, is_owner, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import (
+    ReservationInfo,
+    expiry,
+    is_expired,
+    is_owner,
+    reservation_from_dict,
+)
 from koordpy.scheduler.plugins.reservation.starving import (
     ANNOTATION_STARVING_JOB,
     LABEL_MANAGED_BY,
@@ -339,10 +345,12 @@ class _Pass:
             if res.is_terminal:
                 continue
             if is_expired(res, self.now):
+                deadline = expiry(res)
+                msg = "expired" if deadline is None else f"expired at {format_rfc3339(deadline)}"
                 placed = self.condition("Scheduled", "True", "Scheduled") if res.node_name else None
-                conds = [c for c in (placed,) if c] + [self.condition("Ready", "False", "Expired", "expired")]
-                self.write(res, self.status(res, "Failed", res.node_name, conds), "expired")
-                self.event(res.name, "Normal", "Expired", f"{res.name} expired")
+                conds = [c for c in (placed,) if c] + [self.condition("Ready", "False", "Expired", msg)]
+                self.write(res, self.status(res, "Failed", res.node_name, conds), msg)
+                self.event(res.name, "Normal", "Expired", f"{res.name} {msg}")
                 continue
             if not res.is_active:
                 continue
@@ -421,7 +429,7 @@ class _Pass:
             j
             for j in jobs
             if j.priority > target.priority
-            and j.unbound
+            and any(a > 0 for p in j.unbound for a in p.requests.values())
             and not j.ready
             and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements)
         ]

@@ -12,7 +12,8 @@
   seconds ago, neither Ready nor Condition Ready, and with at least one unbound member that
   requests resources (a BestEffort member is never short of resources).
 * The job reserved for is the first starving job by (priority desc, waiting longest, id), and only
-  when no *pending* job of strictly higher priority could be placed now (:func:`placeable`).
+  when no *pending* job of strictly higher priority could be placed now (:func:`placeable`). Pending
+  jobs that request nothing (BestEffort) do not count: a reservation never blocks them.
 * **Cap**: at most ``floor(reservedNodePercent × schedulable nodes / 100)`` distinct nodes hold
   starving-job reservations (schedulable: not cordoned). A job may add reservations on nodes already
   held. When the cap is 0 (0 %, or e.g. 20 % of 4 nodes) no starving-job reservation is created.
