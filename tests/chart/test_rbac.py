@@ -26,6 +26,8 @@ NEEDED = {
         ("", "pods/binding", "create"),
         ("slo.koordinator.sh", "nodemetrics", "list"),
         ("slo.koordinator.sh", "nodemetrics", "watch"),
+        ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "watch"),
         ("", "events", "create"),
     ],
     AGENT: [
@@ -76,6 +78,10 @@ NEEDED = {
         ("scheduling.x-k8s.io", "podgroups", "list"),
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "create"),
+        ("scheduling.koordinator.sh", "reservations", "delete"),
+        ("scheduling.koordinator.sh", "reservations/status", "patch"),
     ],
 }
 
@@ -86,6 +92,11 @@ DENIED = {
         ("", "nodes", "patch"),
         ("", "secrets", "get"),
         ("", "pods/eviction", "create"),
+        # Reservations are read-only for the extender: the manager is their only writer.
+        ("scheduling.koordinator.sh", "reservations", "create"),
+        ("scheduling.koordinator.sh", "reservations", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "delete"),
+        ("scheduling.koordinator.sh", "reservations/status", "patch"),
     ],
     AGENT: [
         ("", "nodes", "patch"),
@@ -107,6 +118,9 @@ DENIED = {
         ("scheduling.sigs.k8s.io", "podgroups", "patch"),
         ("scheduling.x-k8s.io", "podgroups", "update"),
         ("scheduling.sigs.k8s.io", "podgroups", "delete"),
+        # status only: a Reservation's spec belongs to its author.
+        ("scheduling.koordinator.sh", "reservations", "patch"),
+        ("scheduling.koordinator.sh", "reservations", "update"),
     ],
 }
 

@@ -28,6 +28,8 @@ from scenario_kit import (
 )
 from system_cluster import Cluster, RenderedChart
 
+from koordpy.kube.resources import RESERVATIONS
+
 PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 
 SERVICE_ACCOUNT_SUFFIX = {"extender": "-scheduler", "manager": "-manager", "agent": "-agent"}
@@ -60,7 +62,7 @@ async def _short_run(cluster: Cluster) -> None:
             # With status: a NodeMetric without updateTime counts as expired and blocks its node.
             await create_metric(admin, metric(f"rbac-{i}", 1000, 8 * (1 << 30), updated=time.time()))
         _, extender_url = cluster.start_extender(cluster.extender_config())
-        cluster.start_manager()
+        cluster.start_manager({"reservation": {"intervalSeconds": 1}})
         busy = BusyProc(cluster.workdir / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
         ticker = asyncio.ensure_future(busy.run())
         start_agent(cluster, "rbac-0", cluster.workdir, busy)
@@ -106,7 +108,21 @@ async def _short_run(cluster: Cluster) -> None:
         while ((await admin.get(f"{PMJS}/rbac-migration")).json().get("status") or {}).get("phase") != "Succeeded":
             assert time.monotonic() < deadline, "the manager did not migrate the PodMigrationJob's pod"
             await asyncio.sleep(0.1)
-        for wanted in (("patch", "podgroups", "status"), ("create", "events", "")):
+        # A user's Reservation: the manager places it (list, then a status patch).
+        await create(
+            admin,
+            RESERVATIONS.path(),
+            {
+                "apiVersion": RESERVATIONS.api_version,
+                "kind": "Reservation",
+                "metadata": {"name": "rbac-hold"},
+                "spec": {
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+                    "owners": [{"object": {"namespace": "default", "name": "rbac-owner"}}],
+                },
+            },
+        )
+        for wanted in (("patch", "podgroups", "status"), ("create", "events", ""), ("patch", "reservations", "status")):
             while not any(
                 (c.user, c.verb, c.resource, c.subresource) == ("manager", *wanted) for c in cluster.recorded_calls()
             ):
@@ -150,3 +166,5 @@ async def test_recorded_calls_are_allowed_by_the_chart(
     assert ("manager", "patch", "podgroups", "status") in used
     assert ("manager", "create", "events", "") in used
     assert ("manager", "watch", "pods", "") in used
+    assert ("manager", "list", "reservations", "") in used
+    assert ("manager", "patch", "reservations", "status") in used

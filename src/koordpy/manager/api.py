@@ -26,10 +26,21 @@ from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
-from koordpy.manager.migration import EvictionRefusedError
+from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
+from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
+from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S
+from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
-__all__ = ["EVENT_SOURCE", "GangWriter", "KubeMigrationApi", "NodeMetricWriter", "Outcome", "ensure_peering"]
+__all__ = [
+    "EVENT_SOURCE",
+    "GangWriter",
+    "KubeMigrationApi",
+    "KubeReservationApi",
+    "NodeMetricWriter",
+    "Outcome",
+    "ensure_peering",
+]
 
 EVENT_SOURCE = "koordpy-manager"
 
@@ -111,7 +122,8 @@ class KubeMigrationApi:
     Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
     reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
     stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
-    other API errors propagate.
+    a refused Reservation create (409 exists, 403, 404 without the CRD, 422 invalid, 429, 5xx) raises
+    :class:`ReservationRefusedError`; other API errors propagate.
     """
 
     def __init__(self, client: ApiClient, component: str = "koordpy-manager") -> None:
@@ -201,6 +213,42 @@ class KubeMigrationApi:
             action="Migrating",
         )
 
+    async def list_reservations(self) -> list[dict[str, Any]]:
+        """Every Reservation; empty when the API does not serve them (CRD not installed)."""
+        try:
+            result = await self.client.list(resources.RESERVATIONS)
+        except kube_errors.NotFound:
+            return []
+        return [dict(item) for item in result.items]
+
+    async def create_reservation(self, body: Mapping[str, Any]) -> None:
+        try:
+            await self.client.create(resources.RESERVATIONS, body)
+        except (
+            kube_errors.Conflict,
+            kube_errors.NotFound,
+            kube_errors.Forbidden,
+            kube_errors.UnprocessableEntity,
+            kube_errors.BadRequest,
+            kube_errors.TooManyRequests,
+            kube_errors.ServerError,
+        ) as exc:
+            raise ReservationRefusedError(exc.status, exc.message) from exc
+
+    async def delete_reservation(self, name: str) -> None:
+        try:
+            await self.client.delete(resources.RESERVATIONS, name)
+        except kube_errors.NotFound:
+            return
+
+    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> None:
+        patch = {"spec": {"reservationOptions": {"reservationRef": dict(ref)}}}
+        await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
+
+    async def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        result = await self.client.list(resources.PODS, field_selector=f"spec.nodeName={node}")
+        return [dict(item) for item in result.items]
+
 
 class GangWriter:
     """Writes PodGroup status (``/status`` subresource, JSON merge-patch) and posts gang Events.
@@ -263,3 +311,73 @@ class GangWriter:
             self._logger.warning("Event for %s not posted: %s", event.key, exc)
             return False
         return True
+
+
+class KubeReservationApi:
+    """:class:`koordpy.manager.reservations.ReservationApi` over :class:`koordpy.kube.ApiClient`.
+
+    Lists everything a round decides on; a PodGroup API the server does not serve (404) lists as empty.
+    Writes: create, status merge-patch (``/status`` subresource) and delete (with the uid as a
+    precondition when known, so a Reservation re-created under the same name is never deleted). 409 and
+    404 raise :class:`WriteRefusedError`; other API errors propagate. Not guaranteed: the lists
+    are not one consistent snapshot (each is read at its own moment).
+    """
+
+    def __init__(self, client: ApiClient, component: str = EVENT_SOURCE) -> None:
+        self.client = client
+        self.component = component
+
+    async def _items(self, resource: resources.ResourceRef, *, optional: bool = False) -> list[dict[str, Any]]:
+        try:
+            result = await self.client.list(resource)
+        except kube_errors.NotFound:
+            if optional:
+                return []
+            raise
+        return [dict(item) for item in result.items]
+
+    async def snapshot(self) -> ClusterSnapshot:
+        podgroups: list[dict[str, Any]] = []
+        for api, ref in ((API_SIGS, resources.PODGROUPS), (API_X_K8S, resources.PODGROUPS_X_K8S)):
+            items = await self._items(ref, optional=True)
+            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in items)
+        return ClusterSnapshot(
+            nodes=await self._items(resources.NODES),
+            pods=await self._items(resources.PODS),
+            podgroups=podgroups,
+            reservations=await self._items(resources.RESERVATIONS),
+        )
+
+    @staticmethod
+    def _refused(exc: kube_errors.ApiError) -> WriteRefusedError:
+        if isinstance(exc, kube_errors.Conflict):
+            return WriteRefusedError("exists" if exc.already_exists else "conflict", exc.message)
+        return WriteRefusedError("gone", exc.message)
+
+    async def create_reservation(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.client.create(resources.RESERVATIONS, body)
+        except kube_errors.Conflict as exc:
+            raise self._refused(exc) from exc
+
+    async def patch_reservation_status(self, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.client.patch_status(resources.RESERVATIONS, name, {"status": dict(status)})
+        except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+            raise self._refused(exc) from exc
+
+    async def delete_reservation(self, name: str, uid: str | None) -> None:
+        try:
+            await self.client.delete(resources.RESERVATIONS, name, precondition_uid=uid)
+        except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+            raise self._refused(exc) from exc
+
+    async def post_event(self, involved: Mapping[str, Any], event: EventDecision) -> None:
+        await self.client.create_event(
+            involved,
+            reason=event.reason,
+            message=event.message,
+            event_type="Warning" if event.type == "Warning" else "Normal",
+            component=self.component,
+            action="Reserving",
+        )

@@ -1,5 +1,7 @@
 """kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
-PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events).
+PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); a timer on
+every PodMigrationJob -> one migration round per interval; a timer on every Node -> one reservation round
+per ``reservation.intervalSeconds`` (:mod:`koordpy.manager.reservations`).
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
@@ -30,10 +32,18 @@ from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
-from koordpy.manager.api import GangWriter, KubeMigrationApi, NodeMetricWriter, Outcome, ensure_peering
+from koordpy.manager.api import (
+    GangWriter,
+    KubeMigrationApi,
+    KubeReservationApi,
+    NodeMetricWriter,
+    Outcome,
+    ensure_peering,
+)
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
 from koordpy.manager.migration import MigrationMetrics, RoundGate, controller_from_args, make_arbitrate
 from koordpy.manager.policy import Action, reconcile_nodemetric
+from koordpy.manager.reservations import ReservationController, ReservationGate, ReservationMetrics
 from koordpy.model.objects import pod_from_dict
 from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
@@ -45,6 +55,8 @@ Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
 PMJ = (POD_MIGRATION_JOB.group, POD_MIGRATION_JOB.version, POD_MIGRATION_JOB.plural)
 MIGRATION_TIMER_ID = "migration_round"
+RESERVATION_TIMER_ID = "reservation_round"
+TIMERS_WITHOUT_FINALIZER = frozenset({MIGRATION_TIMER_ID, RESERVATION_TIMER_ID})
 
 
 def _only(store: Any) -> Any:
@@ -183,6 +195,7 @@ def build_registry(
     apply: Apply,
     migration: RoundGate | None = None,
     gangs: GangStatusKeeper | None = None,
+    reservations: ReservationGate | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
     ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
@@ -193,6 +206,13 @@ def build_registry(
     active replica migrates. kopf would put a finalizer on every job for a timer; the manager never needs
     one (it has no cleanup to do), so the timer is registered without, and a job deletes at once even
     while no manager runs.
+
+    With ``reservations``, every Node gets a timer (every ``reservation.intervalSeconds``) knocking on the
+    reservation gate the same way: one reservation round per interval, only on the active replica, no
+    finalizer (so no ``patch nodes`` permission is needed). Nodes carry the timer because a round only has
+    work when nodes exist, and the manager watches them anyway. The round runs whatever
+    ``reservation.enabled`` says: user-created Reservations are placed either way; ``enabled`` only lets
+    the decision create starving-job ones.
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
@@ -207,13 +227,23 @@ def build_registry(
             except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
                 logging.getLogger("koordpy.manager").exception("migration round failed")
 
-        # why: kopf has no public switch for a timer's finalizer; its handlers are frozen dataclasses
-        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
-        spawning = registry._spawning
-        spawning._handlers = [
-            dataclasses.replace(h, requires_finalizer=False) if h.id == MIGRATION_TIMER_ID else h
-            for h in spawning._handlers
-        ]
+    if reservations is not None:
+        reservation_gate = reservations
+
+        @kopf.timer("v1", "nodes", interval=reservation_gate.interval, id=RESERVATION_TIMER_ID, registry=registry)
+        async def reservation_round(**_: Any) -> None:
+            try:
+                await reservation_gate.knock()
+            except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
+                logging.getLogger("koordpy.manager").exception("reservation round failed")
+
+    # why: kopf has no public switch for a timer's finalizer; its handlers are frozen dataclasses
+    # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
+    spawning = registry._spawning
+    spawning._handlers = [
+        dataclasses.replace(h, requires_finalizer=False) if h.id in TIMERS_WITHOUT_FINALIZER else h
+        for h in spawning._handlers
+    ]
 
     @kopf.index("v1", "nodes", id="node_labels", registry=registry)
     def node_labels(name: str, labels: Any, **_: Any) -> dict[str, dict[str, str]]:
@@ -352,7 +382,7 @@ async def run(
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
     runs (200 ``{}``, the answer of kopf's liveness endpoint, which it replaces), bounded by ``limits``
-    (default: from ``config.health``), and ``GET /metrics`` with the migration metrics.
+    (default: from ``config.health``), and ``GET /metrics`` with the migration and reservation metrics.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
@@ -368,7 +398,11 @@ async def run(
     controller = controller_from_args(api, args, logger=logger, metrics=metrics)
     gate = RoundGate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
     gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
-    registry = build_registry(config, writer.apply, gate, gangs)
+    reservations = ReservationController(
+        KubeReservationApi(client), config.reservation, metrics=ReservationMetrics(metrics.registry), logger=logger
+    )
+    reservation_gate = ReservationGate(reservations, config.reservation.interval_seconds)
+    registry = build_registry(config, writer.apply, gate, gangs, reservation_gate)
 
     async def operate() -> None:
         async with client:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,18 @@ from koordpy.scheduler.plugins.reservation.controller import ReservationDecision
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.testing.builders import NodeBuilder, PodBuilder
 
-__all__ = ["T0", "decide_on", "node", "pod", "reservation", "reservation_dict", "settings"]
+__all__ = [
+    "T0",
+    "decide_on",
+    "node",
+    "owner_labels",
+    "owner_pod",
+    "pod",
+    "reservation",
+    "reservation_dict",
+    "reservation_manifest",
+    "settings",
+]
 
 T0 = 1_800_000_000.0
 """An arbitrary instant the tables count from."""
@@ -128,3 +140,57 @@ def decide_on(
 ) -> ReservationDecision:
     inputs = ReservationInputs(nodes=nodes, pods=pods, podgroups=podgroups, reservations=reservations)
     return decide(inputs, config if config is not None else settings(), now)
+
+
+# ---- raw Reservations with exactly the requests given (the extender and explain tests) ----------
+
+
+def owner_pod(namespace: str, name: str) -> dict[str, Any]:
+    """An ``owners[]`` entry naming one pod."""
+    return {"object": {"kind": "Pod", "namespace": namespace, "name": name}}
+
+
+def owner_labels(**labels: str) -> dict[str, Any]:
+    """An ``owners[]`` entry selecting pods by labels."""
+    return {"labelSelector": {"matchLabels": dict(labels)}}
+
+
+def reservation_manifest(
+    name: str,
+    *,
+    node: str = "",
+    owners: list[dict[str, Any]] | None = None,
+    phase: str = "Available",
+    created: float | None = None,
+    ttl: str | None = None,
+    expires: float | None = None,
+    allocate_once: bool | None = None,
+    **requests: str,
+) -> dict[str, Any]:
+    """Raw Reservation JSON whose template requests exactly ``requests`` (``cpu="4"``), placed on ``node``
+    in ``phase`` (``status.nodeName`` set when ``node`` is), as the manager writes it (the extender's tests)."""
+    metadata: dict[str, Any] = {"name": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"reservation/{name}"))}
+    if created is not None:
+        metadata["creationTimestamp"] = format_rfc3339(created)
+    spec: dict[str, Any] = {
+        "template": {
+            "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": dict(requests)}}]}
+        },
+        "owners": owners if owners is not None else [],
+    }
+    if ttl is not None:
+        spec["ttl"] = ttl
+    if expires is not None:
+        spec["expires"] = format_rfc3339(expires)
+    if allocate_once is not None:
+        spec["allocateOnce"] = allocate_once
+    status: dict[str, Any] = {"phase": phase}
+    if node:
+        status["nodeName"] = node
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    }

@@ -1,0 +1,464 @@
+"""The manager's reservation round: executing decisions (fake API, stub decisions), the Kubernetes API
+calls (emulator), and the real ``decide`` end to end with a restart in the middle (emulator)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordpy.config.errors import validate
+from koordpy.config.manager import ManagerConfiguration
+from koordpy.config.reservation import ReservationSettings
+from koordpy.kube.client import ApiClient
+from koordpy.kube.connection import write_kubeconfig
+from koordpy.kube.resources import EVENTS, NODES, PODS, RESERVATIONS
+from koordpy.manager.api import KubeReservationApi
+from koordpy.manager.operator import run
+from koordpy.manager.reservations import (
+    ClusterSnapshot,
+    ConversionCache,
+    ReservationController,
+    ReservationGate,
+    ReservationMetrics,
+    WriteRefusedError,
+)
+from koordpy.model.durations import parse_rfc3339
+from koordpy.runtime.metrics import new_registry, render
+from koordpy.scheduler.plugins.reservation.controller import (
+    Deletion,
+    EventDecision,
+    NewReservation,
+    Regarding,
+    ReservationDecision,
+    ReservationInputs,
+    StatusUpdate,
+)
+from koordpy.scheduler.plugins.reservation.starving import LABEL_STARVING_JOB
+from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy.testing.builders import NodeBuilder, PodBuilder
+from koordpy.testing.reservations import reservation_dict
+
+__all__ = ["api_client", "apiserver"]
+
+Raw = dict[str, Any]
+SETTINGS = ReservationSettings.model_validate(
+    {"enabled": True, "starvingJobTimeThreshold": 60, "reservedNodePercent": 50, "intervalSeconds": 1}
+)
+
+
+def stored(name: str, phase: str = "Available", uid: str | None = None) -> Raw:
+    raw = reservation_dict(name, phase=phase, node="n1")
+    raw["metadata"]["uid"] = uid or f"uid-{name}"
+    return raw
+
+
+def pod_raw(name: str, uid: str) -> Raw:
+    return PodBuilder(name).uid(uid).requests(cpu="1").build()
+
+
+class FakeApi:
+    """An in-memory ReservationApi: records calls in order, refuses the writes named in ``refuse``."""
+
+    def __init__(self, snapshot: ClusterSnapshot, refuse: Mapping[tuple[str, str], str] | None = None) -> None:
+        self.view = snapshot
+        self.refuse = dict(refuse or {})
+        self.calls: list[tuple[str, str]] = []
+        self.events: list[tuple[Raw, EventDecision]] = []
+        self.deleted_uids: list[str | None] = []
+
+    def _check(self, action: str, name: str) -> None:
+        self.calls.append((action, name))
+        outcome = self.refuse.get((action, name))
+        if outcome is not None:
+            raise WriteRefusedError(outcome, f"{action} {name}")
+
+    async def snapshot(self) -> ClusterSnapshot:
+        return self.view
+
+    async def create_reservation(self, body: Mapping[str, Any]) -> Raw:
+        name = str(body["metadata"]["name"])
+        self._check("create", name)
+        return {**body, "metadata": {**body["metadata"], "uid": f"new-{name}"}}
+
+    async def patch_reservation_status(self, name: str, status: Mapping[str, Any]) -> Raw:
+        self._check("status", name)
+        return {"metadata": {"name": name}, "status": dict(status)}
+
+    async def delete_reservation(self, name: str, uid: str | None) -> None:
+        self._check("delete", name)
+        self.deleted_uids.append(uid)
+
+    async def post_event(self, involved: Mapping[str, Any], event: EventDecision) -> None:
+        self.calls.append(("event", event.reason))
+        self.events.append((dict(involved), event))
+
+
+def decision(
+    creates: tuple[NewReservation, ...] = (),
+    statuses: tuple[StatusUpdate, ...] = (),
+    deletes: tuple[Deletion, ...] = (),
+    events: tuple[EventDecision, ...] = (),
+) -> ReservationDecision:
+    return ReservationDecision(starving=(), creates=creates, statuses=statuses, deletes=deletes, events=events)
+
+
+def fixed(result: ReservationDecision) -> Any:
+    seen: list[ReservationInputs] = []
+
+    def decide(inputs: ReservationInputs, settings: ReservationSettings, now: float) -> ReservationDecision:
+        seen.append(inputs)
+        return result
+
+    decide.seen = seen  # type: ignore[attr-defined]
+    return decide
+
+
+NEW = NewReservation(
+    "starving-default-big-0",
+    "default/big",
+    "n1",
+    {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": "starving-default-big-0"},
+    },
+    {"phase": "Waiting", "nodeName": "n1"},
+)
+
+
+def snapshot(reservations: list[Raw], pods: list[Raw] | None = None) -> ClusterSnapshot:
+    return ClusterSnapshot(nodes=[], pods=pods or [], podgroups=[], reservations=reservations)
+
+
+async def test_a_round_creates_then_writes_status_updates_deletes_and_posts_events() -> None:
+    api = FakeApi(snapshot([stored("user-1"), stored("old", uid="uid-old")], [pod_raw("big", "uid-big")]))
+    events = (
+        EventDecision(Regarding("Reservation", "", NEW.name), "Normal", "StarvingJobReserved", "node n1 held"),
+        EventDecision(Regarding("Pod", "default", "big"), "Normal", "Reserved", "node n1 is reserved"),
+    )
+    result = decision(
+        creates=(NEW,),
+        statuses=(StatusUpdate("user-1", {"phase": "Succeeded"}),),
+        deletes=(Deletion("old", "default/gone", "job default/gone was deleted"),),
+        events=events,
+    )
+    metrics = ReservationMetrics(new_registry())
+    controller = ReservationController(api, SETTINGS, decide=fixed(result), clock=lambda: 1000.0, metrics=metrics)
+    done = await controller.run_round()
+    assert api.calls == [
+        ("create", NEW.name),
+        ("status", NEW.name),  # right after its create
+        ("status", "user-1"),
+        ("delete", "old"),
+        ("event", "StarvingJobReserved"),
+        ("event", "Reserved"),
+    ]
+    assert api.deleted_uids == ["uid-old"]  # the uid listed: a re-created namesake is never deleted
+    # Events name their object with the uid the API gave it (the created Reservation's from the create answer).
+    involved = [(raw["kind"], raw["metadata"].get("uid")) for raw, _ in api.events]
+    assert involved == [("Reservation", f"new-{NEW.name}"), ("Pod", "uid-big")]
+    # user-1 Succeeded, the new one Waiting, old deleted
+    assert done.phases == {"Succeeded": 1, "Waiting": 1}
+    assert done.outcomes == Counter(
+        {("status", "done"): 2, ("create", "done"): 1, ("delete", "done"): 1, ("event", "done"): 2}
+    )
+    text = render(metrics.registry)[0].decode()
+    assert 'koordpy_reservations{phase="Waiting"} 1.0' in text
+    assert 'koordpy_reservations{phase="Available"} 0.0' in text
+    assert 'koordpy_reservation_actions_total{action="create",outcome="done"} 1.0' in text
+
+
+async def test_lost_races_are_counted_and_the_round_goes_on() -> None:
+    refuse = {("create", NEW.name): "exists", ("status", "user-1"): "gone", ("delete", "old"): "gone"}
+    api = FakeApi(snapshot([stored("user-1"), stored("old"), stored("kept", phase="Waiting")]), refuse)
+    result = decision(
+        creates=(NEW,),
+        statuses=(StatusUpdate("user-1", {"phase": "Succeeded"}), StatusUpdate("kept", {"phase": "Available"})),
+        deletes=(Deletion("old", "default/gone", "gone"),),
+    )
+    metrics = ReservationMetrics(new_registry())
+    controller = ReservationController(api, SETTINGS, decide=fixed(result), metrics=metrics)
+    done = await controller.run_round()
+    # no status write for a create that lost (409): the next round sees the existing object and decides
+    assert ("status", NEW.name) not in api.calls
+    assert api.calls[-1] == ("status", "kept") or ("delete", "old") in api.calls
+    assert done.outcomes[("create", "exists")] == 1
+    assert done.outcomes[("status", "gone")] == 1
+    assert done.outcomes[("status", "done")] == 1
+    assert done.outcomes[("delete", "gone")] == 1
+    # user-1 keeps its listed phase (the write failed), old is gone either way, kept became Available
+    assert done.phases == {"Available": 2}
+    text = render(metrics.registry)[0].decode()
+    assert 'koordpy_reservation_actions_total{action="create",outcome="exists"} 1.0' in text
+
+
+async def test_events_repeat_only_when_their_message_changed_and_the_interval_ran_out() -> None:
+    now = [1000.0]
+    message = ["no node fits"]
+
+    def decide(inputs: ReservationInputs, settings: ReservationSettings, at: float) -> ReservationDecision:
+        event = EventDecision(Regarding("Reservation", "", "user-1"), "Warning", "Unschedulable", message[0])
+        return decision(events=(event,) if inputs.reservations else ())
+
+    api = FakeApi(snapshot([stored("user-1", phase="Pending")]))
+    controller = ReservationController(api, SETTINGS, decide=decide, clock=lambda: now[0], event_interval=60)
+    await controller.run_round()
+    await controller.run_round()  # the same message again: not reposted
+    message[0] = "n1: Insufficient cpu"
+    now[0] += 30
+    await controller.run_round()  # changed, but within 60 s of the last: held back
+    now[0] += 31
+    await controller.run_round()  # changed and 61 s later: posted
+    assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu"]
+    assert api.events[0][1].type == "Warning"
+    # the Reservation is deleted (no longer listed): its memory goes; a namesake's Event is posted again
+    api.view = snapshot([])
+    message[0] = "no node fits"
+    now[0] += 1
+    await controller.run_round()
+    assert len(controller.throttle) == 0
+    api.view = snapshot([stored("user-1", phase="Pending")])
+    now[0] += 1
+    await controller.run_round()
+    assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu", "no node fits"]
+
+
+async def test_unreadable_objects_are_skipped_and_named() -> None:
+    bad_pod = pod_raw("bad", "uid-bad")
+    bad_pod["spec"]["priority"] = "high"
+    bad_res = stored("bad-res")
+    bad_res["spec"]["ttl"] = "forever"
+    decide = fixed(decision())
+    api = FakeApi(snapshot([stored("user-1"), bad_res], [pod_raw("good", "uid-good"), bad_pod]))
+    done = await ReservationController(api, SETTINGS, decide=decide).run_round()
+    assert done.skipped == [
+        "Pod default/bad: spec.priority: expected an integer",
+        f"Reservation bad-res: spec.ttl: {done.skipped[1].split(': ', 2)[2]}",
+    ]
+    inputs = decide.seen[0]
+    assert [p.name for p in inputs.pods] == ["good"]
+    assert [r.name for r in inputs.reservations] == ["user-1"]
+    assert set(inputs.placements) == {"uid-good"}
+
+
+async def test_the_gate_runs_one_round_per_interval_and_counts_failed_rounds() -> None:
+    ticks = itertools.count()
+    times = [0.0, 0.5, 1.2]
+    rounds: list[int] = []
+
+    class Once(ReservationController):
+        async def run_round(self) -> Any:
+            rounds.append(next(ticks))
+            if len(rounds) == 2:
+                raise RuntimeError("list failed")
+            return None
+
+    metrics = ReservationMetrics(new_registry())
+    controller = Once(FakeApi(snapshot([])), SETTINGS, metrics=metrics)
+    clock = iter(times)
+    gate = ReservationGate(controller, 1.0, clock=lambda: next(clock))
+    assert await gate.knock() is True  # t=0
+    assert await gate.knock() is False  # t=0.5: within the interval
+    with pytest.raises(RuntimeError):
+        await gate.knock()  # t=1.2: runs, fails
+    assert rounds == [0, 1]
+    text = render(metrics.registry)[0].decode()
+    assert 'koordpy_reservation_rounds_total{outcome="done"} 1.0' in text
+    assert 'koordpy_reservation_rounds_total{outcome="error"} 1.0' in text
+
+
+# ---- against the API server emulator -------------------------------------------------------------
+
+
+async def test_kube_api_maps_conflicts_and_not_found(api_client: ApiClient) -> None:
+    api = KubeReservationApi(api_client)
+    body = reservation_dict("r1")
+    for key in ("uid", "creationTimestamp"):
+        body["metadata"].pop(key)
+    created = await api.create_reservation(body)
+    with pytest.raises(WriteRefusedError) as exists:
+        await api.create_reservation(body)
+    assert exists.value.outcome == "exists"
+    written = await api.patch_reservation_status("r1", {"phase": "Available", "nodeName": "n1"})
+    assert written["status"] == {"phase": "Available", "nodeName": "n1"}
+    with pytest.raises(WriteRefusedError) as gone:
+        await api.patch_reservation_status("nope", {"phase": "Available"})
+    assert gone.value.outcome == "gone"
+    with pytest.raises(WriteRefusedError) as stale:
+        await api.delete_reservation("r1", "some-other-uid")
+    assert stale.value.outcome == "conflict"
+    await api.delete_reservation("r1", created["metadata"]["uid"])
+    with pytest.raises(WriteRefusedError) as deleted:
+        await api.delete_reservation("r1", None)
+    assert deleted.value.outcome == "gone"
+    # scheduling.x-k8s.io is not served by the emulator (404): its PodGroups list as none
+    view = await api.snapshot()
+    assert view.podgroups == [] and view.reservations == []
+
+
+async def cluster(api_client: ApiClient) -> None:
+    """Two 4-cpu nodes, each running a 3-cpu pod; ``big`` (2 cpu, priority 100) fits nowhere."""
+    for name in ("n1", "n2"):
+        await api_client.create(NODES, NodeBuilder(name).allocatable(cpu="4", memory="16Gi", pods="110").build())
+        busy = PodBuilder(f"busy-{name}").requests(cpu="3", memory="1Gi").node(name).phase("Running").build()
+        busy["metadata"].pop("uid")
+        await api_client.create(PODS, busy)
+    big = PodBuilder("big").requests(cpu="2", memory="1Gi").priority(100).build()
+    big["metadata"].pop("uid")
+    await api_client.create(PODS, big)
+
+
+async def starving_reservations(api_client: ApiClient) -> list[Raw]:
+    return [
+        r for r in (await api_client.list(RESERVATIONS)).items if LABEL_STARVING_JOB in r["metadata"].get("labels", {})
+    ]
+
+
+def creates(apiserver: ApiServerEmulator) -> int:
+    return sum(1 for r in apiserver.requests if r.get("resource") == "reservations" and r.get("verb") == "create")
+
+
+async def test_starving_pod_is_reserved_once_across_rounds_and_a_restart(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await cluster(api_client)
+    big = await api_client.get(PODS, "big", "default")
+    later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61  # past the 60 s threshold
+    api = KubeReservationApi(api_client)
+    first = ReservationController(api, SETTINGS, clock=lambda: later)
+    one = await first.run_round()
+    assert [c.job for c in one.decision.creates] == ["default/big"]
+    assert one.outcomes[("create", "done")] == 1 and one.outcomes[("status", "done")] == 1
+    two = await first.run_round()
+    assert two.decision.creates == ()
+    restarted = ReservationController(KubeReservationApi(api_client), SETTINGS, clock=lambda: later + 1)
+    three = await restarted.run_round()
+    assert three.decision.creates == ()
+    held = await starving_reservations(api_client)
+    assert len(held) == 1 and creates(apiserver) == 1
+    (res,) = held
+    # preAllocation: 1 cpu free of the 2 requested, so Waiting (held, not yet usable), on one node
+    assert res["status"]["phase"] == "Waiting"
+    assert res["status"]["nodeName"] in ("n1", "n2")
+    assert res["metadata"]["annotations"]["koordpy.io/starving-job"] == "default/big"
+    assert res["spec"]["owners"][0]["object"]["uid"] == big["metadata"]["uid"]
+    # Events: on the Reservation and on the pod, with their uids
+    posted = [e for e in (await api_client.list(EVENTS)).items if e["source"]["component"] == "koordpy-manager"]
+    kinds = {(e["involvedObject"]["kind"], e["reason"], e["involvedObject"].get("uid")) for e in posted}
+    assert ("Reservation", "StarvingJobReserved", res["metadata"]["uid"]) in kinds
+    assert ("Pod", "Reserved", big["metadata"]["uid"]) in kinds
+    # the node drains: free covers the template → Available; the pod binds there → the job is Ready and
+    # its reservation is deleted
+    node = res["status"]["nodeName"]
+    await api_client.delete(PODS, f"busy-{node}", "default", grace_period_seconds=0)
+    four = await restarted.run_round()
+    assert [(u.name, u.status["phase"]) for u in four.decision.statuses] == [(res["metadata"]["name"], "Available")]
+    await api_client.create_binding("default", "big", big["metadata"]["uid"], node)
+    five = await restarted.run_round()
+    assert [d.name for d in five.decision.deletes] == [res["metadata"]["name"]]
+    assert five.outcomes[("delete", "done")] == 1
+    assert await starving_reservations(api_client) == []
+    assert creates(apiserver) == 1
+
+
+async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client: ApiClient) -> None:
+    await cluster(api_client)
+    body = reservation_dict(
+        "hold-web", cpu="1", memory="1Gi", owners=[{"object": {"namespace": "default", "name": "web"}}]
+    )
+    for key in ("uid", "creationTimestamp"):
+        body["metadata"].pop(key)
+    await api_client.create(RESERVATIONS, body)
+    controller = ReservationController(KubeReservationApi(api_client), SETTINGS)
+    await controller.run_round()
+    placed = await api_client.get(RESERVATIONS, "hold-web")
+    assert placed["status"]["phase"] == "Available"  # 1 cpu free on either node covers 1 cpu
+    node = placed["status"]["nodeName"]
+    web = PodBuilder("web").requests(cpu="1", memory="1Gi").node(node).phase("Running").build()
+    web["metadata"].pop("uid")
+    web = await api_client.create(PODS, web)
+    await controller.run_round()
+    consumed = await api_client.get(RESERVATIONS, "hold-web")
+    assert consumed["status"]["phase"] == "Succeeded"
+    assert consumed["status"]["currentOwners"] == [
+        {"kind": "Pod", "namespace": "default", "name": "web", "uid": web["metadata"]["uid"]}
+    ]
+    assert controller.last is not None and controller.last.phases == {"Succeeded": 1}
+
+
+async def test_the_operator_places_a_user_reservation_from_its_node_timer(
+    apiserver: ApiServerEmulator, api_client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = validate(ManagerConfiguration, {"reservation": {"intervalSeconds": 1}})
+    assert config.reservation.enabled is False  # user Reservations are placed all the same
+    await api_client.create(NODES, NodeBuilder("n1").allocatable(cpu="4", memory="16Gi", pods="110").build())
+    body = reservation_dict("hold", owners=[{"object": {"namespace": "default", "name": "web"}}])
+    for key in ("uid", "creationTimestamp"):
+        body["metadata"].pop(key)
+    await api_client.create(RESERVATIONS, body)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(config, stop_flag=stop, liveness=False))
+    try:
+        async with asyncio.timeout(30):
+            while ((await api_client.get(RESERVATIONS, "hold")).get("status") or {}).get("phase") != "Available":
+                await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    placed = await api_client.get(RESERVATIONS, "hold")
+    assert placed["status"]["nodeName"] == "n1"
+    # the timer lives on Nodes without a finalizer: the manager never writes a Node
+    assert (await api_client.get(NODES, "n1"))["metadata"].get("finalizers") in (None, [])
+    node_writes = [
+        r
+        for r in apiserver.requests
+        if r.get("user") == "manager" and r.get("resource") == "nodes" and r.get("verb") not in ("list", "watch")
+    ]
+    assert node_writes == []
+    status_writes = [
+        r for r in apiserver.requests if r.get("resource") == "reservations" and r.get("subresource") == "status"
+    ]
+    assert {(r["user"], r["verb"]) for r in status_writes} == {("manager", "patch")}
+
+
+def test_the_conversion_cache_reads_an_object_again_only_when_its_resource_version_changed() -> None:
+    reads: list[str] = []
+
+    def read(raw: Raw) -> str:
+        reads.append(raw["metadata"]["name"])
+        return f"{raw['metadata']['name']}@{raw['metadata'].get('resourceVersion')}"
+
+    def obj(name: str, version: str | None) -> Raw:
+        meta: Raw = {"name": name, "uid": f"uid-{name}"}
+        if version is not None:
+            meta["resourceVersion"] = version
+        return {"metadata": meta}
+
+    cache = ConversionCache()
+    assert [cache.read("Pod", o, read) for o in (obj("a", "1"), obj("b", "1"), obj("c", None))] == [
+        "a@1",
+        "b@1",
+        "c@None",
+    ]
+    cache.prune()
+    assert len(cache) == 2  # c has no resourceVersion: never cached
+    assert [cache.read("Pod", o, read) for o in (obj("a", "1"), obj("b", "2"), obj("c", None))] == [
+        "a@1",
+        "b@2",
+        "c@None",
+    ]
+    assert reads == ["a", "b", "c", "b", "c"]  # a unchanged: not read again
+    cache.prune()
+    cache.read("Pod", obj("a", "1"), read)
+    cache.prune()  # b was not listed in this round: dropped
+    assert len(cache) == 1
+    assert cache.read("Node", obj("a", "1"), read) == "a@1" and reads[-1] == "a"  # keyed by kind too
