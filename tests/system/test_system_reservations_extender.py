@@ -23,7 +23,7 @@ from system_cluster import Cluster
 
 from koordpy.kube.resources import RESERVATIONS
 from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation
+from koordpy.testing.reservations import owner_pod, reservation_manifest
 from koordpy.testing.schedulerdriver import SchedulerDriver
 
 RESERVED = "node(s) resource was(were) reserved"
@@ -32,7 +32,7 @@ SMALL = [f"small-{i}" for i in range(4)]
 
 async def reserve(admin: httpx.AsyncClient) -> None:
     """Create the Reservation, then write its status through the status subresource, as the manager does."""
-    raw = reservation("hold-big", owners=[owner_pod("default", "big")], cpu="14")
+    raw = reservation_manifest("hold-big", owners=[owner_pod("default", "big")], cpu="14")
     raw["metadata"].pop("uid")
     status = {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "14"}}
     raw.pop("status")

@@ -61,7 +61,27 @@ def render_table(result: dict[str, Any]) -> str:
         mark = "*" if row["name"] == chosen else " "
         verdict = load.get("verdict", "-")
         lines.append(f"{mark}{row['name']:<15} {fit_text:<5} {verdict:<13} {score!s:>5} {ext!s:>3}  {reason}")
+    lines.extend(_reservation_lines(result["nodes"]))
     return "\n".join(lines)
+
+
+def _reservation_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per Reservation holding on a node (none without Reservations in the input)."""
+
+    def amounts(resources: dict[str, str]) -> str:
+        return ", ".join(f"{name} {amount}" for name, amount in resources.items()) or "nothing"
+
+    lines = []
+    for row in rows:
+        reservation = row.get("reservation") or {}
+        for holding in reservation.get("holdings", []):
+            whose = "this pod's" if holding["owner"] else "not this pod's"
+            preferred = " (preferred)" if holding["owner"] and reservation.get("preferred") else ""
+            lines.append(
+                f"reservation {holding['name']} on {row['name']}: {holding['phase']}, {whose}{preferred}, "
+                f"holds {amounts(holding['requests'])}, remaining {amounts(holding['remaining'])}"
+            )
+    return lines
 
 
 @app.command("explain")
@@ -89,15 +109,16 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
     ] = True,
 ) -> None:
-    """Explain where a pod would go and why, from a dump of Nodes, Pods and NodeMetrics (or a cluster)."""
+    """Explain where a pod would go and why, from a dump of Nodes, Pods, NodeMetrics and Reservations (or a
+    cluster)."""
     from koordpy.cli.live import LiveError, read_input
-    from koordpy.kube.resources import NODEMETRICS, NODES, PODS
+    from koordpy.kube.resources import NODEMETRICS, NODES, PODS, RESERVATIONS
 
     if output not in ("json", "table"):
         raise fail(f"-o: expected json or table, got {output!r}")
     try:
         cfg = load_scheduler_config(config)
-        documents, live = read_input(files, kubeconfig, context, (NODES, PODS, NODEMETRICS))
+        documents, live = read_input(files, kubeconfig, context, (NODES, PODS, NODEMETRICS, RESERVATIONS))
         instant = parse_rfc3339(now) if now else time.time() if live else None
         from_clock = live and not now
         try:

@@ -25,12 +25,23 @@ Output (``-o json``; keys beyond the first line are additions, the first keys ne
      "now": RFC 3339, "nowFrom": "--now" | "dump",
      "gang": null | {"id", "groupId", "admit": {"ok", "reason"}, "permit": {"verdict", "reason"}}}
 
+and per node ``"reservation": {"verdict": "none"|"pass"|"fail"|"owner", "detail", "preferred",
+"holdings": [{"name", "phase", "owner", "allocatedTo", "requests", "allocated", "remaining"}]}``.
+
+``reservation`` is the Reservations' verdict (``koordpy.scheduler.plugins.reservation.enforcement``, the
+same code as the extender) from the dump's Reservations placed on the node and its assigned pods:
+``none`` (nothing held there), ``owner`` (the pod owns every holding there), ``pass`` or ``fail`` with
+the numbers in ``detail``. As in the extender it is a failure only on nodes that pass the fit and the
+load-aware filter. ``preferred``: the pod owns an Available, not consumed reservation there, so its
+``extenderScore`` is 10 (the maximum) and ``selected`` prefers it.
+
 ``gang`` is the pod's gang verdict from the gang model (``koordpy.scheduler.plugins.gang``, the same
 code as ``koordpy scheduler gangs`` and the extender's barrier) on the dump's pods and PodGroups: null
 for a pod in no gang; ``admit`` is the quorum check (a bound or held member is admitted).
 
 Nodes are in input order; ``scores`` is empty for infeasible nodes; ``selected`` is the
-feasible node with the highest summed plugin score (ties: first in input order).
+feasible node with the highest extender score, then the highest summed plugin score (ties: first in
+input order); without a preferred node that is the highest summed plugin score.
 
 Not guaranteed: only the in-tree filters listed above are modelled (no ports, volumes, topology
 spread, inter-pod affinity, preemption), and kube-scheduler's own score plugins are not added to
@@ -63,11 +74,19 @@ from koordpy.scheduler.framework.fit import RequestsTable, filter_node, format_a
 from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.gang.offline import GangReportError, gang_report
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin, LoadDetail
+from koordpy.scheduler.plugins.reservation.enforcement import (
+    OWNER_SCORE,
+    NodeReservations,
+    node_reservations,
+    node_verdict,
+    owner_prefers,
+)
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_owner, reservation_from_dict
 from koordpy.scheduler.profile import build_plugins
 
 __all__ = ["ExplainError", "NoInstantError", "explain"]
 
-KINDS = ("Node", "Pod", "NodeMetric", "PodGroup")
+KINDS = ("Node", "Pod", "NodeMetric", "PodGroup", "Reservation")
 _MALFORMED = (ValueError, TypeError, AttributeError, KeyError, ArithmeticError)
 
 
@@ -115,6 +134,7 @@ def explain(
     nodes: list[NodeInfo] = [n for n, _ in node_pairs]
     pod_pairs: list[tuple[PodInfo, Mapping[str, Any]]] = convert("Pod", pod_from_dict)
     metrics: list[NodeMetricInfo] = [m for m, _ in convert("NodeMetric", nodemetric_from_dict)]
+    reservations: list[ReservationInfo] = [r for r, _ in convert("Reservation", reservation_from_dict)]
     found = next(((p, raw) for p, raw in pod_pairs if p.namespace == namespace and p.name == name), None)
     if found is None:
         raise ExplainError(f"--pod: pod {pod_key} is not in the input")
@@ -146,12 +166,18 @@ def explain(
         _apply(where, f"NodeMetric {metric.name}", functools.partial(state.upsert_metric, metric))
 
     names = [n.name for n in nodes]
+    accounts = _accounts(reservations, others, now)
     loadaware = next((p for p in plugins if isinstance(p, LoadAwarePlugin)), None)
     metric_names = {m.name for m in metrics}
     try:
         fit_status = _fit(nodes, others, target, placement) if in_tree else {}
         filtered = state.filter(target, names, now)
-        feasible = [n for n in names if n not in filtered.statuses and fit_status.get(n, _OK).is_success]
+        reserved = {n.name: node_verdict(target, n.allocatable, accounts[n.name]) for n in nodes if n.name in accounts}
+        feasible = [
+            n
+            for n in names
+            if n not in filtered.statuses and fit_status.get(n, _OK).is_success and reserved.get(n, _OK).is_success
+        ]
         scored = state.score(target, feasible, now) if feasible else None
     except _MALFORMED as exc:
         raise ExplainError(
@@ -161,7 +187,7 @@ def explain(
     if scored is not None:
         by_name = {n: i for i, n in enumerate(scored.names)}
     rows: list[dict[str, Any]] = []
-    best: tuple[int, str] | None = None
+    best: tuple[int, int, str] | None = None
     for node_name in names:
         status = filtered.statuses.get(node_name)
         fit = fit_status.get(node_name, _OK)
@@ -182,6 +208,9 @@ def explain(
             if status.plugin == getattr(loadaware, "name", None) and load["detail"]:
                 failure["detail"] = f"{status.reason}: {load['detail']}"
             row["failures"].append(failure)
+        verdict = reserved.get(node_name, _OK)
+        if status is None and fit.is_success and not verdict.is_success:  # the extender checks after its plugins
+            row["failures"].append(_failure(verdict))
         row["fit"] = {
             "feasible": fit.is_success,
             "plugin": fit.plugin if not fit.is_success else "",
@@ -191,17 +220,18 @@ def explain(
         if not in_tree:
             row["fit"]["skipped"] = True
         row["loadAware"] = load
+        row["reservation"] = _reservation_row(target, accounts.get(node_name), verdict)
         if scored is not None and node_name in by_name:
             pos = by_name[node_name]
             row["scores"] = {plugin: int(values[pos]) for plugin, values in scored.per_plugin.items()}
-            row["extenderScore"] = int(scored.extender[pos])
+            row["extenderScore"] = OWNER_SCORE if row["reservation"]["preferred"] else int(scored.extender[pos])
             total = int(scored.total[pos])
-            if best is None or total > best[0]:
-                best = (total, node_name)
+            if best is None or (row["extenderScore"], total) > best[:2]:
+                best = (row["extenderScore"], total, node_name)
         rows.append(row)
     notes = _pod_notes(original, config.extender.scheduler_name)
     schedulable = not notes
-    would = best[1] if best else None
+    would = best[2] if best else None
     result = {
         "pod": f"{namespace}/{name}",
         "nodes": rows,
@@ -232,6 +262,48 @@ def _gang(dump: Any, config: SchedulerConfiguration, now: float, pod_key: str) -
 
 
 _OK = Status()
+
+
+def _accounts(reservations: list[ReservationInfo], assigned: list[PodInfo], now: float) -> dict[str, NodeReservations]:
+    """Node name -> its reservation account, for the nodes some Reservation is placed on."""
+    placed = {r.node_name for r in reservations if r.node_name}
+    pods: dict[str, list[PodInfo]] = {}
+    for pod in assigned:
+        if pod.node_name in placed and not pod.terminated:
+            pods.setdefault(pod.node_name, []).append(pod)
+    return {node: node_reservations(node, reservations, pods.get(node, []), now) for node in sorted(placed)}
+
+
+def _amounts(resources: Mapping[str, int]) -> dict[str, str]:
+    return {name: format_amount(name, amount) for name, amount in sorted(resources.items())}
+
+
+def _reservation_row(pod: PodInfo, account: NodeReservations | None, verdict: Status) -> dict[str, Any]:
+    holdings = account.holdings if account is not None else ()
+    owned = [is_owner(h.reservation, pod) for h in holdings]
+    if not holdings:
+        kind = "none"
+    elif not verdict.is_success:
+        kind = "fail"
+    else:
+        kind = "owner" if all(owned) else "pass"
+    return {
+        "verdict": kind,
+        "detail": verdict.detail if not verdict.is_success else "",
+        "preferred": owner_prefers(pod, holdings),
+        "holdings": [
+            {
+                "name": h.reservation.name,
+                "phase": h.reservation.phase,
+                "owner": mine,
+                "allocatedTo": list(h.owners),
+                "requests": _amounts(h.reservation.requests),
+                "allocated": _amounts(h.allocated),
+                "remaining": _amounts(h.remaining),
+            }
+            for h, mine in zip(holdings, owned, strict=True)
+        ],
+    }
 
 
 def _failure(status: Status) -> dict[str, Any]:

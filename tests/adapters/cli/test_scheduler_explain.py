@@ -48,7 +48,11 @@ def test_json_output_has_the_exact_shape() -> None:
         "node-g",
     ]
     for node in result["nodes"]:
-        assert set(node) == {"name", "feasible", "failures", "scores", "extenderScore"} | {"fit", "loadAware"}
+        assert set(node) == {"name", "feasible", "failures", "scores", "extenderScore"} | {
+            "fit",
+            "loadAware",
+            "reservation",
+        }
         assert 0 <= node["extenderScore"] <= 10
         if node["feasible"]:
             assert node["failures"] == []

@@ -1,4 +1,5 @@
-"""``GET /debug/nodes/{name}``: what the load-aware plugin sees for one node, for operators.
+"""``GET /debug/nodes/{name}``: what the load-aware plugin (and, for a node with placed Reservations, the
+reservation tracker) sees for one node, for operators.
 
 Not guaranteed: a stable schema. It reads the plugin's arrays and per-node bookkeeping directly and
 changes when they do; use it to debug, not to integrate.
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 
@@ -44,6 +46,26 @@ def describe_node(state: ClusterState, name: str, now: float) -> dict[str, Any] 
         "hasNodeMetric": name in state.metrics,
         "assignedPods": sorted(p.key for p in state.assigned.values() if p.node_name == name),
     }
+    tracker = next((p for p in state.plugins if isinstance(p, ReservationTracker)), None)
+    if tracker is not None and name in tracker.by_node:
+        account = tracker.account(name, now)
+        out["reservations"] = {
+            "placed": sorted(tracker.by_node[name]),
+            "requested": dict(account.requested),
+            "validUntil": None if math.isinf(account.valid_until) else account.valid_until,
+            "holdings": [
+                {
+                    "name": h.reservation.name,
+                    "phase": h.reservation.phase,
+                    "allocatedTo": list(h.owners),
+                    "requests": dict(h.reservation.requests),
+                    "allocated": dict(h.allocated),
+                    "remaining": dict(h.remaining),
+                    "consumed": h.consumed,
+                }
+                for h in account.holdings
+            ],
+        }
     plugin = _load_aware(state)
     if plugin is None:
         return out

@@ -13,7 +13,8 @@ like ``HostFragments``; it neither filters nor scores there). It keeps:
   (:func:`koordpy.scheduler.plugins.reservation.enforcement.node_reservations`). A reservation event
   drops the accounts of the node(s) it was and is placed on, a pod event the account of its node, and
   nothing else; an account is recomputed on first use, and again once ``now`` reaches the earliest
-  expiry among its holdings.
+  expiry among its holdings. The verdicts on an account are cached by (pod requests, ownership of each
+  holding) until the account or the node's allocatable changes.
 
 ``refine`` (after the plugins' ``/filter``) fails, among the nodes that passed, those with holdings
 where the ledger's ``reserved_verdict`` blocks the pod: reason ``node(s) resource was(were) reserved``
@@ -45,9 +46,12 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
     node_verdict,
     owner_prefers,
 )
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_owner
 
-__all__ = ["ReservationTracker"]
+__all__ = ["VERDICTS_PER_NODE", "ReservationTracker"]
+
+VERDICTS_PER_NODE = 256
+"""Distinct (requests, ownership) verdicts kept per node before that node's verdict cache is cleared."""
 
 
 def _placed(res: ReservationInfo | None) -> str | None:
@@ -74,6 +78,9 @@ class ReservationTracker:
         self.pods: dict[str, dict[str, PodInfo]] = {}
         """node -> uid -> assigned pod."""
         self._accounts: dict[str, NodeReservations] = {}
+        self._verdicts: dict[str, dict[tuple[object, ...], Status]] = {}
+        """node -> (pod requests, ownership per holding) -> verdict, for the cached account and allocatable:
+        a stream of pods with the same requests pays the ledger's verdict once per node."""
         self.recomputed: Counter[str] = Counter()
         """node -> accounts computed (tests and debugging: which events invalidated what)."""
 
@@ -104,10 +111,14 @@ class ReservationTracker:
                 names.discard(name)
                 if not names:
                     del self.by_node[before]
-            self._accounts.pop(before, None)
+            self._drop(before)
         if after is not None:
             self.by_node.setdefault(after, set()).add(name)
-            self._accounts.pop(after, None)
+            self._drop(after)
+
+    def _drop(self, node: str) -> None:
+        self._accounts.pop(node, None)
+        self._verdicts.pop(node, None)
 
     # ---- cluster listener (ClusterState plugin list) ------------------------------------
 
@@ -115,7 +126,7 @@ class ReservationTracker:
         pass
 
     def on_node(self, index: int, node: NodeInfo) -> None:
-        pass  # allocatable is read from the state at verdict time
+        self._verdicts.pop(node.name, None)  # allocatable may have changed
 
     def on_node_removed(self, index: int, name: str) -> None:
         pass
@@ -129,7 +140,7 @@ class ReservationTracker:
             on_node = self.pods[node_name] = {}
         on_node[pod.uid] = pod
         if node_name in self.by_node:
-            self._accounts.pop(node_name, None)
+            self._drop(node_name)
 
     def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
         on_node = self.pods.get(node_name)
@@ -138,7 +149,7 @@ class ReservationTracker:
             if not on_node:
                 del self.pods[node_name]
         if node_name in self.by_node:
-            self._accounts.pop(node_name, None)
+            self._drop(node_name)
 
     # ---- accounts ----------------------------------------------------------------------
 
@@ -154,29 +165,39 @@ class ReservationTracker:
             placed = [self.reservations[name] for name in names]
             account = node_reservations(node, placed, list(self.pods.get(node, {}).values()), now)
             self._accounts[node] = account
+            self._verdicts.pop(node, None)
             self.recomputed[node] += 1
         return account
 
     def verdict(self, pod: PodInfo, node: str, now: float) -> Status:
         """The reserved verdict for ``pod`` on ``node`` (success for a node without reservations)."""
         assert self.state is not None, "ReservationTracker.attach(state) first"
-        info = self.state.nodes.get(node)
-        allocatable: Mapping[str, int] = info.allocatable if info is not None else {}
-        return node_verdict(pod, allocatable, self.account(node, now))
+        account = self.account(node, now)
+        key = (tuple(sorted(pod.requests.items())), *(is_owner(h.reservation, pod) for h in account.holdings))
+        cached = self._verdicts.setdefault(node, {})
+        status = cached.get(key)
+        if status is None:
+            if len(cached) >= VERDICTS_PER_NODE:
+                cached.clear()
+            info = self.state.nodes.get(node)
+            allocatable: Mapping[str, int] = info.allocatable if info is not None else {}
+            status = cached[key] = node_verdict(pod, allocatable, account)
+        return status
 
     # ---- verbs -------------------------------------------------------------------------
 
     def _held_positions(self, indices: npt.NDArray[np.int64]) -> list[tuple[int, str]]:
-        """(position in ``indices``, node name) of the nodes with placed reservations."""
+        """(position in ``indices``, node name) of the nodes with placed reservations: one gather."""
         assert self.state is not None, "ReservationTracker.attach(state) first"
         index = self.state.index
-        held = [(i, node) for node in self.by_node if (i := index.get(node)) is not None]
+        held = [i for node in self.by_node if (i := index.get(node)) is not None]
         if not held or indices.size == 0:
             return []
-        found: list[tuple[int, str]] = []
-        for i, node in held:
-            found.extend((int(pos), node) for pos in np.flatnonzero(indices == i).tolist())
-        return found
+        top = max(held)
+        mask = np.zeros(top + 1, bool)
+        mask[held] = True
+        hits = np.flatnonzero((indices >= 0) & (indices <= top) & mask[np.clip(indices, 0, top)])
+        return [(pos, index.name(int(indices[pos]))) for pos in hits.tolist()]
 
     def refine(self, pod: PodInfo, outcome: FilterOutcome, now: float) -> FilterOutcome:
         """``outcome`` with the passing nodes the reservations block moved to ``failed``."""
@@ -189,9 +210,12 @@ class ReservationTracker:
                 blocked.append((pos, node, status))
         if not blocked:
             return outcome
-        drop = {pos for pos, _, _ in blocked}
-        keep = np.array([pos not in drop for pos in range(len(outcome.passed))], dtype=bool)
-        passed = [name for pos, name in enumerate(outcome.passed) if pos not in drop]
+        drop = sorted(pos for pos, _, _ in blocked)
+        keep = np.ones(len(outcome.passed), bool)
+        keep[drop] = False
+        passed = list(outcome.passed)
+        for pos in reversed(drop):
+            del passed[pos]
         failed = dict(outcome.failed)
         groups: list[tuple[list[str], Status]] = [([name], status) for name, status in outcome.statuses.items()]
         for _, node, status in sorted(blocked):

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_labels, reservation
+from koordpy.testing.reservations import owner_labels, reservation_manifest
 
 RESERVED = "node(s) resource was(were) reserved"
 NODES = ["held", "free"]
@@ -40,7 +40,9 @@ def seed(ext: Any, **spec: Any) -> None:
         ext.node(name, cpu="8", memory="32Gi")
     ext.metric("free", cpu="1", memory="4Gi")
     ext.pod_event("ADDED", PodBuilder("x").requests(cpu="2").node("held").phase("Running").build())
-    raw = reservation("r1", node="held", owners=[owner_labels(job="big")], created=ext.clock.now() - 60, cpu="4")
+    raw = reservation_manifest(
+        "r1", node="held", owners=[owner_labels(job="big")], created=ext.clock.now() - 60, cpu="4"
+    )
     raw["spec"].update(spec)
     ext.extender.cache.handler("reservations")("ADDED", raw)
 
@@ -142,3 +144,25 @@ async def test_without_reservations_nothing_is_looked_at(ext: Any) -> None:
     assert result["NodeNames"] == NODES
     await scores(ext, pod("c", "3"), NODES)
     assert ext.extender.cache.reservations.recomputed == {}
+
+
+async def test_debug_node_shows_the_reservation_account(ext: Any) -> None:
+    seed(ext, ttl="120s")
+    view = orjson.loads((await ext.http.get("/debug/nodes/held")).content)
+    assert view["reservations"] == {
+        "placed": ["r1"],
+        "requested": {"cpu": 2000},
+        "validUntil": ext.clock.now() + 60,
+        "holdings": [
+            {
+                "name": "r1",
+                "phase": "Available",
+                "allocatedTo": [],
+                "requests": {"cpu": 4000},
+                "allocated": {},
+                "remaining": {"cpu": 4000},
+                "consumed": False,
+            }
+        ],
+    }
+    assert "reservations" not in orjson.loads((await ext.http.get("/debug/nodes/free")).content)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework import ClusterState
 from koordpy.testing import FakeClock, NodeBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation
+from koordpy.testing.reservations import owner_pod, reservation_manifest
 
 
 def new_cache() -> tuple[ClusterCache, ReservationTracker, FakeClock, list[tuple[str, str, str]]]:
@@ -31,7 +32,7 @@ def new_cache() -> tuple[ClusterCache, ReservationTracker, FakeClock, list[tuple
 
 
 def hold(name: str, node: str, cpu: str = "4", **kw: Any) -> dict[str, Any]:
-    return reservation(name, node=node, owners=[owner_pod("default", "big")], cpu=cpu, **kw)
+    return reservation_manifest(name, node=node, owners=[owner_pod("default", "big")], cpu=cpu, **kw)
 
 
 def warm(tracker: ReservationTracker, now: float) -> dict[str, object]:
@@ -125,3 +126,18 @@ def test_expiry_is_noticed_through_the_injected_clock() -> None:
     assert len(tracker.account("n1", now).holdings) == 1
     assert len(tracker.account("n1", now + 59).holdings) == 1 and tracker.recomputed["n1"] == 1
     assert tracker.account("n1", now + 60).holdings == () and tracker.recomputed["n1"] == 2
+
+
+def test_a_cached_verdict_follows_the_nodes_allocatable() -> None:
+    cache, tracker, clock, _ = new_cache()
+    now = clock.now()
+    cache.handler("reservations")("ADDED", hold("r1", "n1", created=now))
+    cache.handler("pods")("ADDED", PodBuilder("x").requests(cpu="2").node("n1").phase("Running").build())
+    pending = pod_from_dict(PodBuilder("c").requests(cpu="3").build())
+    # 8 - 2 - 4 = 2 < 3: blocked, and the same answer again from the cache
+    assert not tracker.verdict(pending, "n1", now).is_success
+    assert tracker.verdict(pending, "n1", now) is tracker.verdict(pending, "n1", now)
+    bigger = NodeBuilder("n1").allocatable(cpu="16", memory="32Gi", pods="110").build()
+    cache.handler("nodes")("MODIFIED", bigger)  # 16 - 2 - 4 = 10 >= 3
+    assert tracker.verdict(pending, "n1", now).is_success
+    assert tracker.recomputed["n1"] == 1  # the account itself did not change

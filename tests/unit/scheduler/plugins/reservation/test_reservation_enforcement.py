@@ -20,7 +20,7 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
 from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation
+from koordpy.testing.reservations import owner_pod, reservation_manifest
 
 NOW = 1_795_255_200.0
 ALLOCATABLE = {"cpu": 8000, "memory": 32 << 30, "pods": 110}
@@ -36,7 +36,9 @@ def pod(name: str, cpu: str | None = None, node: str = "", phase: str = "Running
 
 
 def hold(phase: str = "Available", **kw: object) -> ReservationInfo:
-    raw = reservation("hold", node="n1", owners=[owner_pod("default", "big")], phase=phase, created=NOW - 60, cpu="4")
+    raw = reservation_manifest(
+        "hold", node="n1", owners=[owner_pod("default", "big")], phase=phase, created=NOW - 60, cpu="4"
+    )
     raw["spec"].update(kw)
     return reservation_from_dict(raw)
 
