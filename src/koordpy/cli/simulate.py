@@ -1,7 +1,8 @@
 """``koordpy simulate [SCENARIO] [--compare baseline] [--out DIR] [--seed N]``.
 
 ``koordpy simulate --migration [SCENARIO]`` runs a ``kind: MigrationScenario`` instead (see
-:mod:`koordpy.cli.simulate_migration`).
+:mod:`koordpy.cli.simulate_migration`); ``koordpy simulate --starving [SCENARIO]`` a ``kind:
+StarvingScenario`` (see :mod:`koordpy.cli.simulate_starving`).
 
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
 table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
@@ -23,6 +24,7 @@ import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.cli.simulate_migration import simulate_migration
+from koordpy.cli.simulate_starving import simulate_starving
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -109,7 +111,7 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def simulate_command(
+def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     scenario: Annotated[
         Path | None,
         typer.Argument(
@@ -136,8 +138,23 @@ def simulate_command(
             " arbitration against evicting everything at once.",
         ),
     ] = False,
+    starving: Annotated[
+        bool,
+        typer.Option(
+            "--starving",
+            help="Run a StarvingScenario (the bundled 'starving' stream if SCENARIO is omitted):"
+            " big jobs among small pods, koordpy's reservations against the stock kube-scheduler.",
+        ),
+    ] = False,
 ) -> None:
     """Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed)."""
+    if migration and starving:
+        raise _fail("--migration and --starving: choose one")
+    if starving:
+        if compare is not None:
+            raise _fail("--compare: not used with --starving (it always compares koordpy with the baseline)")
+        simulate_starving(scenario, out, seed)
+        return
     if migration:
         if compare is not None:
             raise _fail("--compare: not used with --migration (it always compares arbitration with evict-all)")

@@ -52,7 +52,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from operator import attrgetter
+from typing import Any, Literal
 
 from koordpy.config.migration import MigrationControllerArgs, node_selector_matches, parse_node_selector
 from koordpy.descheduler.limits import MAX_INT32, workload_limit
@@ -247,7 +248,7 @@ def _sorted_with_pods(
     Same keys as the pass functions; a pass whose key is equal for every job is an identity (a stable
     sort) and is skipped: pass 3 when no pod has a ``Job`` owner, pass 4 when no such Job is migrating.
     """
-    jobs = sorted(waiting, key=lambda job: job.name)
+    jobs = sorted(waiting, key=attrgetter("name"))
     get = pods.get
     found = [get(job.pod_key) for job in jobs]
     perm = list(range(len(jobs)))
@@ -280,11 +281,14 @@ refuses: 1, maxMigrating or maxUnavailable)."""
 
 
 class _Round:
-    """What one round knows: the configuration read once, and counters updated as jobs pass."""
+    """What one round knows: the configuration read once, and counters updated as jobs pass.
+
+    ``active``: the jobs that already count against the limits (``MigrationJob.active``).
+    """
 
     def __init__(
         self,
-        jobs: Sequence[MigrationJob],
+        active: Sequence[MigrationJob],
         pods: Mapping[str, MigrationPod],
         workloads: Mapping[str, Workload],
         args: MigrationControllerArgs,
@@ -318,20 +322,22 @@ class _Round:
         self.check_workload_migrating = "MaxMigratingPerWorkload" not in skip
         self.check_workload_unavailable = "MaxUnavailablePerWorkload" not in skip
         self._workload_cache: dict[str, Workload | None] = {}
-        self._owner_cache: dict[str, _OwnerInfo | None] = {}
+        self.owner_cache: dict[str, _OwnerInfo | None] = {}
         self.active_pods: set[str] = set()
         self.per_node: dict[str, int] = {}
         self.per_namespace: dict[str, int] = {}
         self.migrating: dict[str, int] = {}
         self.unavailable: dict[str, int] = {}
         unavailable = self.unavailable
-        for pod in [pod for pod in pods.values() if not pod.available and pod.phase not in _TERMINAL]:
-            owner = self.workload_of(pod)
+        workload_of = self.workload_of
+        for pod in pods.values():
+            if pod.available or pod.phase in _TERMINAL:
+                continue
+            owner = workload_of(pod)
             if owner is not None:
                 unavailable[owner.uid] = unavailable.get(owner.uid, 0) + 1
-        for job in jobs:
-            if job.active:
-                self.count(job.pod_key, pods.get(job.pod_key), job.pod_namespace)
+        for job in active:
+            self.count(job.pod_key, pods.get(job.pod_key), job.pod_namespace)
 
     def workload_of(self, pod: MigrationPod) -> Workload | None:
         owner = pod.controller
@@ -350,7 +356,7 @@ class _Round:
         if controller is None:
             return None
         try:
-            return self._owner_cache[controller.uid]
+            return self.owner_cache[controller.uid]
         except KeyError:
             owner = self.workload_of(pod)
             found: _OwnerInfo | None = None
@@ -365,7 +371,7 @@ class _Round:
                         max_unavailable,
                         owner.replicas in (1, max_migrating, max_unavailable),
                     )
-            self._owner_cache[controller.uid] = found
+            self.owner_cache[controller.uid] = found
             return found
 
     def limits(self, owner: Workload, replicas: int) -> tuple[int, int]:
@@ -552,15 +558,25 @@ def arbitrate(
     ``nodes``: node labels by node name, read only for ``nodeSelector`` (an unknown node has no labels);
     ``limited_workloads``: workload UIDs whose object limiter has no token now.
     """
-    waiting = [job for job in jobs if job.waiting]
+    waiting: list[MigrationJob] = []
+    active: list[MigrationJob] = []
+    for job in jobs:  # one pass for both: the same tests as MigrationJob.waiting and .active
+        phase = job.phase
+        if phase == "Running":
+            active.append(job)
+        elif phase in ("", "Pending"):
+            if job.passed_arbitration:
+                active.append(job)
+            elif not job.deleting:
+                waiting.append(job)
     if not args.arbitration_args.enabled:
         by_age = sorted(waiting, key=lambda job: (job.creation_time, job.name))
         reason = "arbitration disabled (arbitrationArgs.enabled: false): passes unfiltered"
         return ArbitrationResult(
             tuple(job.name for job in by_age), {job.name: Verdict("pass", None, reason) for job in by_age}
         )
-    ordered = _sorted_with_pods(waiting, pods, migrating_count_by_job_owner(jobs, pods))
-    state = _Round(jobs, pods, workloads, args, nodes=nodes or {}, limited_workloads=limited_workloads)
+    ordered = _sorted_with_pods(waiting, pods, migrating_count_by_job_owner(active, pods))
+    state = _Round(active, pods, workloads, args, nodes=nodes or {}, limited_workloads=limited_workloads)
     requeues = _Requeues()
     verdicts: dict[str, Verdict] = {}
     for job, pod in ordered:
@@ -571,6 +587,8 @@ def arbitrate(
 
 
 _PASSED = "passed all filters"
+_UNSEEN: Any = object()
+"""Marks a controller not yet in ``_Round.owner_cache``."""
 
 
 def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues: _Requeues, now: float) -> Verdict:
@@ -582,7 +600,10 @@ def _decide(job: MigrationJob, pod: MigrationPod | None, state: _Round, requeues
         return _fail("ExistingJob", f"pod {pod.key}: already has an active PodMigrationJob")
     if pod.evict_annotation:
         return Verdict("pass", None, f"pod {pod.key}: annotation {ANNOTATION_EVICT} bypasses the filters")
-    info = state.owner_of(pod)
+    controller = pod.controller
+    info = None if controller is None else state.owner_cache.get(controller.uid, _UNSEEN)
+    if info is _UNSEEN:
+        info = state.owner_of(pod)
     found = None
     # _non_retryable decides; it is skipped only when none of its conditions can hold for this pod.
     if pod.hazards or state.always_non_retryable or (info is not None and info[3] and state.check_replicas):

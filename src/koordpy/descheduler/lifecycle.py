@@ -7,11 +7,20 @@ UID changed), then Succeeded with ``status.status`` ``Complete``. Phases, condit
 the upstream strings. The adapter (``koordpy.manager``) reads the job and its pod, calls :func:`decide`,
 and carries out the returned value; time is an argument.
 
+``ReservationFirst`` (the default mode) reserves room elsewhere first, as upstream: Running → create
+the Reservation (:mod:`koordpy.descheduler.reservation_first`: the pod's template, owned by its
+controller, excluding the current node; or the job's ``reservationRef``) → wait until it is Available
+on another node → evict (the same evictor path and rate limits as ``EvictDirectly``) → wait until a
+replacement pod has bound the Reservation (``status.currentOwners``, or the ledger finds an owner pod on
+its node) → wait until that pod is Ready → Succeeded with ``status.podRef`` and ``status.nodeName``.
+
 Where koordpy differs, deliberately:
 
-- ``ReservationFirst`` needs the Reservation API, which koordpy does not have yet: such a job fails with
-  condition ``ReservationCreated`` False, reason ``FailedCreateReservation`` and a message saying so. It
-  never falls back to evicting without a reservation.
+- ``ReservationFirst`` waits for the replacement to be Ready (condition ``BoundPodReady``, reason
+  ``WaitForBoundPodReady``), which Koordinator added after v1.4 (#1022); a Reservation stuck Pending
+  (Unschedulable) ends the job only at its ttl (``Timeout``), as upstream, with the reservation's
+  message copied to condition ``ReservationScheduled``. The Reservation a job created is deleted when
+  the job fails (a Reservation named by the user in ``reservationRef`` never is: upstream deletes it).
 - Restart safety: upstream ignores jobs another reconciler started until the 30-minute scavenger; here
   the job status and the pod are the only record, so a restarted manager adopts Running jobs. Before an
   eviction the job gets condition ``Eviction`` False/``Evicting`` (write-ahead), and a pod is evicted only
@@ -22,17 +31,29 @@ Where koordpy differs, deliberately:
 - The scavenger deletes finished jobs only (``ttl`` + 5 minutes after creation); upstream deletes any job.
 
 Not guaranteed: the adapter's writes may lose a race with another writer; the next decision on the
-re-read job corrects course. Rate limiters live in memory and start full after a restart.
+re-read job corrects course. Rate limiters live in memory and start full after a restart. Preemption
+for a Reservation (``preemptionOptions``) is not built, nor upstream's path for a pod not yet scheduled
+(it is reserved for without a node exclusion and evicted like any other).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from koordpy.descheduler.reservation_first import (
+    BoundPod,
+    bound_pod,
+    is_ours,
+    read_reservation,
+    reservation_manifest,
+    reservation_name,
+    reservation_ref,
+)
 from koordpy.model.durations import DurationError, format_rfc3339, parse_duration, parse_rfc3339
+from koordpy.model.objects import PodInfo
 
 __all__ = [
     "ANNOTATION_PASSED_ARBITRATION",
@@ -47,14 +68,19 @@ __all__ = [
     "LifecycleSettings",
     "ObjectLimiter",
     "PodView",
+    "Reserve",
     "Scavenge",
     "Start",
     "TokenBucket",
     "Wait",
     "after_eviction_error",
+    "after_reservation_error",
+    "bound_for",
     "decide",
     "eviction_retry_delay",
+    "needs_node_pods",
     "needs_pod",
+    "reservation_lookup",
     "select_evictor",
 ]
 
@@ -72,19 +98,25 @@ ABORTED = "Aborted"
 
 # Condition types and reasons (upstream PodMigrationJobConditionType / Reason constants).
 CONDITION_RESERVATION_CREATED = "ReservationCreated"
+CONDITION_RESERVATION_SCHEDULED = "ReservationScheduled"
 CONDITION_EVICTION = "Eviction"
+CONDITION_POD_BOUND_RESERVATION = "PodBoundReservation"
+CONDITION_BOUND_POD_READY = "BoundPodReady"
 REASON_TIMEOUT = "Timeout"
 REASON_FAILED_CREATE_RESERVATION = "FailedCreateReservation"
+REASON_INVALID_RESERVATION = "InvalidReservation"
+REASON_RESERVATION_EXPIRED = "ReservationExpired"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_FORBIDDEN_MIGRATE_POD = "ForbiddenMigratePod"
 REASON_MISSING_POD = "MissingPod"
+REASON_MISSING_RESERVATION = "MissingReservation"
 REASON_INVALID_POD_REF = "InvalidPodRef"
 REASON_EVICTING = "Evicting"
 REASON_FAILED_EVICT = "FailedEvict"
 REASON_EVICT_COMPLETE = "EvictComplete"
+REASON_WAIT_FOR_POD_BIND_RESERVATION = "WaitForPodBindReservation"
+REASON_WAIT_FOR_BOUND_POD_READY = "WaitForBoundPodReady"
 STATUS_COMPLETE = "Complete"
-
-RESERVATION_UNAVAILABLE = (
-    "ReservationFirst needs the Reservation API, not available in this koordpy version; use EvictDirectly"
-)
 
 REQUEUE_SECONDS = 3.0
 """Upstream ``defaultRequeueAfter``: how soon a waiting job is looked at again."""
@@ -120,10 +152,19 @@ class PodView:
     annotations: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set."""
+    ready: bool = False
+    """Condition Ready is True and the pod is not terminated."""
+    obj: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The pod object as read (a ``ReservationFirst`` Reservation's template is built from it)."""
 
     @classmethod
     def from_object(cls, pod: Mapping[str, Any]) -> PodView:
         meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        ready = status.get("phase") not in ("Succeeded", "Failed") and any(
+            isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        )
         return cls(
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
@@ -132,6 +173,8 @@ class PodView:
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
             deleting=meta.get("deletionTimestamp") is not None,
+            ready=ready,
+            obj=pod,
         )
 
 
@@ -195,8 +238,25 @@ class Evict:
 
 @dataclass(frozen=True)
 class Finish:
-    """Write the terminal ``status`` (phase Succeeded or Failed)."""
+    """Write the terminal ``status`` (phase Succeeded or Failed), then delete the Reservation
+    ``delete_reservation`` when set (the one a failed ``ReservationFirst`` job created; 404 is fine)."""
 
+    status: dict[str, Any]
+    events: tuple[JobEvent, ...] = ()
+    delete_reservation: str | None = None
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """Create the Reservation ``manifest`` (None: it exists already, adopt it; a 409 on create means the
+    same), record ``ref`` as the job's ``spec.reservationOptions.reservationRef``, then write ``status``.
+
+    On a refused create call :func:`after_reservation_error`.
+    """
+
+    name: str
+    manifest: dict[str, Any] | None
+    ref: dict[str, Any]
     status: dict[str, Any]
     events: tuple[JobEvent, ...] = ()
 
@@ -208,7 +268,7 @@ class Scavenge:
     why: str
 
 
-Decision = Ignore | Wait | Start | Evict | Finish | Scavenge
+Decision = Ignore | Wait | Start | Evict | Finish | Scavenge | Reserve
 
 
 class TokenBucket:
@@ -330,10 +390,10 @@ def _with_condition(
     return new
 
 
-def _fail(status: Mapping[str, Any], reason: str, message: str) -> Finish:
+def _fail(status: Mapping[str, Any], reason: str, message: str, reservation: str | None = None) -> Finish:
     new = dict(status)
     new.update(phase=FAILED, reason=reason, message=message)
-    return Finish(new, (JobEvent("Warning", reason, message),))
+    return Finish(new, (JobEvent("Warning", reason, message),), reservation)
 
 
 def _ttl_seconds(spec: Mapping[str, Any], settings: LifecycleSettings) -> float:
@@ -366,6 +426,56 @@ def needs_pod(job: Mapping[str, Any], settings: LifecycleSettings) -> bool:
     return phase == RUNNING or passed or not settings.arbitration_enabled
 
 
+def reservation_lookup(job: Mapping[str, Any], settings: LifecycleSettings) -> str | None:
+    """The Reservation :func:`decide` will read for ``job`` (a Running ``ReservationFirst`` job), else None."""
+    spec = job.get("spec") or {}
+    phase = (job.get("status") or {}).get("phase") or PENDING
+    if phase != RUNNING or spec.get("paused") or (spec.get("mode") or settings.default_job_mode) == "EvictDirectly":
+        return None
+    return reservation_name(job)
+
+
+def needs_node_pods(job: Mapping[str, Any], reservation: Mapping[str, Any] | None) -> str | None:
+    """The node whose pods :func:`decide` needs (for the ledger): the evicted job's Reservation node
+    while no bound pod is known from the job or ``status.currentOwners``; else None."""
+    status = job.get("status") or {}
+    if (
+        reservation is None
+        or _condition(status, CONDITION_EVICTION) is None
+        or (status.get("podRef") or {}).get("name")
+    ):
+        return None
+    res_status = reservation.get("status") or {}
+    if res_status.get("currentOwners"):
+        return None
+    return str(res_status.get("nodeName") or "") or None
+
+
+def bound_for(
+    job: Mapping[str, Any], reservation: Mapping[str, Any] | None, node_pods: Sequence[PodInfo], now: float
+) -> BoundPod | None:
+    """The pod that bound the job's Reservation: ``status.podRef`` once recorded, else
+    :func:`~koordpy.descheduler.reservation_first.bound_pod` of the Reservation (None: nobody yet)."""
+    recorded = (job.get("status") or {}).get("podRef") or {}
+    if recorded.get("name"):
+        return BoundPod(str(recorded.get("namespace") or ""), str(recorded["name"]), str(recorded.get("uid") or ""))
+    return bound_pod(reservation, node_pods, now) if reservation is not None else None
+
+
+def _put_condition(
+    status: Mapping[str, Any], kind: str, state: str, *, reason: str, message: str, now: float
+) -> tuple[dict[str, Any], bool]:
+    """Upstream ``updateCondition``: unchanged (False) when the condition already says the same."""
+    old = _condition(status, kind)
+    if old is not None and (old.get("status"), old.get("reason") or "", old.get("message") or "") == (
+        state,
+        reason,
+        message,
+    ):
+        return dict(status), False
+    return _with_condition(status, kind, state, reason=reason, message=message, now=now), True
+
+
 def decide(
     job: Mapping[str, Any],
     pod: PodView | None,
@@ -376,6 +486,9 @@ def decide(
     workload: str | None = None,
     workload_max_migrating: int = 1,
     object_limiter: ObjectLimiter | None = None,
+    reservation: Mapping[str, Any] | None = None,
+    replacement: PodView | None = None,
+    node_pods: Sequence[PodInfo] = (),
 ) -> Decision:
     """The next step for ``job`` (a PodMigrationJob object) whose referenced pod is ``pod``.
 
@@ -383,6 +496,10 @@ def decide(
     ``evictQPS``/``evictBurst`` bucket and ``object_limiter`` the per-workload limiter for ``workload``
     (the pod's owning workload UID); an :class:`Evict` decision has consumed one ``evictQPS`` token and
     checked (not consumed) the workload's.
+
+    ``ReservationFirst`` only: ``reservation`` is the object named by :func:`reservation_lookup` (None:
+    not found), ``node_pods`` the pods on its node (for the ledger, when ``status.currentOwners`` is
+    still empty) and ``replacement`` the pod that bound it (see :func:`bound_pod`), as read now.
     """
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
@@ -398,8 +515,10 @@ def decide(
         return Scavenge(f"phase {phase}, older than ttl + 5m") if due else Ignore(f"phase {phase}")
     if spec.get("paused"):
         return Ignore("paused")
+    mode = spec.get("mode") or settings.default_job_mode
+    ours = reservation_name(job) if mode != "EvictDirectly" and is_ours(job, reservation_name(job)) else None
     if ttl > 0 and created is not None and now - created >= ttl:
-        return _fail(status, REASON_TIMEOUT, "Abort job caused by timeout")
+        return _fail(status, REASON_TIMEOUT, "Abort job caused by timeout", ours if phase == RUNNING else None)
     annotations = meta.get("annotations") or {}
     if phase == PENDING and settings.arbitration_enabled and annotations.get(ANNOTATION_PASSED_ARBITRATION) != "true":
         return Ignore("waiting for arbitration")
@@ -409,29 +528,22 @@ def decide(
     if not namespace or not name:
         return _fail(status, REASON_INVALID_POD_REF, "spec.podRef needs namespace and name")
     key = f"{namespace}/{name}"
-    mode = spec.get("mode") or settings.default_job_mode
     recorded_uid = pod_ref.get("uid") or ""
 
     if phase == PENDING:
-        if mode != "EvictDirectly":
-            new = _with_condition(
-                status,
-                CONDITION_RESERVATION_CREATED,
-                "False",
-                reason=REASON_FAILED_CREATE_RESERVATION,
-                message=RESERVATION_UNAVAILABLE,
-                now=now,
-            )
-            return _fail(new, REASON_FAILED_CREATE_RESERVATION, RESERVATION_UNAVAILABLE)
         if pod is None or (recorded_uid and pod.uid != recorded_uid):
             return _fail(status, REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
         new = dict(status)
         new["phase"] = RUNNING
         return Start(pod.uid, new, (JobEvent("Normal", RUNNING, f'Start migrating Pod "{key}"'),))
 
-    # Running.
+    step = _Step(job, key, now, settings, evict_tokens, workload, workload_max_migrating, object_limiter)
     if mode != "EvictDirectly":
-        return _fail(status, REASON_FAILED_CREATE_RESERVATION, RESERVATION_UNAVAILABLE)
+        return _reservation_first(
+            step, status, pod, reservation=reservation, replacement=replacement, node_pods=node_pods
+        )
+
+    # Running, EvictDirectly.
     eviction = _condition(status, CONDITION_EVICTION)
     done = f'Pod "{key}" has been evicted'
     if eviction is not None and eviction.get("status") == "True":
@@ -442,19 +554,50 @@ def decide(
             return _fail(status, REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
         return _succeed(status, done, now)
     assert pod is not None
+    return _evict_step(step, status, pod)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What one :func:`decide` call on a Running job works with."""
+
+    job: Mapping[str, Any]
+    key: str
+    now: float
+    settings: LifecycleSettings
+    evict_tokens: TokenBucket | None
+    workload: str | None
+    workload_max_migrating: int
+    object_limiter: ObjectLimiter | None
+
+
+def _evict_step(
+    step: _Step,
+    status: dict[str, Any],
+    pod: PodView,
+    *,
+    changed: bool = False,
+    events: tuple[JobEvent, ...] = (),
+) -> Evict | Wait:
+    """Evict ``pod`` (present, with the recorded UID) unless it is already being evicted or a limit
+    says wait. ``status`` (``changed``: differs from the job's) and ``events`` go with the decision."""
+    job, key, now, settings = step.job, step.key, step.now, step.settings
+    spec = job.get("spec") or {}
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    eviction = _condition(status, CONDITION_EVICTION)
     evictor = select_evictor(pod, job, settings)
     already = pod.deleting or (evictor == "SoftEviction" and ANNOTATION_SOFT_EVICTION in pod.annotations)
     if already:
         if eviction is None:  # evicted by us before a crash, or by someone else: record it, keep waiting
             message = f'Pod "{key}" is being evicted'
             new = _with_condition(status, CONDITION_EVICTION, "False", reason=REASON_EVICTING, message=message, now=now)
-            return Wait(REQUEUE_SECONDS, new)
-        return Wait(REQUEUE_SECONDS)
-    limited = object_limiter is not None and workload is not None
-    if limited and not object_limiter.allows(workload, workload_max_migrating, now):  # type: ignore[union-attr,arg-type]
-        return Wait(REQUEUE_SECONDS)
-    if evict_tokens is not None and not evict_tokens.try_accept(now):
-        return Wait(REQUEUE_SECONDS)
+            return Wait(REQUEUE_SECONDS, new, events)
+        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+    workload, limiter = step.workload, step.object_limiter
+    if limiter is not None and workload is not None and not limiter.allows(workload, step.workload_max_migrating, now):
+        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+    if step.evict_tokens is not None and not step.evict_tokens.try_accept(now):
+        return Wait(REQUEUE_SECONDS, status if changed else None, events)
     delete_options = spec.get("deleteOptions")
     if delete_options is None and settings.default_delete_options is not None:
         delete_options = dict(settings.default_delete_options)
@@ -474,16 +617,196 @@ def decide(
         )
     return Evict(
         evictor=evictor,
-        namespace=str(namespace),
-        name=str(name),
+        namespace=pod.namespace,
+        name=pod.name,
         uid=pod.uid,
         delete_options=dict(delete_options) if delete_options is not None else None,
         status=new,
         soft_eviction=soft,
         workload=workload,
-        max_migrating=workload_max_migrating,
-        events=(JobEvent("Normal", REASON_EVICTING, message),),
+        max_migrating=step.workload_max_migrating,
+        events=(*events, JobEvent("Normal", REASON_EVICTING, message)),
     )
+
+
+def _reservation_first(
+    step: _Step,
+    status: dict[str, Any],
+    pod: PodView | None,
+    *,
+    reservation: Mapping[str, Any] | None,
+    replacement: PodView | None,
+    node_pods: Sequence[PodInfo],
+) -> Decision:
+    """A Running ``ReservationFirst`` job: reserve, wait Available, evict, wait for the bound pod Ready."""
+    job, key, now = step.job, step.key, step.now
+    spec = job.get("spec") or {}
+    recorded_uid = (spec.get("podRef") or {}).get("uid") or ""
+    res_name = reservation_name(job)
+    ours = res_name if is_ours(job, res_name) else None
+
+    def fail(reason: str, message: str, at: Mapping[str, Any] = status) -> Finish:
+        return _fail(at, reason, message, ours)
+
+    eviction = _condition(status, CONDITION_EVICTION)
+    evicted = eviction is not None and eviction.get("status") == "True"
+    gone = pod is None or (bool(recorded_uid) and pod.uid != recorded_uid)
+    events: tuple[JobEvent, ...] = ()
+    changed = False
+
+    if not evicted and gone:
+        if eviction is None:
+            return fail(REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
+        message = f'Pod "{key}" has been evicted'
+        status = _with_condition(
+            status, CONDITION_EVICTION, "True", reason=REASON_EVICT_COMPLETE, message=message, now=now
+        )
+        events, changed, evicted = (JobEvent("Normal", REASON_EVICT_COMPLETE, message),), True, True
+
+    if not evicted:
+        assert pod is not None
+        return _before_eviction(step, status, pod, reservation=reservation, res_name=res_name, ours=ours)
+
+    # Evicted: wait for the replacement to bind the Reservation, then to be Ready.
+    recorded = status.get("podRef") or {}
+    bound = bound_for(job, reservation, node_pods, now)
+    if bound is None:
+        if reservation is None:
+            return fail(REASON_MISSING_RESERVATION, f'Abort job caused by missing Reservation "{res_name}"', status)
+        state = read_reservation(reservation, now)
+        if state.expired:
+            return fail(REASON_RESERVATION_EXPIRED, "Reservation expired", status)
+        if state.phase == "Failed":
+            return fail(REASON_UNSCHEDULABLE, state.unschedulable or f'Reservation "{res_name}" failed', status)
+        status, more = _put_condition(
+            status,
+            CONDITION_POD_BOUND_RESERVATION,
+            "False",
+            reason=REASON_WAIT_FOR_POD_BIND_RESERVATION,
+            message=f'Waiting for a Pod to bind Reservation "{res_name}"',
+            now=now,
+        )
+        return Wait(REQUEUE_SECONDS, status if changed or more else None, events)
+    message = f'Bind Pod "{bound.key}" in Reservation "{res_name}"'
+    if not recorded.get("name"):
+        status["podRef"] = {
+            "namespace": bound.namespace,
+            "name": bound.name,
+            **({"uid": bound.uid} if bound.uid else {}),
+        }
+        changed = True
+    status, more = _put_condition(status, CONDITION_POD_BOUND_RESERVATION, "True", reason="", message=message, now=now)
+    changed = changed or more
+    same = replacement is not None and (not bound.uid or replacement.uid == bound.uid)
+    if not (same and replacement is not None and replacement.ready):
+        status, more = _put_condition(
+            status,
+            CONDITION_BOUND_POD_READY,
+            "False",
+            reason=REASON_WAIT_FOR_BOUND_POD_READY,
+            message=f'Waiting for Pod "{bound.key}" to be Ready',
+            now=now,
+        )
+        return Wait(REQUEUE_SECONDS, status if changed or more else None, events)
+    status, _ = _put_condition(status, CONDITION_BOUND_POD_READY, "True", reason="", message=message, now=now)
+    status.update(phase=SUCCEEDED, status=STATUS_COMPLETE, reason="", message=message)
+    return Finish(status, (*events, JobEvent("Normal", STATUS_COMPLETE, message)))
+
+
+def _before_eviction(
+    step: _Step,
+    status: dict[str, Any],
+    pod: PodView,
+    *,
+    reservation: Mapping[str, Any] | None,
+    res_name: str,
+    ours: str | None,
+) -> Decision:
+    """The pod is still there (maybe being evicted): create or adopt the Reservation, wait until it is
+    Available on another node, then evict."""
+    job, now = step.job, step.now
+
+    def fail(reason: str, message: str) -> Finish:
+        return _fail(status, reason, message, ours)
+
+    created_message = f'Successfully create Reservation "{res_name}"'
+    ref = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation", "name": res_name}
+    if reservation is None:
+        if reservation_ref(job) is not None or ours is None:
+            return fail(REASON_MISSING_RESERVATION, f'Abort job caused by missing Reservation "{res_name}"')
+        manifest = reservation_manifest(
+            job, pod.obj or _minimal_pod(pod), _ttl_seconds(job.get("spec") or {}, step.settings)
+        )
+        if isinstance(manifest, str):
+            failed = _with_condition(
+                status,
+                CONDITION_RESERVATION_CREATED,
+                "False",
+                reason=REASON_FAILED_CREATE_RESERVATION,
+                message=manifest,
+                now=now,
+            )
+            return _fail(failed, REASON_FAILED_CREATE_RESERVATION, manifest)
+        new = _with_condition(
+            status, CONDITION_RESERVATION_CREATED, "True", reason="", message=created_message, now=now
+        )
+        return Reserve(
+            res_name,
+            manifest,
+            ref,
+            new,
+            (JobEvent("Normal", CONDITION_RESERVATION_CREATED, created_message),),
+        )
+    if reservation_ref(job) is None:  # created before a restart, not yet recorded: adopt it
+        new, _ = _put_condition(
+            status, CONDITION_RESERVATION_CREATED, "True", reason="", message=created_message, now=now
+        )
+        return Reserve(res_name, None, ref, new)
+
+    state = read_reservation(reservation, now)
+    if state.invalid is not None:
+        return fail(REASON_INVALID_RESERVATION, f'Reservation "{res_name}": {state.invalid}')
+    if state.expired:
+        return fail(REASON_RESERVATION_EXPIRED, "Reservation expired")
+    if state.phase == "Failed":
+        return fail(REASON_UNSCHEDULABLE, state.unschedulable or f'Reservation "{res_name}" failed')
+    if state.phase == "Succeeded" and _condition(status, CONDITION_EVICTION) is None:
+        return fail(REASON_FORBIDDEN_MIGRATE_POD, "Reservation is already bound by another Pod")
+    if not state.placed:
+        if state.unschedulable is None:
+            return Wait(REQUEUE_SECONDS)
+        new, changed = _put_condition(
+            status,
+            CONDITION_RESERVATION_SCHEDULED,
+            "False",
+            reason=REASON_UNSCHEDULABLE,
+            message=state.unschedulable,
+            now=now,
+        )
+        warn = (JobEvent("Warning", REASON_UNSCHEDULABLE, state.unschedulable),) if changed else ()
+        return Wait(REQUEUE_SECONDS, new if changed else None, warn)
+    if state.node_name == pod.node_name:
+        return fail(
+            REASON_FORBIDDEN_MIGRATE_POD,
+            f'Scheduler assigned the Reservation "{res_name}" on the same node as the Pod',
+        )
+    events: tuple[JobEvent, ...] = ()
+    changed = False
+    if status.get("nodeName") != state.node_name:
+        message = f'Assigned Reservation "{res_name}" to node "{state.node_name}"'
+        status = _with_condition(status, CONDITION_RESERVATION_SCHEDULED, "True", reason="", message=message, now=now)
+        status["nodeName"] = state.node_name
+        events, changed = (JobEvent("Normal", CONDITION_RESERVATION_SCHEDULED, message),), True
+    if state.phase != "Available":
+        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+    return _evict_step(step, status, pod, changed=changed, events=events)
+
+
+def _minimal_pod(pod: PodView) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid, "labels": dict(pod.labels)},
+        "spec": {"nodeName": pod.node_name},
+    }
 
 
 def _succeed(status: Mapping[str, Any], message: str, now: float) -> Finish:
@@ -506,3 +829,26 @@ def after_eviction_error(job: Mapping[str, Any], code: int, detail: str, failure
         job.get("status") or {}, CONDITION_EVICTION, "False", reason=REASON_FAILED_EVICT, message=message, now=now
     )
     return Wait(eviction_retry_delay(failures), status, (JobEvent("Warning", REASON_EVICTING, message),))
+
+
+def after_reservation_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Wait | Finish:
+    """Creating the job's Reservation failed with HTTP ``code``.
+
+    429 and 5xx are retried after :func:`eviction_retry_delay` until the ttl; any other refusal (403
+    without RBAC, 404 when the Reservation CRD is not installed, 422 invalid) fails the job with
+    condition ``ReservationCreated`` False, reason ``FailedCreateReservation``, as upstream's message.
+    """
+    message = f"Failed to create Reservation caused by {code}: {detail}"
+    status = _with_condition(
+        job.get("status") or {},
+        CONDITION_RESERVATION_CREATED,
+        "False",
+        reason=REASON_FAILED_CREATE_RESERVATION,
+        message=message,
+        now=now,
+    )
+    if code == 429 or code >= 500:
+        return Wait(
+            eviction_retry_delay(failures), status, (JobEvent("Warning", REASON_FAILED_CREATE_RESERVATION, message),)
+        )
+    return _fail(status, REASON_FAILED_CREATE_RESERVATION, message)

@@ -26,7 +26,7 @@ from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
-from koordpy.manager.migration import EvictionRefusedError
+from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
 from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S
@@ -122,7 +122,8 @@ class KubeMigrationApi:
     Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
     reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
     stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
-    other API errors propagate.
+    a refused Reservation create (409 exists, 403, 404 without the CRD, 422 invalid, 429, 5xx) raises
+    :class:`ReservationRefusedError`; other API errors propagate.
     """
 
     def __init__(self, client: ApiClient, component: str = "koordpy-manager") -> None:
@@ -211,6 +212,42 @@ class KubeMigrationApi:
             component=self.component,
             action="Migrating",
         )
+
+    async def list_reservations(self) -> list[dict[str, Any]]:
+        """Every Reservation; empty when the API does not serve them (CRD not installed)."""
+        try:
+            result = await self.client.list(resources.RESERVATIONS)
+        except kube_errors.NotFound:
+            return []
+        return [dict(item) for item in result.items]
+
+    async def create_reservation(self, body: Mapping[str, Any]) -> None:
+        try:
+            await self.client.create(resources.RESERVATIONS, body)
+        except (
+            kube_errors.Conflict,
+            kube_errors.NotFound,
+            kube_errors.Forbidden,
+            kube_errors.UnprocessableEntity,
+            kube_errors.BadRequest,
+            kube_errors.TooManyRequests,
+            kube_errors.ServerError,
+        ) as exc:
+            raise ReservationRefusedError(exc.status, exc.message) from exc
+
+    async def delete_reservation(self, name: str) -> None:
+        try:
+            await self.client.delete(resources.RESERVATIONS, name)
+        except kube_errors.NotFound:
+            return
+
+    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> None:
+        patch = {"spec": {"reservationOptions": {"reservationRef": dict(ref)}}}
+        await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
+
+    async def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        result = await self.client.list(resources.PODS, field_selector=f"spec.nodeName={node}")
+        return [dict(item) for item in result.items]
 
 
 class GangWriter:

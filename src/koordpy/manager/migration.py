@@ -5,8 +5,16 @@ object limiter, the per-job retry times after a failed eviction) and talks to th
 :class:`MigrationApi`. Decisions are taken without an ``await`` between reading the limiters and
 consuming their tokens, so concurrent calls on one event loop cannot exceed a limit.
 
+``ReservationFirst`` jobs: each round lists the Reservations once; a job's Reservation is created (a 409
+means a restarted manager finds its own: adopted, never duplicated), recorded as the job's
+``reservationRef``, read back for its placement, and deleted when the job fails. Every
+:data:`SWEEP_SECONDS` the round also deletes the Reservations a migration created whose job is gone,
+Failed or Aborted (:func:`~koordpy.descheduler.reservation_first.stale_reservations`).
+
 Not guaranteed: limiter and retry state live in memory and start fresh after a restart (jobs themselves
-are adopted from their status, see the lifecycle module).
+are adopted from their status, see the lifecycle module). A Reservation whose job was deleted while no
+round runs (no jobs left) stays until the next round, or until Kubernetes' garbage collector removes it
+through its ownerReference to the job.
 """
 
 from __future__ import annotations
@@ -34,13 +42,18 @@ from koordpy.descheduler.lifecycle import (
     LifecycleSettings,
     ObjectLimiter,
     PodView,
+    Reserve,
     Scavenge,
     Start,
     TokenBucket,
     Wait,
     after_eviction_error,
+    after_reservation_error,
+    bound_for,
     decide,
+    needs_node_pods,
     needs_pod,
+    reservation_lookup,
 )
 from koordpy.descheduler.limits import workload_limit
 from koordpy.descheduler.objects import (
@@ -52,6 +65,9 @@ from koordpy.descheduler.objects import (
     resolve_workload,
     workload_from_dict,
 )
+from koordpy.descheduler.reservation_first import stale_reservations
+from koordpy.model.objects import ObjectError, PodInfo
+from koordpy.model.objects import pod_from_dict as pod_info_from_dict
 
 __all__ = [
     "Arbitrate",
@@ -59,6 +75,7 @@ __all__ = [
     "MigrationApi",
     "MigrationController",
     "MigrationMetrics",
+    "ReservationRefusedError",
     "RoundGate",
     "WorkloadLimit",
     "controller_from_args",
@@ -75,9 +92,24 @@ class EvictionRefusedError(Exception):
         self.detail = detail
 
 
+class ReservationRefusedError(Exception):
+    """The API server refused to create a Reservation (``code`` 409: it exists already)."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+SWEEP_SECONDS = 10.0
+"""How often a round deletes the Reservations of gone, Failed or Aborted migrations."""
+
+
 class MigrationApi(Protocol):
     """The calls the controller makes. Implementations raise :class:`EvictionRefusedError` for a refused
-    eviction, delete or annotation of the pod, and return ``None`` from :meth:`get_pod` for a missing pod."""
+    eviction, delete or annotation of the pod, :class:`ReservationRefusedError` for a refused Reservation
+    create, and return ``None`` from :meth:`get_pod` for a missing pod; :meth:`list_reservations` is
+    empty when the API does not serve Reservations and :meth:`delete_reservation` ignores a missing one."""
 
     async def list_jobs(self) -> list[dict[str, Any]]: ...
 
@@ -100,6 +132,16 @@ class MigrationApi(Protocol):
     async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None: ...
 
     async def post_event(self, job: Mapping[str, Any], event: JobEvent) -> None: ...
+
+    async def list_reservations(self) -> list[dict[str, Any]]: ...
+
+    async def create_reservation(self, body: Mapping[str, Any]) -> None: ...
+
+    async def delete_reservation(self, name: str) -> None: ...
+
+    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> None: ...
+
+    async def list_pods_on_node(self, node: str) -> list[dict[str, Any]]: ...
 
 
 Arbitrate = Callable[[Sequence[Mapping[str, Any]], float], Awaitable[Mapping[str, Verdict]]]
@@ -188,9 +230,15 @@ class MigrationController:
         """Jobs by phase after the last round."""
         self.last_round_seconds = 0.0
         """Duration of the last arbitration call."""
+        self._swept_at: float | None = None
 
-    async def drive(self, job: Mapping[str, Any]) -> Decision | None:
-        """Take and carry out the next step of ``job``; ``None`` while a retry delay runs."""
+    async def drive(
+        self, job: Mapping[str, Any], reservations: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> Decision | None:
+        """Take and carry out the next step of ``job``; ``None`` while a retry delay runs.
+
+        ``reservations`` (by name) is the round's list; None: listed here when the job needs one.
+        """
         name = str((job.get("metadata") or {}).get("name") or "")
         now = self.clock()
         if self._not_before.get(name, 0.0) > now:
@@ -201,6 +249,7 @@ class MigrationController:
             raw_pod = await self.api.get_pod(str(ref["namespace"]), str(ref["name"]))
         pod = PodView.from_object(raw_pod) if raw_pod is not None else None
         limit = self.workload_of(raw_pod) if raw_pod is not None else None
+        reservation, node_pods, replacement = await self._reservation_inputs(job, reservations, now)
         decision = decide(
             job,
             pod,
@@ -210,9 +259,37 @@ class MigrationController:
             object_limiter=self.object_limiter,
             workload=limit.uid if limit is not None else None,
             workload_max_migrating=limit.max_migrating if limit is not None else 1,
+            reservation=reservation,
+            replacement=replacement,
+            node_pods=node_pods,
         )
         await self._carry_out(name, job, decision)
         return decision
+
+    async def _reservation_inputs(
+        self, job: Mapping[str, Any], reservations: Mapping[str, Mapping[str, Any]] | None, now: float
+    ) -> tuple[Mapping[str, Any] | None, list[PodInfo], PodView | None]:
+        """A ReservationFirst job's Reservation, the pods on its node (for the ledger) and the bound pod."""
+        res_name = reservation_lookup(job, self.settings)
+        if res_name is None:
+            return None, [], None
+        if reservations is None:
+            reservations = _by_name(await self.api.list_reservations())
+        reservation = reservations.get(res_name)
+        node_pods: list[PodInfo] = []
+        node = needs_node_pods(job, reservation)
+        if node is not None:
+            for raw in await self.api.list_pods_on_node(node):
+                try:
+                    node_pods.append(pod_info_from_dict(raw))
+                except ObjectError as exc:
+                    self._logger.warning("pod on node %s skipped: %s", node, exc)
+        bound = bound_for(job, reservation, node_pods, now)
+        replacement = None
+        if bound is not None:
+            raw_bound = await self.api.get_pod(bound.namespace, bound.name)
+            replacement = PodView.from_object(raw_bound) if raw_bound is not None else None
+        return reservation, node_pods, replacement
 
     async def _events(self, job: Mapping[str, Any], events: tuple[JobEvent, ...]) -> None:
         for event in events:
@@ -244,8 +321,32 @@ class MigrationController:
             await self.api.write_status(name, decision.status)
             await self._events(job, decision.events)
             self._forget(name)
+            if decision.delete_reservation is not None:
+                await self._delete_reservation(decision.delete_reservation, f"its PodMigrationJob {name} failed")
+            return
+        if isinstance(decision, Reserve):
+            await self._reserve(name, job, decision)
             return
         await self._evict(name, job, decision)
+
+    async def _reserve(self, name: str, job: Mapping[str, Any], decision: Reserve) -> None:
+        if decision.manifest is not None:
+            try:
+                await self.api.create_reservation(decision.manifest)
+                self._logger.info("PodMigrationJob %s: created Reservation %s", name, decision.name)
+            except ReservationRefusedError as refused:
+                if refused.code != 409:  # 409: ours, created before a restart: adopt it
+                    self._failures[name] += 1
+                    follow = after_reservation_error(
+                        job, refused.code, refused.detail, self._failures[name], self.clock()
+                    )
+                    self._logger.info("PodMigrationJob %s: Reservation %s refused (%s)", name, decision.name, refused)
+                    await self._carry_out(name, job, follow)
+                    return
+        await self.api.set_reservation_ref(name, decision.ref)
+        await self.api.write_status(name, decision.status)
+        await self._events(job, decision.events)
+        self._failures.pop(name, None)
 
     async def _evict(self, name: str, job: Mapping[str, Any], decision: Evict) -> None:
         await self.api.write_status(name, decision.status)  # write-ahead: a restart sees the attempt
@@ -279,6 +380,28 @@ class MigrationController:
         self._logger.info("PodMigrationJob %s: %s %s/%s", name, decision.evictor, decision.namespace, decision.name)
         await self._events(job, decision.events)
         self._not_before[name] = self.clock() + 1.0
+
+    async def _round_reservations(
+        self, jobs: Sequence[Mapping[str, Any]], now: float
+    ) -> Mapping[str, Mapping[str, Any]] | None:
+        """The Reservations by name when a job needs them or the sweep is due (then sweep); else None."""
+        sweep = self._swept_at is None or now - self._swept_at >= SWEEP_SECONDS
+        if not sweep and all(reservation_lookup(job, self.settings) is None for job in jobs):
+            return None
+        listed = await self.api.list_reservations()
+        if sweep:
+            self._swept_at = now
+            for stale in stale_reservations(jobs, listed):
+                await self._delete_reservation(stale, "its PodMigrationJob is gone, Failed or Aborted")
+        return _by_name(listed)
+
+    async def _delete_reservation(self, name: str, why: str) -> None:
+        try:
+            await self.api.delete_reservation(name)
+        except Exception as exc:  # why: the sweep retries; one refused delete must not stop the round
+            self._logger.warning("Reservation %s not deleted (%s): %s", name, why, exc)
+            return
+        self._logger.info("deleted Reservation %s: %s", name, why)
 
     def _forget(self, name: str) -> None:
         self._not_before.pop(name, None)
@@ -315,9 +438,10 @@ class MigrationController:
                     await self._events(job, (JobEvent("Warning", verdict.job_reason, message),))
                     by_name[name] = dict(job, status=status)
             jobs = list(by_name.values())
+        reservations = await self._round_reservations(jobs, now)
         phases: Counter[str] = Counter()
         for job in jobs:
-            decision = await self.drive(job)
+            decision = await self.drive(job, reservations)
             phase = ((job.get("status") or {}).get("phase")) or "Pending"
             if isinstance(decision, Start):
                 phase = "Running"
@@ -330,6 +454,10 @@ class MigrationController:
         if self.metrics is not None:
             self.metrics.observe_phases(self.phases)
         return self.phases
+
+
+def _by_name(items: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    return {str((item.get("metadata") or {}).get("name")): item for item in items}
 
 
 class RoundGate:

@@ -128,7 +128,7 @@ def reference_round(
     sort_by_pod(order, pods)
     sort_by_controller(order, pods)
     sort_by_migrating_count(order, pods, migrating_count_by_job_owner(jobs, pods))
-    state = _Round(jobs, pods, workloads, config, nodes={}, limited_workloads=limited)
+    state = _Round([job for job in jobs if job.active], pods, workloads, config, nodes={}, limited_workloads=limited)
     requeues = _Requeues()
     verdicts: dict[str, tuple[str, str | None, str | None]] = {}
     for j in order:

@@ -102,9 +102,21 @@ def test_sim_imports_the_policy_from_its_own_modules() -> None:
     assert {"plan", "naive_plan"} <= imported["koordpy.agent.policy"]
     # gang decisions come from the gang model's public GangCache (its package, not its modules) ...
     assert "GangCache" in imported["koordpy.scheduler.plugins.gang"]
-    # ... and nothing from the plugin internals (estimator, thresholds, gang state) is re-used piecemeal
+    # ... reservations from the manager's decision, the ledger and the extender's enforcement ...
+    assert "decide" in imported["koordpy.scheduler.plugins.reservation.controller"]
+    assert "reserved_verdict" in imported["koordpy.scheduler.plugins.reservation.ledger"]
+    assert "owner_prefers" in imported["koordpy.scheduler.plugins.reservation.enforcement"]
+    # ... and nothing from the plugin internals (estimator, thresholds, gang state, reservation
+    # placement or starving rules) is re-used piecemeal
     plugins = {m for m in imported if m.startswith("koordpy.scheduler.plugins")}
-    assert plugins == {"koordpy.scheduler.plugins.gang"}
+    assert plugins == {
+        "koordpy.scheduler.plugins.gang",
+        "koordpy.scheduler.plugins.gang.keys",
+        "koordpy.scheduler.plugins.reservation.controller",
+        "koordpy.scheduler.plugins.reservation.enforcement",
+        "koordpy.scheduler.plugins.reservation.ledger",
+        "koordpy.scheduler.plugins.reservation.spec",
+    }
 
 
 FORBIDDEN_NAMES = {"filter", "score", "estimate_pod", "estimate_node", "waterline", "gaps", "detect", "go_round"}

@@ -1,0 +1,326 @@
+"""The Reservation a ``ReservationFirst`` PodMigrationJob needs, and what the job reads back from it.
+
+Follows Koordinator's descheduler (``pkg/descheduler/controllers/migration/reservation``):
+
+* **Name**: ``spec.reservationOptions.reservationRef.name`` when the job names an existing Reservation;
+  else ``spec.reservationOptions.template.metadata.name`` when set; else the job's UID (upstream), or
+  ``pmj-<job name>`` for a job without a UID (dumps). The name depends only on the job, so a manager
+  restarted between creating the Reservation and recording it finds it instead of creating another.
+* **Template** (:func:`pod_template`): the pod's container and init-container *requests* (not limits),
+  overhead, tolerations, nodeSelector, required node affinity, priority, priorityClassName and
+  schedulerName, labels; ``nodeName`` is never copied. Every required node-selector term gets
+  ``matchFields: metadata.name NotIn [current node]`` (one term with only that when there were none), so
+  the room is reserved elsewhere (Koordinator #1114/#1174).
+* **Owners** (:func:`owners_for`): the pod's controller (``controller`` with the pod's namespace), so the
+  replacement its controller creates may use the room; a pod without a controller gets a
+  ``labelSelector`` of its labels (upstream gives none and the Reservation is refused); a pod with
+  neither cannot be migrated this way.
+* ``spec.reservationOptions.template`` is merged as upstream: its ``spec.template`` and ``owners`` win
+  when set (else the pod's), ``allocateOnce`` is forced true, the template's ``nodeName`` is cleared, the
+  job's ttl is copied when the template sets neither ``ttl`` nor ``expires``, and the current-node
+  exclusion is appended to its affinity.
+
+Not guaranteed: volumes are not copied (the Reservation holds requests only); ``preemptionOptions`` is
+ignored (upstream reserves it too).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from koordpy.model.objects import ObjectError, PodInfo, pod_from_dict
+from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node
+from koordpy.scheduler.plugins.reservation.spec import is_expired, reservation_from_dict
+
+__all__ = [
+    "ANNOTATION_MIGRATION_JOB",
+    "LABEL_MANAGED_BY",
+    "LABEL_MIGRATION_JOB",
+    "RESERVATION_API_VERSION",
+    "BoundPod",
+    "ReservationState",
+    "bound_pod",
+    "excluding_node",
+    "is_ours",
+    "owners_for",
+    "pod_template",
+    "read_reservation",
+    "reservation_manifest",
+    "reservation_name",
+    "reservation_ref",
+    "stale_reservations",
+]
+
+RESERVATION_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_MIGRATION_JOB = "koordpy.io/migration-job"
+"""Label on the Reservations a migration created: the job's name (hashed when not a valid label value)."""
+ANNOTATION_MIGRATION_JOB = "koordpy.io/migration-job"
+"""Annotation on the same Reservations: ``<job name>/<job uid>``, read by :func:`stale_reservations`."""
+
+_CONTAINER_KEYS = ("containers", "initContainers")
+_COPIED_SPEC_KEYS = ("tolerations", "nodeSelector", "priority", "priorityClassName", "schedulerName", "overhead")
+
+
+def _spec(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return job.get("spec") or {}
+
+
+def _options(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _spec(job).get("reservationOptions") or {}
+
+
+def reservation_ref(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``spec.reservationOptions.reservationRef`` when it names a Reservation."""
+    ref = _options(job).get("reservationRef")
+    return ref if isinstance(ref, Mapping) and ref.get("name") else None
+
+
+def _default_name(job: Mapping[str, Any]) -> str:
+    meta = job.get("metadata") or {}
+    template_name = ((_options(job).get("template") or {}).get("metadata") or {}).get("name")
+    if template_name:
+        return str(template_name)
+    uid = meta.get("uid")
+    return str(uid) if uid else f"pmj-{meta.get('name') or ''}"
+
+
+def reservation_name(job: Mapping[str, Any]) -> str:
+    """The Reservation the job uses: its reservationRef, else the name it would create (see module doc)."""
+    ref = reservation_ref(job)
+    return str(ref["name"]) if ref is not None else _default_name(job)
+
+
+def is_ours(job: Mapping[str, Any], name: str) -> bool:
+    """Whether the Reservation ``name`` is the one this job creates (and so deletes when it fails).
+
+    The reservationRef the manager records after creating names that same default name; a Reservation
+    the user named in reservationRef is never deleted by the migration.
+    """
+    return name == _default_name(job)
+
+
+def _requests_only(containers: Any) -> list[dict[str, Any]]:
+    out = []
+    for container in containers or ():
+        if not isinstance(container, Mapping):
+            continue
+        entry: dict[str, Any] = {"name": container.get("name") or ""}
+        requests = (container.get("resources") or {}).get("requests")
+        if requests:
+            entry["resources"] = {"requests": dict(requests)}
+        out.append(entry)
+    return out
+
+
+def excluding_node(pod_spec: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """``pod_spec`` with ``metadata.name NotIn [node]`` added to every required node-selector term."""
+    spec = copy.deepcopy(dict(pod_spec))
+    if not node:
+        return spec
+    skip = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
+    affinity = spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        required["nodeSelectorTerms"] = [{"matchFields": [skip]}]
+        return spec
+    for term in terms:
+        term.setdefault("matchFields", []).append(dict(skip, values=[node]))
+    return spec
+
+
+def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The PodTemplateSpec a Reservation for ``pod`` holds (see the module doc), without the exclusion."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    out: dict[str, Any] = {key: _requests_only(spec.get(key)) for key in _CONTAINER_KEYS if spec.get(key)}
+    for key in _COPIED_SPEC_KEYS:
+        if spec.get(key) is not None:
+            out[key] = copy.deepcopy(spec[key])
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is not None:
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": copy.deepcopy(required)}}
+    template_meta: dict[str, Any] = {"namespace": str(meta.get("namespace") or "")}
+    if meta.get("labels"):
+        template_meta["labels"] = dict(meta["labels"])
+    return {"metadata": template_meta, "spec": out}
+
+
+def owners_for(pod: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The pod's controller (:attr:`PodInfo.controller`, with the pod's namespace); else a labelSelector
+    of its labels; None with neither. A malformed pod raises :class:`ObjectError` (field path named)."""
+    info = pod_from_dict(pod)
+    if info.controller is not None:
+        ctrl = info.controller
+        controller: dict[str, Any] = {"apiVersion": ctrl.api_version, "kind": ctrl.kind, "name": ctrl.name}
+        if ctrl.uid:
+            controller["uid"] = ctrl.uid
+        controller.update(controller=True, namespace=info.namespace)
+        return [{"controller": controller}]
+    if info.labels:
+        return [{"labelSelector": {"matchLabels": dict(info.labels)}}]
+    return None
+
+
+def _label_value(name: str) -> str:
+    if len(name) <= 63 and name.replace("-", "").replace(".", "").replace("_", "").isalnum():
+        return name
+    return "h-" + hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
+def _format_ttl(seconds: float) -> str:
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds}s"
+
+
+def reservation_manifest(job: Mapping[str, Any], pod: Mapping[str, Any], ttl_seconds: float) -> dict[str, Any] | str:
+    """The Reservation to create for ``job`` whose pod is ``pod``; a message (str) when none can be made.
+
+    ``ttl_seconds`` is the job's ttl (its ``spec.ttl``, else ``defaultJobTTL``).
+    """
+    meta = job.get("metadata") or {}
+    job_name = str(meta.get("name") or "")
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    user = copy.deepcopy(dict(_options(job).get("template") or {}))
+    user_meta = dict(user.get("metadata") or {})
+    spec = dict(user.get("spec") or {})
+    if not spec.get("template"):
+        spec["template"] = pod_template(pod)
+    if not spec.get("owners"):
+        pod_meta = pod.get("metadata") or {}
+        key = f"{pod_meta.get('namespace')}/{pod_meta.get('name')}"
+        try:
+            owners = owners_for(pod)
+        except ObjectError as exc:
+            return f'Pod "{key}" cannot be read: {exc}'
+        if owners is None:
+            return f'Pod "{key}" has no controller and no labels: no replacement could own a Reservation'
+        spec["owners"] = owners
+    spec["allocateOnce"] = True
+    template = dict(spec["template"])
+    pod_spec = dict(template.get("spec") or {})
+    pod_spec.pop("nodeName", None)
+    template["spec"] = excluding_node(pod_spec, node)
+    spec["template"] = template
+    if spec.get("ttl") is None and spec.get("expires") is None and ttl_seconds > 0:
+        spec["ttl"] = _format_ttl(ttl_seconds)
+    labels = dict(user_meta.get("labels") or {})
+    labels.update({LABEL_MANAGED_BY: "koordpy", LABEL_MIGRATION_JOB: _label_value(job_name)})
+    annotations = dict(user_meta.get("annotations") or {})
+    annotations[ANNOTATION_MIGRATION_JOB] = f"{job_name}/{meta.get('uid') or ''}"
+    metadata: dict[str, Any] = {"name": _default_name(job), "labels": labels, "annotations": annotations}
+    if meta.get("uid"):
+        metadata["ownerReferences"] = [
+            {"apiVersion": RESERVATION_API_VERSION, "kind": "PodMigrationJob", "name": job_name, "uid": meta["uid"]}
+        ]
+    return {"apiVersion": RESERVATION_API_VERSION, "kind": "Reservation", "metadata": metadata, "spec": spec}
+
+
+@dataclass(frozen=True)
+class ReservationState:
+    """What the migration reads of its Reservation."""
+
+    name: str
+    phase: str
+    node_name: str
+    expired: bool
+    """Failed with condition Ready reason Expired, or past its ttl/expires while not finished."""
+    unschedulable: str | None
+    """The message of condition Scheduled False reason Unschedulable, when there is one."""
+    current_owners: tuple[Mapping[str, Any], ...]
+    invalid: str | None = None
+    """Why the object could not be read (then nothing else is meaningful)."""
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.node_name) and self.phase in ("Available", "Waiting", "Succeeded")
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond
+    return {}
+
+
+def read_reservation(raw: Mapping[str, Any], now: float) -> ReservationState:
+    """The migration's view of a Reservation object (a malformed one: ``invalid`` says why)."""
+    name = str((raw.get("metadata") or {}).get("name") or "")
+    status = raw.get("status") or {}
+    try:
+        info = reservation_from_dict(raw)
+    except ObjectError as exc:
+        return ReservationState(name, "", "", False, None, (), invalid=str(exc))
+    ready = _condition(status, "Ready")
+    scheduled = _condition(status, "Scheduled")
+    expired = (info.phase == "Failed" and ready.get("reason") == "Expired") or (
+        not info.is_terminal and is_expired(info, now)
+    )
+    unschedulable = None
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        unschedulable = str(scheduled.get("message") or "")
+    owners = tuple(o for o in status.get("currentOwners") or () if isinstance(o, Mapping) and o.get("name"))
+    return ReservationState(info.name, info.phase, info.node_name, expired, unschedulable, owners)
+
+
+@dataclass(frozen=True)
+class BoundPod:
+    """The pod that took the Reservation (its ``status.currentOwners[0]``, or the ledger's first owner)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def bound_pod(raw: Mapping[str, Any], node_pods: Sequence[PodInfo], now: float) -> BoundPod | None:
+    """Who bound the Reservation ``raw``: ``status.currentOwners[0]`` (set by the manager when an
+    allocateOnce Reservation is consumed), else the first owner pod the ledger finds on its node among
+    ``node_pods`` (the manager may not have written the status yet). None while nobody has."""
+    status = raw.get("status") or {}
+    for owner in status.get("currentOwners") or ():
+        if isinstance(owner, Mapping) and owner.get("name"):
+            return BoundPod(str(owner.get("namespace") or ""), str(owner["name"]), str(owner.get("uid") or ""))
+    if not node_pods:
+        return None
+    try:
+        info = reservation_from_dict(raw)
+    except ObjectError:
+        return None
+    for holding in holdings_on_node([info], node_pods, now):
+        if holding.consumed:
+            key = holding.owners[0]
+            pod = next(p for p in node_pods if p.key == key)
+            return BoundPod(pod.namespace, pod.name, pod.uid)
+    return None
+
+
+def stale_reservations(jobs: Sequence[Mapping[str, Any]], reservations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Reservations a migration created whose job is gone (or replaced by one with another UID), Failed
+    or Aborted: the manager deletes them. Reservations without :data:`ANNOTATION_MIGRATION_JOB` are
+    never returned."""
+    by_name = {str((j.get("metadata") or {}).get("name")): j for j in jobs}
+    stale = []
+    for res in reservations:
+        meta = res.get("metadata") or {}
+        marker = (meta.get("annotations") or {}).get(ANNOTATION_MIGRATION_JOB)
+        if not marker or meta.get("deletionTimestamp"):
+            continue
+        job_name, _, job_uid = str(marker).rpartition("/")
+        job = by_name.get(job_name)
+        if job is None or (job_uid and str((job.get("metadata") or {}).get("uid") or "") != job_uid):
+            stale.append(str(meta.get("name")))
+            continue
+        if ((job.get("status") or {}).get("phase")) in ("Failed", "Aborted"):
+            stale.append(str(meta.get("name")))
+    return sorted(stale)

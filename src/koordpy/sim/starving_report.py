@@ -1,0 +1,184 @@
+"""summary.json, the terminal table and report.html of ``koordpy simulate --starving``.
+
+Not guaranteed: the layout of the table and the HTML (summary.json's keys are the stable output).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from koordpy.sim.starving import StarvingRun, StarvingScenario
+from koordpy.sim.svg import Series, line_chart
+
+__all__ = ["charts", "starving_html", "starving_summary", "starving_table"]
+
+COLORS = {"koordpy": "#1f77b4", "baseline": "#d62728"}
+ROWS = (
+    ("bigJobs", "big jobs"),
+    ("bigJobsStarted", "  started within the run"),
+    ("bigJobsNeverStarted", "  never started"),
+    ("bigJobStartLatencyP50Seconds", "big-job start latency p50 (s)"),
+    ("bigJobStartLatencyMaxSeconds", "big-job start latency max (s)"),
+    ("smallPods", "small pods"),
+    ("smallPendingP50Seconds", "small-pod pending p50 (s)"),
+    ("smallPendingP95Seconds", "small-pod pending p95 (s)"),
+    ("smallPendingMaxSeconds", "small-pod pending max (s)"),
+    ("smallPodsPendingAtEnd", "small pods pending at the end"),
+    ("idleHeldCpuSeconds", "idle held capacity (cpu·s)"),
+    ("idleHeldCpuPercent", "  % of the cluster's cpu·s"),
+    ("maxNodesHeld", "most nodes held at once"),
+    ("partialJobCpuSeconds", "cpu·s bound to jobs not started"),
+    ("requestedCpuPercentMean", "requested cpu, mean % of allocatable"),
+    ("reservationsCreated", "Reservations created"),
+)
+
+
+def starving_summary(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> dict[str, Any]:
+    settings = scenario.settings()
+    return {
+        "scenario": scenario.name,
+        "kind": "StarvingScenario",
+        "seed": seed,
+        "durationSeconds": scenario.duration_seconds,
+        "nodes": scenario.nodes.count,
+        "reservation": settings.model_dump(by_alias=True),
+        "results": [run.summary() | {"jobs": run.job_table()} for run in runs],
+    }
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def starving_table(runs: Sequence[StarvingRun]) -> str:
+    summaries = [run.summary() for run in runs]
+    width = max(len(label) for _, label in ROWS)
+    cells = [[_cell(s[key]) for s in summaries] for key, _ in ROWS]
+    col = max(*(len(r.mode) for r in runs), *(len(c) for row in cells for c in row))
+    lines = [" " * width + "".join(f"  {r.mode:>{col}}" for r in runs)]
+    lines += [
+        f"{label:<{width}}" + "".join(f"  {c:>{col}}" for c in row) for (_, label), row in zip(ROWS, cells, strict=True)
+    ]
+    return "\n".join(lines)
+
+
+def _arrived(scenario: StarvingScenario, times: Sequence[float]) -> list[int]:
+    arrivals = sorted(job.arrival_seconds for job in scenario.big_jobs)
+    return [sum(1 for a in arrivals if a <= t) for t in times]
+
+
+def _jobs_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
+    """Big jobs started over time in each mode, against the jobs that have arrived."""
+    end = scenario.duration_seconds
+    times = runs[0].times
+    series = [Series("big jobs arrived", times, _arrived(scenario, times), "#777", dashed=True, step=True)]
+    series += [
+        Series(f"big jobs started: {run.mode}", run.times, run.jobs_started, COLORS.get(run.mode, "#555"), step=True)
+        for run in runs
+    ]
+    return line_chart(
+        "Big jobs started", series, "time since the start (h:mm)", "jobs", x_range=(0.0, end), time_axis=True
+    )
+
+
+def _small_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
+    series = [Series(run.mode, run.times, run.small_pending, COLORS.get(run.mode, "#555"), step=True) for run in runs]
+    return line_chart(
+        "Small pods pending",
+        series,
+        "time since the start (h:mm)",
+        "pods",
+        x_range=(0.0, scenario.duration_seconds),
+        time_axis=True,
+    )
+
+
+def _held_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
+    series = [
+        Series(f"idle held cpu: {run.mode}", run.times, run.idle_held_cpu, COLORS.get(run.mode, "#555"), step=True)
+        for run in runs
+        if run.reservations_created
+    ]
+    return line_chart(
+        "Free cpu held for starving jobs (idle)",
+        series,
+        "time since the start (h:mm)",
+        "cores",
+        x_range=(0.0, scenario.duration_seconds),
+        time_axis=True,
+    )
+
+
+def charts(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> list[str]:
+    """The report's three SVG charts: big jobs started, small pods pending, idle held cpu."""
+    return [_jobs_chart(scenario, runs), _small_chart(scenario, runs), _held_chart(scenario, runs)]
+
+
+def _start(start: float | None) -> float | None:
+    return None if start is None else round(start, 1)
+
+
+def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> str:
+    summaries = [run.summary() for run in runs]
+    head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
+    rows = "".join(
+        "<tr><th>{}</th>{}</tr>".format(
+            html.escape(label.strip()), "".join(f"<td>{html.escape(_cell(s[key]))}</td>" for s in summaries)
+        )
+        for key, label in ROWS
+    )
+    job_head = "".join(f"<th>start {html.escape(r.mode)} (s)</th>" for r in runs)
+    job_rows = "".join(
+        "<tr><th>{}</th><td>{}</td><td>{}</td><td>{:g}</td>{}</tr>".format(
+            html.escape(job.name),
+            html.escape(job.kind),
+            job.members,
+            job.arrival,
+            "".join(f"<td>{html.escape(_cell(_start(r.jobs[i].start)))}</td>" for r in runs),
+        )
+        for i, job in enumerate(runs[0].jobs)
+    )
+    settings = scenario.settings()
+    summary = json.dumps(starving_summary(scenario, seed, runs), indent=2)
+    figures = charts(scenario, runs)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>koordpy simulate --starving: {html.escape(scenario.name)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 780px; }}
+table {{ border-collapse: collapse; margin: 12px 0; }}
+th, td {{ border: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
+th:first-child {{ text-align: left; }}
+section {{ margin: 20px 0; }}
+pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }}
+</style></head><body>
+<h1>koordpy simulate --starving: {html.escape(scenario.name)}</h1>
+<p>{html.escape(scenario.description)}</p>
+<p>{scenario.nodes.count} nodes, {runs[0].small_pods} small pods, {len(scenario.big_jobs)} big jobs,
+{scenario.duration_seconds:g} s, seed {seed}. <b>baseline</b>: kube-scheduler's NodeResourcesFit and
+LeastAllocated on requests; <b>koordpy</b>: the same plus the manager's reservation decision every
+{settings.interval_seconds:g} s (starvingJobTimeThreshold {settings.starving_job_time_threshold} s,
+reservedNodePercent {settings.reserved_node_percent}, maxHoldSeconds {settings.max_hold_seconds}) and the
+extender's reserved-node filter and owner preference. Not modelled: preemption, the gang bind barrier,
+load-aware placement, latencies.</p>
+<table><tr><th></th>{head}</tr>{rows}</table>
+<section><h2>Big jobs</h2>
+{figures[0]}
+<table><tr><th>job</th><th>kind</th><th>pods</th><th>arrival (s)</th>{job_head}</tr>{job_rows}</table>
+</section>
+<section><h2>Small pods</h2>
+{figures[1]}
+</section>
+<section><h2>Held capacity</h2>
+{figures[2]}
+</section>
+<section><h2>summary.json</h2><pre>{html.escape(summary)}</pre></section>
+</body></html>
+"""

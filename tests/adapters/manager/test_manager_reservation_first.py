@@ -1,0 +1,272 @@
+"""ReservationFirst migrations against the API server emulator over loopback HTTP.
+
+The Reservation's placement is written by the test, as the manager's reservation controller would write
+it (status.phase / nodeName / conditions): this file tests the migration's side only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LifecycleSettings
+from koordpy.kube.client import ApiClient
+from koordpy.kube.resources import EVENTS, PODMIGRATIONJOBS, PODS, RESERVATIONS
+from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.migration import MigrationController
+from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy.testing.apiserver.fixture import api_client, apiserver
+
+__all__ = ["api_client", "apiserver"]
+
+SETTINGS = LifecycleSettings()  # defaultJobMode ReservationFirst
+RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "uid-web-rs", "controller": True}
+
+
+class Clock:
+    """Real time plus a test-controlled offset (to skip look-again delays without sleeping)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+async def pod_on(api: ApiClient, name: str, node: str, *, ready: bool = True) -> dict[str, Any]:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}, "ownerReferences": [RS]},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    created = await api.create(PODS, body)
+    await api.create_binding("shop", name, created["metadata"]["uid"], node)
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return await api.patch_status(
+        PODS, name, {"status": {"phase": "Running", "conditions": conditions}}, namespace="shop"
+    )
+
+
+async def pmj(api: ApiClient, name: str, pod: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": name, "annotations": {ANNOTATION_PASSED_ARBITRATION: "true"}},
+        "spec": {"podRef": {"namespace": "shop", "name": pod}, "ttl": "5m"},
+    }
+    return await api.create(PODMIGRATIONJOBS, body)
+
+
+async def place(api: ApiClient, name: str, node: str, phase: str = "Available", **extra: Any) -> None:
+    """Write the Reservation's status as the manager's reservation controller does after placing it."""
+    status = {
+        "phase": phase,
+        "nodeName": node,
+        "conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+        **extra,
+    }
+    await api.patch_status(RESERVATIONS, name, {"status": status})
+
+
+async def job_status(api: ApiClient, name: str) -> dict[str, Any]:
+    return dict((await api.get(PODMIGRATIONJOBS, name)).get("status") or {})
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions") or () if c["type"] == kind)
+
+
+def calls(server: ApiServerEmulator, verb: str, resource: str, subresource: str | None = None) -> int:
+    return sum(
+        1
+        for r in server.requests
+        if r.get("verb") == verb and r.get("resource") == resource and r.get("subresource") == subresource
+    )
+
+
+async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    job = await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+
+    await controller.run_round(None)  # Pending -> Running
+    await controller.run_round(None)  # create the Reservation, record it on the job
+    res_name = job["metadata"]["uid"]  # deterministic: the job's UID, as upstream
+    res = await api_client.get(RESERVATIONS, res_name)
+    assert res["spec"]["owners"] == [{"controller": {**RS, "namespace": "shop"}}]
+    assert res["spec"]["allocateOnce"] is True and res["spec"]["ttl"] == "300s"
+    terms = res["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
+    ]
+    stored = await api_client.get(PODMIGRATIONJOBS, "m1")
+    assert stored["spec"]["reservationOptions"]["reservationRef"]["name"] == res_name
+    assert condition(stored["status"], "ReservationCreated")["status"] == "True"
+
+    await controller.run_round(None)  # Reservation still Pending: no eviction
+    assert calls(apiserver, "create", "pods", "eviction") == 0
+
+    await place(api_client, res_name, "n2")
+    clock.offset += 4  # past the 3 s look-again delay (upstream requeue)
+    await controller.run_round(None)  # Available on n2: evict web-1
+    assert calls(apiserver, "create", "pods", "eviction") == 1
+    status = await job_status(api_client, "m1")
+    assert status["nodeName"] == "n2"
+    assert condition(status, "ReservationScheduled")["status"] == "True"
+
+    clock.offset += 2  # past the 1 s look-again delay after an eviction
+    await controller.run_round(None)  # the pod is gone: wait for a pod to bind the Reservation
+    status = await job_status(api_client, "m1")
+    assert condition(status, "Eviction")["reason"] == "EvictComplete"
+    assert condition(status, "PodBoundReservation")["reason"] == "WaitForPodBindReservation"
+
+    # the ReplicaSet's replacement lands on n2 (not Ready yet); the manager has not written currentOwners
+    # yet, so the ledger finds it among the pods on n2
+    await pod_on(api_client, "web-2", "n2", ready=False)
+    clock.offset += 4
+    await controller.run_round(None)
+    status = await job_status(api_client, "m1")
+    assert status["phase"] == "Running"
+    assert status["podRef"]["name"] == "web-2"
+    assert condition(status, "BoundPodReady")["reason"] == "WaitForBoundPodReady"
+
+    ready = [{"type": "Ready", "status": "True"}]
+    await api_client.patch_status(PODS, "web-2", {"status": {"conditions": ready}}, namespace="shop")
+    clock.offset += 4
+    await controller.run_round(None)
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["status"]) == ("Succeeded", "Complete")
+    assert status["message"] == f'Bind Pod "shop/web-2" in Reservation "{res_name}"'
+    assert calls(apiserver, "create", "pods", "eviction") == 1
+    assert calls(apiserver, "create", "reservations") == 1
+    reasons = {e["reason"] for e in (await api_client.list(EVENTS, namespace="default")).items}
+    assert {"Running", "ReservationCreated", "ReservationScheduled", "Evicting", "EvictComplete", "Complete"} <= reasons
+
+
+async def test_restarted_manager_adopts_the_reservation_it_created(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    await pmj(api_client, "m1", "web-1")
+    first = MigrationController(KubeMigrationApi(api_client), SETTINGS)
+    await first.run_round(None)  # Running
+    # crash between creating the Reservation and recording it: a stale (empty) list makes the second
+    # controller try to create it again; the 409 means "ours", adopted, never a second Reservation
+    job = await api_client.get(PODMIGRATIONJOBS, "m1")
+    await first.drive(job, {})
+    await api_client.patch(PODMIGRATIONJOBS, "m1", {"spec": {"reservationOptions": None}})
+    second = MigrationController(KubeMigrationApi(api_client), SETTINGS)
+    job = await api_client.get(PODMIGRATIONJOBS, "m1")
+    await second.drive(job, {})  # create -> 409 -> adopt
+    stored = await api_client.get(PODMIGRATIONJOBS, "m1")
+    assert stored["spec"]["reservationOptions"]["reservationRef"]["name"] == stored["metadata"]["uid"]
+    await second.run_round(None)  # with a fresh list: found by name, nothing created
+    assert len((await api_client.list(RESERVATIONS)).items) == 1
+    assert calls(apiserver, "create", "reservations") == 2  # the original and the refused (409) attempt
+
+
+async def test_expired_reservation_fails_the_job_and_is_deleted(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    job = await pmj(api_client, "m1", "web-1")
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS)
+    await controller.run_round(None)
+    await controller.run_round(None)
+    res_name = job["metadata"]["uid"]
+    expired = [{"type": "Ready", "status": "False", "reason": "Expired", "message": "expired"}]
+    await place(api_client, res_name, "", phase="Failed", conditions=expired)
+    await controller.run_round(None)
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "ReservationExpired")
+    assert (await api_client.list(RESERVATIONS)).items == []
+    assert calls(apiserver, "create", "pods", "eviction") == 0  # never evicted without a reservation
+
+
+async def test_reservation_of_a_deleted_job_is_swept(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    await pod_on(api_client, "web-9", "n1")
+    await pmj(api_client, "m1", "web-1")
+    await pmj(api_client, "m9", "web-9")  # keeps rounds running after m1 is gone
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+    await controller.run_round(None)
+    await controller.run_round(None)
+    assert len((await api_client.list(RESERVATIONS)).items) == 2
+    await api_client.delete(PODMIGRATIONJOBS, "m1")
+    await controller.run_round(None)  # sweep not due yet (every 10 s)
+    assert len((await api_client.list(RESERVATIONS)).items) == 2
+    clock.offset += 11
+    await controller.run_round(None)
+    names = [
+        r["metadata"]["annotations"]["koordpy.io/migration-job"] for r in (await api_client.list(RESERVATIONS)).items
+    ]
+    assert [n.split("/")[0] for n in names] == ["m9"]
+
+
+async def test_user_reservation_ref_is_used_and_never_deleted(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    shared = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": "shared"},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+        },
+    }
+    await api_client.create(RESERVATIONS, shared)
+    body = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": "m1", "annotations": {ANNOTATION_PASSED_ARBITRATION: "true"}},
+        "spec": {
+            "podRef": {"namespace": "shop", "name": "web-1"},
+            "ttl": "5m",
+            "reservationOptions": {"reservationRef": {"name": "shared"}},
+        },
+    }
+    await api_client.create(PODMIGRATIONJOBS, body)
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+    await controller.run_round(None)
+    await controller.run_round(None)
+    assert calls(apiserver, "create", "reservations") == 1  # only the test's own
+    await place(api_client, "shared", "n1")  # on the pod's own node: the job fails
+    clock.offset += 4
+    await controller.run_round(None)
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "ForbiddenMigratePod")
+    assert [r["metadata"]["name"] for r in (await api_client.list(RESERVATIONS)).items] == ["shared"]
+
+
+async def test_refused_create_is_retried_on_503_and_fails_on_422(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+    await controller.run_round(None)  # Running
+    apiserver.inject_error(503, verb="create", resource="reservations")
+    await controller.run_round(None)  # 503: retried after 1 s, the job stays Running
+    status = await job_status(api_client, "m1")
+    assert status["phase"] == "Running"
+    assert condition(status, "ReservationCreated")["reason"] == "FailedCreateReservation"
+    apiserver.inject_error(422, verb="create", resource="reservations", message="spec.owners: Required value")
+    clock.offset += 2
+    await controller.run_round(None)  # 422: the Reservation can never be created as it is
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "FailedCreateReservation")
+    assert "422" in status["message"]
+    assert (await api_client.list(RESERVATIONS)).items == []
+    assert calls(apiserver, "create", "pods", "eviction") == 0

@@ -1,0 +1,268 @@
+"""ReservationFirst PodMigrationJobs end to end: the real kubectl applies the job (mode unset: the default
+ReservationFirst), the real ``koordpy manager`` process creates the Reservation, evicts once it is
+Available on another node and finishes when the replacement that bound it is Ready (issue 12 §3).
+
+In the first three tests there are no Node objects, so the manager's reservation controller (a timer
+on Nodes) never runs and the test writes the Reservation's placement (its status) as that controller
+would; the last test creates Nodes and the manager's own reservation controller places the Reservation
+and marks it consumed. The replacement pod is always created and bound by the test, standing in for the
+ReplicaSet controller and the scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from scenario_kit import create, node
+from system_cluster import Cluster
+from test_system_migration import FAST, evictions, kubectl_apply, shop
+
+PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
+RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
+SHOP_PODS = "/api/v1/namespaces/shop/pods"
+RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "uid-web-rs", "controller": True}
+
+
+async def pod_on(admin: httpx.AsyncClient, name: str, node: str, *, ready: bool = True) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}, "ownerReferences": [RS]},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}],
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    await create(admin, SHOP_PODS, body)
+    await set_ready(admin, name, ready)
+
+
+async def set_ready(admin: httpx.AsyncClient, name: str, ready: bool) -> None:
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    resp = await admin.patch(
+        f"{SHOP_PODS}/{name}/status",
+        json={"status": status},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert resp.status_code == 200, resp.text
+
+
+async def place(admin: httpx.AsyncClient, name: str, node: str) -> None:
+    """Status as the manager's reservation controller writes it after placing the Reservation."""
+    status = {
+        "phase": "Available",
+        "nodeName": node,
+        "conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+    }
+    resp = await admin.patch(
+        f"{RESERVATIONS}/{name}/status",
+        json={"status": status},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert resp.status_code == 200, resp.text
+
+
+def manifest(path: Path) -> Path:
+    doc = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": "move-web-1"},
+        "spec": {"ttl": "5m", "podRef": {"namespace": "shop", "name": "web-1"}},
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+async def job(admin: httpx.AsyncClient) -> dict[str, Any]:
+    resp = await admin.get(f"{PMJS}/move-web-1")
+    assert resp.status_code == 200, resp.text
+    found: dict[str, Any] = resp.json()
+    return found
+
+
+async def reservations(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await admin.get(RESERVATIONS)).json()["items"]
+    return items
+
+
+async def until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        await asyncio.sleep(0.1)
+
+
+def manager_calls(cluster: Cluster, verb: str, resource: str) -> int:
+    return sum(
+        1
+        for r in cluster.recorded_requests()
+        if r.get("user") == "manager" and r.get("verb") == verb and r.get("resource") == resource
+    )
+
+
+async def drive_to_success(admin: httpx.AsyncClient, res_name: str) -> dict[str, Any]:
+    """Place the Reservation on n2, let the manager evict, bring up the replacement, wait for Succeeded."""
+    await place(admin, res_name, "n2")
+
+    async def evicted() -> bool:
+        return (await admin.get(f"{SHOP_PODS}/web-1")).status_code == 404
+
+    await until("web-1 is evicted", evicted)
+
+    async def waiting_for_bind() -> bool:
+        conditions = (await job(admin)).get("status", {}).get("conditions") or []
+        return any(c.get("reason") == "WaitForPodBindReservation" for c in conditions)
+
+    await until("the job waits for a pod to bind the Reservation", waiting_for_bind)
+    await pod_on(admin, "web-2", "n2", ready=False)
+
+    async def waiting_for_ready() -> bool:
+        conditions = (await job(admin)).get("status", {}).get("conditions") or []
+        return any(c.get("reason") == "WaitForBoundPodReady" for c in conditions)
+
+    await until("the job waits for the bound pod to be Ready", waiting_for_ready)
+    assert (await job(admin))["status"]["phase"] == "Running"
+    await set_ready(admin, "web-2", True)
+
+    async def succeeded() -> bool:
+        return bool((await job(admin)).get("status", {}).get("phase") == "Succeeded")
+
+    await until("the job Succeeded", succeeded)
+    return await job(admin)
+
+
+@pytest.mark.system
+async def test_reservation_first_reserves_evicts_and_waits_for_the_ready_replacement(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    async with cluster.admin() as admin:
+        await shop(admin)
+        await pod_on(admin, "web-1", "n1")
+        cluster.start_manager(FAST)
+        kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
+
+        async def reserved() -> bool:
+            return bool(await reservations(admin))
+
+        await until("the manager created the Reservation", reserved)
+        (res,) = await reservations(admin)
+        uid = (await job(admin))["metadata"]["uid"]
+        assert res["metadata"]["name"] == uid
+        assert res["spec"]["owners"] == [{"controller": {**RS, "namespace": "shop"}}]
+        terms = res["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        assert terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
+        ]
+        await asyncio.sleep(1.0)  # several rounds (200 ms) while the Reservation is not placed
+        assert evictions(cluster, "web-1") == 0
+        assert (await job(admin))["spec"]["reservationOptions"]["reservationRef"]["name"] == uid
+
+        done = await drive_to_success(admin, uid)
+    status = done["status"]
+    assert (status["status"], status["nodeName"], status["podRef"]["name"]) == ("Complete", "n2", "web-2")
+    assert status["message"] == f'Bind Pod "shop/web-2" in Reservation "{uid}"'
+    assert evictions(cluster, "web-1") == 1
+    assert manager_calls(cluster, "create", "reservations") == 1
+
+
+@pytest.mark.system
+async def test_manager_killed_after_reserving_adopts_its_reservation(cluster: Cluster, tmp_path: Path) -> None:
+    async with cluster.admin() as admin:
+        await shop(admin)
+        await pod_on(admin, "web-1", "n1")
+        proc, _ = cluster.start_manager(FAST)
+        kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
+
+        async def reserved() -> bool:
+            return bool(await reservations(admin))
+
+        await until("the manager created the Reservation", reserved)
+        proc.kill()  # mid-migration: Reservation created, not yet placed
+        uid = (await job(admin))["metadata"]["uid"]
+        cluster.start_manager(FAST)
+        done = await drive_to_success(admin, uid)
+        assert [r["metadata"]["name"] for r in await reservations(admin)] == [uid]  # never a second one
+    assert done["status"]["phase"] == "Succeeded"
+    assert evictions(cluster, "web-1") == 1
+
+
+@pytest.mark.system
+async def test_reservation_on_the_pods_own_node_fails_the_job_and_is_deleted(cluster: Cluster, tmp_path: Path) -> None:
+    async with cluster.admin() as admin:
+        await shop(admin)
+        await pod_on(admin, "web-1", "n1")
+        cluster.start_manager(FAST)
+        kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
+
+        async def reserved() -> bool:
+            return bool(await reservations(admin))
+
+        await until("the manager created the Reservation", reserved)
+        uid = (await job(admin))["metadata"]["uid"]
+        await place(admin, uid, "n1")
+
+        async def failed() -> bool:
+            return bool((await job(admin)).get("status", {}).get("phase") == "Failed")
+
+        await until("the job failed", failed)
+        assert (await job(admin))["status"]["reason"] == "ForbiddenMigratePod"
+
+        async def deleted() -> bool:
+            return not await reservations(admin)
+
+        await until("the Reservation is deleted", deleted)
+        assert (await admin.get(f"{SHOP_PODS}/web-1")).status_code == 200
+    assert evictions(cluster, "web-1") == 0
+    assert manager_calls(cluster, "delete", "reservations") == 1
+
+
+@pytest.mark.system
+async def test_manager_reservation_controller_places_and_consumes_the_reservation(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # n1 holds web-1; the Reservation excludes n1 and n2 is cordoned, so the controller must pick n3
+    overrides = {**FAST, "reservation": {"intervalSeconds": 1}}
+    async with cluster.admin() as admin:
+        await shop(admin)
+        for name in ("n1", "n2", "n3"):
+            body = node(name, cpu=4, memory_gi=8)
+            if name == "n2":
+                body["spec"] = {"unschedulable": True}
+            await create(admin, "/api/v1/nodes", body)
+        await pod_on(admin, "web-1", "n1")
+        cluster.start_manager(overrides)
+        kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
+
+        async def evicted() -> bool:
+            return (await admin.get(f"{SHOP_PODS}/web-1")).status_code == 404
+
+        await until("the Reservation is placed and web-1 evicted", evicted)
+        (res,) = await reservations(admin)
+        assert (res["status"]["phase"], res["status"]["nodeName"]) == ("Available", "n3")
+        assert (await job(admin))["status"]["nodeName"] == "n3"
+        await pod_on(admin, "web-2", "n3", ready=False)
+
+        async def consumed() -> bool:
+            (res,) = await reservations(admin)
+            return bool(res.get("status", {}).get("phase") == "Succeeded")
+
+        await until("the manager marks the Reservation consumed", consumed)
+        assert (await job(admin))["status"]["phase"] == "Running"  # web-2 is not Ready yet
+        await set_ready(admin, "web-2", True)
+
+        async def succeeded() -> bool:
+            return bool((await job(admin)).get("status", {}).get("phase") == "Succeeded")
+
+        await until("the job Succeeded", succeeded)
+        status = (await job(admin))["status"]
+    assert (status["nodeName"], status["podRef"]["name"]) == ("n3", "web-2")
+    assert evictions(cluster, "web-1") == 1
+    assert manager_calls(cluster, "create", "reservations") == 1
