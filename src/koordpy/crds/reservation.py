@@ -73,6 +73,13 @@ class Taint(WireModel):
     time_added: Time | None = Field(None, alias="timeAdded")
 
 
+class PreAllocationPolicy(WireModel):
+    """Read and kept; koordpy pre-allocates for one owner only (upstream's ``enableMultiple: false``)."""
+
+    enable_multiple: bool | None = Field(None, alias="enableMultiple")
+    mode: Literal["Default", "Cluster"] | None = None
+
+
 class ReservationSpec(WireModel):
     template: FreeForm
     """A PodTemplateSpec: its requests, node selector, affinity and tolerations are what is held and where."""
@@ -84,6 +91,8 @@ class ReservationSpec(WireModel):
     """Absolute expiry."""
     pre_allocation: bool | None = Field(None, alias="preAllocation")
     """Place the reservation even when the node's free resources do not cover it yet (phase Waiting)."""
+    pre_allocation_policy: PreAllocationPolicy | None = Field(None, alias="preAllocationPolicy")
+    """Newer upstream field, accepted so upstream manifests apply unchanged; not enforced."""
     allocate_once: bool | None = Field(None, alias="allocateOnce")
     """Default true: the first owner takes the whole reservation and it becomes Succeeded."""
     unschedulable: bool | None = None

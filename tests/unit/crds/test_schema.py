@@ -267,6 +267,7 @@ def test_reservation_has_koordinators_fields_columns_and_owner_bounds() -> None:
         "ttl",
         "expires",
         "preAllocation",
+        "preAllocationPolicy",
         "allocateOnce",
         "unschedulable",
         "taints",

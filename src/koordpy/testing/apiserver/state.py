@@ -82,7 +82,7 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(r.NODEMETRICS, status_subresource=True),
         ResourceInfo(r.PODGROUPS, status_subresource=True, short_names=("pg",)),
         ResourceInfo(r.PODMIGRATIONJOBS, status_subresource=True, short_names=("pmj",)),
-        ResourceInfo(r.RESERVATIONS, status_subresource=True, short_names=("reserve",)),
+        ResourceInfo(r.RESERVATIONS, status_subresource=True, short_names=("rsv",)),
         ResourceInfo(r.NODEQOSENSURANCEPOLICIES, status_subresource=True, short_names=("nep",)),
         ResourceInfo(r.AVOIDANCEACTIONS, status_subresource=True, short_names=("avoid",)),
         ResourceInfo(r.NODEQOSS, short_names=("nq",)),
