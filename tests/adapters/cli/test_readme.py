@@ -29,6 +29,7 @@ from koordpy.config.manager import (
     PeeringSettings,
     PodGroupSettings,
 )
+from koordpy.config.reservation import ReservationSettings
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.manager.policy import Create, reconcile_nodemetric
 from koordpy.scheduler.extender.server import build_extender
@@ -233,6 +234,8 @@ def test_manager_configuration_block_validates_with_default_values() -> None:
     assert cfg.peering == PeeringSettings.model_validate({}) and cfg.health == HealthSettings.model_validate({})
     assert cfg.pod_group == PodGroupSettings.model_validate({})
     assert [k for k in sorted(_aliases(PodGroupSettings)) if not _named(block, k)] == []
+    assert cfg.reservation == ReservationSettings.model_validate({})
+    assert [k for k in sorted(_aliases(ReservationSettings)) if not _named(block, k)] == []
 
 
 def test_the_quoted_configuration_error_is_what_the_cli_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
