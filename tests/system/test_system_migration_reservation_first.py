@@ -229,7 +229,9 @@ async def test_manager_reservation_controller_places_and_consumes_the_reservatio
     cluster: Cluster, tmp_path: Path
 ) -> None:
     # n1 holds web-1; the Reservation excludes n1 and n2 is cordoned, so the controller must pick n3
-    overrides = {**FAST, "reservation": {"intervalSeconds": 1}}
+    # no agent reports in this story: without NodeMetrics every node passes placement's load-aware filter
+    # (NodeMetrics the manager created but no agent filled in would be expired and block every node)
+    overrides = {**FAST, "nodeMetric": {"enabled": False}, "reservation": {"intervalSeconds": 1}}
     async with cluster.admin() as admin:
         await shop(admin)
         for name in ("n1", "n2", "n3"):

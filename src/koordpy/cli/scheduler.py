@@ -274,9 +274,8 @@ def reservations_command(
     """The reservation decision the manager would take on a dump: starving jobs, reservations, actions; offline only.
 
     Reads Nodes, Pods, PodGroups, Reservations and NodeMetrics; placement runs the load-aware filter
-    with the default LoadAwareSchedulingArgs (a node without a NodeMetric passes)."""
+    with the configuration's ``reservation.loadAware`` (a node without a NodeMetric passes)."""
     from koordpy.cli.files import read_documents
-    from koordpy.config.loadaware import LoadAwareSchedulingArgs
     from koordpy.config.manager import ManagerConfiguration
     from koordpy.scheduler.plugins.reservation.offline import ReservationReportError, reservation_report
 
@@ -293,9 +292,7 @@ def reservations_command(
         note = "" if now else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
         if instant is None:
             note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
-        decision, ignored = reservation_report(
-            documents, manager.reservation, instant, LoadAwareSchedulingArgs.model_validate({})
-        )
+        decision, ignored = reservation_report(documents, manager.reservation, instant, manager.reservation.load_aware)
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None
     except (InputError, ConfigError, ReservationReportError) as exc:

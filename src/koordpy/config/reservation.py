@@ -9,6 +9,7 @@
       intervalSeconds: 10             # how often the manager decides
       maxHoldSeconds: 1800            # a job's reservations are deleted after holding this long
       priorityThreshold: 0            # jobs with a lower priority never get a reservation
+      loadAware: {}                   # LoadAwareSchedulingArgs for placement (paste the scheduler's)
 
 Names ``starvingJobTimeThreshold`` and ``reservedNodePercent`` are the Volcano reserve design's (seed
 ``002``). User-created Reservations are placed and kept whatever ``enabled`` says; ``enabled`` only turns
@@ -21,6 +22,8 @@ delays the next.
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from koordpy.config.loadaware import LoadAwareSchedulingArgs
 
 __all__ = ["ReservationSettings"]
 
@@ -46,3 +49,9 @@ class ReservationSettings(BaseModel):
     priority_threshold: int = Field(0, alias="priorityThreshold", strict=True, ge=-(2**31), le=2**31 - 1)
     """Jobs whose priority is below this never get a starving-job reservation (they are not reported
     as starving either)."""
+    load_aware: LoadAwareSchedulingArgs = Field(
+        default_factory=lambda: LoadAwareSchedulingArgs.model_validate({}), alias="loadAware"
+    )
+    """Koordinator ``LoadAwareSchedulingArgs`` the placement of a Reservation applies with the node's
+    NodeMetric (not for ``preAllocation`` ones); give the same as the scheduler's ``loadAware`` so a
+    Reservation is not placed where its owner would be refused. Default: Koordinator's defaults."""

@@ -346,6 +346,7 @@ class KubeReservationApi:
             pods=await self._items(resources.PODS),
             podgroups=podgroups,
             reservations=await self._items(resources.RESERVATIONS),
+            nodemetrics=await self._items(resources.NODEMETRICS, optional=True),
         )
 
     @staticmethod

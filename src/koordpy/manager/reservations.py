@@ -30,7 +30,15 @@ from prometheus_client import Counter as PromCounter
 
 from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.gang_status import EventThrottle
-from koordpy.model.objects import NodeInfo, ObjectError, PodInfo, node_from_dict, pod_from_dict
+from koordpy.model.objects import (
+    NodeInfo,
+    NodeMetricInfo,
+    ObjectError,
+    PodInfo,
+    node_from_dict,
+    nodemetric_from_dict,
+    pod_from_dict,
+)
 from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.scheduler.plugins.gang import API_SIGS, PodGroupError, PodGroupInfo, podgroup_from_dict
 from koordpy.scheduler.plugins.reservation.controller import (
@@ -74,13 +82,14 @@ class WriteRefusedError(Exception):
 @dataclass(frozen=True)
 class ClusterSnapshot:
     """Raw API objects of one round. ``podgroups`` holds both PodGroup APIs, each item with its
-    ``apiVersion`` filled in. No NodeMetrics: the manager places without the load-aware filter (it has
-    no ``loadAware`` arguments), so it does not read them."""
+    ``apiVersion`` filled in; ``nodemetrics`` feed the load-aware filter of placement
+    (``reservation.loadAware``)."""
 
     nodes: Sequence[Raw]
     pods: Sequence[Raw]
     podgroups: Sequence[Raw]
     reservations: Sequence[Raw]
+    nodemetrics: Sequence[Raw] = ()
 
 
 class ReservationApi(Protocol):
@@ -207,18 +216,20 @@ def inputs_from_snapshot(
     reservations: list[ReservationInfo] = _convert(
         snapshot.reservations, "Reservation", reservation_from_dict, skipped, cache
     )
+    metrics: list[NodeMetricInfo] = _convert(snapshot.nodemetrics, "NodeMetric", nodemetric_from_dict, skipped, cache)
     cache.prune()
     return ReservationInputs(
         nodes=nodes,
         pods=[pod for pod, _ in read_pods],
         podgroups=podgroups,
         reservations=reservations,
+        metrics={metric.name: metric for metric in metrics},
         placements={pod.uid: placement for pod, placement in read_pods},
     )
 
 
 def _decide(inputs: ReservationInputs, settings: ReservationSettings, now: float) -> ReservationDecision:
-    return decide(inputs, settings, now)
+    return decide(inputs, settings, now, loadaware=settings.load_aware)
 
 
 class ReservationController:

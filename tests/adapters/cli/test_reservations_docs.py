@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from koordpy.cli.main import app
+from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.config.reservation import ReservationSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,4 +38,8 @@ def test_config_table_lists_every_key_with_its_default() -> None:
     assert set(rows) == set(defaults)
     for key, shown in rows.items():
         value = defaults[key]
+        if isinstance(value, dict):  # a nested section shown as `{}`: all of its own defaults
+            assert shown == "{}", key
+            assert value == LoadAwareSchedulingArgs.model_validate({}).model_dump(by_alias=True)
+            continue
         assert shown == (str(value).lower() if isinstance(value, bool) else f"{value:g}"), key
