@@ -198,7 +198,7 @@ def server_main(count: int, conn: Any) -> None:
     populate(extender, node_names(count))
     gc.collect()
     gc.freeze()
-    config = uvicorn_config(extender.app, "127.0.0.1", 0)
+    config = uvicorn_config(extender.app, "127.0.0.1", 0, service=extender.service)
     config.log_level = "warning"
     server = uvicorn.Server(config)
 
