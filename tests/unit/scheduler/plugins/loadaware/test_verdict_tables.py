@@ -157,3 +157,18 @@ def test_random_event_sequences(seed: int) -> None:
         else:
             now += rng.choice([-30.0, 1.0, 60.0, 200.0])
         check(state, plugin, now, f"seed {seed} step {step} kind {kind}")
+
+
+def test_the_cluster_state_hook_reaches_the_plugin() -> None:
+    state, plugin = fresh_state()
+    for i in range(3):
+        state.upsert_node(node(f"n{i}"))
+        state.upsert_metric(metric(f"n{i}", cpu=10, age=30, now=NOW))
+    check(state, plugin, NOW, "start")
+    plugin.np_thr[state.index.get("n1")] = 1  # changed behind the plugin's back, as a reservation hook would
+    state.invalidate_verdicts("n1")
+    check(state, plugin, NOW, "invalidate_verdicts('n1')")
+    plugin.np_thr[: state.index.capacity] = 2
+    state.invalidate_verdicts()
+    check(state, plugin, NOW, "invalidate_verdicts()")
+    state.invalidate_verdicts("not-a-node")  # nothing kept for it: no error
