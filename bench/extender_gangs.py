@@ -79,7 +79,7 @@ def server_main(nodes: int, gangs: int, conn: Any) -> None:
             on_pod("ADDED", member(g, j))
     gc.collect()
     gc.freeze()
-    config = uvicorn_config(extender.app, "127.0.0.1", 0)
+    config = uvicorn_config(extender.app, "127.0.0.1", 0, service=extender.service)
     config.log_level = "warning"
     config.backlog = 8192
     server = uvicorn.Server(config)

@@ -71,10 +71,10 @@ def containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     if not isinstance(raw, list):
         raise QuantityError(f"{key}: expected a list, got {type(raw).__name__}")
     for i, container in enumerate(raw):
-        if not isinstance(container, Mapping):
+        if type(container) is not dict and not isinstance(container, Mapping):  # dict first: no ABC check
             raise QuantityError(f"{key}[{i}]: expected an object, got {type(container).__name__}")
         resources = container.get("resources")
-        if resources is not None and not isinstance(resources, Mapping):
+        if resources is not None and type(resources) is not dict and not isinstance(resources, Mapping):
             raise QuantityError(f"{key}[{i}].resources: expected an object, got {type(resources).__name__}")
     return raw
 

@@ -33,13 +33,13 @@ from koordpy.scheduler.extender.debug import describe_node
 from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
 from koordpy.scheduler.extender.service import ExtenderService, Reply
 
-__all__ = ["VerbFastPath", "add_ops_routes", "create_app", "create_ops_app", "read_body"]
+__all__ = ["VerbFastPath", "add_ops_routes", "create_app", "create_ops_app", "declared_length", "read_body"]
 
 JSON = "application/json"
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
-def _declared_length(content_type: str, length: str | None, limit: int) -> int | None:
+def declared_length(content_type: str, length: str | None, limit: int) -> int | None:
     """Check a verb request's head: :class:`ProtocolError` 415 (not JSON), 400 (bad Content-Length) or 413
     (declared too large); else the declared length (None when not declared)."""
     media = content_type.partition(";")[0].strip().lower()
@@ -58,7 +58,7 @@ def _declared_length(content_type: str, length: str | None, limit: int) -> int |
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or :class:`ProtocolError` (413 too large, 415 not JSON, 400 unreadable)."""
-    declared = _declared_length(request.headers.get("content-type", ""), request.headers.get("content-length"), limit)
+    declared = declared_length(request.headers.get("content-type", ""), request.headers.get("content-length"), limit)
     if declared is not None:
         try:
             return await request.body()
@@ -88,7 +88,7 @@ ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 class VerbFastPath:
     """Pure ASGI middleware answering ``POST /filter`` and ``POST /prioritize`` before Starlette's routing.
 
-    The same checks and answers as the routes (``_declared_length``, ``maxRequestBytes`` while
+    The same checks and answers as the routes (``declared_length``, ``maxRequestBytes`` while
     reading, the service's reply), without a ``Request``/``Response`` object, routing or the exception
     middleware per call. Everything else (``/bind``, health, metrics, debug, lifespan) goes to the app.
 
@@ -121,7 +121,7 @@ class VerbFastPath:
                 content_type = value.decode("latin-1")
             elif key == b"content-length":
                 length = value.decode("latin-1")
-        _declared_length(content_type, length, self.limit)
+        declared_length(content_type, length, self.limit)
         chunks: list[bytes] = []
         size = 0
         while True:

@@ -46,6 +46,7 @@ from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.gangs import GangBarrier, GangMetrics
+from koordpy.scheduler.extender.inline import inline_verb_protocol
 from koordpy.scheduler.extender.invalid_events import NodeEventReporter
 from koordpy.scheduler.extender.listener import limited_protocol
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
@@ -247,15 +248,18 @@ def uvicorn_config(
     *,
     lifespan: Literal["on", "off"] = "on",
     limits: ListenerLimits = DEFAULT_LIMITS,
+    service: ExtenderService | None = None,
 ) -> uvicorn.Config:
     """One worker, uvloop + httptools with ``limits`` on head size and read time (see
-    :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise)."""
+    :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise).
+    With ``service``, its ``/filter`` and ``/prioritize`` are answered in the protocol (see
+    :mod:`koordpy.scheduler.extender.inline`)."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop",
-        http=limited_protocol(limits),
+        http=limited_protocol(limits) if service is None else inline_verb_protocol(service, limits),
         access_log=False,
         log_config=None,
         lifespan=lifespan,
@@ -290,7 +294,8 @@ def build_servers(
     Both bound request heads and read time with ``limits``; the main server's bodies are bounded by
     ``maxRequestBytes`` in the app.
     """
-    servers: list[uvicorn.Server] = [_Server(uvicorn_config(extender.app, host, port, limits=limits))]
+    main = uvicorn_config(extender.app, host, port, limits=limits, service=extender.service)
+    servers: list[uvicorn.Server] = [_Server(main)]
     if metrics_port is not None:
         ops = uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off", limits=limits)
         servers.append(_Server(ops))

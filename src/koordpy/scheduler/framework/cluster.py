@@ -166,6 +166,19 @@ class ClusterState:
         for plugin in self.plugins:
             plugin.on_pod_unassigned(index, pod.node_name, pod)
 
+    def invalidate_verdicts(self, name: str | None = None) -> None:
+        """Something outside these events changed what a filter decides for node ``name`` (None: for any
+        node): plugins that keep verdicts between requests (``invalidate``) recompute them. Every event
+        method above already does this for what it changes; call it from any other source (for example a
+        Reservation watch) before the next filter."""
+        index = None if name is None else self.index.get(name)
+        if name is not None and index is None:
+            return  # an unknown node has no verdicts kept: it fails as unknown
+        for plugin in self.plugins:
+            invalidate = getattr(plugin, "invalidate", None)
+            if invalidate is not None:
+                invalidate(index)
+
     def _grow(self) -> None:
         if self.index.capacity > self._capacity:
             self._capacity = max(self.index.capacity, 2 * self._capacity, 64)

@@ -19,6 +19,7 @@ import uvicorn
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError
+from koordpy.scheduler.extender.inline import inline_verb_protocol
 from koordpy.scheduler.extender.server import Extender, build_extender
 from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
 
@@ -81,8 +82,13 @@ def config(**extender: Any) -> SchedulerConfiguration:
     return validate(SchedulerConfiguration, data)
 
 
-async def start(cfg: SchedulerConfiguration, client: ApiClient | None = None, clock: Any = None) -> Running:
-    """Serve an extender; without ``client`` its binder is a :class:`FakeBinder` and nothing is watched."""
+async def start(
+    cfg: SchedulerConfiguration, client: ApiClient | None = None, clock: Any = None, *, inline: bool = True
+) -> Running:
+    """Serve an extender; without ``client`` its binder is a :class:`FakeBinder` and nothing is watched.
+
+    ``inline``: the verbs are answered in the HTTP protocol as ``koordpy extender`` serves them; False:
+    through the ASGI app (``VerbFastPath``), the path every request the protocol does not take goes."""
     clock = clock or FakeClock()
     extender = build_extender(cfg, client, clock=clock, freeze_gc=False)
     binder = FakeBinder()
@@ -90,7 +96,14 @@ async def start(cfg: SchedulerConfiguration, client: ApiClient | None = None, cl
         extender.service.binder = binder
     server = uvicorn.Server(
         uvicorn.Config(
-            extender.app, host="127.0.0.1", port=0, log_config=None, access_log=False, ws="none", lifespan="on"
+            extender.app,
+            host="127.0.0.1",
+            port=0,
+            log_config=None,
+            access_log=False,
+            ws="none",
+            lifespan="on",
+            http=inline_verb_protocol(extender.service) if inline else "httptools",
         )
     )
     task = asyncio.create_task(server.serve())
@@ -117,11 +130,12 @@ async def stop(running: Running) -> None:
 
 @pytest.fixture
 async def make_ext() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
-    """``await make_ext(client=..., clock=..., bindTimeoutSeconds=0.2)``: an extender with these settings."""
+    """``await make_ext(client=..., clock=..., inline=False, bindTimeoutSeconds=0.2)``: an extender with these
+    settings (``inline`` as in :func:`start`)."""
     started: list[Running] = []
 
-    async def make(client: ApiClient | None = None, clock: Any = None, **extender: Any) -> Running:
-        running = await start(config(**extender), client=client, clock=clock)
+    async def make(client: ApiClient | None = None, clock: Any = None, inline: bool = True, **extender: Any) -> Running:
+        running = await start(config(**extender), client=client, clock=clock, inline=inline)
         started.append(running)
         return running
 

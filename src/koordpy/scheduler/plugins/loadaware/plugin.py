@@ -18,6 +18,12 @@ Filter, in order (Koordinator v1.8):
 6. Per resource in name order, skipping threshold 0 or allocatable 0:
    ``round(used / allocatable × 100) > threshold`` fails (strictly greater, Go rounding).
 
+Filter verdicts are kept per incoming-pod class (the pod's estimate vector and whether it is Prod) for
+every node, and recomputed only for the nodes that changed since (a change log fed by every event that
+writes a node's rows), or for all nodes when the capacity grew, when the oldest unexpired metric expired,
+or when the clock went back. A request then takes its nodes' verdicts from the table; the pod's estimate
+is the only per-pod work. ``invalidate`` is the hook for any other source that changes a verdict.
+
 Score: 0 without weights, without a (fresh) metric or without ``status.nodeMetric``; else per
 resource ``s = 0 if cap == 0 or used > cap else (cap − used) × 100 // cap`` and
 ``(Σ w·s + D·min s) // (Σ w + D)``.
@@ -25,6 +31,8 @@ resource ``s = 0 if cap == 0 or used > cap else (cap − used) × 100 // cap`` a
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +111,26 @@ def _exceeds(thresholds: Vector, alloc: Vector, percent: npt.NDArray[np.float64]
     return out
 
 
+VERDICT_TABLES = 8
+"""Pod classes whose verdict tables are kept (least recently used dropped first)."""
+_CHANGE_LOG_MAX = 4096
+"""Changed node indices remembered; a table further behind than that is recomputed whole."""
+
+
+@dataclass(slots=True)
+class _VerdictTable:
+    """Filter verdicts of one pod class for every node index below ``codes.size``."""
+
+    codes: npt.NDArray[np.int8]
+    reason_ids: npt.NDArray[np.int16]
+    seen: int
+    """Change-log sequence number up to which the table is current."""
+    computed_at: float
+    """The earliest ``now`` any verdict in the table was computed at."""
+    oldest_update: float
+    """The oldest ``updateTime`` among nodes whose metric was not expired: once it expires, recompute."""
+
+
 def _go_round(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Go ``math.Round`` for non-negative values, vectorised."""
     floor = np.floor(values)
@@ -138,6 +166,12 @@ class LoadAwarePlugin:
         self._node_of_index: dict[int, str] = {}
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
+        self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
+        self._changes: list[int] = []
+        """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
+        self._changes_base = 0
+        self.tables_rebuilt = 0
+        """Whole-table verdict computations so far (read in tests and benchmarks)."""
         self._allocate(64)
 
     # ---- arrays ------------------------------------------------------------------------
@@ -177,6 +211,7 @@ class LoadAwarePlugin:
         grow_vector("np_enabled", bool, False)
         grow_vector("update_time", np.float64, np.nan)
         self._capacity = capacity
+        self.invalidate()
 
     alloc: npt.NDArray[np.int64]
     np_base: npt.NDArray[np.int64]
@@ -204,6 +239,7 @@ class LoadAwarePlugin:
         index = self._index_of_node.get(name)
         if index is None:
             return
+        self._changed(index)
         load = self.loads.get(name)
         profile = self.profiles[name]
         metric = load.metric if load is not None else None
@@ -264,6 +300,52 @@ class LoadAwarePlugin:
         self.has_status[index] = False
         self.metric_invalid[index] = False
         self.alloc[index] = 0
+        self._changed(index)
+
+    # ---- verdict tables ----------------------------------------------------------------
+
+    def _changed(self, index: int) -> None:
+        changes = self._changes
+        changes.append(index)
+        if len(changes) > _CHANGE_LOG_MAX:
+            drop = len(changes) // 2
+            del changes[:drop]
+            self._changes_base += drop
+
+    def invalidate(self, index: int | None = None) -> None:
+        """Forget the verdicts of node ``index`` (None: of every node). Every event this plugin receives
+        already does this; call it for anything else that changes what ``filter`` decides."""
+        if index is None:
+            self._tables.clear()
+        else:
+            self._changed(index)
+
+    def _table(self, estimate: Vector, prod: bool, now: float) -> _VerdictTable:
+        key = (tuple(estimate.tolist()), prod)
+        table = self._tables.get(key)
+        head = self._changes_base + len(self._changes)
+        if table is not None and table.codes.size == self._capacity and now >= table.computed_at:
+            behind = table.seen < self._changes_base or head - table.seen > self._capacity // 4
+            stale = self.args.filter_expired_node_metrics and now - table.oldest_update >= self._expiration
+            if not behind and not stale:
+                self._tables.move_to_end(key)
+                if table.seen < head:
+                    changed = np.unique(np.array(self._changes[table.seen - self._changes_base :], np.int64))
+                    codes, reason_ids, oldest = self._verdicts(estimate, prod, changed, now)
+                    table.codes[changed] = codes
+                    table.reason_ids[changed] = reason_ids
+                    table.oldest_update = min(table.oldest_update, oldest)
+                    table.seen = head
+                return table
+        indices = np.arange(self._capacity, dtype=np.int64)
+        codes, reason_ids, oldest = self._verdicts(estimate, prod, indices, now)
+        self.tables_rebuilt += 1
+        table = _VerdictTable(codes, reason_ids, head, now, oldest)
+        self._tables[key] = table
+        self._tables.move_to_end(key)
+        if len(self._tables) > VERDICT_TABLES:
+            self._tables.popitem(last=False)
+        return table
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
         if metric is not None and metric.error is not None:
@@ -314,24 +396,33 @@ class LoadAwarePlugin:
     def estimate(self, pod: PodInfo) -> Vector:
         return self.vectorize(estimate_pod(pod, self.args))
 
+    @property
+    def _expiration(self) -> float:
+        return self.args.node_metric_expiration_seconds
+
     def _expired(self, indices: IndexArray, now: float) -> npt.NDArray[np.bool_]:
         updated = self.update_time[indices]
         with np.errstate(invalid="ignore"):
-            return np.isnan(updated) | (now - updated >= self.args.node_metric_expiration_seconds)
+            return np.isnan(updated) | (now - updated >= self._expiration)
 
     def _percent(
         self, pod: PodInfo, rows: IndexArray
     ) -> tuple[npt.NDArray[np.bool_], Vector, Vector, Vector, npt.NDArray[np.float64]]:
         """Per row: prod thresholds used?, used (base + estimate), allocatable, thresholds, percent."""
+        return self._percent_of(self.estimate(pod), pod.priority_class is PriorityClass.PROD, rows)
+
+    def _percent_of(
+        self, estimate: Vector, prod: bool, rows: IndexArray
+    ) -> tuple[npt.NDArray[np.bool_], Vector, Vector, Vector, npt.NDArray[np.float64]]:
         # ``take`` along axis 0 rather than ``matrix[rows]``: same result, an order of magnitude faster.
-        use_prod = self.prod_enabled[rows] if pod.priority_class is PriorityClass.PROD else np.zeros(rows.size, bool)
+        use_prod = self.prod_enabled[rows] if prod else np.zeros(rows.size, bool)
         if use_prod.any():
             base = np.where(use_prod[:, None], self.prod_base.take(rows, 0), self.np_base.take(rows, 0))
             thresholds = np.where(use_prod[:, None], self.prod_thr.take(rows, 0), self.np_thr.take(rows, 0))
         else:
             base = self.np_base.take(rows, 0)
             thresholds = self.np_thr.take(rows, 0)
-        used = base + self.estimate(pod)
+        used = base + estimate
         alloc = self.alloc.take(rows, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             percent = _go_round(used.astype(np.float64) / alloc.astype(np.float64) * 100.0)
@@ -378,11 +469,21 @@ class LoadAwarePlugin:
         count = indices.size
         if pod.is_daemonset_pod or count == 0:
             return FilterVerdicts.all_pass(count)
+        table = self._table(self.estimate(pod), pod.priority_class is PriorityClass.PROD, now)
+        return FilterVerdicts(table.codes.take(indices), table.reason_ids.take(indices), self.reasons)
+
+    def _verdicts(
+        self, estimate: Vector, prod: bool, indices: IndexArray, now: float
+    ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int16], float]:
+        """THE filter rule for a non-DaemonSet pod with ``estimate``: codes and reason ids per index,
+        and the oldest ``updateTime`` among the nodes whose metric is not expired (inf: none)."""
+        count = indices.size
         codes = np.zeros(count, np.int8)
         reason_ids = np.zeros(count, np.int16)
+        oldest = math.inf
         # Selected thresholds all zero: pass before the NodeMetric is even looked at (so also when expired).
         enabled = self.np_enabled[indices]
-        if pod.priority_class is PriorityClass.PROD:
+        if prod:
             enabled = enabled | self.prod_enabled[indices]
         invalid = self.metric_invalid[indices] & enabled
         if invalid.any():
@@ -391,15 +492,19 @@ class LoadAwarePlugin:
         metric = self.has_metric[indices] & enabled
         checked = metric & self.has_status[indices]
         if self.args.filter_expired_node_metrics:
-            expired = metric & self._expired(indices, now)
+            expired = self._expired(indices, now)
+            fresh = self.update_time[indices][self.has_metric[indices] & ~expired]
+            if fresh.size:
+                oldest = float(fresh.min())
+            expired &= metric
             if not self.args.enable_schedule_when_node_metrics_expired:
                 codes[expired] = Code.UNSCHEDULABLE
                 reason_ids[expired] = 1
             checked &= ~expired
         if not checked.any():
-            return FilterVerdicts(codes, reason_ids, self.reasons)
+            return codes, reason_ids, oldest
         rows = indices if checked.all() else indices[checked]
-        use_prod, _used, alloc, thresholds, percent = self._percent(pod, rows)
+        use_prod, _used, alloc, thresholds, percent = self._percent_of(estimate, prod, rows)
         over = _exceeds(thresholds, alloc, percent)
         failing = over.any(axis=1)
         if failing.any():
@@ -409,7 +514,7 @@ class LoadAwarePlugin:
             positions = np.flatnonzero(checked)[failing]
             codes[positions] = Code.UNSCHEDULABLE
             reason_ids[positions] = ids[failing]
-        return FilterVerdicts(codes, reason_ids, self.reasons)
+        return codes, reason_ids, oldest
 
     def score(self, pod: PodInfo, indices: IndexArray, now: float) -> npt.NDArray[np.int64]:
         count = indices.size

@@ -1,0 +1,157 @@
+"""``POST /filter`` and ``POST /prioritize`` answered inside the HTTP protocol, without an ASGI cycle.
+
+The two verbs are synchronous computations on one body, so the protocol can answer them from its
+parser callbacks: the body is collected as it arrives and the reply is written when the message is
+complete. No task, no ASGI messages, no flow-control pauses at 64 KiB, no ``Request``/``Response``
+object: measured at 5,000 nodes this is most of what HTTP added to a filter+prioritize pair
+(see ``bench/extender.py``).
+
+A request is answered inline only when nothing about it needs the general path: method ``POST``, a path
+of exactly ``/filter`` or ``/prioritize``, no response in flight on the connection (no pipelining
+queue), no ``Expect: 100-continue``, a JSON content type and a declared length within
+``maxRequestBytes`` (or none: chunked), and a transport that is not holding back writes. Anything else,
+including every malformed head, goes to the ASGI app (``VerbFastPath`` there gives the same answers).
+
+Not guaranteed: a chunked body over ``maxRequestBytes`` is answered 413 once the whole message has
+been read (the ASGI path answers as soon as the bound is passed; both discard the bytes past it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
+from koordpy.scheduler.extender.app import declared_length
+from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
+from koordpy.scheduler.extender.protocol import ProtocolError, encode_filter_error
+from koordpy.scheduler.extender.service import ExtenderService, Reply
+
+__all__ = ["InlineVerbProtocol", "inline_verb_protocol"]
+
+_JSON_HEAD = b"content-type: application/json\r\ncontent-length: %d\r\n"
+
+
+class InlineVerbProtocol(LimitedHttpToolsProtocol):
+    """Use :func:`inline_verb_protocol` to get a subclass bound to one service and one ``ListenerLimits``."""
+
+    service: ExtenderService | None = None
+    answered_inline = 0
+    """Requests answered here, over all subclasses (read in tests)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._verb: tuple[str, Callable[[bytes, float], Reply]] | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._started = 0.0
+        self._close_after = False
+
+    def _inline_verb(self) -> tuple[str, Callable[[bytes, float], Reply]] | None:
+        service = self.service
+        if service is None or self.parser.get_method() != b"POST":
+            return None
+        if self.url == b"/filter":
+            verb: tuple[str, Callable[[bytes, float], Reply]] = ("filter", service.filter)
+        elif self.url == b"/prioritize":
+            verb = ("prioritize", service.prioritize)
+        else:
+            return None
+        if self.expect_100_continue or self.pipeline or self.flow.write_paused or self.parser.should_upgrade():
+            return None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return None
+        content_type, length = "", None
+        for name, value in self.headers:
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                length = value.decode("latin-1")
+        try:
+            declared_length(content_type, length, service.settings.max_request_bytes)
+        except ProtocolError:
+            return None  # the ASGI path answers it (415, 400 or 413), as it always did
+        return verb
+
+    # -- parser callbacks ---------------------------------------------------------------------------
+
+    def on_headers_complete(self) -> None:
+        verb = self._inline_verb()
+        if verb is None:
+            super().on_headers_complete()
+            return
+        self._in_head = False
+        self._verb = verb
+        self._chunks = []
+        self._size = 0
+        self._started = time.perf_counter()
+
+    def on_body(self, body: bytes) -> None:
+        if self._verb is None:
+            super().on_body(body)
+            return
+        self._size += len(body)
+        if self._size <= self._limit():
+            self._chunks.append(body)
+        else:
+            self._chunks = []  # keep reading (and dropping) to the end of the message, then answer 413
+
+    def on_message_complete(self) -> None:
+        verb = self._verb
+        if verb is None:
+            super().on_message_complete()
+            return
+        self._disarm()
+        self._in_head, self._raw_bytes = True, 0
+        self._verb = None
+        chunks, self._chunks = self._chunks, []
+        name, answer = verb
+        assert self.service is not None
+        if self._size > self._limit():
+            reason = f"request body exceeds maxRequestBytes={self._limit()}"
+            reply = self.service.reject(name, ProtocolError(413, reason), self._started)
+        else:
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            try:
+                reply = answer(body, self._started)
+            except Exception as exc:  # the verbs catch everything; this is the last resort
+                self.service.log.error("request.crashed", path=f"/{name}", error=f"{type(exc).__name__}: {exc}")
+                reason = f"koordpy extender internal error: {type(exc).__name__}"
+                reply = Reply(200, encode_filter_error(reason) if name == "filter" else b"[]")
+        InlineVerbProtocol.answered_inline += 1
+        self._write(reply)
+
+    def _limit(self) -> int:
+        assert self.service is not None
+        return self.service.settings.max_request_bytes
+
+    def _write(self, reply: Reply) -> None:
+        keep_alive = not self._close_after and self.parser.should_keep_alive()
+        head = [STATUS_LINE[reply.status]]
+        for name, value in self.server_state.default_headers:
+            head.extend((name, b": ", value, b"\r\n"))
+        head.append(_JSON_HEAD % len(reply.body))
+        if not keep_alive:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        self.transport.writelines((b"".join(head), reply.body))
+        self.server_state.total_requests += 1
+        if not keep_alive:
+            self.transport.close()
+            return
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def shutdown(self) -> None:
+        if self._verb is not None:  # a verb's body is still arriving: answer it, then close
+            self._close_after = True
+            return
+        super().shutdown()
+
+
+def inline_verb_protocol(service: ExtenderService, limits: ListenerLimits = DEFAULT_LIMITS) -> type[InlineVerbProtocol]:
+    """A protocol class for ``uvicorn.Config(http=...)`` answering the two verbs of ``service`` inline."""
+    return type("InlineVerbProtocol", (InlineVerbProtocol,), {"service": service, "limits": limits})

@@ -1,0 +1,201 @@
+"""The verbs answered inside the HTTP protocol (``inline.py``) against the ASGI path, over real sockets.
+
+Each test serves the same cluster twice, once with the inline protocol and once through the ASGI app,
+sends both the same bytes and compares status and body byte for byte; ``answered_inline`` shows which
+path a request took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from koordpy.scheduler.extender.inline import InlineVerbProtocol
+from koordpy.testing import PodBuilder
+
+Running = Any
+"""conftest's ``Running``: an extender served on a loopback port."""
+Make = Callable[..., Awaitable[Running]]
+
+NODES = [f"node-{i}" for i in range(6)]
+
+
+def feed(running: Running) -> None:
+    # cpu usage 8 + 4i of 32 cores; node-3..5 are over the 65 % threshold with the pod's 1.7-core estimate:
+    # node-3: (20 + 1.7) / 32 = 68 % > 65
+    for i, name in enumerate(NODES):
+        running.node(name)
+        running.metric(name, cpu=str(8 + 4 * i), memory="10Gi")
+
+
+async def served(make_ext: Make, inline: bool) -> Running:
+    running = await make_ext(inline=inline, maxRequestBytes=64 * 1024)
+    feed(running)
+    return running
+
+
+def port(running: Running) -> int:
+    return int(running.url.rsplit(":", 1)[1])
+
+
+def args(names: list[str] | None = None) -> bytes:
+    pod = PodBuilder("p", "default").requests(cpu="2", memory="1Gi").build()
+    pod["metadata"]["uid"] = "uid-p"
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": NODES if names is None else names})
+
+
+def request(path: str, body: bytes, *headers: bytes, chunked: bool = False) -> bytes:
+    head = [b"POST " + path.encode() + b" HTTP/1.1", b"host: 127.0.0.1", *headers]
+    if not any(h.lower().startswith(b"content-type:") for h in headers):
+        head.append(b"content-type: application/json")
+    if chunked:
+        head.append(b"transfer-encoding: chunked")
+        half = len(body) // 2
+        payload = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:half], body[half:])) + b"0\r\n\r\n"
+    else:
+        head.append(b"content-length: %d" % len(body))
+        payload = body
+    return b"\r\n".join(head) + b"\r\n\r\n" + payload
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(line.lower().split(b": ", 1) for line in lines[1:] if line)
+    body = await asyncio.wait_for(reader.readexactly(int(headers[b"content-length"])), 10)
+    return status, headers, body
+
+
+async def exchange(
+    running: Running, *requests: bytes, close: bool = True
+) -> list[tuple[int, dict[bytes, bytes], bytes]]:
+    """Send the requests in one write (pipelined when several), read one response each."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        writer.write(b"".join(requests))
+        await writer.drain()
+        return [await read_response(reader) for _ in requests]
+    finally:
+        if close:
+            writer.close()
+
+
+async def both(make_ext: Make, *requests: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
+    """(inline answers, ASGI answers, requests the inline server answered inline)."""
+    out: list[list[tuple[int, bytes]]] = []
+    counted = 0
+    for inline in (True, False):
+        running = await served(make_ext, inline)
+        before = InlineVerbProtocol.answered_inline
+        answers = await exchange(running, *requests)
+        if inline:
+            counted = InlineVerbProtocol.answered_inline - before
+        out.append([(status, body) for status, _, body in answers])
+    return out[0], out[1], counted
+
+
+async def test_filter_then_prioritize_answers_equal_the_asgi_path(make_ext: Make) -> None:
+    inline, asgi, counted = await both(make_ext, request("/filter", args()), request("/prioritize", args(NODES[:3])))
+    assert inline == asgi
+    assert counted == 2
+    assert inline[0][0] == 200
+    result = orjson.loads(inline[0][1])
+    assert result["NodeNames"] == NODES[:3]  # node-3..5 over the threshold (worked in ``feed``)
+    assert set(result["FailedNodes"]) == set(NODES[3:])
+    assert [row["Host"] for row in orjson.loads(inline[1][1])] == NODES[:3]
+
+
+async def test_a_kept_alive_connection_answers_one_request_after_another(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        before = InlineVerbProtocol.answered_inline
+        for _ in range(3):
+            writer.write(request("/filter", args()))
+            status, headers, _ = await read_response(reader)
+            assert status == 200
+            assert b"connection" not in headers
+        assert InlineVerbProtocol.answered_inline == before + 3
+    finally:
+        writer.close()
+
+
+async def test_connection_close_is_answered_then_closed(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        writer.write(request("/filter", args(), b"connection: close"))
+        status, headers, _ = await read_response(reader)
+        assert (status, headers[b"connection"]) == (200, b"close")
+        assert await asyncio.wait_for(reader.read(10), 10) == b""
+    finally:
+        writer.close()
+
+
+async def test_a_chunked_body_is_read_whole(make_ext: Make) -> None:
+    inline, asgi, counted = await both(make_ext, request("/filter", args(), chunked=True))
+    assert inline == asgi
+    assert (counted, inline[0][0]) == (1, 200)
+
+
+async def test_a_chunked_body_over_the_bound_is_413_and_the_connection_stays_usable(make_ext: Make) -> None:
+    big = args([f"node-{i:05d}-" + "x" * 40 for i in range(2000)])  # ~100 KB > the 64 KiB bound
+    inline, asgi, counted = await both(make_ext, request("/filter", big, chunked=True), request("/filter", args()))
+    assert [status for status, _ in inline] == [413, 200]
+    assert inline == asgi
+    assert counted == 2
+
+
+async def test_a_declared_length_over_the_bound_goes_the_asgi_way(make_ext: Make) -> None:
+    big = args([f"node-{i:05d}-" + "x" * 40 for i in range(2000)])
+    inline, asgi, counted = await both(make_ext, request("/filter", big))
+    assert inline == asgi
+    assert (counted, inline[0][0]) == (0, 413)
+
+
+async def test_a_wrong_content_type_goes_the_asgi_way(make_ext: Make) -> None:
+    inline, asgi, counted = await both(make_ext, request("/prioritize", args(), b"content-type: text/plain"))
+    assert inline == asgi
+    assert (counted, inline[0][0]) == (0, 415)
+
+
+async def test_pipelined_requests_are_answered_in_order(make_ext: Make) -> None:
+    sent = [request("/filter", args()), request("/healthz", b""), request("/prioritize", args(NODES[:2]))]
+    sent[1] = b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+    running = await served(make_ext, True)
+    answers = await exchange(running, *sent)
+    assert [status for status, _, _ in answers] == [200, 200, 200]
+    assert "NodeNames" in orjson.loads(answers[0][2])
+    assert answers[1][2] == b"ok"
+    assert [row["Host"] for row in orjson.loads(answers[2][2])] == NODES[:2]
+
+
+async def test_expect_100_continue_goes_the_asgi_way(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    before = InlineVerbProtocol.answered_inline
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        body = args()
+        head = request("/filter", b"", b"expect: 100-continue").rsplit(b"content-length: 0", 1)[0]
+        writer.write(head + b"content-length: %d\r\n\r\n" % len(body))
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 100")
+        writer.write(body)
+        status, _, answer = await read_response(reader)
+    finally:
+        writer.close()
+    assert status == 200
+    assert orjson.loads(answer)["NodeNames"] == NODES[:3]
+    assert InlineVerbProtocol.answered_inline == before
+
+
+async def test_other_paths_and_methods_go_the_asgi_way(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    before = InlineVerbProtocol.answered_inline
+    get_filter = b"GET /filter HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+    answers = await exchange(running, get_filter, request("/filter?x=1", args()))
+    assert [status for status, _, _ in answers] == [405, 200]
+    assert InlineVerbProtocol.answered_inline == before

@@ -1,0 +1,174 @@
+"""The filter's verdict tables give exactly the verdicts of the rule computed afresh, after every event.
+
+``LoadAwarePlugin.filter`` answers from a table per pod class (estimate, Prod) kept current by a change
+log. Each test drives a ``ClusterState`` through events that can change a verdict and, after each one,
+compares the table's answer with ``_verdicts`` (the rule itself, no table) for every node, for several
+pod classes. A stale table shows as a mismatch naming the event.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from koordpy.config import validate
+from koordpy.config.loadaware import LoadAwareSchedulingArgs
+from koordpy.model.objects import NodeMetricInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
+from koordpy.model.priority import PriorityClass
+from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
+from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+
+NOW = 1_800_000_000.0
+ARGS = {"usageThresholds": {"cpu": 65, "memory": 95}, "prodUsageThresholds": {"cpu": 55}}
+PODS = [
+    pod_from_dict(PodBuilder("small").requests(cpu="500m", memory="1Gi").build()),
+    pod_from_dict(PodBuilder("big").requests(cpu="6", memory="8Gi").build()),
+    pod_from_dict(PodBuilder("prod").requests(cpu="2", memory="2Gi").priority(9500).build()),
+]
+
+
+def check(state: ClusterState, plugin: LoadAwarePlugin, now: float, event: str) -> None:
+    indices = np.array(sorted(state.index.get(name) for name in state.nodes), np.int64)  # type: ignore[type-var]
+    for pod in PODS:
+        got = plugin.filter(pod, indices, now)
+        prod = pod.priority_class is PriorityClass.PROD
+        codes, reason_ids, _ = plugin._verdicts(plugin.estimate(pod), prod, indices, now)
+        assert got.codes.tolist() == codes.tolist(), f"{pod.name} after {event}"
+        assert got.reason_ids.tolist() == reason_ids.tolist(), f"{pod.name} after {event}"
+
+
+def node(name: str, cpu: int = 32, threshold: int | None = None) -> Any:
+    builder = NodeBuilder(name).allocatable(cpu=str(cpu), memory="64Gi", pods="110")
+    if threshold is not None:
+        builder.annotation("scheduling.koordinator.sh/usage-thresholds", f'{{"usageThresholds":{{"cpu":{threshold}}}}}')
+    return node_from_dict(builder.build())
+
+
+def metric(name: str, cpu: float, age: float, now: float) -> NodeMetricInfo:
+    raw = NodeMetricBuilder(name).updated(now - age).report_interval(60).usage(cpu=f"{cpu}", memory="20Gi").build()
+    return nodemetric_from_dict(raw)
+
+
+def assigned(name: str, node_name: str, cpu: str) -> Any:
+    raw = PodBuilder(name, "apps").requests(cpu=cpu, memory="1Gi").node(node_name).build()
+    raw["metadata"]["uid"] = f"uid-{name}"
+    return pod_from_dict(raw)
+
+
+def fresh_state() -> tuple[ClusterState, LoadAwarePlugin]:
+    plugin = LoadAwarePlugin(validate(LoadAwareSchedulingArgs, ARGS))
+    return ClusterState([plugin]), plugin
+
+
+def test_each_kind_of_event_is_seen() -> None:
+    state, plugin = fresh_state()
+    now = NOW
+    for i in range(6):
+        state.upsert_node(node(f"n{i}"))
+        state.upsert_metric(metric(f"n{i}", cpu=10 + i, age=30, now=now))
+    check(state, plugin, now, "the first metrics")
+    # n5: (15 + 6 estimate*) / 32 -> over 65 % for the big pod; each step below flips some verdict
+    steps: list[tuple[str, Any]] = [
+        ("metric raised", lambda: state.upsert_metric(metric("n0", cpu=25, age=30, now=now))),
+        ("metric lowered", lambda: state.upsert_metric(metric("n0", cpu=2, age=30, now=now))),
+        ("metric unreadable", lambda: state.upsert_metric(NodeMetricInfo.unreadable("n1", "bad quantity"))),
+        ("metric deleted", lambda: state.remove_metric("n1")),
+        ("pod assigned", lambda: state.upsert_pod(assigned("a", "n2", "12"), now)),
+        ("pod assumed", lambda: state.assume(PODS[1], "n3", now)),
+        ("pod unassigned", lambda: state.remove_pod("uid-a")),
+        ("node threshold annotation", lambda: state.upsert_node(node("n4", threshold=20))),
+        ("node allocatable", lambda: state.upsert_node(node("n3", cpu=8))),
+        ("node removed", lambda: state.remove_node("n5")),
+        ("index reused", lambda: state.upsert_node(node("n6", cpu=4))),
+        ("reused index gets a metric", lambda: state.upsert_metric(metric("n6", cpu=3, age=30, now=now))),
+        ("node invalid", lambda: state.invalidate_node("n2", "bad allocatable")),
+    ]
+    for event, apply in steps:
+        apply()
+        check(state, plugin, now, event)
+
+
+def test_time_passing_an_expiry_and_the_clock_going_back() -> None:
+    state, plugin = fresh_state()
+    for i in range(4):
+        state.upsert_node(node(f"n{i}"))
+        state.upsert_metric(metric(f"n{i}", cpu=30, age=100 + 20 * i, now=NOW))  # expire 180 s after update
+    check(state, plugin, NOW, "start")
+    for later in (NOW + 50, NOW + 79.999, NOW + 80, NOW + 100, NOW + 1000, NOW, NOW - 500):
+        check(state, plugin, later, f"now={later - NOW:+}")
+
+
+def test_an_explicit_invalidation_is_seen() -> None:
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    check(state, plugin, NOW, "start")
+    plugin.np_thr[state.index.get("n0")] = 1  # a source the plugin cannot see, e.g. a reservation hook
+    plugin.invalidate(state.index.get("n0"))
+    check(state, plugin, NOW, "invalidate(n0)")
+    plugin.np_thr[state.index.get("n0")] = 99
+    plugin.invalidate()
+    check(state, plugin, NOW, "invalidate()")
+
+
+def test_tables_are_kept_between_requests_and_rebuilt_only_when_needed() -> None:
+    state, plugin = fresh_state()
+    for i in range(200):
+        state.upsert_node(node(f"n{i}"))
+        state.upsert_metric(metric(f"n{i}", cpu=i % 30, age=30, now=NOW))
+    indices = np.arange(200, dtype=np.int64)
+    plugin.filter(PODS[0], indices, NOW)
+    rebuilt = plugin.tables_rebuilt
+    for k in range(20):  # one changed node per request, as binds and metrics arrive: patched, not rebuilt
+        state.upsert_metric(metric(f"n{k}", cpu=29, age=30, now=NOW))
+        plugin.filter(PODS[0], indices, NOW + k)
+    assert plugin.tables_rebuilt == rebuilt
+    check(state, plugin, NOW + 20, "twenty patched requests")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_event_sequences(seed: int) -> None:
+    rng = random.Random(seed)
+    state, plugin = fresh_state()
+    now = NOW
+    names = [f"n{i}" for i in range(12)]
+    pods: list[str] = []
+    for step in range(150):
+        kind = rng.randrange(7)
+        name = rng.choice(names)
+        if kind == 0:
+            state.upsert_node(node(name, cpu=rng.choice([4, 16, 32]), threshold=rng.choice([None, 30, 80])))
+        elif kind == 1:
+            state.remove_node(name)
+        elif kind == 2:
+            state.upsert_metric(metric(name, cpu=rng.uniform(0, 30), age=rng.uniform(0, 300), now=now))
+        elif kind == 3:
+            state.remove_metric(name)
+        elif kind == 4:
+            pod = f"p{step}"
+            state.upsert_pod(assigned(pod, name, rng.choice(["500m", "4", "10"])), now)
+            pods.append(f"uid-{pod}")
+        elif kind == 5 and pods:
+            state.remove_pod(pods.pop(rng.randrange(len(pods))))
+        else:
+            now += rng.choice([-30.0, 1.0, 60.0, 200.0])
+        check(state, plugin, now, f"seed {seed} step {step} kind {kind}")
+
+
+def test_the_cluster_state_hook_reaches_the_plugin() -> None:
+    state, plugin = fresh_state()
+    for i in range(3):
+        state.upsert_node(node(f"n{i}"))
+        state.upsert_metric(metric(f"n{i}", cpu=10, age=30, now=NOW))
+    check(state, plugin, NOW, "start")
+    plugin.np_thr[state.index.get("n1")] = 1  # changed behind the plugin's back, as a reservation hook would
+    state.invalidate_verdicts("n1")
+    check(state, plugin, NOW, "invalidate_verdicts('n1')")
+    plugin.np_thr[: state.index.capacity] = 2
+    state.invalidate_verdicts()
+    check(state, plugin, NOW, "invalidate_verdicts()")
+    state.invalidate_verdicts("not-a-node")  # nothing kept for it: no error
