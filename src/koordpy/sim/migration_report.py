@@ -14,6 +14,7 @@ from typing import Any
 
 from koordpy.sim.migration import MigrationRun, MigrationScenario
 from koordpy.sim.svg import Series, line_chart
+from koordpy.sim.table import cell, side_by_side
 
 __all__ = ["migration_html", "migration_summary", "migration_table"]
 
@@ -51,24 +52,8 @@ def migration_summary(scenario: MigrationScenario, seed: int, runs: Sequence[Mig
     }
 
 
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 def migration_table(runs: Sequence[MigrationRun]) -> str:
-    summaries = [run.summary() for run in runs]
-    width = max(len(label) for _, label in ROWS)
-    cells = [[_cell(s[key]) for s in summaries] for key, _ in ROWS]
-    col = max(*(len(r.mode) for r in runs), *(len(c) for row in cells for c in row))
-    lines = [" " * width + "".join(f"  {r.mode:>{col}}" for r in runs)]
-    lines += [
-        f"{label:<{width}}" + "".join(f"  {c:>{col}}" for c in row) for (_, label), row in zip(ROWS, cells, strict=True)
-    ]
-    return "\n".join(lines)
+    return side_by_side([run.mode for run in runs], [run.summary() for run in runs], ROWS)
 
 
 def _chart(runs: Sequence[MigrationRun]) -> str:
@@ -115,7 +100,7 @@ def migration_html(scenario: MigrationScenario, seed: int, runs: Sequence[Migrat
     head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
     rows = "".join(
         "<tr><th>{}</th>{}</tr>".format(
-            html.escape(label.strip()), "".join(f"<td>{html.escape(_cell(s[key]))}</td>" for s in summaries)
+            html.escape(label.strip()), "".join(f"<td>{html.escape(cell(s[key]))}</td>" for s in summaries)
         )
         for key, label in ROWS
     )

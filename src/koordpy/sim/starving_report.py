@@ -12,6 +12,7 @@ from typing import Any
 
 from koordpy.sim.starving import StarvingRun, StarvingScenario
 from koordpy.sim.svg import Series, line_chart
+from koordpy.sim.table import cell, side_by_side
 
 __all__ = ["charts", "starving_html", "starving_summary", "starving_table"]
 
@@ -49,24 +50,8 @@ def starving_summary(scenario: StarvingScenario, seed: int, runs: Sequence[Starv
     }
 
 
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 def starving_table(runs: Sequence[StarvingRun]) -> str:
-    summaries = [run.summary() for run in runs]
-    width = max(len(label) for _, label in ROWS)
-    cells = [[_cell(s[key]) for s in summaries] for key, _ in ROWS]
-    col = max(*(len(r.mode) for r in runs), *(len(c) for row in cells for c in row))
-    lines = [" " * width + "".join(f"  {r.mode:>{col}}" for r in runs)]
-    lines += [
-        f"{label:<{width}}" + "".join(f"  {c:>{col}}" for c in row) for (_, label), row in zip(ROWS, cells, strict=True)
-    ]
-    return "\n".join(lines)
+    return side_by_side([run.mode for run in runs], [run.summary() for run in runs], ROWS)
 
 
 def _arrived(scenario: StarvingScenario, times: Sequence[float]) -> list[int]:
@@ -130,7 +115,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
     head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
     rows = "".join(
         "<tr><th>{}</th>{}</tr>".format(
-            html.escape(label.strip()), "".join(f"<td>{html.escape(_cell(s[key]))}</td>" for s in summaries)
+            html.escape(label.strip()), "".join(f"<td>{html.escape(cell(s[key]))}</td>" for s in summaries)
         )
         for key, label in ROWS
     )
@@ -141,7 +126,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
             html.escape(job.kind),
             job.members,
             job.arrival,
-            "".join(f"<td>{html.escape(_cell(_start(r.jobs[i].start)))}</td>" for r in runs),
+            "".join(f"<td>{html.escape(cell(_start(r.jobs[i].start)))}</td>" for r in runs),
         )
         for i, job in enumerate(runs[0].jobs)
     )
