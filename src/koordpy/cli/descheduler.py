@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
+from koordpy.cli.options import evaluation_instant
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.offline import ArbitrationReportError, arbitration_report
-from koordpy.model.dumps import newest_timestamp
-from koordpy.model.durations import DurationError, parse_rfc3339
+from koordpy.model.durations import DurationError
 
 __all__ = ["app", "render_table"]
 
@@ -66,10 +65,7 @@ def arbitrate_command(
     try:
         args = load_migration_args(config)
         documents = read_documents(files)
-        instant = parse_rfc3339(now) if now else newest_timestamp(documents)
-        note = "" if now else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
-        if instant is None:
-            note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
+        instant, note = evaluation_instant(now, documents)
         report, ignored = arbitration_report(documents, args, instant)
     except DurationError as exc:
         raise _fail(f"--now: {exc}") from None

@@ -1,4 +1,5 @@
-"""Options shared by the offline tools: where the objects come from (dump files or a live cluster).
+"""Options shared by the offline tools: where the objects come from (dump files or a live cluster), and
+the instant they are judged at (``--now``).
 
 Not guaranteed: that a command accepts both sources; ``koordpy.cli.live.read_input`` refuses ``-f``
 together with ``--kubeconfig``/``--context``.
@@ -6,12 +7,20 @@ together with ``--kubeconfig``/``--context``.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["DumpFiles", "KubeContext", "Kubeconfig"]
+from koordpy.model.dumps import newest_timestamp
+from koordpy.model.durations import parse_rfc3339
+
+__all__ = ["NOTE_CLOCK", "NOTE_NEWEST", "DumpFiles", "KubeContext", "Kubeconfig", "evaluation_instant"]
+
+NOTE_NEWEST = "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
+NOTE_CLOCK = "note: the input carries no timestamp: evaluated at the clock"
 
 DumpFiles = Annotated[
     list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
@@ -23,3 +32,19 @@ Kubeconfig = Annotated[
 KubeContext = Annotated[
     str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
 ]
+
+
+def evaluation_instant(
+    now: str | None, documents: Iterable[tuple[str, Any]], *, live: bool = False
+) -> tuple[float, str]:
+    """The instant and the stderr note saying where it came from: ``--now`` when given (no note), the
+    clock for a live cluster (no note), else the dump's newest timestamp, else the clock. Raises
+    ``DurationError`` for a ``--now`` that is not RFC 3339."""
+    if now:
+        return parse_rfc3339(now), ""
+    if live:
+        return time.time(), ""
+    newest = newest_timestamp(documents)
+    if newest is None:
+        return time.time(), NOTE_CLOCK
+    return newest, NOTE_NEWEST

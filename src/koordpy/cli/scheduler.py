@@ -11,10 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext
+from koordpy.cli.options import NOTE_CLOCK, DumpFiles, Kubeconfig, KubeContext, evaluation_instant
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
-from koordpy.model.dumps import newest_timestamp
 from koordpy.model.durations import DurationError, parse_rfc3339
 from koordpy.scheduler.explain import ExplainError, NoInstantError, explain
 from koordpy.scheduler.plugins.gang.offline import GangReportError, gang_report
@@ -124,7 +123,7 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         try:
             result, ignored = explain(documents, pod, cfg, instant, in_tree=in_tree)
         except NoInstantError:
-            print("note: the input carries no timestamp: evaluated at the clock", file=sys.stderr)
+            print(NOTE_CLOCK, file=sys.stderr)
             result, ignored = explain(documents, pod, cfg, time.time(), in_tree=in_tree)
             from_clock = True
         if from_clock:
@@ -209,10 +208,7 @@ def gangs_command(
     try:
         cfg = load_scheduler_config(config)
         documents, live = read_input(files, kubeconfig, context, (PODS, PODGROUPS, PODGROUPS_X_K8S))
-        instant = parse_rfc3339(now) if now else time.time() if live else newest_timestamp(documents)
-        note = "" if now or live else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
-        if instant is None:
-            note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
+        instant, note = evaluation_instant(now, documents, live=live)
         report, ignored = gang_report(documents, cfg.gang, instant, held, failed or [])
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None
@@ -288,10 +284,7 @@ def reservations_command(
             else validate(ManagerConfiguration, read_mapping(config), str(config))
         )
         documents = read_documents(files)
-        instant = parse_rfc3339(now) if now else newest_timestamp(documents)
-        note = "" if now else "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
-        if instant is None:
-            note, instant = "note: the input carries no timestamp: evaluated at the clock", time.time()
+        instant, note = evaluation_instant(now, documents)
         decision, ignored = reservation_report(documents, manager.reservation, instant, manager.reservation.load_aware)
     except DurationError as exc:
         raise fail(f"--now: {exc}") from None
