@@ -1,6 +1,6 @@
 """Reservation decision benchmark (not a test): wall time of one ``decide`` pass by cluster size.
 
-Setup per size (100, 500, 1000 nodes of 8 cpu / 32Gi, each 7/8 busy with one running pod): 20 Pending
+Setup per size (100, 500, 1,000, 2,000 and 5,000 nodes of 8 cpu / 32Gi, each 7/8 busy with one running pod): 20 Pending
 user Reservations (500m each: every node fits them, so every node is filtered and scored for each),
 50 pending pods of higher priority that fit nowhere (each is checked for placeability against every
 node), and one starving 8-cpu pod that gets a preAllocation reservation. That is the burst case: in a
@@ -24,7 +24,7 @@ from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, 
 from koordpy.testing.reservations import T0, node, pod, reservation, settings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reservations.json"
-SIZES = (100, 500, 1000)
+SIZES = (100, 500, 1000, 2000, 5000)
 
 
 def inputs(size: int) -> ReservationInputs:
