@@ -42,6 +42,7 @@ from koordpy.scheduler.plugins.gang.spec import PodGroupInfo
 from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_node
 from koordpy.scheduler.plugins.reservation.placement import (
     LoadFilter,
+    NodeTables,
     NodeUse,
     load_aware_filter,
     node_uses,
@@ -237,6 +238,8 @@ class _Pass:
         self.nodes = list(inputs.nodes)
         self.node_names = {n.name for n in self.nodes}
         self.uses: dict[str, NodeUse] = node_uses(self.nodes, inputs.pods)
+        columns = {r for p in inputs.pods for r in p.requests} | {r for x in inputs.reservations for r in x.requests}
+        self.tables = NodeTables(self.nodes, self.uses, columns)
         self.pods_by_key = {p.key: p for p in inputs.pods}
         self.work: dict[str, ReservationInfo] = {}
         self.existing: dict[str, ReservationInfo] = {r.name: r for r in inputs.reservations}
@@ -250,11 +253,20 @@ class _Pass:
     # ---- bookkeeping ----
 
     def refresh_holdings(self, node: str | None = None) -> None:
-        names = [node] if node is not None else sorted(self.node_names)
-        for name in names:
-            placed = [r for r in self.work.values() if r.node_name == name]
+        """Recompute the holdings of ``node`` (None: every node); nodes holding nothing are left out."""
+        placed: dict[str, list[ReservationInfo]] = {}
+        for res in self.work.values():
+            if res.node_name in self.node_names and (node is None or res.node_name == node):
+                placed.setdefault(res.node_name, []).append(res)
+        if node is None:
+            self.holdings.clear()
+        for name in [node] if node is not None else sorted(placed):
             use = self.uses.get(name)
-            self.holdings[name] = holdings_on_node(placed, use.pods if use else (), self.now)
+            held = holdings_on_node(placed.get(name, []), use.pods if use else (), self.now)
+            if held:
+                self.holdings[name] = held
+            else:
+                self.holdings.pop(name, None)
 
     def holding(self, res: ReservationInfo) -> Holding | None:
         return next((h for h in self.holdings.get(res.node_name, ()) if h.reservation.name == res.name), None)
@@ -409,7 +421,9 @@ class _Pass:
             if res.phase not in ("", "Pending"):
                 continue
             only = self.cap(allowed) if _job_of(res) is not None else None
-            result = place(res, self.nodes, self.uses, self.holdings, load_filter=load_filter, only_nodes=only)
+            result = place(
+                res, self.nodes, self.uses, self.holdings, load_filter=load_filter, only_nodes=only, tables=self.tables
+            )
             if result.node is None:
                 if res.phase == "Pending":
                     continue
@@ -435,7 +449,7 @@ class _Pass:
             if j.priority > target.priority
             and any(a > 0 for p in j.unbound for a in p.requests.values())
             and not j.ready
-            and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements)
+            and placeable(j, self.nodes, self.uses, self.holdings, self.inputs.placements, tables=self.tables)
         ]
         if higher:
             self.events.extend(
@@ -464,7 +478,8 @@ class _Pass:
             draft = reservation_from_dict(
                 {**manifest, "metadata": {**manifest["metadata"], "creationTimestamp": self.stamp}}
             )
-            result = place(draft, self.nodes, self.uses, self.holdings, only_nodes=self.cap(allowed))
+            only = self.cap(allowed)
+            result = place(draft, self.nodes, self.uses, self.holdings, only_nodes=only, tables=self.tables)
             if result.node is None:
                 self.events.append(
                     EventDecision(

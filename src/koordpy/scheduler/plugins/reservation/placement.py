@@ -24,8 +24,9 @@ affinity, topology spread, ports and volumes of the template are not read.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -53,6 +54,7 @@ from koordpy.scheduler.plugins.reservation.spec import ReservationInfo
 __all__ = [
     "Candidate",
     "LoadFilter",
+    "NodeTables",
     "NodeUse",
     "PlacementResult",
     "constraints",
@@ -268,7 +270,13 @@ class PlacementResult:
     phase: Literal["Available", "Waiting", "Pending"]
     message: str
     """Why this node (placed) or the per-node reasons summarised (Pending)."""
-    candidates: tuple[Candidate, ...]
+    candidate_list: Callable[[], tuple[Candidate, ...]] = field(default=tuple, repr=False, compare=False)
+    """Builds :attr:`candidates` on demand (a pass only needs the chosen node)."""
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """The nodes that passed every filter, in node order."""
+        return self.candidate_list()
 
 
 def unavailable_summary(total: int, reasons: Iterable[str]) -> str:
@@ -280,6 +288,66 @@ def unavailable_summary(total: int, reasons: Iterable[str]) -> str:
     return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
 
 
+class NodeTables:
+    """What one pass reuses across placements over the same ``nodes`` and ``uses``: one
+    :class:`RequestsTable` with nothing bound (``empty``) and one with the pods' requests bound
+    (``busy``), and the in-tree constraint verdict per node for each distinct placement.
+
+    Not guaranteed: a template naming a resource outside ``resources`` (and every node's
+    allocatable) has no column; :meth:`covers` says so and callers then build fresh tables. The
+    tables are never mutated; :meth:`with_used` returns copies.
+    """
+
+    def __init__(self, nodes: Sequence[NodeInfo], uses: Mapping[str, NodeUse], resources: Iterable[str] = ()) -> None:
+        self.nodes = nodes
+        self.names = [n.name for n in nodes]
+        self.row = {name: i for i, name in enumerate(self.names)}
+        columns = {r for u in uses.values() for r in u.requested} | set(resources)
+        self.empty = RequestsTable.of_nodes(nodes, columns)
+        self.busy = _copy(self.empty)
+        for row, node in enumerate(nodes):
+            use = uses.get(node.name)
+            if use is not None and use.requested:
+                vec = self.busy.vector(use.requested)
+                vec[0] = 0
+                self.busy.bind(row, vec)
+        self._verdicts: list[tuple[PodPlacement, list[Status], npt.NDArray[np.bool_]]] = []
+
+    def covers(self, resources: Iterable[str]) -> bool:
+        """Has every resource named a column?"""
+        return all(name in self.empty.position for name in resources)
+
+    def with_used(self, extra: Mapping[str, Mapping[str, int]], *, pods: bool) -> RequestsTable:
+        """A copy of ``busy`` (``pods``) or ``empty`` with ``extra[node]`` bound on each named row
+        (the pod slot left free)."""
+        table = _copy(self.busy if pods else self.empty)
+        for name, taken in extra.items():
+            row = self.row.get(name)
+            if row is not None and taken:
+                vec = table.vector(taken)
+                vec[0] = 0
+                table.bind(row, vec)
+        return table
+
+    def verdicts(self, placement: PodPlacement) -> tuple[list[Status], npt.NDArray[np.bool_]]:
+        """:func:`constraints` for ``placement`` on every node and which rows pass, computed once per
+        distinct placement."""
+        for seen, statuses, passing in self._verdicts:
+            if seen == placement:
+                return statuses, passing
+        statuses = [constraints(placement, node) for node in self.nodes]
+        passing = np.fromiter((v.is_success for v in statuses), np.bool_, len(statuses))
+        self._verdicts.append((placement, statuses, passing))
+        return statuses, passing
+
+
+def _copy(table: RequestsTable) -> RequestsTable:
+    out = copy.copy(table)
+    out.requested = table.requested.copy()
+    out.free = table.free.copy()
+    return out
+
+
 def place(
     res: ReservationInfo,
     nodes: Sequence[NodeInfo],
@@ -288,46 +356,56 @@ def place(
     *,
     load_filter: LoadFilter | None = None,
     only_nodes: frozenset[str] | None = None,
+    tables: NodeTables | None = None,
 ) -> PlacementResult:
     """Choose a node for ``res`` (module docstring). ``holdings`` maps node name to the holdings placed
     there; ``only_nodes`` restricts the choice (the starving-node cap), nodes outside it fail with
-    ``node(s) exceed the reserved node limit``."""
-    failures: dict[str, str] = {}
-    candidates: list[Candidate] = []
-    others = {n.name: reserved_by_others(res.name, holdings.get(n.name, ())) for n in nodes}
-    requested = {n.name: (uses[n.name].requested if n.name in uses else {}) for n in nodes}
-    busy = {n.name: _sum(requested[n.name], others[n.name]) for n in nodes}
+    ``node(s) exceed the reserved node limit``. ``tables``: built over the same ``nodes`` and ``uses``
+    (one pass reuses them; None or not covering the template: built here)."""
+    others = {name: reserved_by_others(res.name, held) for name, held in holdings.items() if held}
+    named = set(res.requests).union(*others.values())
+    if tables is None or not tables.covers(named):
+        tables = NodeTables(nodes, uses, named)
     # with preAllocation the pods running there do not count; "covered" always counts them
-    table = requests_table(nodes, others if res.pre_allocation else busy, res.requests)
-    now_table = requests_table(nodes, busy, res.requests) if res.pre_allocation else table
+    now_table = tables.with_used(others, pods=True)
+    table = tables.with_used(others, pods=False) if res.pre_allocation else now_table
     vec = template_vector(table, res.requests)
     covered_rows = now_table.feasible(vec)
     scores = node_scores(now_table.free, now_table.resources, res.requests)  # free after pods and others
     fitting = table.feasible(vec)  # the in-tree filters run on these rows; the others only for the message
-    for row, node in enumerate(nodes):
-        if only_nodes is not None and node.name not in only_nodes:
-            failures[node.name] = "node(s) exceed the reserved node limit"
-            continue
-        if not fitting[row]:
-            failures[node.name] = ""
-            continue
-        status = constraints(res.placement, node)
-        if not status.is_success:
-            failures[node.name] = status.reason
-            continue
-        candidates.append(Candidate(node.name, bool(covered_rows[row]), float(scores[row])))
-    if load_filter is not None and not res.pre_allocation and candidates:
-        failing = load_filter(reservation_pod(res), [c.node for c in candidates])
-        for name, status in failing.items():
-            failures[name] = status.reason
-        candidates = [c for c in candidates if c.node not in failing]
-    if not candidates:
+    verdicts, passing = tables.verdicts(res.placement)
+    if only_nodes is not None:
+        passing = passing & np.fromiter((n in only_nodes for n in tables.names), np.bool_, len(nodes))
+    rows = np.flatnonzero(fitting & passing)
+    failing: Mapping[str, Status] = {}
+    if load_filter is not None and not res.pre_allocation and rows.size:
+        failing = load_filter(reservation_pod(res), [tables.names[r] for r in rows.tolist()])
+        if failing:
+            rows = np.array([r for r in rows.tolist() if tables.names[r] not in failing], np.int64)
+    if not rows.size:
+        failures: list[str] = []
         for row, node in enumerate(nodes):
-            if failures.get(node.name) == "":
-                failures[node.name] = filter_node(res.placement, node, table, row, vec).reason
-        return PlacementResult(None, "Pending", unavailable_summary(len(nodes), failures.values()), ())
-    best = min(candidates, key=lambda c: (-round(c.score, 6), c.node))
+            if only_nodes is not None and node.name not in only_nodes:
+                failures.append("node(s) exceed the reserved node limit")
+            elif not fitting[row]:
+                failures.append(filter_node(res.placement, node, table, row, vec).reason)
+            elif not verdicts[row].is_success:
+                failures.append(verdicts[row].reason)
+            else:
+                failures.append(failing[node.name].reason)
+        return PlacementResult(None, "Pending", unavailable_summary(len(nodes), failures))
+    # the highest score rounded to 6 places, ties to the node name; only rows near the top are rounded
+    near = rows[scores[rows] >= scores[rows].max() - 1e-5].tolist()
+    rounded = [round(score, 6) for score in scores[near].tolist()]
+    top = max(rounded)
+    best_row = min((r for r, x in zip(near, rounded, strict=True) if x == top), key=tables.names.__getitem__)
+    best = Candidate(tables.names[best_row], bool(covered_rows[best_row]), float(scores[best_row]))
+    names = tables.names
+
+    def candidates() -> tuple[Candidate, ...]:
+        return tuple(Candidate(names[r], bool(covered_rows[r]), float(scores[r])) for r in rows.tolist())
+
     phase: Literal["Available", "Waiting"] = "Available" if best.covered else "Waiting"
     why = "free resources cover the template" if best.covered else "waiting for the node's pods to leave"
     message = f"placed on {best.node} (node score {best.score:.2f}): {why}"
-    return PlacementResult(best.node, phase, message, tuple(candidates))
+    return PlacementResult(best.node, phase, message, candidates)

@@ -45,7 +45,7 @@ from koordpy.scheduler.plugins.gang.spec import (
     spec_from_podgroup,
 )
 from koordpy.scheduler.plugins.reservation.ledger import Holding, reserved_against
-from koordpy.scheduler.plugins.reservation.placement import NodeUse, constraints, requests_table, template_vector
+from koordpy.scheduler.plugins.reservation.placement import NodeTables, NodeUse, template_vector
 
 __all__ = [
     "ANNOTATION_STARVING_JOB",
@@ -192,37 +192,41 @@ def placeable(
     uses: Mapping[str, NodeUse],
     holdings: Mapping[str, Sequence[Holding]],
     placements: Mapping[str, PodPlacement],
+    *,
+    tables: NodeTables | None = None,
 ) -> bool:
     """Could the job's missing members (``minMember − bound``, unbound members by name) all be placed
-    now, one after the other on the free resources (after pods and the reservations they do not own)?"""
+    now, one after the other on the free resources (after pods and the reservations they do not own)?
+    ``tables``: built over the same ``nodes`` and ``uses`` (None or not covering a member: built here)."""
     need = job.min_member - len(job.bound)
     if need <= 0:
         return False
+    named = {r for p in job.unbound for r in p.requests} | {
+        r for held in holdings.values() for h in held for r in h.remaining
+    }
+    own = tables if tables is not None and tables.covers(named) else NodeTables(nodes, uses, named)
     assumed: dict[str, ResourceList] = {}
     placed = 0
     for pod in job.unbound:
         if placed >= need:
             break
         used: dict[str, ResourceList] = {}
-        for node in nodes:
-            taken: ResourceList = dict(uses[node.name].requested) if node.name in uses else {}
-            for extra in (assumed.get(node.name, {}), reserved_against(pod, holdings.get(node.name, ()))):
-                for name, amount in extra.items():
-                    taken[name] = taken.get(name, 0) + amount
-            used[node.name] = taken
-        table = requests_table(nodes, used, pod.requests)
+        for name in set(assumed) | {n for n, held in holdings.items() if held}:
+            taken: ResourceList = {}
+            for extra in (assumed.get(name, {}), reserved_against(pod, holdings.get(name, ()))):
+                for resource, amount in extra.items():
+                    taken[resource] = taken.get(resource, 0) + amount
+            used[name] = taken
+        table = own.with_used(used, pods=True)
         vec = template_vector(table, pod.requests)
-        placement = placements.get(pod.uid, PodPlacement())
-        for row in np.flatnonzero(table.feasible(vec)).tolist():
-            node = nodes[row]
-            if constraints(placement, node).is_success:
-                extra = assumed.setdefault(node.name, {})
-                for name, amount in pod.requests.items():
-                    extra[name] = extra.get(name, 0) + amount
-                placed += 1
-                break
-        else:
+        _, passing = own.verdicts(placements.get(pod.uid, PodPlacement()))
+        rows = np.flatnonzero(table.feasible(vec) & passing)
+        if not rows.size:
             return False
+        extra = assumed.setdefault(own.names[int(rows[0])], {})
+        for resource, amount in pod.requests.items():
+            extra[resource] = extra.get(resource, 0) + amount
+        placed += 1
     return placed >= need
 
 
