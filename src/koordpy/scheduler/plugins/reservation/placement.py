@@ -302,6 +302,9 @@ class NodeTables:
         self.nodes = nodes
         self.names = [n.name for n in nodes]
         self.row = {name: i for i, name in enumerate(self.names)}
+        self.name_rank: I64 = np.empty(len(self.names), np.int64)
+        """Each row's position in node-name order (ties between equal scores go to the first name)."""
+        self.name_rank[sorted(range(len(self.names)), key=self.names.__getitem__)] = np.arange(len(self.names))
         columns = {r for u in uses.values() for r in u.requested} | set(resources)
         self.empty = RequestsTable.of_nodes(nodes, columns)
         self.busy = _copy(self.empty)
@@ -395,10 +398,12 @@ def place(
                 failures.append(failing[node.name].reason)
         return PlacementResult(None, "Pending", unavailable_summary(len(nodes), failures))
     # the highest score rounded to 6 places, ties to the node name; only rows near the top are rounded
-    near = rows[scores[rows] >= scores[rows].max() - 1e-5].tolist()
-    rounded = [round(score, 6) for score in scores[near].tolist()]
+    near = rows[scores[rows] >= scores[rows].max() - 1e-5]
+    distinct = np.unique(scores[near]).tolist()
+    rounded = [round(score, 6) for score in distinct]
     top = max(rounded)
-    best_row = min((r for r, x in zip(near, rounded, strict=True) if x == top), key=tables.names.__getitem__)
+    tied = near[np.isin(scores[near], [v for v, r in zip(distinct, rounded, strict=True) if r == top])]
+    best_row = int(tied[np.argmin(tables.name_rank[tied])])
     best = Candidate(tables.names[best_row], bool(covered_rows[best_row]), float(scores[best_row]))
     names = tables.names
 
