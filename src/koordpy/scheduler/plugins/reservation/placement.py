@@ -239,19 +239,29 @@ def load_aware_filter(
     now: float,
 ) -> LoadFilter:
     """The extender's LoadAwareScheduling filter over a snapshot (the same ``ClusterState`` path as
-    ``koordpy scheduler explain``). A node without a NodeMetric passes (Koordinator fails open)."""
-    state = ClusterState([LoadAwarePlugin(args)])
-    for node in nodes:
-        state.upsert_node(node)
-    for pod in pods:
-        state.upsert_pod(pod, now)
-    for metric in metrics.values():
-        state.upsert_metric(metric)
+    ``koordpy scheduler explain``). A node without a NodeMetric passes (Koordinator fails open).
+
+    The state is built on the first call only (a pass that places no reservation without
+    ``preAllocation`` never pays for it); ``nodes``, ``pods`` and ``metrics`` must not change until then.
+    """
+    built: list[ClusterState] = []
+
+    def state() -> ClusterState:
+        if not built:
+            fresh = ClusterState([LoadAwarePlugin(args)])
+            for node in nodes:
+                fresh.upsert_node(node)
+            for pod in pods:
+                fresh.upsert_pod(pod, now)
+            for metric in metrics.values():
+                fresh.upsert_metric(metric)
+            built.append(fresh)
+        return built[0]
 
     def run(pod: PodInfo, names: Sequence[str]) -> Mapping[str, Status]:
         if not names:
             return {}
-        return state.filter(pod, list(names), now).statuses
+        return state().filter(pod, list(names), now).statuses
 
     return run
 
