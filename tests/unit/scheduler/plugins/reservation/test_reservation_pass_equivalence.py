@@ -3,7 +3,8 @@ verdicts once per placement, the best node by name rank) decides exactly what a 
 composition of the same rules decides: ``reference_place`` and ``reference_placeable`` below build
 fresh tables per call and walk every node, as the first implementation did. Random clusters, several
 passes each (creates applied), user reservations placed and pending, preAllocation, node selectors,
-cordoned nodes, the load-aware filter on and off."""
+cordoned nodes, pending pods with a node selector, the load-aware filter on and off (some nodes measured
+hot, so it fails them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.durations import format_rfc3339
-from koordpy.model.objects import NodeInfo, PodInfo
+from koordpy.model.objects import NodeInfo, PodInfo, nodemetric_from_dict
 from koordpy.model.placement import PodPlacement
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.framework.fit import filter_node
@@ -40,6 +41,7 @@ from koordpy.scheduler.plugins.reservation.placement import (
 )
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.scheduler.plugins.reservation.starving import Job
+from koordpy.testing.builders import NodeMetricBuilder
 from koordpy.testing.reservations import T0, node, pod, reservation
 from koordpy.testing.reservations import settings as reservation_settings
 
@@ -179,9 +181,10 @@ def _passes(
     users=st.lists(
         st.tuples(st.integers(1, 6), st.booleans(), st.booleans(), st.integers(-1, 8)), min_size=0, max_size=6
     ),
-    jobs=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 600)), min_size=0, max_size=6),
+    jobs=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 600), st.booleans()), min_size=0, max_size=6),
     percent=st.sampled_from([0, 34, 50, 100]),
     load_aware=st.booleans(),
+    hot=st.lists(st.booleans(), min_size=9, max_size=9),
 )
 def test_pass_decides_as_the_reference_composition(
     node_cpus: list[int],
@@ -189,9 +192,10 @@ def test_pass_decides_as_the_reference_composition(
     zone_a: list[bool],
     busy: list[int],
     users: list[tuple[int, bool, bool, int]],
-    jobs: list[tuple[int, int]],
+    jobs: list[tuple[int, int, bool]],
     percent: int,
     load_aware: bool,
+    hot: list[bool],
 ) -> None:
     nodes = [
         dataclasses.replace(
@@ -204,7 +208,19 @@ def test_pass_decides_as_the_reference_composition(
         for i, c in enumerate(node_cpus)
         if busy[i]
     ]
-    pods += [pod(f"j{k}", str(cpu), "1Mi", priority=prio) for k, (cpu, prio) in enumerate(jobs)]
+    pending = [pod(f"j{k}", str(cpu), "1Mi", priority=prio) for k, (cpu, prio, _) in enumerate(jobs)]
+    zoned_pods = {
+        p.uid: PodPlacement(node_selector={"zone": "a"}) for p, job in zip(pending, jobs, strict=True) if job[2]
+    }
+    pods += pending
+    # hot nodes: measured 90 % busy (above the default 65 % cpu threshold), so the load-aware filter fails them
+    metrics = {
+        f"n{i}": nodemetric_from_dict(
+            NodeMetricBuilder(f"n{i}").updated(LATER).usage(cpu=f"{c * 900}m", memory="1Mi").build()
+        )
+        for i, c in enumerate(node_cpus)
+        if hot[i]
+    }
     # a user reservation: cpu, preAllocation, zone a only, placed on node i (-1: pending)
     held = [
         reservation(
@@ -219,7 +235,7 @@ def test_pass_decides_as_the_reference_composition(
         )
         for k, (cpu, pre, zoned, on) in enumerate(users)
     ]
-    inputs = ReservationInputs(nodes, pods, [], held)
+    inputs = ReservationInputs(nodes, pods, [], held, metrics=metrics, placements=zoned_pods)
     args = LoadAwareSchedulingArgs.model_validate({}) if load_aware else None
     steps = len(jobs) + 2
     fast = _passes(inputs, args, percent, steps)
