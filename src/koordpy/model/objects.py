@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
-from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos, priority_class
+from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos_of, priority_class
 from koordpy.model.quantity import QuantityError
-from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
+from koordpy.model.resources import ResourceList, aggregate, parse_containers, parse_resource_list
 
 __all__ = [
     "ANNOTATION_RAW_ALLOCATABLE",
@@ -187,9 +187,10 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
     try:
-        requests = pod_requests(spec)
-        limits = pod_limits(spec)
-        qos = kube_qos(spec)
+        app, init = parse_containers(spec)
+        requests = aggregate(spec, app, init, "requests")
+        limits = aggregate(spec, app, init, "limits")
+        qos = kube_qos_of(app + init)
     except (QuantityError, AttributeError, TypeError) as exc:
         raise _pod_resources_error(spec, exc) from None
     scheduled = initialized = None
