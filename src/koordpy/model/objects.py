@@ -352,6 +352,48 @@ def _seconds(obj: Any, path: str) -> float | None:
     return float(obj)
 
 
+def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
+    entry = _mapping(entry, path)
+    return PodMetricInfo(
+        namespace=str(entry.get("namespace") or ""),
+        name=str(entry.get("name") or ""),
+        usage=_resource_map(entry.get("podUsage"), f"{path}.podUsage"),
+        priority=str(entry.get("priority") or ""),
+        qos=str(entry.get("qos") or ""),
+    )
+
+
+def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
+    """:func:`_pod_metric` for the common shape (plain dicts, string fields, readable non-negative
+    quantities) without building field paths; None sends anything else down the checked path, which
+    gives the same result or names the bad field."""
+    if type(entry) is not dict:
+        return None
+    usage_raw = entry.get("podUsage")
+    if usage_raw is None:
+        resources = None
+    elif type(usage_raw) is dict:
+        resources = usage_raw.get("resources")
+        if resources is not None and type(resources) is not dict:
+            return None
+    else:
+        return None
+    try:
+        usage = parse_resource_list(resources)
+    except QuantityError:
+        return None
+    for amount in usage.values():
+        if amount < 0:
+            return None
+    fields = []
+    for key in ("namespace", "name", "priority", "qos"):
+        value = entry.get(key) or ""
+        if type(value) is not str:
+            return None
+        fields.append(value)
+    return PodMetricInfo(fields[0], fields[1], usage, fields[2], fields[3])
+
+
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     raw = _mapping(raw, "nodemetric")
     meta = _mapping(raw.get("metadata"), "metadata")
@@ -392,17 +434,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")
     for i, entry in enumerate(pods_raw):
-        path = f"status.podsMetric[{i}]"
-        entry = _mapping(entry, path)
-        pods.append(
-            PodMetricInfo(
-                namespace=str(entry.get("namespace") or ""),
-                name=str(entry.get("name") or ""),
-                usage=_resource_map(entry.get("podUsage"), f"{path}.podUsage"),
-                priority=str(entry.get("priority") or ""),
-                qos=str(entry.get("qos") or ""),
-            )
-        )
+        pods.append(_pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]"))
     return NodeMetricInfo(
         name=name,
         update_time=_time(status.get("updateTime"), "status.updateTime"),

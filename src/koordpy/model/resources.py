@@ -41,13 +41,27 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
     if type(raw) is not dict and not isinstance(raw, Mapping):
         raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
     out: ResourceList = {}
+    memo = _STRING_VALUES
     for name, quantity in raw.items():
+        if type(quantity) is str:
+            known = memo.get((name, quantity))
+            if known is not None:
+                out[name] = known
+                continue
         key = name if type(name) is str else _key(name)
         try:
             out[key] = resource_value(key, quantity)
         except QuantityError as exc:
             raise QuantityError(f"{key}: {exc}") from None
+        if type(quantity) is str and type(name) is str and len(memo) < _STRING_VALUES_MAX:
+            memo[(name, quantity)] = out[key]
     return out
+
+
+_STRING_VALUES: dict[tuple[str, str], int] = {}
+"""(resource name, quantity string) -> canonical integer: the same few pairs recur on every pod and
+NodeMetric event. Filled up to ``_STRING_VALUES_MAX`` entries, then only read (no eviction)."""
+_STRING_VALUES_MAX = 8192
 
 
 def _key(name: object) -> str:
