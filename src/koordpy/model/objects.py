@@ -378,20 +378,19 @@ def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
             return None
     else:
         return None
+    namespace = entry.get("namespace") or ""
+    name = entry.get("name") or ""
+    priority = entry.get("priority") or ""
+    qos = entry.get("qos") or ""
+    if type(namespace) is not str or type(name) is not str or type(priority) is not str or type(qos) is not str:
+        return None
     try:
         usage = parse_resource_list(resources)
     except QuantityError:
         return None
-    for amount in usage.values():
-        if amount < 0:
-            return None
-    fields = []
-    for key in ("namespace", "name", "priority", "qos"):
-        value = entry.get(key) or ""
-        if type(value) is not str:
-            return None
-        fields.append(value)
-    return PodMetricInfo(fields[0], fields[1], usage, fields[2], fields[3])
+    if usage and min(usage.values()) < 0:
+        return None
+    return PodMetricInfo(namespace, name, usage, priority, qos)
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
