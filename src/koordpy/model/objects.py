@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
-from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos, priority_class
+from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos_of, priority_class
 from koordpy.model.quantity import QuantityError
-from koordpy.model.resources import ResourceList, parse_resource_list, pod_limits, pod_requests
+from koordpy.model.resources import ResourceList, aggregate, parse_containers, parse_resource_list
 
 __all__ = [
     "ANNOTATION_RAW_ALLOCATABLE",
@@ -187,9 +187,10 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
     try:
-        requests = pod_requests(spec)
-        limits = pod_limits(spec)
-        qos = kube_qos(spec)
+        app, init = parse_containers(spec)
+        requests = aggregate(spec, app, init, "requests")
+        limits = aggregate(spec, app, init, "limits")
+        qos = kube_qos_of(app + init)
     except (QuantityError, AttributeError, TypeError) as exc:
         raise _pod_resources_error(spec, exc) from None
     scheduled = initialized = None
@@ -351,6 +352,47 @@ def _seconds(obj: Any, path: str) -> float | None:
     return float(obj)
 
 
+def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
+    entry = _mapping(entry, path)
+    return PodMetricInfo(
+        namespace=str(entry.get("namespace") or ""),
+        name=str(entry.get("name") or ""),
+        usage=_resource_map(entry.get("podUsage"), f"{path}.podUsage"),
+        priority=str(entry.get("priority") or ""),
+        qos=str(entry.get("qos") or ""),
+    )
+
+
+def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
+    """:func:`_pod_metric` for the common shape (plain dicts, string fields, readable non-negative
+    quantities) without building field paths; None sends anything else down the checked path, which
+    gives the same result or names the bad field."""
+    if type(entry) is not dict:
+        return None
+    usage_raw = entry.get("podUsage")
+    if usage_raw is None:
+        resources = None
+    elif type(usage_raw) is dict:
+        resources = usage_raw.get("resources")
+        if resources is not None and type(resources) is not dict:
+            return None
+    else:
+        return None
+    namespace = entry.get("namespace") or ""
+    name = entry.get("name") or ""
+    priority = entry.get("priority") or ""
+    qos = entry.get("qos") or ""
+    if type(namespace) is not str or type(name) is not str or type(priority) is not str or type(qos) is not str:
+        return None
+    try:
+        usage = parse_resource_list(resources)
+    except QuantityError:
+        return None
+    if usage and min(usage.values()) < 0:
+        return None
+    return PodMetricInfo(namespace, name, usage, priority, qos)
+
+
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     raw = _mapping(raw, "nodemetric")
     meta = _mapping(raw.get("metadata"), "metadata")
@@ -391,17 +433,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")
     for i, entry in enumerate(pods_raw):
-        path = f"status.podsMetric[{i}]"
-        entry = _mapping(entry, path)
-        pods.append(
-            PodMetricInfo(
-                namespace=str(entry.get("namespace") or ""),
-                name=str(entry.get("name") or ""),
-                usage=_resource_map(entry.get("podUsage"), f"{path}.podUsage"),
-                priority=str(entry.get("priority") or ""),
-                qos=str(entry.get("qos") or ""),
-            )
-        )
+        pods.append(_pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]"))
     return NodeMetricInfo(
         name=name,
         update_time=_time(status.get("updateTime"), "status.updateTime"),

@@ -10,11 +10,10 @@ Burstable -> LS, both prod; BestEffort -> BE, batch). So an ordinary pod with re
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from koordpy.model.resources import containers as containers_of
-from koordpy.model.resources import parse_resource_list
+from koordpy.model.resources import ContainerResources, parse_containers
 
 __all__ = [
     "LABEL_KOORD_PRIORITY_CLASS",
@@ -22,6 +21,7 @@ __all__ = [
     "KubeQoS",
     "PriorityClass",
     "kube_qos",
+    "kube_qos_of",
     "priority_class",
 ]
 
@@ -61,17 +61,21 @@ _COMPUTE = ("cpu", "memory")
 
 def kube_qos(spec: Mapping[str, Any]) -> KubeQoS:
     """The Kubernetes QoS class (``status.qosClass``) computed from the spec."""
-    containers = containers_of(spec, "containers") + containers_of(spec, "initContainers")
+    app, init = parse_containers(spec)
+    return kube_qos_of(app + init)
+
+
+def kube_qos_of(containers: Iterable[ContainerResources]) -> KubeQoS:
+    """The QoS class from every (app and init) container's parsed resource lists."""
     any_set = False
     guaranteed = True
     for container in containers:
-        resources = container.get("resources") or {}
-        limits = parse_resource_list(resources.get("limits"))
-        requests = parse_resource_list(resources.get("requests"))
+        limits = container.limits
+        requests = container.requests
         # A missing request defaults to the limit.
         for name in _COMPUTE:
             if name in limits and name not in requests:
-                requests[name] = limits[name]
+                requests = {**requests, name: limits[name]}
         if any(requests.get(n, 0) or limits.get(n, 0) for n in _COMPUTE):
             any_set = True
         for name in _COMPUTE:

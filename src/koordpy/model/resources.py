@@ -11,15 +11,18 @@ the spec is the source of truth here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from koordpy.model.quantity import QuantityError, resource_value
 
 __all__ = [
+    "ContainerResources",
     "ResourceList",
     "add_into",
+    "aggregate",
     "containers",
+    "parse_containers",
     "parse_resource_list",
     "pod_limits",
     "pod_requests",
@@ -38,13 +41,27 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
     if type(raw) is not dict and not isinstance(raw, Mapping):
         raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
     out: ResourceList = {}
+    memo = _STRING_VALUES
     for name, quantity in raw.items():
+        if type(quantity) is str:
+            known = memo.get((name, quantity))
+            if known is not None:
+                out[name] = known
+                continue
         key = name if type(name) is str else _key(name)
         try:
             out[key] = resource_value(key, quantity)
         except QuantityError as exc:
             raise QuantityError(f"{key}: {exc}") from None
+        if type(quantity) is str and type(name) is str and len(memo) < _STRING_VALUES_MAX:
+            memo[(name, quantity)] = out[key]
     return out
+
+
+_STRING_VALUES: dict[tuple[str, str], int] = {}
+"""(resource name, quantity string) -> canonical integer: the same few pairs recur on every pod and
+NodeMetric event. Filled up to ``_STRING_VALUES_MAX`` entries, then only read (no eviction)."""
+_STRING_VALUES_MAX = 8192
 
 
 def _key(name: object) -> str:
@@ -79,23 +96,52 @@ def containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return raw
 
 
-def _container_field(container: Mapping[str, Any], field: str) -> ResourceList:
-    resources = container.get("resources") or {}
-    return parse_resource_list(resources.get(field))
+class ContainerResources(NamedTuple):
+    """One container's ``resources.requests`` and ``resources.limits``, parsed, and whether it is a
+    restartable (sidecar) init container."""
+
+    requests: ResourceList
+    limits: ResourceList
+    sidecar: bool
 
 
-def _aggregate(spec: Mapping[str, Any], field: str) -> ResourceList:
-    app_containers: Iterable[Mapping[str, Any]] = containers(spec, "containers")
-    init_containers: Iterable[Mapping[str, Any]] = containers(spec, "initContainers")
+def parse_containers(spec: Mapping[str, Any]) -> tuple[list[ContainerResources], list[ContainerResources]]:
+    """Every app and init container's resource lists, each parsed once (requests, limits and the QoS
+    class are all derived from these)."""
+    return _parsed(containers(spec, "containers")), _parsed(containers(spec, "initContainers"))
+
+
+def _parsed(raw: list[Mapping[str, Any]]) -> list[ContainerResources]:
+    out = []
+    for container in raw:
+        resources = container.get("resources") or {}
+        out.append(
+            ContainerResources(
+                parse_resource_list(resources.get("requests")),
+                parse_resource_list(resources.get("limits")),
+                container.get("restartPolicy") == "Always",
+            )
+        )
+    return out
+
+
+def aggregate(
+    spec: Mapping[str, Any],
+    app_containers: list[ContainerResources],
+    init_containers: list[ContainerResources],
+    field: str,
+) -> ResourceList:
+    """The pod's effective ``field`` ("requests" or "limits") from its parsed containers and ``spec.overhead``."""
+    limits = field == "limits"
     total: ResourceList = {}
     for container in app_containers:
-        add_into(total, _container_field(container, field))
+        add_into(total, container.limits if limits else container.requests)
     # Sidecars (restartPolicy: Always) run alongside everything started after them.
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
     for container in init_containers:
-        own = _container_field(container, field)
-        if container.get("restartPolicy") == "Always":
+        own = container.limits if limits else container.requests
+        if container.sidecar:
             add_into(sidecars, own)
             _max_into(init_peak, sidecars)
         else:
@@ -106,7 +152,7 @@ def _aggregate(spec: Mapping[str, Any], field: str) -> ResourceList:
     _max_into(total, init_peak)
     overhead = parse_resource_list(spec.get("overhead"))
     if overhead:
-        if field == "limits":
+        if limits:
             # Overhead is added to a limit only where the pod sets that limit.
             for name in list(total):
                 total[name] += overhead.get(name, 0)
@@ -117,9 +163,9 @@ def _aggregate(spec: Mapping[str, Any], field: str) -> ResourceList:
 
 def pod_requests(spec: Mapping[str, Any]) -> ResourceList:
     """Effective pod requests as the scheduler computes them."""
-    return _aggregate(spec, "requests")
+    return aggregate(spec, *parse_containers(spec), "requests")
 
 
 def pod_limits(spec: Mapping[str, Any]) -> ResourceList:
     """Effective pod limits; a resource without a limit on any container is absent."""
-    return _aggregate(spec, "limits")
+    return aggregate(spec, *parse_containers(spec), "limits")

@@ -381,6 +381,8 @@ class GangCache:
         releases it, as its permit allowed it). Batches sorted by group id. The holds move to the
         allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``. Only groups touched by
         an event since the last call are evaluated."""
+        if not self._dirty:
+            return []  # nothing touched since the last call (most pod events: pods of no gang)
         batches: list[BindBatch] = []
         dirty, self._dirty = self._dirty, set()
         candidates = dirty | {g for d in dirty for g in self._in_groups.get(d, ())}

@@ -21,7 +21,7 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,9 +68,11 @@ class NodeLoad:
 
     __slots__ = (
         "_metric_prod",
+        "_reported",
         "_sums",
         "_system",
         "_usage",
+        "_values",
         "agg_usages",
         "metric",
         "node_delta",
@@ -99,6 +101,9 @@ class NodeLoad:
         self.agg_usages: dict[tuple[str, float], Vector] = {}
         self._system: tuple[int, ...] = (0,) * width
         self._usage: dict[tuple[str, str], tuple[int, ...]] = {}
+        """Reported usage vectors, filled lazily from ``_reported`` for the pods that are looked up."""
+        self._reported: dict[tuple[str, str], Mapping[str, int]] = {}
+        self._values: Callable[[Mapping[str, int]], tuple[int, ...]] | None = None
         self._metric_prod: frozenset[tuple[str, str]] = frozenset()
         self._recompute()
 
@@ -115,6 +120,8 @@ class NodeLoad:
         self.agg_usages = {}
         self._system = (0,) * self.width
         self._usage = {}
+        self._reported = {}
+        self._values = vectorize.values
         self._metric_prod = frozenset()
         if metric is None:
             self._recompute()
@@ -137,11 +144,29 @@ class NodeLoad:
                 self._system = vectorize.values(metric.system_usage)
         # Pods without usage count as "not reported"; a repeated name keeps its last usage and
         # is Prod if any of its entries says so.
-        values = vectorize.values
-        self._usage = {(p.namespace, p.name): values(p.usage) for p in metric.pods if p.usage}
+        # Only the node's assigned pods are ever looked up: their vectors are made on first use.
         prod = PriorityClass.PROD.value
-        self._metric_prod = frozenset((p.namespace, p.name) for p in metric.pods if p.usage and p.priority == prod)
+        reported: dict[tuple[str, str], Mapping[str, int]] = {}
+        prod_keys = []
+        for p in metric.pods:
+            if p.usage:
+                key = (p.namespace, p.name)
+                reported[key] = p.usage
+                if p.priority == prod:
+                    prod_keys.append(key)
+        self._reported = reported
+        self._metric_prod = frozenset(prod_keys)
         self._recompute()
+
+    def _reported_vector(self, key: tuple[str, str]) -> tuple[int, ...] | None:
+        """The pod's reported usage as a tuple in resource order; None when not reported."""
+        usage = self._usage.get(key)
+        if usage is None:
+            raw = self._reported.get(key)
+            if raw is None or self._values is None:
+                return None
+            usage = self._usage[key] = self._values(raw)
+        return usage
 
     def aggregated(self, kind: str, duration: float) -> Vector | None:
         """Usage for (type, duration); duration 0 = longest with data, else ``nodeUsage``."""
@@ -152,7 +177,7 @@ class NodeLoad:
 
     def reported_usage(self, key: tuple[str, str]) -> Vector | None:
         """The pod's usage in the current NodeMetric's ``podsMetric``; None when not reported."""
-        usage = self._usage.get(key)
+        usage = self._reported_vector(key)
         return None if usage is None else np.array(usage, np.int64)
 
     # ---- pods --------------------------------------------------------------------------
@@ -186,7 +211,7 @@ class NodeLoad:
             return
         node_delta, prod_delta, node_estimated, prod_usage = self._sums
         width = range(self.width)
-        usage = self._usage.get(assigned.key)
+        usage = self._reported_vector(assigned.key)
         active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
         if active_prod:
             for r in width:

@@ -94,3 +94,30 @@ def test_no_metric_means_zero_sums_and_reported_usage_is_per_pod() -> None:
     assert load.reported_usage(("ns", "p1")) is None  # odd pods are not in podsMetric
     load.set_metric(None, VEC, include_sys=False)
     assert sums(load) == [[0, 0]] * 4
+
+
+def test_reported_vectors_are_made_from_the_current_metric_only() -> None:
+    # Vectors are made on first use: a second NodeMetric must not leave the first one's usage behind.
+    load = NodeLoad(2)
+    pod = pod_from_dict(PodBuilder("p0", "ns").requests(cpu="1", memory="1Gi").build())
+    load.add_pod(AssignedPod(pod=pod, timestamp=NOW - 600, estimated=np.array([1000, GI], np.int64), deadline=None))
+
+    def reporting(cpu: str | None, *repeat: str) -> object:
+        builder = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="3", memory="20Gi")
+        if cpu is not None:
+            builder.pod("ns", "p0", cpu=cpu)
+        for later in repeat:  # the same name again: its last entry counts
+            builder.pod("ns", "p0", cpu=later)
+        return nodemetric_from_dict(builder.build())
+
+    # estimate 1000m; reported 400m, assigned long ago: nodeDelta = 0 (not estimated), usage is reported
+    load.set_metric(reporting("400m"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.reported_usage(("ns", "p0")).tolist() == [400, 0]  # type: ignore[union-attr]
+    assert load.node_delta.tolist() == [0, 0]
+    # not reported any more: the full estimate 1000m / 1Gi is in nodeDelta again
+    load.set_metric(reporting(None), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.reported_usage(("ns", "p0")) is None
+    assert load.node_delta.tolist() == [1000, GI]
+    # 300m first, then 900m for the same pod: 900m is the usage
+    load.set_metric(reporting("300m", "900m"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.reported_usage(("ns", "p0")).tolist() == [900, 0]  # type: ignore[union-attr]

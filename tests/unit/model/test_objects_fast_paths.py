@@ -1,0 +1,94 @@
+"""The unchecked fast paths of conversion give exactly what the checked path gives, and hand every
+unusual shape to the checked path (which names the bad field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koordpy.model.objects import ObjectError, _pod_metric, _pod_metric_fast, nodemetric_from_dict
+from koordpy.model.priority import KubeQoS, kube_qos
+from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
+
+USUAL = {
+    "namespace": "shop",
+    "name": "web-0",
+    "podUsage": {"resources": {"cpu": "700m", "memory": "2Gi"}},
+    "priority": "koord-prod",
+    "qos": "LS",
+}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        USUAL,
+        {**USUAL, "podUsage": None},  # no usage: an empty list
+        {**USUAL, "podUsage": {}},
+        {**USUAL, "podUsage": {"resources": None}},
+        {"name": "bare"},  # namespace, priority, qos default to ""
+        {**USUAL, "priority": None, "qos": ""},
+    ],
+)
+def test_fast_path_equals_checked_path(entry: dict[str, Any]) -> None:
+    fast = _pod_metric_fast(entry)
+    assert fast is not None
+    assert fast == _pod_metric(entry, "status.podsMetric[0]")
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ["not", "a", "dict"],
+        {**USUAL, "namespace": 7},  # the checked path turns it into "7"
+        {**USUAL, "podUsage": {"resources": {"cpu": "-1"}}},  # negative: an error with its path
+        {**USUAL, "podUsage": {"resources": {"cpu": "lots"}}},  # unreadable quantity
+        {**USUAL, "podUsage": {"resources": ["cpu"]}},
+        {**USUAL, "podUsage": "700m"},
+    ],
+)
+def test_unusual_shapes_take_the_checked_path(entry: Any) -> None:
+    assert _pod_metric_fast(entry) is None
+
+
+def test_checked_path_still_names_the_field() -> None:
+    raw = {
+        "metadata": {"name": "n1"},
+        "status": {"podsMetric": [USUAL, {**USUAL, "podUsage": {"resources": {"cpu": "-1"}}}]},
+    }
+    with pytest.raises(ObjectError, match=r"status\.podsMetric\[1\]\.podUsage\.resources\.cpu: negative"):
+        nodemetric_from_dict(raw)
+    raw["status"]["podsMetric"][1] = {**USUAL, "namespace": 7}
+    assert nodemetric_from_dict(raw).pods[1].namespace == "7"
+
+
+def test_memoised_quantities_stay_exact_and_negative_ones_stay_rejected() -> None:
+    # 700m cpu = 700 millicores; 2Gi = 2 * 1024^3 bytes; the second call is served from the memo
+    for _ in range(2):
+        assert parse_resource_list({"cpu": "700m", "memory": "2Gi"}) == {"cpu": 700, "memory": 2147483648}
+    raw = {"metadata": {"name": "n1"}, "status": {"podsMetric": [{"podUsage": {"resources": {"cpu": "-5m"}}}]}}
+    for _ in range(2):
+        with pytest.raises(ObjectError, match="negative"):
+            nodemetric_from_dict(raw)
+
+
+def test_requests_limits_and_qos_from_one_parse_of_each_container() -> None:
+    # app: 1 cpu + 500m = 1500m; init peak 2 cpu; sidecar 100m runs beside the app: max(1600, 2000) = 2000m
+    spec = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+            {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+        ],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "2"}}},
+            {"restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+        ],
+    }
+    assert pod_requests(spec) == {"cpu": 2000, "memory": 1073741824}
+    assert pod_limits(spec) == {"cpu": 1000, "memory": 2147483648}
+    assert kube_qos(spec) is KubeQoS.BURSTABLE
+    # a limit without a request defaults the request to it: Guaranteed, and the raw spec is untouched
+    only_limits = {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    assert kube_qos(only_limits) is KubeQoS.GUARANTEED
+    assert only_limits["containers"][0]["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}}
