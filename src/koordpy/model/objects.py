@@ -30,6 +30,10 @@ __all__ = [
     "ObjectError",
     "PodInfo",
     "PodMetricInfo",
+    "field_mapping",
+    "field_resources",
+    "field_str_map",
+    "field_time",
     "node_from_dict",
     "nodemetric_from_dict",
     "pod_from_dict",
@@ -44,7 +48,7 @@ class ObjectError(ValueError):
     """An API object that cannot be read; the message names the field path."""
 
 
-def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
+def field_mapping(obj: Any, path: str) -> Mapping[str, Any]:
     if type(obj) is dict:  # the common case, without the ABC instance check
         return obj
     if obj is None:
@@ -54,18 +58,18 @@ def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
     return obj
 
 
-def _str_map(obj: Any, path: str) -> dict[str, str]:
-    raw = _mapping(obj, path)
+def field_str_map(obj: Any, path: str) -> dict[str, str]:
+    raw = field_mapping(obj, path)
     try:
         return {str(k): str(v) for k, v in raw.items()}
     except ValueError:  # str() of an integer beyond Python's 4,300-digit conversion limit
         raise ObjectError(f"{path}: a value too long to read") from None
 
 
-def _resources(obj: Any, path: str) -> ResourceList:
+def field_resources(obj: Any, path: str) -> ResourceList:
     """A resource list whose values are non-negative quantities (as the API server validates them)."""
     try:
-        parsed = parse_resource_list(_mapping(obj, path))
+        parsed = parse_resource_list(field_mapping(obj, path))
     except QuantityError as exc:
         raise ObjectError(f"{path}.{exc}") from None
     for name, amount in parsed.items():
@@ -93,17 +97,17 @@ def _pod_resources_error(spec: Mapping[str, Any], exc: Exception) -> ObjectError
                 return ObjectError(f"{path}.resources: expected an object")
             for kind in ("requests", "limits"):
                 try:
-                    _resources(resources.get(kind), f"{path}.resources.{kind}")
+                    field_resources(resources.get(kind), f"{path}.resources.{kind}")
                 except ObjectError as found:
                     return found
     try:
-        _resources(spec.get("overhead"), "spec.overhead")
+        field_resources(spec.get("overhead"), "spec.overhead")
     except ObjectError as found:
         return found
     return ObjectError(f"spec.containers[].resources: {exc}")
 
 
-def _time(obj: Any, path: str) -> float | None:
+def field_time(obj: Any, path: str) -> float | None:
     if obj in (None, ""):
         return None
     if not isinstance(obj, str):
@@ -125,7 +129,7 @@ class ControllerRef(NamedTuple):
 
 def _controller(owners: list[Any]) -> ControllerRef | None:
     for i, owner in enumerate(owners):
-        ref = _mapping(owner, f"metadata.ownerReferences[{i}]")
+        ref = field_mapping(owner, f"metadata.ownerReferences[{i}]")
         if ref.get("controller") is True:
             return ControllerRef(
                 str(ref.get("kind") or ""),
@@ -175,14 +179,14 @@ class PodInfo:
 
 
 def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
-    raw = _mapping(raw, "pod")
-    meta = _mapping(raw.get("metadata"), "metadata")
-    spec = _mapping(raw.get("spec"), "spec")
-    status = _mapping(raw.get("status"), "status")
+    raw = field_mapping(raw, "pod")
+    meta = field_mapping(raw.get("metadata"), "metadata")
+    spec = field_mapping(raw.get("spec"), "spec")
+    status = field_mapping(raw.get("status"), "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
-    labels = _str_map(meta.get("labels"), "metadata.labels")
+    labels = field_str_map(meta.get("labels"), "metadata.labels")
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
@@ -198,13 +202,13 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     if not isinstance(conditions, list):
         raise ObjectError("status.conditions: expected a list")
     for i, cond in enumerate(conditions):
-        cond = _mapping(cond, f"status.conditions[{i}]")
+        cond = field_mapping(cond, f"status.conditions[{i}]")
         if cond.get("status") != "True":
             continue
         if cond.get("type") == "PodScheduled":
-            scheduled = _time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+            scheduled = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
         elif cond.get("type") == "Initialized":
-            initialized = _time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+            initialized = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ObjectError("metadata.ownerReferences: expected a list")
@@ -217,14 +221,14 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         phase=str(status.get("phase") or "Pending"),
         priority=priority,
         labels=labels,
-        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        annotations=field_str_map(meta.get("annotations"), "metadata.annotations"),
         requests=requests,
         limits=limits,
         qos=qos,
         priority_class=priority_class(labels, priority, qos),
-        owner_kinds=tuple(str(_mapping(o, "metadata.ownerReferences[]").get("kind", "")) for o in owners),
-        creation_time=_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        deletion_time=_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        owner_kinds=tuple(str(field_mapping(o, "metadata.ownerReferences[]").get("kind", "")) for o in owners),
+        creation_time=field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        deletion_time=field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         scheduled_time=scheduled,
         initialized_time=initialized,
         termination_grace_seconds=_grace(spec.get("terminationGracePeriodSeconds")),
@@ -266,29 +270,29 @@ def _raw_allocatable(annotations: Mapping[str, str]) -> ResourceList | None:
         raise ObjectError(f"{path}: not a JSON object") from None
     if not isinstance(parsed, dict):
         raise ObjectError(f"{path}: expected a JSON object of quantities")
-    return _resources(parsed, path)
+    return field_resources(parsed, path)
 
 
 def node_from_dict(raw: Mapping[str, Any]) -> NodeInfo:
-    raw = _mapping(raw, "node")
-    meta = _mapping(raw.get("metadata"), "metadata")
-    spec = _mapping(raw.get("spec"), "spec")
-    status = _mapping(raw.get("status"), "status")
+    raw = field_mapping(raw, "node")
+    meta = field_mapping(raw.get("metadata"), "metadata")
+    spec = field_mapping(raw.get("spec"), "spec")
+    status = field_mapping(raw.get("status"), "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
     taints = spec.get("taints") or []
     if not isinstance(taints, list):
         raise ObjectError("spec.taints: expected a list")
-    annotations = _str_map(meta.get("annotations"), "metadata.annotations")
+    annotations = field_str_map(meta.get("annotations"), "metadata.annotations")
     return NodeInfo(
         name=name,
-        allocatable=_resources(status.get("allocatable"), "status.allocatable"),
-        capacity=_resources(status.get("capacity"), "status.capacity"),
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        allocatable=field_resources(status.get("allocatable"), "status.allocatable"),
+        capacity=field_resources(status.get("capacity"), "status.capacity"),
+        labels=field_str_map(meta.get("labels"), "metadata.labels"),
         annotations=annotations,
         unschedulable=bool(spec.get("unschedulable", False)),
-        taints=tuple(_mapping(t, "spec.taints[]") for t in taints),
+        taints=tuple(field_mapping(t, "spec.taints[]") for t in taints),
         raw_allocatable=_raw_allocatable(annotations),
     )
 
@@ -339,7 +343,7 @@ class NodeMetricInfo:
 
 def _resource_map(obj: Any, path: str) -> ResourceList:
     """A Koordinator ``ResourceMap``: ``{"resources": {...}, "devices": [...]}``."""
-    return _resources(_mapping(obj, path).get("resources"), f"{path}.resources")
+    return field_resources(field_mapping(obj, path).get("resources"), f"{path}.resources")
 
 
 def _seconds(obj: Any, path: str) -> float | None:
@@ -353,7 +357,7 @@ def _seconds(obj: Any, path: str) -> float | None:
 
 
 def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
-    entry = _mapping(entry, path)
+    entry = field_mapping(entry, path)
     return PodMetricInfo(
         namespace=str(entry.get("namespace") or ""),
         name=str(entry.get("name") or ""),
@@ -394,20 +398,20 @@ def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
-    raw = _mapping(raw, "nodemetric")
-    meta = _mapping(raw.get("metadata"), "metadata")
-    spec = _mapping(raw.get("spec"), "spec")
-    status = _mapping(raw.get("status"), "status")
+    raw = field_mapping(raw, "nodemetric")
+    meta = field_mapping(raw.get("metadata"), "metadata")
+    spec = field_mapping(raw.get("spec"), "spec")
+    status = field_mapping(raw.get("status"), "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
-    policy = _mapping(spec.get("metricCollectPolicy"), "spec.metricCollectPolicy")
+    policy = field_mapping(spec.get("metricCollectPolicy"), "spec.metricCollectPolicy")
     node_metric_raw = status.get("nodeMetric")
     node_usage: ResourceList | None = None
     system_usage: ResourceList = {}
     aggregated: list[AggregatedUsage] = []
     if node_metric_raw is not None:
-        nm = _mapping(node_metric_raw, "status.nodeMetric")
+        nm = field_mapping(node_metric_raw, "status.nodeMetric")
         node_usage = _resource_map(nm.get("nodeUsage"), "status.nodeMetric.nodeUsage")
         system_usage = _resource_map(nm.get("systemUsage"), "status.nodeMetric.systemUsage")
         entries = nm.get("aggregatedNodeUsages") or []
@@ -415,7 +419,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
             raise ObjectError("status.nodeMetric.aggregatedNodeUsages: expected a list")
         for i, entry in enumerate(entries):
             path = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
-            entry = _mapping(entry, path)
+            entry = field_mapping(entry, path)
             raw_duration = entry.get("duration") or 0
             if not isinstance(raw_duration, str | int | float):
                 raise ObjectError(f"{path}.duration: expected a duration string")
@@ -425,7 +429,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
                 raise ObjectError(f"{path}.duration: {exc}") from None
             if not math.isfinite(duration) or duration < 0:
                 raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
-            usage_raw = _mapping(entry.get("usage"), f"{path}.usage")
+            usage_raw = field_mapping(entry.get("usage"), f"{path}.usage")
             usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
             aggregated.append(AggregatedUsage(duration=duration, usage=usage))
     pods: list[PodMetricInfo] = []
@@ -436,7 +440,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         pods.append(_pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]"))
     return NodeMetricInfo(
         name=name,
-        update_time=_time(status.get("updateTime"), "status.updateTime"),
+        update_time=field_time(status.get("updateTime"), "status.updateTime"),
         report_interval=_seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
         aggregate_duration=_seconds(
             policy.get("aggregateDurationSeconds"), "spec.metricCollectPolicy.aggregateDurationSeconds"

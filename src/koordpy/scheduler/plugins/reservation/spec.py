@@ -20,11 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
-from koordpy.model.objects import ObjectError, PodInfo
+from koordpy.model.durations import DurationError, parse_duration
+from koordpy.model.objects import (
+    ObjectError,
+    PodInfo,
+    field_mapping,
+    field_resources,
+    field_str_map,
+    field_time,
+)
 from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.model.quantity import QuantityError
-from koordpy.model.resources import ResourceList, parse_resource_list, pod_requests
+from koordpy.model.resources import ResourceList, pod_requests
 
 __all__ = [
     "ACTIVE_PHASES",
@@ -190,14 +197,6 @@ def is_owner(res: ReservationInfo, pod: PodInfo) -> bool:
 # ---- conversion --------------------------------------------------------------------------------
 
 
-def _mapping(obj: Any, path: str) -> Mapping[str, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, Mapping):
-        raise ObjectError(f"{path}: expected an object")
-    return obj
-
-
 def _list(obj: Any, path: str) -> list[Any]:
     if obj is None:
         return []
@@ -214,10 +213,6 @@ def _str(obj: Any, path: str) -> str:
     return obj
 
 
-def _str_map(obj: Any, path: str) -> dict[str, str]:
-    return {str(k): _str(v, f"{path}[{k}]") for k, v in _mapping(obj, path).items()}
-
-
 def _bool(obj: Any, path: str, default: bool) -> bool:
     if obj is None:
         return default
@@ -226,19 +221,8 @@ def _bool(obj: Any, path: str, default: bool) -> bool:
     return obj
 
 
-def _time(obj: Any, path: str) -> float | None:
-    if obj in (None, ""):
-        return None
-    if not isinstance(obj, str):
-        raise ObjectError(f"{path}: expected an RFC 3339 string")
-    try:
-        return parse_rfc3339(obj)
-    except DurationError as exc:
-        raise ObjectError(f"{path}: {exc}") from None
-
-
 def _ref(obj: Any, path: str) -> OwnerReference:
-    raw = _mapping(obj, path)
+    raw = field_mapping(obj, path)
     return OwnerReference(
         kind=_str(raw.get("kind"), f"{path}.kind"),
         namespace=_str(raw.get("namespace"), f"{path}.namespace"),
@@ -248,18 +232,18 @@ def _ref(obj: Any, path: str) -> OwnerReference:
 
 
 def _owner(obj: Any, path: str) -> OwnerMatcher:
-    raw = _mapping(obj, path)
+    raw = field_mapping(obj, path)
     selector = raw.get("labelSelector")
     labels: Mapping[str, str] | None = None
     expressions: tuple[LabelRequirement, ...] | None = None
     if selector is not None:
         where = f"{path}.labelSelector"
-        sel = _mapping(selector, where)
-        labels = _str_map(sel.get("matchLabels"), f"{where}.matchLabels")
+        sel = field_mapping(selector, where)
+        labels = field_str_map(sel.get("matchLabels"), f"{where}.matchLabels")
         reqs = []
         for i, req in enumerate(_list(sel.get("matchExpressions"), f"{where}.matchExpressions")):
             at = f"{where}.matchExpressions[{i}]"
-            req = _mapping(req, at)
+            req = field_mapping(req, at)
             operator = _str(req.get("operator"), f"{at}.operator")
             if operator not in LABEL_SELECTOR_OPERATORS:
                 raise ObjectError(f"{at}.operator: {operator!r} is not one of In, NotIn, Exists, DoesNotExist")
@@ -274,24 +258,17 @@ def _owner(obj: Any, path: str) -> OwnerMatcher:
     )
 
 
-def _resources(obj: Any, path: str) -> ResourceList:
-    try:
-        return parse_resource_list(_mapping(obj, path))
-    except QuantityError as exc:
-        raise ObjectError(f"{path}: {exc}") from None
-
-
 def reservation_from_dict(raw: Mapping[str, Any]) -> ReservationInfo:
     """Convert an API object; a malformed field raises :class:`ObjectError` naming its path."""
-    raw = _mapping(raw, "reservation")
-    meta = _mapping(raw.get("metadata"), "metadata")
-    spec = _mapping(raw.get("spec"), "spec")
-    status = _mapping(raw.get("status"), "status")
+    raw = field_mapping(raw, "reservation")
+    meta = field_mapping(raw.get("metadata"), "metadata")
+    spec = field_mapping(raw.get("spec"), "spec")
+    status = field_mapping(raw.get("status"), "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
-    template = _mapping(spec.get("template"), "spec.template")
-    pod_spec = _mapping(template.get("spec"), "spec.template.spec")
+    template = field_mapping(spec.get("template"), "spec.template")
+    pod_spec = field_mapping(template.get("spec"), "spec.template.spec")
     try:
         requests = pod_requests(pod_spec)
     except (QuantityError, AttributeError, TypeError, ValueError) as exc:
@@ -320,23 +297,23 @@ def reservation_from_dict(raw: Mapping[str, Any]) -> ReservationInfo:
     return ReservationInfo(
         name=name,
         uid=_str(meta.get("uid"), "metadata.uid") or name,
-        creation_time=_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        creation_time=field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        labels=field_str_map(meta.get("labels"), "metadata.labels"),
+        annotations=field_str_map(meta.get("annotations"), "metadata.annotations"),
         requests=requests,
         placement=placement,
         template_priority=priority,
         owners=owners,
         ttl_seconds=ttl,
-        expires=_time(spec.get("expires"), "spec.expires"),
+        expires=field_time(spec.get("expires"), "spec.expires"),
         pre_allocation=_bool(spec.get("preAllocation"), "spec.preAllocation", False),
         allocate_once=_bool(spec.get("allocateOnce"), "spec.allocateOnce", True),
         unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable", False),
-        deletion_time=_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        deletion_time=field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         phase=phase,  # checked against PHASES above
         node_name=_str(status.get("nodeName"), "status.nodeName"),
-        allocatable=_resources(status.get("allocatable"), "status.allocatable"),
-        allocated=_resources(status.get("allocated"), "status.allocated"),
+        allocatable=field_resources(status.get("allocatable"), "status.allocatable"),
+        allocated=field_resources(status.get("allocated"), "status.allocated"),
         current_owners=current,
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
     )

@@ -91,6 +91,7 @@ def test_defaults_and_template_requests_follow_the_pod_rule() -> None:
         (("spec", "allocateOnce"), "yes", "spec.allocateOnce: expected true or false"),
         (("status", "phase"), "Running", "status.phase: 'Running' is not a Reservation phase"),
         (("status", "allocatable"), {"cpu": "lots"}, "status.allocatable"),
+        (("status", "allocated"), {"cpu": "-1"}, "status.allocated.cpu: negative quantity"),
     ],
 )
 def test_malformed_fields_name_their_path(path: tuple[str, str], value: Any, message: str) -> None:
