@@ -1,8 +1,8 @@
 """``koordpy simulate [SCENARIO] [--compare baseline] [--out DIR] [--seed N]``.
 
 ``koordpy simulate --migration [SCENARIO]`` runs a ``kind: MigrationScenario`` instead (see
-:mod:`koordpy.cli.simulate_migration`); ``koordpy simulate --starving [SCENARIO]`` a ``kind:
-StarvingScenario`` (see :mod:`koordpy.cli.simulate_starving`).
+:mod:`koordpy.cli.simulate_families`); ``koordpy simulate --starving [SCENARIO]`` a ``kind:
+StarvingScenario`` (see :mod:`koordpy.cli.simulate_families`).
 
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
 table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
@@ -23,8 +23,7 @@ from typing import Annotated
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.simulate_migration import simulate_migration
-from koordpy.cli.simulate_starving import simulate_starving
+from koordpy.cli.simulate_families import MIGRATION, STARVING, simulate_family
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -153,12 +152,12 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     if starving:
         if compare is not None:
             raise _fail("--compare: not used with --starving (it always compares koordpy with the baseline)")
-        simulate_starving(scenario, out, seed)
+        simulate_family(STARVING, scenario, out, seed)
         return
     if migration:
         if compare is not None:
             raise _fail("--compare: not used with --migration (it always compares arbitration with evict-all)")
-        simulate_migration(scenario, out, seed)
+        simulate_family(MIGRATION, scenario, out, seed)
         return
     if compare is not None and compare not in BASELINES:
         raise _fail(f"--compare: unknown baseline {compare!r} (known: {', '.join(sorted(BASELINES))})")
