@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-from koordpy.cli.simulate_migration import load_migration_scenario
+from koordpy.cli.simulate_families import MIGRATION
 from koordpy.sim.migration import MODES, run_migration
 
 
 def main() -> None:
-    scenario = load_migration_scenario(None)
+    scenario = MIGRATION.load(None)
     results = []
     for mode in MODES:
         started = time.perf_counter()

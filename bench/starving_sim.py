@@ -13,14 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from koordpy.cli.simulate_starving import load_starving_scenario
+from koordpy.cli.simulate_families import STARVING
 from koordpy.sim.starving import MODES, build_starving_trace, run_starving
 
 SWEEP = ((120, 20), (300, 20), (600, 20), (300, 10))
 
 
 def main() -> None:
-    scenario = load_starving_scenario(None)
+    scenario = STARVING.load(None)
     trace = build_starving_trace(scenario, scenario.seed)
     results = []
     for mode in MODES:
