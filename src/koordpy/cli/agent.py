@@ -12,7 +12,7 @@ import typer
 
 from koordpy.cli.connection import require_connection
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext
+from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext, Output
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -109,7 +109,7 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
     kubeconfig: Kubeconfig = None,
     context: KubeContext = None,
     now: Annotated[str | None, typer.Option("--now", metavar="RFC3339", help="Evaluation instant, RFC 3339.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "json",
+    output: Output = "json",
     config: Annotated[
         Path | None, typer.Option("--config", metavar="FILE", help="Agent configuration (protected pods).")
     ] = None,

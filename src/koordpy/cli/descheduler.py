@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_documents, read_mapping
-from koordpy.cli.options import evaluation_instant
+from koordpy.cli.options import Now, Output, RequiredDumpFiles, evaluation_instant
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.migration import MigrationControllerArgs
@@ -46,18 +46,13 @@ def render_table(report: dict[str, Any]) -> str:
 @app.command("arbitrate")
 def arbitrate_command(
     *,
-    files: Annotated[
-        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ],
+    files: RequiredDumpFiles,
     config: Annotated[
         Path | None,
         typer.Option("--config", metavar="FILE", help="ManagerConfiguration file (its migrationController section)."),
     ] = None,
-    now: Annotated[
-        str | None,
-        typer.Option("--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp."),
-    ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
+    now: Now = None,
+    output: Output = "table",
 ) -> None:
     """One arbitration round over the waiting PodMigrationJobs of a dump: order and verdicts; offline only."""
     if output not in ("json", "table"):

@@ -17,7 +17,17 @@ import typer
 from koordpy.model.dumps import newest_timestamp
 from koordpy.model.durations import parse_rfc3339
 
-__all__ = ["NOTE_CLOCK", "NOTE_NEWEST", "DumpFiles", "KubeContext", "Kubeconfig", "evaluation_instant"]
+__all__ = [
+    "NOTE_CLOCK",
+    "NOTE_NEWEST",
+    "DumpFiles",
+    "KubeContext",
+    "Kubeconfig",
+    "Now",
+    "Output",
+    "RequiredDumpFiles",
+    "evaluation_instant",
+]
 
 NOTE_NEWEST = "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
 NOTE_CLOCK = "note: the input carries no timestamp: evaluated at the clock"
@@ -25,6 +35,15 @@ NOTE_CLOCK = "note: the input carries no timestamp: evaluated at the clock"
 DumpFiles = Annotated[
     list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
 ]
+RequiredDumpFiles = Annotated[
+    list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+]
+"""``-f`` for the tools that read dumps only."""
+Now = Annotated[
+    str | None,
+    typer.Option("--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp."),
+]
+Output = Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")]
 Kubeconfig = Annotated[
     str | None,
     typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),

@@ -11,7 +11,16 @@ from typing import Annotated, Any
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.options import NOTE_CLOCK, DumpFiles, Kubeconfig, KubeContext, evaluation_instant
+from koordpy.cli.options import (
+    NOTE_CLOCK,
+    DumpFiles,
+    Kubeconfig,
+    KubeContext,
+    Now,
+    Output,
+    RequiredDumpFiles,
+    evaluation_instant,
+)
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -102,7 +111,7 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
             help="Evaluation instant, RFC 3339; default: the dump's newest timestamp (live: now).",
         ),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
+    output: Output = "table",
     in_tree: Annotated[
         bool,
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
@@ -188,7 +197,7 @@ def gangs_command(
             "--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp (live: now)."
         ),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
+    output: Output = "table",
 ) -> None:
     """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of both APIs (or a cluster).
 
@@ -254,18 +263,13 @@ def render_reservations_table(report: dict[str, Any]) -> str:
 @app.command("reservations")
 def reservations_command(
     *,
-    files: Annotated[
-        list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
-    ],
+    files: RequiredDumpFiles,
     config: Annotated[
         Path | None,
         typer.Option("--config", metavar="FILE", help="ManagerConfiguration file (its reservation section)."),
     ] = None,
-    now: Annotated[
-        str | None,
-        typer.Option("--now", metavar="RFC3339", help="Evaluation instant; default: the dump's newest timestamp."),
-    ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")] = "table",
+    now: Now = None,
+    output: Output = "table",
 ) -> None:
     """The reservation decision the manager would take on a dump: starving jobs, reservations, actions; offline only.
 
