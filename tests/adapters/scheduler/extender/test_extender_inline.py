@@ -199,3 +199,60 @@ async def test_other_paths_and_methods_go_the_asgi_way(make_ext: Make) -> None:
     answers = await exchange(running, get_filter, request("/filter?x=1", args()))
     assert [status for status, _, _ in answers] == [405, 200]
     assert InlineVerbProtocol.answered_inline == before
+
+
+def bind_body(name: str = "p", uid: str = "uid-p") -> bytes:
+    return orjson.dumps({"PodName": name, "PodNamespace": "default", "PodUID": uid, "Node": NODES[0]})
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+async def test_bind_answers_equal_the_asgi_path(make_ext: Make) -> None:
+    inline, asgi, counted = await both(make_ext, request("/bind", bind_body()), request("/bind", b"{"))
+    assert inline == asgi
+    assert counted == 1  # the second, pipelined behind a bind in flight, queued and went the ASGI way
+    assert inline[0] == (200, b'{"Error":""}')
+    assert inline[1][0] == 400
+
+
+async def test_a_request_pipelined_behind_a_held_bind_is_answered_after_it(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    running.binder.gate = asyncio.Event()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        writer.write(request("/bind", bind_body()) + request("/filter", args()))
+        await until(lambda: running.binder.calls != [], "the bind reached the binder")
+        running.binder.gate.set()
+        first = await read_response(reader)
+        second = await read_response(reader)
+    finally:
+        writer.close()
+    assert (first[0], first[2]) == (200, b'{"Error":""}')  # the bind's reply comes first although it was slower
+    assert second[0] == 200
+    assert orjson.loads(second[2])["NodeNames"] == NODES[:3]
+
+
+async def test_the_client_closing_during_a_bind_sets_the_services_gone_event(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    service = running.extender.service
+    seen: list[asyncio.Event] = []
+
+    async def bind(body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Any:
+        assert gone is not None
+        seen.append(gone)
+        await gone.wait()
+        return await original(body, started, gone)
+
+    original, service.bind = service.bind, bind
+    _, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    writer.write(request("/bind", bind_body()))
+    await until(lambda: seen != [], "the bind reached the service")
+    assert not seen[0].is_set()
+    writer.close()
+    await until(seen[0].is_set, "gone set after the client closed")
