@@ -102,6 +102,8 @@ class ExtenderService:
         self._last_passed_indices: npt.NDArray[np.int64] | None = None
         self._last_suffix: bytes | None = None
         self._last_removals = 0
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        """The latency and request-counter children of each (verb, outcome) seen."""
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -148,14 +150,20 @@ class ExtenderService:
         except TypeError:  # an unhashable element
             require_strings(names, range(len(names)))
             raise
-        unknown = np.flatnonzero(indices < 0)
-        if unknown.size:
-            require_strings(names, unknown.tolist())
+        unknown = indices < 0
+        if unknown.any():
+            require_strings(names, np.flatnonzero(unknown).tolist())
         return indices
 
     def _finish(self, verb: str, outcome: str, started: float) -> None:
-        self.metrics.latency.labels(verb).observe(time.perf_counter() - started)
-        self.metrics.requests.labels(verb, outcome).inc()
+        children = self._children.get((verb, outcome))
+        if children is None:  # labels() costs more than the observation: look each pair up once
+            children = self._children[verb, outcome] = (
+                self.metrics.latency.labels(verb),
+                self.metrics.requests.labels(verb, outcome),
+            )
+        children[0].observe(time.perf_counter() - started)
+        children[1].inc()
 
     def reject(self, verb: str, exc: ProtocolError, started: float) -> Reply:
         """Answer a request that could not even be read (size, content type, transport)."""
