@@ -256,3 +256,21 @@ async def test_the_client_closing_during_a_bind_sets_the_services_gone_event(mak
     assert not seen[0].is_set()
     writer.close()
     await until(seen[0].is_set, "gone set after the client closed")
+
+
+async def test_a_bind_in_flight_at_shutdown_is_answered_then_the_connection_closed(make_ext: Make) -> None:
+    running = await served(make_ext, True)
+    running.binder.gate = asyncio.Event()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        writer.write(request("/bind", bind_body()))
+        await until(lambda: running.binder.calls != [], "the bind reached the binder")
+        running.server.should_exit = True
+        # uvicorn closes its listeners, then asks each connection to shut down, in one step
+        await until(lambda: not any(server.is_serving() for server in running.server.servers), "shutdown begun")
+        running.binder.gate.set()
+        status, headers, body = await read_response(reader)
+        assert (status, body, headers[b"connection"]) == (200, b'{"Error":""}', b"close")
+        assert await asyncio.wait_for(reader.read(10), 10) == b""
+    finally:
+        writer.close()
