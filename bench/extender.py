@@ -7,7 +7,10 @@ handlers the reflectors call; ``gc.freeze()`` after the feed, as the service doe
 The client is a separate process pinned to another CPU, using ``http.client`` with keep-alive, sending what
 kube-scheduler sends with ``nodeCacheCapable: true`` and ``percentageOfNodesToScore: 100``: a ~5 KB Pod,
 ``"Nodes": null`` and every node name, in the rotating, slightly shuffled order of kube-scheduler's
-parallel filter; prioritize gets exactly the names the filter let through.
+parallel filter; prioritize gets exactly the names the filter let through. Each size is then run again
+against a server that does no work (``ReplayService``: the same protocol answering with the replies the
+real service computed beforehand for exactly these bodies): its pairs per second are the **ceiling** this
+client and HTTP stack allow any implementation of the service.
 
 Run: ``.venv/bin/python bench/extender.py`` (``--quick`` for a short smoke run). Prints a table and writes
 ``bench/results/extender.json``.
@@ -189,16 +192,17 @@ def pin(slot: int) -> int | None:
     return None
 
 
-def server_main(count: int, conn: Any) -> None:
+def server_main(count: int, conn: Any, replay: bool = False) -> None:
     pinned = pin(0)
     import uvicorn
 
     cfg = validate(SchedulerConfiguration, CONFIG)
     extender = build_extender(cfg, None, clock=FakeClock(NOW))
     populate(extender, node_names(count))
+    service: Any = ReplayService(extender.service, count) if replay else extender.service  # duck-typed for the protocol
     gc.collect()
     gc.freeze()
-    config = uvicorn_config(extender.app, "127.0.0.1", 0, service=extender.service)
+    config = uvicorn_config(extender.app, "127.0.0.1", 0, service=service)
     config.log_level = "warning"
     server = uvicorn.Server(config)
 
@@ -233,11 +237,49 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def client_run(port: int, count: int, pairs: int, warmup: int) -> dict[str, Any]:
-    pinned = pin(1)
+def filter_bodies(count: int) -> tuple[dict[str, Any], list[bytes]]:
+    """The incoming pod and the 64 ``/filter`` bodies the client cycles through (kube-scheduler's order)."""
     names = node_names(count)
     rng = random.Random(11)
     pod = realistic_pod("checkout-new-0")
+    return pod, [
+        orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": kube_scheduler_order(names, cycle, rng)})
+        for cycle in range(64)
+    ]
+
+
+class ReplayService:
+    """Answers the k-th ``/filter`` and the k-th ``/prioritize`` with replies the real service computed
+    beforehand for exactly the bodies the client sends, in that order: a server doing no work behind the
+    same HTTP protocol. Pairs per second against it are the ceiling this client and HTTP stack allow."""
+
+    def __init__(self, real: Any, count: int) -> None:
+        self.settings, self.log, self.reject = real.settings, real.log, real.reject
+        pod, bodies = filter_bodies(count)
+        self.filters: list[Any] = []
+        self.priorities: list[Any] = []
+        for body in bodies:
+            answer = real.filter(body, time.perf_counter())
+            passed = orjson.loads(answer.body)["NodeNames"]
+            prio = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passed})
+            self.filters.append(answer)
+            self.priorities.append(real.prioritize(prio, time.perf_counter()))
+        self.seen = {"filter": 0, "prioritize": 0}
+
+    def filter(self, body: bytes, started: float) -> Any:
+        k = self.seen["filter"]
+        self.seen["filter"] = k + 1
+        return self.filters[k % len(self.filters)]
+
+    def prioritize(self, body: bytes, started: float) -> Any:
+        k = self.seen["prioritize"]
+        self.seen["prioritize"] = k + 1
+        return self.priorities[k % len(self.priorities)]
+
+
+def client_run(port: int, count: int, pairs: int, warmup: int) -> dict[str, Any]:
+    pinned = pin(1)
+    pod, bodies = filter_bodies(count)
     pod_bytes = len(orjson.dumps(pod))
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.connect()
@@ -245,9 +287,6 @@ def client_run(port: int, count: int, pairs: int, warmup: int) -> dict[str, Any]
     # sends headers and a >64 KiB body in two writes, which Nagle + delayed ACK turn into stalls.
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     headers = {"Content-Type": "application/json"}
-    bodies = []
-    for cycle in range(64):
-        bodies.append(orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": kube_scheduler_order(names, cycle, rng)}))
 
     def post(verb: str, body: bytes) -> bytes:
         conn.request("POST", f"/{verb}", body, headers)
@@ -438,10 +477,10 @@ def in_child(fn: Any, *args: Any) -> Any:
         proc.join(10)
 
 
-def run_size(count: int, pairs: int, warmup: int) -> dict[str, Any]:
+def run_size(count: int, pairs: int, warmup: int, replay: bool = False) -> dict[str, Any]:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=server_main, args=(count, child), daemon=True)
+    proc = ctx.Process(target=server_main, args=(count, child, replay), daemon=True)
     proc.start()
     try:
         if not parent.poll(600):
@@ -471,7 +510,8 @@ def print_size(result: dict[str, Any], local: dict[str, Any]) -> None:
     print(
         f"{result['nodes']:>5} nodes  HTTP filter p50 {f['p50_ms']:.3f} ms p99 {f['p99_ms']:.3f} ms ({r['filter']}x floor) | "
         f"prioritize p50 {p['p50_ms']:.3f} ms p99 {p['p99_ms']:.3f} ms ({r['prioritize']}x) | pair {r['pair']}x floor | "
-        f"{result['filter_prioritize_pairs_per_s']:.0f} pairs/s (passed {result['passed_nodes_median']:.0f})"
+        f"{result['filter_prioritize_pairs_per_s']:.0f} pairs/s (passed {result['passed_nodes_median']:.0f}); "
+        f"ceiling {result['ceiling']['filter_prioritize_pairs_per_s']:.0f} pairs/s with a server that does no work"
     )
     for verb in ("filter", "prioritize"):
         v = local[verb]
@@ -552,6 +592,14 @@ def main() -> None:
     out["in_process"] = []
     for size in (int(s) for s in args.sizes.split(",")):
         result = run_size(size, pairs.get(size, 1000), warmup=100 if not args.quick else 20)
+        ceiling = run_size(size, pairs.get(size, 1000), warmup=100 if not args.quick else 20, replay=True)
+        result["ceiling"] = {
+            "what": "the same client against the same HTTP protocol answering with precomputed replies "
+            "(ReplayService): the most pairs/s any service could reach with this client and HTTP stack",
+            "filter_p50_ms": ceiling["filter"]["p50_ms"],
+            "prioritize_p50_ms": ceiling["prioritize"]["p50_ms"],
+            "filter_prioritize_pairs_per_s": ceiling["filter_prioritize_pairs_per_s"],
+        }
         local = in_child(in_process_costs, size, 1000 if not args.quick else 100)
         add_floor_ratios(result, local)
         out["http"].append(result)
