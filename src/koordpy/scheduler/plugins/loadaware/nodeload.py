@@ -11,9 +11,11 @@ For each node: the NodeMetric's usage vectors, and four sums over the pods assig
 A pod "should be estimated" when it has no usage in ``podsMetric``, or it was assigned after
 ``updateTime − reportInterval``, or its force-estimation deadline is after ``updateTime``.
 
-The sums are kept in plain Python integers: a NodeMetric recomputes them in one pass over the
-node's pods, a pod event adds or takes back that pod's share. At tens of pods per node this is
-faster than numpy (which has a fixed cost per array operation), and integer sums cannot drift.
+The sums are kept in plain Python integers, with the inputs each pod's share was computed from (its
+reported usage, whether the metric calls it Prod, whether it should be estimated). A pod event adds
+or takes back that pod's share; a NodeMetric recomputes every pod's inputs and re-accounts only the
+pods whose inputs changed. Integer sums cannot drift, so this equals a recomputation from scratch.
+At tens of pods per node this is faster than numpy (which has a fixed cost per array operation).
 
 Not guaranteed: vectors are only as fresh as the last event; nothing here looks at the clock.
 """
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -33,63 +34,84 @@ from koordpy.model.priority import PriorityClass
 __all__ = ["SATURATION", "AssignedPod", "NodeLoad", "Vector", "Vectorizer", "saturate"]
 
 Vector = npt.NDArray[np.int64]
+Values = tuple[int, ...]
 DEFAULT_REPORT_INTERVAL = 60.0
 SATURATION = 2**53
 """Vector entries are clamped to ±2^53 (9.0e15 millicores, 8 PiB): any quantity beyond exceeds every
 threshold anyway, and the clamp keeps float64 exact and the int64 arithmetic of filter and score
 (a sum of two vectors, ``× 100``) from overflowing. Usage and allocatable are clamped alike, so a
 clamped node can only look fuller than it is, never emptier."""
+_NEG_SATURATION = -SATURATION
 
 
 def saturate(amount: int) -> int:
-    return SATURATION if amount > SATURATION else -SATURATION if amount < -SATURATION else amount
+    return SATURATION if amount > SATURATION else _NEG_SATURATION if amount < _NEG_SATURATION else amount
 
 
-@dataclass(slots=True)
+def saturated(values: Sequence[int]) -> list[int]:
+    """``saturate`` of each entry."""
+    return [v if _NEG_SATURATION <= v <= SATURATION else saturate(v) for v in values]
+
+
 class AssignedPod:
-    pod: PodInfo
-    timestamp: float
-    estimated: Vector | None
-    deadline: float | None
-    key: tuple[str, str] = field(init=False)
-    prod: bool = field(init=False)
-    _estimate: tuple[int, ...] | None = field(init=False, repr=False)
-    _deadline: float = field(init=False, repr=False)
+    """A pod assigned to a node as the load bookkeeping sees it: its estimate (None: all zero), when it
+    was assigned and until when it is estimated whatever the metric says (``deadline``)."""
 
-    def __post_init__(self) -> None:
-        self.key = (self.pod.namespace, self.pod.name)
-        self.prod = self.pod.priority_class is PriorityClass.PROD
-        self._estimate = None if self.estimated is None else tuple(self.estimated.tolist())
-        self._deadline = -math.inf if self.deadline is None else self.deadline
+    __slots__ = ("_deadline", "_estimate", "deadline", "key", "pod", "prod", "timestamp")
+
+    def __init__(
+        self,
+        pod: PodInfo,
+        timestamp: float,
+        estimated: Vector | Sequence[int] | None,
+        deadline: float | None,
+    ) -> None:
+        self.pod = pod
+        self.timestamp = timestamp
+        self.deadline = deadline
+        self.key = (pod.namespace, pod.name)
+        self.prod = pod.priority_class is PriorityClass.PROD
+        if estimated is None:
+            self._estimate: Values | None = None
+        elif isinstance(estimated, np.ndarray):
+            self._estimate = tuple(estimated.tolist())
+        else:
+            self._estimate = tuple(estimated)
+        self._deadline = -math.inf if deadline is None else deadline
+
+    @property
+    def estimated(self) -> Vector | None:
+        return None if self._estimate is None else np.array(self._estimate, np.int64)
+
+    def __repr__(self) -> str:
+        return f"AssignedPod({self.pod.key!r}, timestamp={self.timestamp}, estimate={self._estimate})"
+
+
+_Sums = tuple[list[int], list[int], list[int], list[int]]
+_Inputs = tuple[Values | None, bool, bool]
+"""What one pod's share is computed from: reported usage (None: not reported), Prod by the metric too,
+should be estimated."""
 
 
 class NodeLoad:
     """One node's metric vectors and assigned pods, with the four sums above."""
 
     __slots__ = (
+        "_agg",
+        "_inputs",
         "_metric_prod",
         "_reported",
         "_sums",
         "_system",
         "_usage",
         "_values",
-        "agg_usages",
         "metric",
-        "node_delta",
-        "node_estimated",
-        "node_usage",
+        "node_usage_values",
         "pods",
-        "prod_delta",
-        "prod_usage",
         "report_interval",
         "update_time",
         "width",
     )
-
-    prod_usage: Vector
-    node_delta: Vector
-    prod_delta: Vector
-    node_estimated: Vector
 
     def __init__(self, width: int) -> None:
         self.width = width
@@ -97,15 +119,19 @@ class NodeLoad:
         self.metric: NodeMetricInfo | None = None
         self.update_time = -math.inf
         self.report_interval = DEFAULT_REPORT_INTERVAL
-        self.node_usage: Vector | None = None
-        self.agg_usages: dict[tuple[str, float], Vector] = {}
-        self._system: tuple[int, ...] = (0,) * width
-        self._usage: dict[tuple[str, str], tuple[int, ...]] = {}
+        self.node_usage_values: Values | None = None
+        """``nodeUsage`` saturated, in resource order; None without ``status.nodeMetric``."""
+        self._agg: dict[tuple[str, float], Values] = {}
+        self._system: Values = (0,) * width
+        self._usage: dict[tuple[str, str], Values] = {}
         """Reported usage vectors, filled lazily from ``_reported`` for the pods that are looked up."""
         self._reported: dict[tuple[str, str], Mapping[str, int]] = {}
-        self._values: Callable[[Mapping[str, int]], tuple[int, ...]] | None = None
+        self._values: Callable[[Mapping[str, int]], Values] | None = None
         self._metric_prod: frozenset[tuple[str, str]] = frozenset()
-        self._recompute()
+        self._sums: _Sums = ([0] * width, [0] * width, [0] * width, [0] * width)
+        """nodeDelta, prodDelta, nodeEstimated, prodUsage (without systemUsage), unclamped."""
+        self._inputs: dict[str, _Inputs] = {}
+        """uid -> the inputs of the share that is in ``_sums`` (absent: none is, as without a metric)."""
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -116,30 +142,32 @@ class NodeLoad:
         include_sys: bool,
     ) -> None:
         self.metric = metric
-        self.node_usage = None
-        self.agg_usages = {}
+        self.node_usage_values = None
+        self._agg = {}
         self._system = (0,) * self.width
         self._usage = {}
         self._reported = {}
         self._values = vectorize.values
         self._metric_prod = frozenset()
         if metric is None:
-            self._recompute()
+            width = self.width
+            self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
+            self._inputs = {}
             return
         self.update_time = metric.update_time if metric.update_time is not None else -math.inf
         self.report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
         if metric.node_usage is not None:
-            self.node_usage = vectorize(metric.node_usage)
+            self.node_usage_values = vectorize.saturated(metric.node_usage)
             longest: dict[str, float] = {}
             for entry in metric.aggregated:
                 for kind, usage in entry.usage.items():
                     if not usage:
                         continue
-                    self.agg_usages[(kind, entry.duration)] = vectorize(usage)
+                    self._agg[(kind, entry.duration)] = vectorize.saturated(usage)
                     if entry.duration > longest.get(kind, -1.0):
                         longest[kind] = entry.duration
             for kind, duration in longest.items():
-                self.agg_usages[(kind, 0.0)] = self.agg_usages[(kind, duration)]
+                self._agg[(kind, 0.0)] = self._agg[(kind, duration)]
             if include_sys:
                 self._system = vectorize.values(metric.system_usage)
         # Pods without usage count as "not reported"; a repeated name keeps its last usage and
@@ -156,9 +184,17 @@ class NodeLoad:
                     prod_keys.append(key)
         self._reported = reported
         self._metric_prod = frozenset(prod_keys)
-        self._recompute()
+        accounted = self._inputs
+        for uid, assigned in self.pods.items():
+            inputs = self._inputs_of(assigned)
+            old = accounted.get(uid)
+            if inputs != old:
+                if old is not None:
+                    self._account(assigned, old, -1)
+                self._account(assigned, inputs, +1)
+                accounted[uid] = inputs
 
-    def _reported_vector(self, key: tuple[str, str]) -> tuple[int, ...] | None:
+    def _reported_vector(self, key: tuple[str, str]) -> Values | None:
         """The pod's reported usage as a tuple in resource order; None when not reported."""
         usage = self._usage.get(key)
         if usage is None:
@@ -168,12 +204,23 @@ class NodeLoad:
             usage = self._usage[key] = self._values(raw)
         return usage
 
-    def aggregated(self, kind: str, duration: float) -> Vector | None:
+    @property
+    def node_usage(self) -> Vector | None:
+        """``nodeUsage`` as a vector; None without ``status.nodeMetric``."""
+        values = self.node_usage_values
+        return None if values is None else np.array(values, np.int64)
+
+    def aggregated_values(self, kind: str, duration: float) -> Values | None:
         """Usage for (type, duration); duration 0 = longest with data, else ``nodeUsage``."""
-        vec = self.agg_usages.get((kind, duration))
-        if vec is None and duration == 0:
-            return self.node_usage
-        return vec
+        values = self._agg.get((kind, duration))
+        if values is None and duration == 0:
+            return self.node_usage_values
+        return values
+
+    def aggregated(self, kind: str, duration: float) -> Vector | None:
+        """:meth:`aggregated_values` as a vector."""
+        values = self.aggregated_values(kind, duration)
+        return None if values is None else np.array(values, np.int64)
 
     def reported_usage(self, key: tuple[str, str]) -> Vector | None:
         """The pod's usage in the current NodeMetric's ``podsMetric``; None when not reported."""
@@ -183,36 +230,44 @@ class NodeLoad:
     # ---- pods --------------------------------------------------------------------------
 
     def add_pod(self, assigned: AssignedPod) -> None:
-        old = self.pods.get(assigned.pod.uid)
+        uid = assigned.pod.uid
+        old = self.pods.get(uid)
         if old is not None:
-            self._account(old, -1)
-        self.pods[assigned.pod.uid] = assigned
-        self._account(assigned, +1)
-        self._publish()
+            self._take_back(old)
+        self.pods[uid] = assigned
+        if self.metric is not None:
+            inputs = self._inputs[uid] = self._inputs_of(assigned)
+            self._account(assigned, inputs, +1)
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
         if old is not None:
-            self._account(old, -1)
-            self._publish()
+            self._take_back(old)
 
-    def _recompute(self) -> None:
-        self._sums = ([0] * self.width, [0] * self.width, [0] * self.width, list(self._system))
-        for assigned in self.pods.values():
-            self._account(assigned, +1)
-        self._publish()
+    def _take_back(self, assigned: AssignedPod) -> None:
+        inputs = self._inputs.pop(assigned.pod.uid, None)
+        if inputs is not None:
+            self._account(assigned, inputs, -1)
 
-    def _account(self, assigned: AssignedPod, sign: int) -> None:
-        """Add (sign +1) or take back (-1) one pod's share: the only place the rule lives.
+    def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
+        """What the pod's share depends on under the current metric (which must be set)."""
+        usage = self._reported_vector(assigned.key)
+        active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
+        should = (
+            usage is None
+            or assigned.timestamp > self.update_time - self.report_interval
+            or assigned._deadline > self.update_time
+        )
+        return usage, active_prod, should
+
+    def _account(self, assigned: AssignedPod, inputs: _Inputs, sign: int) -> None:
+        """Add (sign +1) or take back (-1) one pod's share from its inputs: the only place the rule lives.
 
         Plain integers, so taking a share back is exact and the sums cannot drift.
         """
-        if self.metric is None:
-            return
         node_delta, prod_delta, node_estimated, prod_usage = self._sums
+        usage, active_prod, should = inputs
         width = range(self.width)
-        usage = self._reported_vector(assigned.key)
-        active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
         if active_prod:
             for r in width:
                 prod_usage[r] += sign * usage[r]  # type: ignore[index]
@@ -221,11 +276,6 @@ class NodeLoad:
             return
         for r in width:
             node_estimated[r] += sign * estimate[r]
-        should = (
-            usage is None
-            or assigned.timestamp > self.update_time - self.report_interval
-            or assigned._deadline > self.update_time
-        )
         delta: Sequence[int] = estimate
         if should:
             if usage is not None:
@@ -239,9 +289,34 @@ class NodeLoad:
                 for r in width:
                     prod_delta[r] += sign * delta[r]
 
-    def _publish(self) -> None:
-        sums = np.array([[saturate(v) for v in row] for row in self._sums], np.int64)
-        self.node_delta, self.prod_delta, self.node_estimated, self.prod_usage = sums
+    # ---- sums --------------------------------------------------------------------------
+
+    def sums(self) -> _Sums:
+        """nodeDelta, prodDelta, nodeEstimated and prodUsage (with systemUsage when included), clamped."""
+        node_delta, prod_delta, node_estimated, prod_usage = self._sums
+        system = self._system
+        return (
+            saturated(node_delta),
+            saturated(prod_delta),
+            saturated(node_estimated),
+            saturated([u + s for u, s in zip(prod_usage, system, strict=True)]),
+        )
+
+    @property
+    def node_delta(self) -> Vector:
+        return np.array(self.sums()[0], np.int64)
+
+    @property
+    def prod_delta(self) -> Vector:
+        return np.array(self.sums()[1], np.int64)
+
+    @property
+    def node_estimated(self) -> Vector:
+        return np.array(self.sums()[2], np.int64)
+
+    @property
+    def prod_usage(self) -> Vector:
+        return np.array(self.sums()[3], np.int64)
 
 
 class Vectorizer:
@@ -252,15 +327,13 @@ class Vectorizer:
         self.position = {name: i for i, name in enumerate(resources)}
         self._zeros = (0,) * len(resources)
 
-    def values(self, values: Mapping[str, int]) -> tuple[int, ...]:
+    def values(self, values: Mapping[str, int]) -> Values:
         """The same as a tuple of Python ints, for per-pod arithmetic."""
         return tuple(map(values.get, self.resources, self._zeros))
 
+    def saturated(self, values: Mapping[str, int]) -> Values:
+        """:meth:`values` with each entry clamped (``saturate``): the entries of ``__call__``."""
+        return tuple(saturated(tuple(map(values.get, self.resources, self._zeros))))
+
     def __call__(self, values: Mapping[str, int]) -> Vector:
-        vec = np.zeros(len(self.resources), np.int64)
-        position = self.position
-        for name, amount in values.items():
-            i = position.get(name)
-            if i is not None:
-                vec[i] = saturate(amount)
-        return vec
+        return np.array(self.saturated(values), np.int64)

@@ -241,7 +241,6 @@ class LoadAwarePlugin:
             return
         self._changed(index)
         load = self.loads.get(name)
-        profile = self.profiles[name]
         metric = load.metric if load is not None else None
         self.metric_invalid[index] = name in self._invalid_metrics
         if load is None or metric is None:
@@ -251,22 +250,46 @@ class LoadAwarePlugin:
         self.has_metric[index] = True
         self.has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
-        prod = load.prod_usage + load.prod_delta
-        self.prod_base[index] = prod
-        self.score_prod_base[index] = prod
+        self.np_aggregated[index] = self.profiles[name].aggregated is not None
+        self._write_bases(index, name, load)
+
+    def _refresh_sums(self, name: str) -> None:
+        """:meth:`_refresh` after a pod event: only the pod sums changed, so only the base rows are
+        rewritten (the metric flags, update time and profile rows are the same)."""
+        index = self._index_of_node.get(name)
+        if index is None:
+            return
+        self._changed(index)
+        load = self.loads.get(name)
+        if load is not None and load.metric is not None:  # without a metric the base rows are not read
+            self._write_bases(index, name, load)
+
+    def _write_bases(self, index: int, name: str, load: NodeLoad) -> None:
+        """The base rows (usage + deltas) of node ``index``, in plain integers written entry by entry
+        (at a handful of resources that is cheaper than building a numpy row)."""
+        node_delta, prod_delta, node_estimated, prod_usage = load.sums()
+        profile = self.profiles[name]
         if profile.aggregated is not None:
-            usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
-            self.np_aggregated[index] = True
+            usage = load.aggregated_values(profile.aggregated.aggregation_type, profile.aggregated.duration)
         else:
-            usage = load.node_usage
-            self.np_aggregated[index] = False
-        self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+            usage = load.node_usage_values
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
-            usage = load.aggregated(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
+            score_usage = load.aggregated_values(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
         else:
-            usage = load.node_usage
-        self.score_np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+            score_usage = load.node_usage_values
+        np_base, prod_base, score_np_base, score_prod_base = (
+            self.np_base,
+            self.prod_base,
+            self.score_np_base,
+            self.score_prod_base,
+        )
+        for r in range(self._width):
+            prod = prod_usage[r] + prod_delta[r]
+            prod_base[index, r] = prod
+            score_prod_base[index, r] = prod
+            np_base[index, r] = node_estimated[r] if usage is None else usage[r] + node_delta[r]
+            score_np_base[index, r] = node_estimated[r] if score_usage is None else score_usage[r] + node_delta[r]
 
     # ---- events ------------------------------------------------------------------------
 
@@ -360,21 +383,16 @@ class LoadAwarePlugin:
     def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
         if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
             return
-        estimate = self.vectorize(estimate_pod(pod, self.args))
-        assigned = AssignedPod(
-            pod=pod,
-            timestamp=now,
-            estimated=estimate if estimate.any() else None,
-            deadline=self._deadline(pod, now),
-        )
+        estimate = self.vectorize.saturated(estimate_pod(pod, self.args))
+        assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
         self._load(node_name).add_pod(assigned)
-        self._refresh(node_name)
+        self._refresh_sums(node_name)
 
     def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
         load = self.loads.get(node_name)
         if load is not None:
             load.remove_pod(pod.uid)
-            self._refresh(node_name)
+            self._refresh_sums(node_name)
 
     def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
         after_scheduled = after_initialized = -1

@@ -121,3 +121,51 @@ def test_reported_vectors_are_made_from_the_current_metric_only() -> None:
     # 300m first, then 900m for the same pod: 900m is the usage
     load.set_metric(reporting("300m", "900m"), VEC, include_sys=False)  # type: ignore[arg-type]
     assert load.reported_usage(("ns", "p0")).tolist() == [900, 0]  # type: ignore[union-attr]
+
+
+def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> None:
+    # set_metric only re-accounts pods whose (reported usage, Prod by the metric, should be estimated)
+    # changed. After each random event the sums must equal a NodeLoad built afresh from the same pods
+    # and metric; updateTime moving past a pod's assignment time (+ reportInterval) or its deadline,
+    # usage changing, entries disappearing and the metric going away all change some pod's inputs.
+    rng = random.Random(11)
+    pods = [assigned(i, rng) for i in range(30)]
+    load = NodeLoad(2)
+    present: dict[str, AssignedPod] = {}
+    current: object = None
+    changed_inputs = 0
+    for step in range(300):
+        roll = rng.random()
+        if roll < 0.3:
+            pod = rng.choice(pods)
+            load.add_pod(pod)
+            present[pod.pod.uid] = pod
+        elif roll < 0.45 and present:
+            uid = rng.choice(sorted(present))
+            load.remove_pod(uid)
+            del present[uid]
+        elif roll < 0.5:
+            current = None
+            load.set_metric(None, VEC, include_sys=True)
+        else:
+            builder = NodeMetricBuilder("n").updated(NOW + rng.choice([-700, -20, 0, 40, 200]))
+            builder.report_interval(rng.choice([30, 60])).usage(cpu="3", memory="20Gi")
+            builder.system_usage(cpu=f"{rng.randint(0, 900)}m", memory="1Gi")
+            for i in range(0, 30, rng.choice([1, 2, 3])):
+                builder.pod(
+                    "ns",
+                    f"p{i}",
+                    priority=rng.choice(["koord-prod", "koord-batch"]),
+                    cpu=f"{rng.choice([0, 300, 1500])}m",
+                    memory=rng.choice(["0", "1Gi"]),
+                )
+            before = sums(load)
+            current = nodemetric_from_dict(builder.build())
+            load.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
+            changed_inputs += before != sums(load)
+        fresh = NodeLoad(2)
+        for pod in present.values():
+            fresh.add_pod(pod)
+        fresh.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
+        assert sums(load) == sums(fresh), f"step {step}"
+    assert changed_inputs > 50  # the metrics did move the sums: not a comparison of unchanging loads
