@@ -23,7 +23,7 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -104,7 +104,7 @@ class NodeLoad:
         "_sums",
         "_system",
         "_usage",
-        "_values",
+        "_vectorizer",
         "metric",
         "node_usage_values",
         "pods",
@@ -126,7 +126,7 @@ class NodeLoad:
         self._usage: dict[tuple[str, str], Values] = {}
         """Reported usage vectors, filled lazily from ``_reported`` for the pods that are looked up."""
         self._reported: dict[tuple[str, str], Mapping[str, int]] = {}
-        self._values: Callable[[Mapping[str, int]], Values] | None = None
+        self._vectorizer: Vectorizer | None = None
         self._metric_prod: frozenset[tuple[str, str]] = frozenset()
         self._sums: _Sums = ([0] * width, [0] * width, [0] * width, [0] * width)
         """nodeDelta, prodDelta, nodeEstimated, prodUsage (without systemUsage), unclamped."""
@@ -141,21 +141,19 @@ class NodeLoad:
         vectorize: Vectorizer,
         include_sys: bool,
     ) -> None:
+        previous = self.metric
         self.metric = metric
         self.node_usage_values = None
         self._agg = {}
         self._system = (0,) * self.width
-        self._usage = {}
-        self._reported = {}
-        self._values = vectorize.values
-        self._metric_prod = frozenset()
         if metric is None:
             width = self.width
             self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
             self._inputs = {}
+            self._usage = {}
+            self._reported = {}
+            self._metric_prod = frozenset()
             return
-        self.update_time = metric.update_time if metric.update_time is not None else -math.inf
-        self.report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
         if metric.node_usage is not None:
             self.node_usage_values = vectorize.saturated(metric.node_usage)
             longest: dict[str, float] = {}
@@ -170,20 +168,33 @@ class NodeLoad:
                 self._agg[(kind, 0.0)] = self._agg[(kind, duration)]
             if include_sys:
                 self._system = vectorize.values(metric.system_usage)
-        # Pods without usage count as "not reported"; a repeated name keeps its last usage and
-        # is Prod if any of its entries says so.
-        # Only the node's assigned pods are ever looked up: their vectors are made on first use.
-        prod = PriorityClass.PROD.value
-        reported: dict[tuple[str, str], Mapping[str, int]] = {}
-        prod_keys = []
-        for p in metric.pods:
-            if p.usage:
-                key = (p.namespace, p.name)
-                reported[key] = p.usage
-                if p.priority == prod:
-                    prod_keys.append(key)
-        self._reported = reported
-        self._metric_prod = frozenset(prod_keys)
+        update_time = metric.update_time if metric.update_time is not None else -math.inf
+        report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
+        # The same podsMetric as the last metric (and the same vectorizer): every pod's reported usage and
+        # Prod-by-the-metric are as accounted; with the same updateTime and reportInterval too, so is
+        # "should be estimated", and no share changes.
+        same_pods = previous is not None and self._vectorizer is vectorize and previous.pods == metric.pods
+        if same_pods and update_time == self.update_time and report_interval == self.report_interval:
+            return
+        self.update_time = update_time
+        self.report_interval = report_interval
+        if not same_pods:
+            self._vectorizer = vectorize
+            self._usage = {}
+            # Pods without usage count as "not reported"; a repeated name keeps its last usage and
+            # is Prod if any of its entries says so.
+            # Only the node's assigned pods are ever looked up: their vectors are made on first use.
+            prod = PriorityClass.PROD.value
+            reported: dict[tuple[str, str], Mapping[str, int]] = {}
+            prod_keys = []
+            for p in metric.pods:
+                if p.usage:
+                    key = (p.namespace, p.name)
+                    reported[key] = p.usage
+                    if p.priority == prod:
+                        prod_keys.append(key)
+            self._reported = reported
+            self._metric_prod = frozenset(prod_keys)
         accounted = self._inputs
         for uid, assigned in self.pods.items():
             inputs = self._inputs_of(assigned)
@@ -199,9 +210,9 @@ class NodeLoad:
         usage = self._usage.get(key)
         if usage is None:
             raw = self._reported.get(key)
-            if raw is None or self._values is None:
+            if raw is None or self._vectorizer is None:
                 return None
-            usage = self._usage[key] = self._values(raw)
+            usage = self._usage[key] = self._vectorizer.values(raw)
         return usage
 
     @property
@@ -292,15 +303,22 @@ class NodeLoad:
     # ---- sums --------------------------------------------------------------------------
 
     def sums(self) -> _Sums:
-        """nodeDelta, prodDelta, nodeEstimated and prodUsage (with systemUsage when included), clamped."""
+        """nodeDelta, prodDelta, nodeEstimated and prodUsage (with systemUsage when included), clamped.
+        Read-only: the lists may be the ones kept here."""
         node_delta, prod_delta, node_estimated, prod_usage = self._sums
-        system = self._system
-        return (
-            saturated(node_delta),
-            saturated(prod_delta),
-            saturated(node_estimated),
-            saturated([u + s for u, s in zip(prod_usage, system, strict=True)]),
-        )
+        if any(self._system):
+            prod_usage = [u + s for u, s in zip(prod_usage, self._system, strict=True)]
+        rows = (node_delta, prod_delta, node_estimated, prod_usage)
+        for row in rows:
+            for value in row:
+                if not _NEG_SATURATION <= value <= SATURATION:
+                    return (
+                        saturated(node_delta),
+                        saturated(prod_delta),
+                        saturated(node_estimated),
+                        saturated(prod_usage),
+                    )
+        return rows
 
     @property
     def node_delta(self) -> Vector:
