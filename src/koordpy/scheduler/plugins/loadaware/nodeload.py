@@ -187,11 +187,11 @@ class NodeLoad:
             prod = PriorityClass.PROD.value
             reported: dict[tuple[str, str], Mapping[str, int]] = {}
             prod_keys = []
-            for p in metric.pods:
-                if p.usage:
-                    key = (p.namespace, p.name)
-                    reported[key] = p.usage
-                    if p.priority == prod:
+            for namespace, name, usage, priority, _qos in metric.pods:
+                if usage:
+                    key = (namespace, name)
+                    reported[key] = usage
+                    if priority == prod:
                         prod_keys.append(key)
             self._reported = reported
             self._metric_prod = frozenset(prod_keys)
@@ -262,8 +262,11 @@ class NodeLoad:
 
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""
-        usage = self._reported_vector(assigned.key)
-        active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
+        key = assigned.key
+        usage = self._usage.get(key)
+        if usage is None:
+            usage = self._reported_vector(key)
+        active_prod = assigned.prod and usage is not None and key in self._metric_prod
         should = (
             usage is None
             or assigned.timestamp > self.update_time - self.report_interval
