@@ -103,6 +103,8 @@ class NodeLoad:
         "_reported",
         "_sums",
         "_system",
+        "_uids_by_key",
+        "_unsettled",
         "_usage",
         "_vectorizer",
         "metric",
@@ -132,6 +134,11 @@ class NodeLoad:
         """nodeDelta, prodDelta, nodeEstimated, prodUsage (without systemUsage), unclamped."""
         self._inputs: dict[str, _Inputs] = {}
         """uid -> the inputs of the share that is in ``_sums`` (absent: none is, as without a metric)."""
+        self._unsettled: set[str] = set()
+        """Pods whose share could change with a later updateTime alone: reported, and "should be estimated"
+        (assigned within the report interval, or before their deadline)."""
+        self._uids_by_key: dict[tuple[str, str], set[str]] = {}
+        """(namespace, name) -> uids of the assigned pods of that name (a recreated pod may share it)."""
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -150,6 +157,7 @@ class NodeLoad:
             width = self.width
             self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
             self._inputs = {}
+            self._unsettled = set()
             self._usage = {}
             self._reported = {}
             self._metric_prod = frozenset()
@@ -176,34 +184,60 @@ class NodeLoad:
         same_pods = previous is not None and self._vectorizer is vectorize and previous.pods == metric.pods
         if same_pods and update_time == self.update_time and report_interval == self.report_interval:
             return
+        old_time, old_interval = self.update_time, self.report_interval
         self.update_time = update_time
         self.report_interval = report_interval
+        incremental = previous is not None and self._vectorizer is vectorize
+        changed: set[tuple[str, str]] = set()  # keys whose reported usage or Prod-by-the-metric changed
         if not same_pods:
-            self._vectorizer = vectorize
-            self._usage = {}
+            old_reported, old_prod = self._reported, self._metric_prod
             # Pods without usage count as "not reported"; a repeated name keeps its last usage and
             # is Prod if any of its entries says so.
             # Only the node's assigned pods are ever looked up: their vectors are made on first use.
             prod = PriorityClass.PROD.value
             reported: dict[tuple[str, str], Mapping[str, int]] = {}
             prod_keys = []
-            for namespace, name, usage, priority, _qos in metric.pods:
-                if usage:
+            for namespace, name, pod_usage, priority, _qos in metric.pods:
+                if pod_usage:
                     key = (namespace, name)
-                    reported[key] = usage
+                    reported[key] = pod_usage
                     if priority == prod:
                         prod_keys.append(key)
+            metric_prod = frozenset(prod_keys)
+            if incremental:
+                for key, reported_usage in reported.items():
+                    if old_reported.get(key) != reported_usage or (key in metric_prod) != (key in old_prod):
+                        changed.add(key)
+                changed.update(key for key in old_reported if key not in reported)
             self._reported = reported
-            self._metric_prod = frozenset(prod_keys)
+            self._metric_prod = metric_prod
+            self._vectorizer = vectorize
+            self._usage = {}
+        if not incremental:
+            uids: set[str] | dict[str, AssignedPod] = self.pods
+        else:
+            uids = set()
+            by_key = self._uids_by_key
+            for key in changed & by_key.keys():
+                uids.update(by_key[key])
+            if update_time != old_time or report_interval != old_interval:
+                if update_time >= old_time and report_interval == old_interval:
+                    # updateTime only moved on: a pod no longer "should be estimated" stays so
+                    # (t > u - r and d > u can only turn false as u grows), so only the others can flip
+                    uids.update(self._unsettled)
+                else:
+                    uids = self.pods
         accounted = self._inputs
-        for uid, assigned in self.pods.items():
+        pods = self.pods
+        for uid in uids:
+            assigned = pods[uid]
             inputs = self._inputs_of(assigned)
             old = accounted.get(uid)
             if inputs != old:
                 if old is not None:
                     self._account(assigned, old, -1)
                 self._account(assigned, inputs, +1)
-                accounted[uid] = inputs
+                self._accounted(uid, inputs)
 
     def _reported_vector(self, key: tuple[str, str]) -> Values | None:
         """The pod's reported usage as a tuple in resource order; None when not reported."""
@@ -246,9 +280,15 @@ class NodeLoad:
         if old is not None:
             self._take_back(old)
         self.pods[uid] = assigned
+        uids = self._uids_by_key.get(assigned.key)
+        if uids is None:
+            self._uids_by_key[assigned.key] = {uid}
+        else:
+            uids.add(uid)
         if self.metric is not None:
-            inputs = self._inputs[uid] = self._inputs_of(assigned)
+            inputs = self._inputs_of(assigned)
             self._account(assigned, inputs, +1)
+            self._accounted(uid, inputs)
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
@@ -256,9 +296,26 @@ class NodeLoad:
             self._take_back(old)
 
     def _take_back(self, assigned: AssignedPod) -> None:
-        inputs = self._inputs.pop(assigned.pod.uid, None)
+        """Take the pod's share out of the sums and forget its key (``add_pod`` puts them back)."""
+        uid = assigned.pod.uid
+        inputs = self._inputs.pop(uid, None)
+        self._unsettled.discard(uid)
         if inputs is not None:
             self._account(assigned, inputs, -1)
+        uids = self._uids_by_key.get(assigned.key)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
+                del self._uids_by_key[assigned.key]
+
+    def _accounted(self, uid: str, inputs: _Inputs) -> None:
+        """Record the inputs of the pod's share now in the sums."""
+        self._inputs[uid] = inputs
+        usage, _active_prod, should = inputs
+        if usage is not None and should:
+            self._unsettled.add(uid)
+        else:
+            self._unsettled.discard(uid)
 
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""

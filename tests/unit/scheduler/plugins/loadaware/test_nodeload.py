@@ -131,12 +131,17 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
     # same podsMetric again with another updateTime or reportInterval changes only "should be estimated".
     rng = random.Random(11)
     pods = [assigned(i, rng) for i in range(30)]
+    for i in (0, 3, 4):  # a recreated pod: the same name as an assigned one, another uid
+        twin = assigned(i, rng)
+        raw = PodBuilder(f"p{i}", "ns").requests(cpu="2", memory="1Gi").priority(9500).build()
+        raw["metadata"]["uid"] = f"twin-{i}"
+        pods.append(AssignedPod(pod_from_dict(raw), twin.timestamp, twin._estimate, twin.deadline))
     load = NodeLoad(2)
     present: dict[str, AssignedPod] = {}
     current: object = None
     entries: list[tuple[str, str, str]] = []
     changed_inputs = 0
-    for step in range(300):
+    for step in range(600):
         roll = rng.random()
         if roll < 0.3:
             pod = rng.choice(pods)
@@ -150,14 +155,20 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             current = None
             load.set_metric(None, VEC, include_sys=True)
         else:
-            builder = NodeMetricBuilder("n").updated(NOW + rng.choice([-700, -20, 0, 40, 200]))
+            builder = NodeMetricBuilder("n").updated(NOW + rng.choice([-700, -20, 0, 0, 40, 40, 200, 200]))
             builder.report_interval(rng.choice([30, 60])).usage(cpu="3", memory="20Gi")
             builder.system_usage(cpu=f"{rng.randint(0, 900)}m", memory="1Gi")
-            if rng.random() < 0.5:  # half the time the same podsMetric as the last report (the short cut)
+            mode = rng.random()
+            if mode < 0.4:  # a new podsMetric
                 entries = [
                     (f"p{i}", rng.choice(["koord-prod", "koord-batch"]), f"{rng.choice([0, 300, 1500])}m")
                     for i in range(0, 30, rng.choice([1, 2, 3]))
                 ]
+            elif mode < 0.7 and entries:  # one entry changed (usage or priority), the others as last time
+                k = rng.randrange(len(entries))
+                entries = [*entries]
+                entries[k] = (entries[k][0], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
+            # else: the same podsMetric as the last report
             for pod_name, priority, cpu in entries:
                 builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
             before = sums(load)
@@ -169,7 +180,7 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             fresh.add_pod(pod)
         fresh.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
         assert sums(load) == sums(fresh), f"step {step}"
-    assert changed_inputs > 50  # the metrics did move the sums: not a comparison of unchanging loads
+    assert changed_inputs > 100  # the metrics did move the sums: not a comparison of unchanging loads
 
 
 def test_sums_are_clamped_when_read_and_exact_underneath() -> None:
