@@ -45,6 +45,7 @@ from koordpy.model.priority import PriorityClass
 from koordpy.scheduler.framework.interfaces import FilterVerdicts, IndexArray
 from koordpy.scheduler.framework.status import Code
 from koordpy.scheduler.plugins.loadaware.estimator import (
+    ANNOTATION_ESTIMATED_SCALING_FACTORS,
     ANNOTATION_ESTIMATED_SECONDS_AFTER_INITIALIZED,
     ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED,
     custom_seconds,
@@ -113,6 +114,8 @@ def _exceeds(thresholds: Vector, alloc: Vector, percent: npt.NDArray[np.float64]
 
 VERDICT_TABLES = 8
 """Pod classes whose verdict tables are kept (least recently used dropped first)."""
+_ESTIMATES_MAX = 4096
+"""Distinct pod resource shapes whose estimates are kept (then estimates are computed, not kept)."""
 _CHANGE_LOG_MAX = 4096
 """Changed node indices remembered; a table further behind than that is recomputed whole."""
 
@@ -170,6 +173,8 @@ class LoadAwarePlugin:
         self._changes: list[int] = []
         """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
         self._changes_base = 0
+        self._estimates: dict[tuple[object, ...], tuple[int, ...]] = {}
+        """(priority class, requests items, limits items) -> estimate, filled up to ``_ESTIMATES_MAX``."""
         self.tables_rebuilt = 0
         """Whole-table verdict computations so far (read in tests and benchmarks)."""
         self._allocate(64)
@@ -383,7 +388,7 @@ class LoadAwarePlugin:
     def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
         if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
             return
-        estimate = self.vectorize.saturated(estimate_pod(pod, self.args))
+        estimate = self.estimate_values(pod)
         assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
         self._load(node_name).add_pod(assigned)
         self._refresh_sums(node_name)
@@ -412,7 +417,21 @@ class LoadAwarePlugin:
     # ---- decisions ---------------------------------------------------------------------
 
     def estimate(self, pod: PodInfo) -> Vector:
-        return self.vectorize(estimate_pod(pod, self.args))
+        return np.array(self.estimate_values(pod), np.int64)
+
+    def estimate_values(self, pod: PodInfo) -> tuple[int, ...]:
+        """``estimate_pod`` in resource order, clamped (the entries of :meth:`estimate`). Memoised by what
+        it reads (priority class, requests, limits) unless the pod carries its own scaling factors."""
+        custom = self.args.allow_customize_estimation and ANNOTATION_ESTIMATED_SCALING_FACTORS in pod.annotations
+        if custom:
+            return self.vectorize.saturated(estimate_pod(pod, self.args))
+        key = (pod.priority_class, tuple(pod.requests.items()), tuple(pod.limits.items()))
+        known = self._estimates.get(key)
+        if known is None:
+            known = self.vectorize.saturated(estimate_pod(pod, self.args))
+            if len(self._estimates) < _ESTIMATES_MAX:
+                self._estimates[key] = known
+        return known
 
     @property
     def _expiration(self) -> float:
