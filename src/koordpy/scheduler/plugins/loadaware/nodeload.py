@@ -181,7 +181,12 @@ class NodeLoad:
         # The same podsMetric as the last metric (and the same vectorizer): every pod's reported usage and
         # Prod-by-the-metric are as accounted; with the same updateTime and reportInterval too, so is
         # "should be estimated", and no share changes.
-        same_pods = previous is not None and self._vectorizer is vectorize and previous.pods == metric.pods
+        same_pods = (
+            previous is not None
+            and self._vectorizer is vectorize
+            and len(previous.pods) == len(metric.pods)  # tuples compare item by item before their lengths
+            and previous.pods == metric.pods
+        )
         if same_pods and update_time == self.update_time and report_interval == self.report_interval:
             return
         old_time, old_interval = self.update_time, self.report_interval
@@ -204,11 +209,10 @@ class NodeLoad:
                     if priority == prod:
                         prod_keys.append(key)
             metric_prod = frozenset(prod_keys)
-            if incremental:
-                for key, reported_usage in reported.items():
-                    if old_reported.get(key) != reported_usage or (key in metric_prod) != (key in old_prod):
+            if incremental:  # only the keys of assigned pods can change a share
+                for key in self._uids_by_key:
+                    if reported.get(key) != old_reported.get(key) or (key in metric_prod) != (key in old_prod):
                         changed.add(key)
-                changed.update(key for key in old_reported if key not in reported)
             self._reported = reported
             self._metric_prod = metric_prod
             self._vectorizer = vectorize
@@ -218,7 +222,7 @@ class NodeLoad:
         else:
             uids = set()
             by_key = self._uids_by_key
-            for key in changed & by_key.keys():
+            for key in changed:
                 uids.update(by_key[key])
             if update_time != old_time or report_interval != old_interval:
                 if update_time >= old_time and report_interval == old_interval:
@@ -411,7 +415,11 @@ class Vectorizer:
 
     def saturated(self, values: Mapping[str, int]) -> Values:
         """:meth:`values` with each entry clamped (``saturate``): the entries of ``__call__``."""
-        return tuple(saturated(tuple(map(values.get, self.resources, self._zeros))))
+        out = tuple(map(values.get, self.resources, self._zeros))
+        for value in out:
+            if not _NEG_SATURATION <= value <= SATURATION:
+                return tuple(saturated(out))
+        return out
 
     def __call__(self, values: Mapping[str, int]) -> Vector:
         return np.array(self.saturated(values), np.int64)
