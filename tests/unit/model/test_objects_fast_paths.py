@@ -181,3 +181,20 @@ def test_a_bad_quantity_is_refused_on_every_conversion() -> None:
     pod_from_dict(_pod({"containers": [{"resources": {"requests": {"cpu": "1"}}}]}))
     with pytest.raises(ObjectError):
         pod_from_dict(_pod({"containers": [{"resources": {"requests": {"cpu": True}}}]}))
+
+
+def test_memoised_aggregation_durations_stay_exact_and_bad_ones_stay_refused() -> None:
+    # "5m" = 300 s, "1h30m" = 5,400 s: the second conversion is served from the memo; a negative or
+    # unreadable duration is refused every time (never memoised)
+    def with_duration(duration: Any) -> dict[str, Any]:
+        usage = {"p95": {"resources": {"cpu": "1"}}}
+        entries = [{"duration": duration, "usage": usage}]
+        return {"metadata": {"name": "n"}, "status": {"nodeMetric": {"aggregatedNodeUsages": entries}}}
+
+    for _ in range(2):
+        assert nodemetric_from_dict(with_duration("5m")).aggregated[0].duration == 300.0
+        assert nodemetric_from_dict(with_duration("1h30m")).aggregated[0].duration == 5400.0
+        for bad in ("-5m", "5 minutes", [5]):
+            with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.duration"):
+                nodemetric_from_dict(with_duration(bad))
+    assert "-5m" not in objects._DURATIONS and objects._DURATIONS["5m"] == 300.0
