@@ -392,6 +392,10 @@ def watch_event_costs(count: int, samples: int, metric_pods: int = PODS_PER_NODE
       untimed, all of them before the first timed event), then its MODIFIED event with ``spec.nodeName``
       and ``PodScheduled=True`` is timed. The cache may use what it learnt from the pending pod.
 
+    The 10-entry NodeMetrics repeat the podsMetric and updateTime of the node's populated NodeMetric (only
+    the node usage differs), so no pod's share is re-accounted; a koordlet report also moves updateTime and
+    usually the usage, so the 20-entry figure (10 entries more than last time) is nearer a cluster's.
+
     All event dicts are built before the first timed event, as in a burst read from one watch stream.
     Not guaranteed: the pods here all share one resources shape (one workload), so memoised conversion
     applies to every one of them; a cluster with many distinct shapes sees more full conversions.
