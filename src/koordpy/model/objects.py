@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
 from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos_of, priority_class
 from koordpy.model.quantity import QuantityError
-from koordpy.model.resources import ResourceList, aggregate, parse_containers, parse_resource_list
+from koordpy.model.resources import QUANTITY_MEMO, ResourceList, aggregate, parse_containers, parse_resource_list
 
 __all__ = [
     "ANNOTATION_RAW_ALLOCATABLE",
@@ -178,6 +178,62 @@ class PodInfo:
         return "DaemonSet" in self.owner_kinds
 
 
+_POD_RESOURCES: dict[tuple[Any, ...], tuple[ResourceList, ResourceList, KubeQoS]] = {}
+"""A pod's resources shape (:func:`_resources_shape`) -> its requests, limits and QoS class: the pods of one
+workload share it, so most pod events find theirs here. Filled up to ``_POD_RESOURCES_MAX`` entries, then
+only read (no eviction)."""
+_POD_RESOURCES_MAX = 4096
+
+
+def _resources_shape(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Everything requests, limits and the QoS class are computed from (per app and init container:
+    ``resources.requests``, ``resources.limits`` and whether ``restartPolicy`` is ``Always``; then
+    ``spec.overhead``) as a hashable key, for the usual shape only: plain dicts and lists, string names and
+    string quantities. None for anything else (a number, where ``1`` and ``True`` would be one key), which
+    then takes the full, checked conversion."""
+    shape: list[Any] = []
+    for field in ("containers", "initContainers"):
+        listed = spec.get(field)
+        if listed is None:
+            shape.append(None)
+            continue
+        if type(listed) is not list:
+            return None
+        for container in listed:
+            if type(container) is not dict:
+                return None
+            resources = container.get("resources")
+            if resources is None:
+                shape.append((None, None, container.get("restartPolicy") == "Always"))
+                continue
+            if type(resources) is not dict:
+                return None
+            requests = _quantities_shape(resources.get("requests"))
+            limits = _quantities_shape(resources.get("limits"))
+            if requests is False or limits is False:
+                return None
+            shape.append((requests, limits, container.get("restartPolicy") == "Always"))
+        shape.append(field)  # separates the app containers from the init containers
+    overhead = _quantities_shape(spec.get("overhead"))
+    if overhead is False:
+        return None
+    shape.append(overhead)
+    return tuple(shape)
+
+
+def _quantities_shape(raw: Any) -> tuple[tuple[str, str], ...] | bool | None:
+    """A resource list as a tuple of (name, quantity) string pairs; None for None; False for anything
+    but a dict of strings."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        return False
+    for name, quantity in raw.items():
+        if type(name) is not str or type(quantity) is not str:
+            return False
+    return tuple(raw.items())
+
+
 def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     raw = field_mapping(raw, "pod")
     meta = field_mapping(raw.get("metadata"), "metadata")
@@ -190,13 +246,20 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
-    try:
-        app, init = parse_containers(spec)
-        requests = aggregate(spec, app, init, "requests")
-        limits = aggregate(spec, app, init, "limits")
-        qos = kube_qos_of(app + init)
-    except (QuantityError, AttributeError, TypeError) as exc:
-        raise _pod_resources_error(spec, exc) from None
+    shape = _resources_shape(spec)
+    known = _POD_RESOURCES.get(shape) if shape is not None else None
+    if known is not None:
+        requests, limits, qos = dict(known[0]), dict(known[1]), known[2]
+    else:
+        try:
+            app, init = parse_containers(spec)
+            requests = aggregate(spec, app, init, "requests")
+            limits = aggregate(spec, app, init, "limits")
+            qos = kube_qos_of(app + init)
+        except (QuantityError, AttributeError, TypeError) as exc:
+            raise _pod_resources_error(spec, exc) from None
+        if shape is not None and len(_POD_RESOURCES) < _POD_RESOURCES_MAX:
+            _POD_RESOURCES[shape] = (dict(requests), dict(limits), qos)
     scheduled = initialized = None
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
@@ -370,31 +433,50 @@ def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
 def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
     """:func:`_pod_metric` for the common shape (plain dicts, string fields, readable non-negative
     quantities) without building field paths; None sends anything else down the checked path, which
-    gives the same result or names the bad field."""
+    gives the same result or names the bad field. Quantities are read from the memo of
+    :func:`parse_resource_list` first (one dict lookup each in the usual case)."""
     if type(entry) is not dict:
         return None
     usage_raw = entry.get("podUsage")
-    if usage_raw is None:
-        resources = None
-    elif type(usage_raw) is dict:
-        resources = usage_raw.get("resources")
-        if resources is not None and type(resources) is not dict:
+    usage: ResourceList = {}
+    if usage_raw is not None:
+        if type(usage_raw) is not dict:
             return None
-    else:
-        return None
+        resources = usage_raw.get("resources")
+        if resources:
+            if type(resources) is not dict:
+                return None
+            memo = QUANTITY_MEMO
+            for key, quantity in resources.items():
+                amount = memo.get((key, quantity)) if type(quantity) is str else None
+                if amount is None:  # not memoised yet (or not a string): the full parse of the whole list
+                    try:
+                        usage = parse_resource_list(resources)
+                    except QuantityError:
+                        return None
+                    if min(usage.values()) < 0:
+                        return None
+                    break
+                if amount < 0:
+                    return None
+                usage[key] = amount
     namespace = entry.get("namespace") or ""
     name = entry.get("name") or ""
     priority = entry.get("priority") or ""
     qos = entry.get("qos") or ""
     if type(namespace) is not str or type(name) is not str or type(priority) is not str or type(qos) is not str:
         return None
-    try:
-        usage = parse_resource_list(resources)
-    except QuantityError:
-        return None
-    if usage and min(usage.values()) < 0:
-        return None
-    return PodMetricInfo(namespace, name, usage, priority, qos)
+    return _new_tuple(PodMetricInfo, (namespace, name, usage, priority, qos))
+
+
+_new_tuple = tuple.__new__
+"""Builds a named tuple without its Python-level ``__new__`` (the same object, several times cheaper)."""
+
+
+_DURATIONS: dict[str, float] = {}
+"""Readable ``aggregatedNodeUsages[].duration`` strings -> seconds: the same few recur on every NodeMetric.
+Filled up to ``_DURATIONS_MAX`` entries, then only read."""
+_DURATIONS_MAX = 256
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
@@ -423,21 +505,27 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
             raw_duration = entry.get("duration") or 0
             if not isinstance(raw_duration, str | int | float):
                 raise ObjectError(f"{path}.duration: expected a duration string")
-            try:
-                duration = parse_duration(raw_duration)
-            except (DurationError, OverflowError) as exc:
-                raise ObjectError(f"{path}.duration: {exc}") from None
-            if not math.isfinite(duration) or duration < 0:
-                raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
+            known = _DURATIONS.get(raw_duration) if type(raw_duration) is str else None
+            if known is not None:
+                duration = known
+            else:
+                try:
+                    duration = parse_duration(raw_duration)
+                except (DurationError, OverflowError) as exc:
+                    raise ObjectError(f"{path}.duration: {exc}") from None
+                if not math.isfinite(duration) or duration < 0:
+                    raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
+                if type(raw_duration) is str and len(_DURATIONS) < _DURATIONS_MAX:
+                    _DURATIONS[raw_duration] = duration
             usage_raw = field_mapping(entry.get("usage"), f"{path}.usage")
             usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
             aggregated.append(AggregatedUsage(duration=duration, usage=usage))
-    pods: list[PodMetricInfo] = []
     pods_raw = status.get("podsMetric") or []
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")
-    for i, entry in enumerate(pods_raw):
-        pods.append(_pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]"))
+    pods = [
+        _pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]") for i, entry in enumerate(pods_raw)
+    ]
     return NodeMetricInfo(
         name=name,
         update_time=field_time(status.get("updateTime"), "status.updateTime"),

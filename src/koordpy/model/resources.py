@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from koordpy.model.quantity import QuantityError, resource_value
 
 __all__ = [
+    "QUANTITY_MEMO",
     "ContainerResources",
     "ResourceList",
     "add_into",
@@ -41,7 +42,7 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
     if type(raw) is not dict and not isinstance(raw, Mapping):
         raise QuantityError(f"resource list must be a mapping, got {type(raw).__name__}")
     out: ResourceList = {}
-    memo = _STRING_VALUES
+    memo = QUANTITY_MEMO
     for name, quantity in raw.items():
         if type(quantity) is str:
             known = memo.get((name, quantity))
@@ -53,15 +54,17 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
             out[key] = resource_value(key, quantity)
         except QuantityError as exc:
             raise QuantityError(f"{key}: {exc}") from None
-        if type(quantity) is str and type(name) is str and len(memo) < _STRING_VALUES_MAX:
+        if type(quantity) is str and type(name) is str and len(memo) < QUANTITY_MEMO_MAX:
             memo[(name, quantity)] = out[key]
     return out
 
 
-_STRING_VALUES: dict[tuple[str, str], int] = {}
+QUANTITY_MEMO: dict[tuple[str, str], int] = {}
 """(resource name, quantity string) -> canonical integer: the same few pairs recur on every pod and
-NodeMetric event. Filled up to ``_STRING_VALUES_MAX`` entries, then only read (no eviction)."""
-_STRING_VALUES_MAX = 8192
+NodeMetric event. Filled up to ``QUANTITY_MEMO_MAX`` entries, then only read (no eviction). Read it
+directly only for a string quantity under a string name (what it is keyed by); negative amounts are in
+it too."""
+QUANTITY_MEMO_MAX = 8192
 
 
 def _key(name: object) -> str:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from koordpy.model.objects import ObjectError, _pod_metric, _pod_metric_fast, nodemetric_from_dict
+from koordpy.model import objects
+from koordpy.model.objects import ObjectError, _pod_metric, _pod_metric_fast, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import KubeQoS, kube_qos
 from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
 
@@ -92,3 +93,108 @@ def test_requests_limits_and_qos_from_one_parse_of_each_container() -> None:
     only_limits = {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
     assert kube_qos(only_limits) is KubeQoS.GUARANTEED
     assert only_limits["containers"][0]["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+def _pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+
+
+def _resources_of(pod: Any) -> tuple[Any, Any, Any]:
+    return pod.requests, pod.limits, pod.qos
+
+
+SHAPES: list[dict[str, Any]] = [
+    {"containers": [{"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]},
+    {
+        "containers": [
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}
+        ]
+    },
+    {"containers": [{"name": "no-resources"}], "overhead": {"cpu": "250m"}},
+    {
+        "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "3"}}},
+            {"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+        ],
+    },
+    # the same lists as the previous one, but the sidecar is an ordinary init container: 3 cpu, not 3.5
+    {
+        "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "3"}}},
+            {"resources": {"requests": {"cpu": "500m"}}},
+        ],
+    },
+    # one container moved from app to init: another shape
+    {"containers": [], "initContainers": [{"resources": {"requests": {"cpu": "1"}}}]},
+    {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "initContainers": []},
+]
+
+
+@pytest.mark.parametrize("spec", SHAPES)
+def test_memoised_pod_resources_equal_a_fresh_conversion(spec: dict[str, Any]) -> None:
+    objects._POD_RESOURCES.clear()
+    fresh = _resources_of(pod_from_dict(_pod(spec)))
+    assert objects._resources_shape(spec) in objects._POD_RESOURCES  # the second conversion is a memo hit
+    again = pod_from_dict(_pod(spec))
+    assert _resources_of(again) == fresh
+    again.requests["cpu"] = -1  # a caller changing its copy does not change the memo
+    assert _resources_of(pod_from_dict(_pod(spec))) == fresh
+
+
+def test_every_memoised_shape_keeps_its_own_result() -> None:
+    # all the shapes above converted one after the other through the memo give what each gives alone
+    objects._POD_RESOURCES.clear()
+    alone = []
+    for spec in SHAPES:
+        objects._POD_RESOURCES.clear()
+        alone.append(_resources_of(pod_from_dict(_pod(spec))))
+    objects._POD_RESOURCES.clear()
+    for _ in range(2):
+        assert [_resources_of(pod_from_dict(_pod(spec))) for spec in SHAPES] == alone
+    assert len({objects._resources_shape(spec) for spec in SHAPES}) == len(SHAPES)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"containers": [{"resources": {"requests": {"cpu": 1}}}]},  # a number: 1 and True would share a key
+        {"containers": [{"resources": {"requests": {"cpu": True}}}]},
+        {"containers": [{"resources": {"requests": ["cpu"]}}]},
+        {"containers": "x"},
+        {"containers": [{"resources": {"requests": {"cpu": "1"}}}], "overhead": {"cpu": 1}},
+    ],
+)
+def test_unusual_resource_shapes_are_not_memoised(spec: dict[str, Any]) -> None:
+    assert objects._resources_shape(spec) is None
+
+
+def test_a_bad_quantity_is_refused_on_every_conversion() -> None:
+    objects._POD_RESOURCES.clear()
+    spec = {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}
+    for _ in range(2):
+        with pytest.raises(ObjectError, match=r"spec\.containers\[0\]\.resources\.requests\.cpu"):
+            pod_from_dict(_pod(spec))
+    assert objects._POD_RESOURCES == {}
+    # True read as a quantity is refused although 1 cpu of the same shape was converted before
+    pod_from_dict(_pod({"containers": [{"resources": {"requests": {"cpu": "1"}}}]}))
+    with pytest.raises(ObjectError):
+        pod_from_dict(_pod({"containers": [{"resources": {"requests": {"cpu": True}}}]}))
+
+
+def test_memoised_aggregation_durations_stay_exact_and_bad_ones_stay_refused() -> None:
+    # "5m" = 300 s, "1h30m" = 5,400 s: the second conversion is served from the memo; a negative or
+    # unreadable duration is refused every time (never memoised)
+    def with_duration(duration: Any) -> dict[str, Any]:
+        usage = {"p95": {"resources": {"cpu": "1"}}}
+        entries = [{"duration": duration, "usage": usage}]
+        return {"metadata": {"name": "n"}, "status": {"nodeMetric": {"aggregatedNodeUsages": entries}}}
+
+    for _ in range(2):
+        assert nodemetric_from_dict(with_duration("5m")).aggregated[0].duration == 300.0
+        assert nodemetric_from_dict(with_duration("1h30m")).aggregated[0].duration == 5400.0
+        for bad in ("-5m", "5 minutes", [5]):
+            with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.duration"):
+                nodemetric_from_dict(with_duration(bad))
+    assert "-5m" not in objects._DURATIONS and objects._DURATIONS["5m"] == 300.0

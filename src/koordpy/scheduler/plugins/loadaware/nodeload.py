@@ -11,9 +11,11 @@ For each node: the NodeMetric's usage vectors, and four sums over the pods assig
 A pod "should be estimated" when it has no usage in ``podsMetric``, or it was assigned after
 ``updateTime − reportInterval``, or its force-estimation deadline is after ``updateTime``.
 
-The sums are kept in plain Python integers: a NodeMetric recomputes them in one pass over the
-node's pods, a pod event adds or takes back that pod's share. At tens of pods per node this is
-faster than numpy (which has a fixed cost per array operation), and integer sums cannot drift.
+The sums are kept in plain Python integers, with the inputs each pod's share was computed from (its
+reported usage, whether the metric calls it Prod, whether it should be estimated). A pod event adds
+or takes back that pod's share; a NodeMetric recomputes every pod's inputs and re-accounts only the
+pods whose inputs changed. Integer sums cannot drift, so this equals a recomputation from scratch.
+At tens of pods per node this is faster than numpy (which has a fixed cost per array operation).
 
 Not guaranteed: vectors are only as fresh as the last event; nothing here looks at the clock.
 """
@@ -21,8 +23,7 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -33,63 +34,86 @@ from koordpy.model.priority import PriorityClass
 __all__ = ["SATURATION", "AssignedPod", "NodeLoad", "Vector", "Vectorizer", "saturate"]
 
 Vector = npt.NDArray[np.int64]
+Values = tuple[int, ...]
 DEFAULT_REPORT_INTERVAL = 60.0
 SATURATION = 2**53
 """Vector entries are clamped to ±2^53 (9.0e15 millicores, 8 PiB): any quantity beyond exceeds every
 threshold anyway, and the clamp keeps float64 exact and the int64 arithmetic of filter and score
 (a sum of two vectors, ``× 100``) from overflowing. Usage and allocatable are clamped alike, so a
 clamped node can only look fuller than it is, never emptier."""
+_NEG_SATURATION = -SATURATION
 
 
 def saturate(amount: int) -> int:
-    return SATURATION if amount > SATURATION else -SATURATION if amount < -SATURATION else amount
+    return SATURATION if amount > SATURATION else _NEG_SATURATION if amount < _NEG_SATURATION else amount
 
 
-@dataclass(slots=True)
+def saturated(values: Sequence[int]) -> list[int]:
+    """``saturate`` of each entry."""
+    return [v if _NEG_SATURATION <= v <= SATURATION else saturate(v) for v in values]
+
+
 class AssignedPod:
-    pod: PodInfo
-    timestamp: float
-    estimated: Vector | None
-    deadline: float | None
-    key: tuple[str, str] = field(init=False)
-    prod: bool = field(init=False)
-    _estimate: tuple[int, ...] | None = field(init=False, repr=False)
-    _deadline: float = field(init=False, repr=False)
+    """A pod assigned to a node as the load bookkeeping sees it: its estimate (None: all zero), when it
+    was assigned and until when it is estimated whatever the metric says (``deadline``)."""
 
-    def __post_init__(self) -> None:
-        self.key = (self.pod.namespace, self.pod.name)
-        self.prod = self.pod.priority_class is PriorityClass.PROD
-        self._estimate = None if self.estimated is None else tuple(self.estimated.tolist())
-        self._deadline = -math.inf if self.deadline is None else self.deadline
+    __slots__ = ("_deadline", "_estimate", "deadline", "key", "pod", "prod", "timestamp")
+
+    def __init__(
+        self,
+        pod: PodInfo,
+        timestamp: float,
+        estimated: Vector | Sequence[int] | None,
+        deadline: float | None,
+    ) -> None:
+        self.pod = pod
+        self.timestamp = timestamp
+        self.deadline = deadline
+        self.key = (pod.namespace, pod.name)
+        self.prod = pod.priority_class is PriorityClass.PROD
+        if estimated is None:
+            self._estimate: Values | None = None
+        elif isinstance(estimated, np.ndarray):
+            self._estimate = tuple(estimated.tolist())
+        else:
+            self._estimate = tuple(estimated)
+        self._deadline = -math.inf if deadline is None else deadline
+
+    @property
+    def estimated(self) -> Vector | None:
+        return None if self._estimate is None else np.array(self._estimate, np.int64)
+
+    def __repr__(self) -> str:
+        return f"AssignedPod({self.pod.key!r}, timestamp={self.timestamp}, estimate={self._estimate})"
+
+
+_Sums = tuple[list[int], list[int], list[int], list[int]]
+_Inputs = tuple[Values | None, bool, bool]
+"""What one pod's share is computed from: reported usage (None: not reported), Prod by the metric too,
+should be estimated."""
 
 
 class NodeLoad:
     """One node's metric vectors and assigned pods, with the four sums above."""
 
     __slots__ = (
+        "_agg",
+        "_inputs",
         "_metric_prod",
         "_reported",
         "_sums",
         "_system",
+        "_uids_by_key",
+        "_unsettled",
         "_usage",
-        "_values",
-        "agg_usages",
+        "_vectorizer",
         "metric",
-        "node_delta",
-        "node_estimated",
-        "node_usage",
+        "node_usage_values",
         "pods",
-        "prod_delta",
-        "prod_usage",
         "report_interval",
         "update_time",
         "width",
     )
-
-    prod_usage: Vector
-    node_delta: Vector
-    prod_delta: Vector
-    node_estimated: Vector
 
     def __init__(self, width: int) -> None:
         self.width = width
@@ -97,15 +121,24 @@ class NodeLoad:
         self.metric: NodeMetricInfo | None = None
         self.update_time = -math.inf
         self.report_interval = DEFAULT_REPORT_INTERVAL
-        self.node_usage: Vector | None = None
-        self.agg_usages: dict[tuple[str, float], Vector] = {}
-        self._system: tuple[int, ...] = (0,) * width
-        self._usage: dict[tuple[str, str], tuple[int, ...]] = {}
+        self.node_usage_values: Values | None = None
+        """``nodeUsage`` saturated, in resource order; None without ``status.nodeMetric``."""
+        self._agg: dict[tuple[str, float], Values] = {}
+        self._system: Values = (0,) * width
+        self._usage: dict[tuple[str, str], Values] = {}
         """Reported usage vectors, filled lazily from ``_reported`` for the pods that are looked up."""
         self._reported: dict[tuple[str, str], Mapping[str, int]] = {}
-        self._values: Callable[[Mapping[str, int]], tuple[int, ...]] | None = None
+        self._vectorizer: Vectorizer | None = None
         self._metric_prod: frozenset[tuple[str, str]] = frozenset()
-        self._recompute()
+        self._sums: _Sums = ([0] * width, [0] * width, [0] * width, [0] * width)
+        """nodeDelta, prodDelta, nodeEstimated, prodUsage (without systemUsage), unclamped."""
+        self._inputs: dict[str, _Inputs] = {}
+        """uid -> the inputs of the share that is in ``_sums`` (absent: none is, as without a metric)."""
+        self._unsettled: set[str] = set()
+        """Pods whose share could change with a later updateTime alone: reported, and "should be estimated"
+        (assigned within the report interval, or before their deadline)."""
+        self._uids_by_key: dict[tuple[str, str], set[str]] = {}
+        """(namespace, name) -> uids of the assigned pods of that name (a recreated pod may share it)."""
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -115,65 +148,128 @@ class NodeLoad:
         vectorize: Vectorizer,
         include_sys: bool,
     ) -> None:
+        previous = self.metric
         self.metric = metric
-        self.node_usage = None
-        self.agg_usages = {}
+        self.node_usage_values = None
+        self._agg = {}
         self._system = (0,) * self.width
-        self._usage = {}
-        self._reported = {}
-        self._values = vectorize.values
-        self._metric_prod = frozenset()
         if metric is None:
-            self._recompute()
+            width = self.width
+            self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
+            self._inputs = {}
+            self._unsettled = set()
+            self._usage = {}
+            self._reported = {}
+            self._metric_prod = frozenset()
             return
-        self.update_time = metric.update_time if metric.update_time is not None else -math.inf
-        self.report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
         if metric.node_usage is not None:
-            self.node_usage = vectorize(metric.node_usage)
+            self.node_usage_values = vectorize.saturated(metric.node_usage)
             longest: dict[str, float] = {}
             for entry in metric.aggregated:
                 for kind, usage in entry.usage.items():
                     if not usage:
                         continue
-                    self.agg_usages[(kind, entry.duration)] = vectorize(usage)
+                    self._agg[(kind, entry.duration)] = vectorize.saturated(usage)
                     if entry.duration > longest.get(kind, -1.0):
                         longest[kind] = entry.duration
             for kind, duration in longest.items():
-                self.agg_usages[(kind, 0.0)] = self.agg_usages[(kind, duration)]
+                self._agg[(kind, 0.0)] = self._agg[(kind, duration)]
             if include_sys:
                 self._system = vectorize.values(metric.system_usage)
-        # Pods without usage count as "not reported"; a repeated name keeps its last usage and
-        # is Prod if any of its entries says so.
-        # Only the node's assigned pods are ever looked up: their vectors are made on first use.
-        prod = PriorityClass.PROD.value
-        reported: dict[tuple[str, str], Mapping[str, int]] = {}
-        prod_keys = []
-        for p in metric.pods:
-            if p.usage:
-                key = (p.namespace, p.name)
-                reported[key] = p.usage
-                if p.priority == prod:
-                    prod_keys.append(key)
-        self._reported = reported
-        self._metric_prod = frozenset(prod_keys)
-        self._recompute()
+        update_time = metric.update_time if metric.update_time is not None else -math.inf
+        report_interval = metric.report_interval if metric.report_interval else DEFAULT_REPORT_INTERVAL
+        # The same podsMetric as the last metric (and the same vectorizer): every pod's reported usage and
+        # Prod-by-the-metric are as accounted; with the same updateTime and reportInterval too, so is
+        # "should be estimated", and no share changes.
+        same_pods = (
+            previous is not None
+            and self._vectorizer is vectorize
+            and len(previous.pods) == len(metric.pods)  # tuples compare item by item before their lengths
+            and previous.pods == metric.pods
+        )
+        if same_pods and update_time == self.update_time and report_interval == self.report_interval:
+            return
+        old_time, old_interval = self.update_time, self.report_interval
+        self.update_time = update_time
+        self.report_interval = report_interval
+        incremental = previous is not None and self._vectorizer is vectorize
+        changed: set[tuple[str, str]] = set()  # keys whose reported usage or Prod-by-the-metric changed
+        if not same_pods:
+            old_reported, old_prod = self._reported, self._metric_prod
+            # Pods without usage count as "not reported"; a repeated name keeps its last usage and
+            # is Prod if any of its entries says so.
+            # Only the node's assigned pods are ever looked up: their vectors are made on first use.
+            prod = PriorityClass.PROD.value
+            reported: dict[tuple[str, str], Mapping[str, int]] = {}
+            prod_keys = []
+            for namespace, name, pod_usage, priority, _qos in metric.pods:
+                if pod_usage:
+                    key = (namespace, name)
+                    reported[key] = pod_usage
+                    if priority == prod:
+                        prod_keys.append(key)
+            metric_prod = frozenset(prod_keys)
+            if incremental:  # only the keys of assigned pods can change a share
+                for key in self._uids_by_key:
+                    if reported.get(key) != old_reported.get(key) or (key in metric_prod) != (key in old_prod):
+                        changed.add(key)
+            self._reported = reported
+            self._metric_prod = metric_prod
+            self._vectorizer = vectorize
+            self._usage = {}
+        if not incremental:
+            uids: set[str] | dict[str, AssignedPod] = self.pods
+        else:
+            uids = set()
+            by_key = self._uids_by_key
+            for key in changed:
+                uids.update(by_key[key])
+            if update_time != old_time or report_interval != old_interval:
+                if update_time >= old_time and report_interval == old_interval:
+                    # updateTime only moved on: a pod no longer "should be estimated" stays so
+                    # (t > u - r and d > u can only turn false as u grows), so only the others can flip
+                    uids.update(self._unsettled)
+                else:
+                    uids = self.pods
+        accounted = self._inputs
+        pods = self.pods
+        for uid in uids:
+            assigned = pods[uid]
+            inputs = self._inputs_of(assigned)
+            old = accounted.get(uid)
+            if inputs != old:
+                if old is not None:
+                    self._account(assigned, old, -1)
+                self._account(assigned, inputs, +1)
+                self._accounted(uid, inputs)
 
-    def _reported_vector(self, key: tuple[str, str]) -> tuple[int, ...] | None:
+    def _reported_vector(self, key: tuple[str, str]) -> Values | None:
         """The pod's reported usage as a tuple in resource order; None when not reported."""
         usage = self._usage.get(key)
         if usage is None:
             raw = self._reported.get(key)
-            if raw is None or self._values is None:
+            if raw is None or self._vectorizer is None:
                 return None
-            usage = self._usage[key] = self._values(raw)
+            usage = self._usage[key] = self._vectorizer.values(raw)
         return usage
 
-    def aggregated(self, kind: str, duration: float) -> Vector | None:
+    @property
+    def node_usage(self) -> Vector | None:
+        """``nodeUsage`` as a vector; None without ``status.nodeMetric``."""
+        values = self.node_usage_values
+        return None if values is None else np.array(values, np.int64)
+
+    def aggregated_values(self, kind: str, duration: float) -> Values | None:
         """Usage for (type, duration); duration 0 = longest with data, else ``nodeUsage``."""
-        vec = self.agg_usages.get((kind, duration))
-        if vec is None and duration == 0:
-            return self.node_usage
-        return vec
+        values = self._agg.get((kind, duration))
+        if values is None and duration == 0:
+            return self.node_usage_values
+        return values
+
+    def aggregated(self, kind: str, duration: float) -> Vector | None:
+        """:meth:`aggregated_values` as a vector."""
+        values = self.aggregated_values(kind, duration)
+        return None if values is None else np.array(values, np.int64)
 
     def reported_usage(self, key: tuple[str, str]) -> Vector | None:
         """The pod's usage in the current NodeMetric's ``podsMetric``; None when not reported."""
@@ -183,36 +279,70 @@ class NodeLoad:
     # ---- pods --------------------------------------------------------------------------
 
     def add_pod(self, assigned: AssignedPod) -> None:
-        old = self.pods.get(assigned.pod.uid)
+        uid = assigned.pod.uid
+        old = self.pods.get(uid)
         if old is not None:
-            self._account(old, -1)
-        self.pods[assigned.pod.uid] = assigned
-        self._account(assigned, +1)
-        self._publish()
+            self._take_back(old)
+        self.pods[uid] = assigned
+        uids = self._uids_by_key.get(assigned.key)
+        if uids is None:
+            self._uids_by_key[assigned.key] = {uid}
+        else:
+            uids.add(uid)
+        if self.metric is not None:
+            inputs = self._inputs_of(assigned)
+            self._account(assigned, inputs, +1)
+            self._accounted(uid, inputs)
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
         if old is not None:
-            self._account(old, -1)
-            self._publish()
+            self._take_back(old)
 
-    def _recompute(self) -> None:
-        self._sums = ([0] * self.width, [0] * self.width, [0] * self.width, list(self._system))
-        for assigned in self.pods.values():
-            self._account(assigned, +1)
-        self._publish()
+    def _take_back(self, assigned: AssignedPod) -> None:
+        """Take the pod's share out of the sums and forget its key (``add_pod`` puts them back)."""
+        uid = assigned.pod.uid
+        inputs = self._inputs.pop(uid, None)
+        self._unsettled.discard(uid)
+        if inputs is not None:
+            self._account(assigned, inputs, -1)
+        uids = self._uids_by_key.get(assigned.key)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
+                del self._uids_by_key[assigned.key]
 
-    def _account(self, assigned: AssignedPod, sign: int) -> None:
-        """Add (sign +1) or take back (-1) one pod's share: the only place the rule lives.
+    def _accounted(self, uid: str, inputs: _Inputs) -> None:
+        """Record the inputs of the pod's share now in the sums."""
+        self._inputs[uid] = inputs
+        usage, _active_prod, should = inputs
+        if usage is not None and should:
+            self._unsettled.add(uid)
+        else:
+            self._unsettled.discard(uid)
+
+    def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
+        """What the pod's share depends on under the current metric (which must be set)."""
+        key = assigned.key
+        usage = self._usage.get(key)
+        if usage is None:
+            usage = self._reported_vector(key)
+        active_prod = assigned.prod and usage is not None and key in self._metric_prod
+        should = (
+            usage is None
+            or assigned.timestamp > self.update_time - self.report_interval
+            or assigned._deadline > self.update_time
+        )
+        return usage, active_prod, should
+
+    def _account(self, assigned: AssignedPod, inputs: _Inputs, sign: int) -> None:
+        """Add (sign +1) or take back (-1) one pod's share from its inputs: the only place the rule lives.
 
         Plain integers, so taking a share back is exact and the sums cannot drift.
         """
-        if self.metric is None:
-            return
         node_delta, prod_delta, node_estimated, prod_usage = self._sums
+        usage, active_prod, should = inputs
         width = range(self.width)
-        usage = self._reported_vector(assigned.key)
-        active_prod = assigned.prod and usage is not None and assigned.key in self._metric_prod
         if active_prod:
             for r in width:
                 prod_usage[r] += sign * usage[r]  # type: ignore[index]
@@ -221,11 +351,6 @@ class NodeLoad:
             return
         for r in width:
             node_estimated[r] += sign * estimate[r]
-        should = (
-            usage is None
-            or assigned.timestamp > self.update_time - self.report_interval
-            or assigned._deadline > self.update_time
-        )
         delta: Sequence[int] = estimate
         if should:
             if usage is not None:
@@ -239,9 +364,41 @@ class NodeLoad:
                 for r in width:
                     prod_delta[r] += sign * delta[r]
 
-    def _publish(self) -> None:
-        sums = np.array([[saturate(v) for v in row] for row in self._sums], np.int64)
-        self.node_delta, self.prod_delta, self.node_estimated, self.prod_usage = sums
+    # ---- sums --------------------------------------------------------------------------
+
+    def sums(self) -> _Sums:
+        """nodeDelta, prodDelta, nodeEstimated and prodUsage (with systemUsage when included), clamped.
+        Read-only: the lists may be the ones kept here."""
+        node_delta, prod_delta, node_estimated, prod_usage = self._sums
+        if any(self._system):
+            prod_usage = [u + s for u, s in zip(prod_usage, self._system, strict=True)]
+        rows = (node_delta, prod_delta, node_estimated, prod_usage)
+        for row in rows:
+            for value in row:
+                if not _NEG_SATURATION <= value <= SATURATION:
+                    return (
+                        saturated(node_delta),
+                        saturated(prod_delta),
+                        saturated(node_estimated),
+                        saturated(prod_usage),
+                    )
+        return rows
+
+    @property
+    def node_delta(self) -> Vector:
+        return np.array(self.sums()[0], np.int64)
+
+    @property
+    def prod_delta(self) -> Vector:
+        return np.array(self.sums()[1], np.int64)
+
+    @property
+    def node_estimated(self) -> Vector:
+        return np.array(self.sums()[2], np.int64)
+
+    @property
+    def prod_usage(self) -> Vector:
+        return np.array(self.sums()[3], np.int64)
 
 
 class Vectorizer:
@@ -252,15 +409,17 @@ class Vectorizer:
         self.position = {name: i for i, name in enumerate(resources)}
         self._zeros = (0,) * len(resources)
 
-    def values(self, values: Mapping[str, int]) -> tuple[int, ...]:
+    def values(self, values: Mapping[str, int]) -> Values:
         """The same as a tuple of Python ints, for per-pod arithmetic."""
         return tuple(map(values.get, self.resources, self._zeros))
 
+    def saturated(self, values: Mapping[str, int]) -> Values:
+        """:meth:`values` with each entry clamped (``saturate``): the entries of ``__call__``."""
+        out = tuple(map(values.get, self.resources, self._zeros))
+        for value in out:
+            if not _NEG_SATURATION <= value <= SATURATION:
+                return tuple(saturated(out))
+        return out
+
     def __call__(self, values: Mapping[str, int]) -> Vector:
-        vec = np.zeros(len(self.resources), np.int64)
-        position = self.position
-        for name, amount in values.items():
-            i = position.get(name)
-            if i is not None:
-                vec[i] = saturate(amount)
-        return vec
+        return np.array(self.saturated(values), np.int64)

@@ -45,6 +45,7 @@ from koordpy.model.priority import PriorityClass
 from koordpy.scheduler.framework.interfaces import FilterVerdicts, IndexArray
 from koordpy.scheduler.framework.status import Code
 from koordpy.scheduler.plugins.loadaware.estimator import (
+    ANNOTATION_ESTIMATED_SCALING_FACTORS,
     ANNOTATION_ESTIMATED_SECONDS_AFTER_INITIALIZED,
     ANNOTATION_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED,
     custom_seconds,
@@ -113,6 +114,8 @@ def _exceeds(thresholds: Vector, alloc: Vector, percent: npt.NDArray[np.float64]
 
 VERDICT_TABLES = 8
 """Pod classes whose verdict tables are kept (least recently used dropped first)."""
+_ESTIMATES_MAX = 4096
+"""Distinct pod resource shapes whose estimates are kept (then estimates are computed, not kept)."""
 _CHANGE_LOG_MAX = 4096
 """Changed node indices remembered; a table further behind than that is recomputed whole."""
 
@@ -170,6 +173,8 @@ class LoadAwarePlugin:
         self._changes: list[int] = []
         """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
         self._changes_base = 0
+        self._estimates: dict[tuple[object, ...], tuple[int, ...]] = {}
+        """(priority class, requests items, limits items) -> estimate, filled up to ``_ESTIMATES_MAX``."""
         self.tables_rebuilt = 0
         """Whole-table verdict computations so far (read in tests and benchmarks)."""
         self._allocate(64)
@@ -241,7 +246,6 @@ class LoadAwarePlugin:
             return
         self._changed(index)
         load = self.loads.get(name)
-        profile = self.profiles[name]
         metric = load.metric if load is not None else None
         self.metric_invalid[index] = name in self._invalid_metrics
         if load is None or metric is None:
@@ -251,22 +255,46 @@ class LoadAwarePlugin:
         self.has_metric[index] = True
         self.has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
-        prod = load.prod_usage + load.prod_delta
-        self.prod_base[index] = prod
-        self.score_prod_base[index] = prod
+        self.np_aggregated[index] = self.profiles[name].aggregated is not None
+        self._write_bases(index, name, load)
+
+    def _refresh_sums(self, name: str) -> None:
+        """:meth:`_refresh` after a pod event: only the pod sums changed, so only the base rows are
+        rewritten (the metric flags, update time and profile rows are the same)."""
+        index = self._index_of_node.get(name)
+        if index is None:
+            return
+        self._changed(index)
+        load = self.loads.get(name)
+        if load is not None and load.metric is not None:  # without a metric the base rows are not read
+            self._write_bases(index, name, load)
+
+    def _write_bases(self, index: int, name: str, load: NodeLoad) -> None:
+        """The base rows (usage + deltas) of node ``index``, in plain integers written entry by entry
+        (at a handful of resources that is cheaper than building a numpy row)."""
+        node_delta, prod_delta, node_estimated, prod_usage = load.sums()
+        profile = self.profiles[name]
         if profile.aggregated is not None:
-            usage = load.aggregated(profile.aggregated.aggregation_type, profile.aggregated.duration)
-            self.np_aggregated[index] = True
+            usage = load.aggregated_values(profile.aggregated.aggregation_type, profile.aggregated.duration)
         else:
-            usage = load.node_usage
-            self.np_aggregated[index] = False
-        self.np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+            usage = load.node_usage_values
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
-            usage = load.aggregated(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
+            score_usage = load.aggregated_values(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
         else:
-            usage = load.node_usage
-        self.score_np_base[index] = load.node_estimated if usage is None else usage + load.node_delta
+            score_usage = load.node_usage_values
+        np_base, prod_base, score_np_base, score_prod_base = (
+            self.np_base,
+            self.prod_base,
+            self.score_np_base,
+            self.score_prod_base,
+        )
+        for r in range(self._width):
+            prod = prod_usage[r] + prod_delta[r]
+            prod_base[index, r] = prod
+            score_prod_base[index, r] = prod
+            np_base[index, r] = node_estimated[r] if usage is None else usage[r] + node_delta[r]
+            score_np_base[index, r] = node_estimated[r] if score_usage is None else score_usage[r] + node_delta[r]
 
     # ---- events ------------------------------------------------------------------------
 
@@ -360,21 +388,16 @@ class LoadAwarePlugin:
     def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
         if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
             return
-        estimate = self.vectorize(estimate_pod(pod, self.args))
-        assigned = AssignedPod(
-            pod=pod,
-            timestamp=now,
-            estimated=estimate if estimate.any() else None,
-            deadline=self._deadline(pod, now),
-        )
+        estimate = self.estimate_values(pod)
+        assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
         self._load(node_name).add_pod(assigned)
-        self._refresh(node_name)
+        self._refresh_sums(node_name)
 
     def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
         load = self.loads.get(node_name)
         if load is not None:
             load.remove_pod(pod.uid)
-            self._refresh(node_name)
+            self._refresh_sums(node_name)
 
     def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
         after_scheduled = after_initialized = -1
@@ -394,7 +417,21 @@ class LoadAwarePlugin:
     # ---- decisions ---------------------------------------------------------------------
 
     def estimate(self, pod: PodInfo) -> Vector:
-        return self.vectorize(estimate_pod(pod, self.args))
+        return np.array(self.estimate_values(pod), np.int64)
+
+    def estimate_values(self, pod: PodInfo) -> tuple[int, ...]:
+        """``estimate_pod`` in resource order, clamped (the entries of :meth:`estimate`). Memoised by what
+        it reads (priority class, requests, limits) unless the pod carries its own scaling factors."""
+        custom = self.args.allow_customize_estimation and ANNOTATION_ESTIMATED_SCALING_FACTORS in pod.annotations
+        if custom:
+            return self.vectorize.saturated(estimate_pod(pod, self.args))
+        key = (pod.priority_class, tuple(pod.requests.items()), tuple(pod.limits.items()))
+        known = self._estimates.get(key)
+        if known is None:
+            known = self.vectorize.saturated(estimate_pod(pod, self.args))
+            if len(self._estimates) < _ESTIMATES_MAX:
+                self._estimates[key] = known
+        return known
 
     @property
     def _expiration(self) -> float:

@@ -100,3 +100,28 @@ def test_raw_allocatable_overrides_keys() -> None:
 )
 def test_go_round_is_half_away_from_zero(x: float, rounded: int) -> None:
     assert go_round(x) == rounded
+
+
+def test_the_plugins_memoised_estimates_equal_estimate_pod() -> None:
+    # Pods of the same requests and limits but another priority class (batch reads batch-cpu), or with
+    # their own scaling factors, must not get each other's estimate through the memo.
+    from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
+
+    args = validate(LoadAwareSchedulingArgs, {"allowCustomizeEstimation": True})
+    plugin = LoadAwarePlugin(args)
+    same = {"cpu": "2", "memory": "4Gi", "kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"}
+    pods = [
+        PodBuilder("prod").requests(**same).priority(9500),
+        PodBuilder("batch").requests(**same).priority(5500),
+        PodBuilder("factors")
+        .requests(**same)
+        .priority(9500)
+        .annotation("scheduling.koordinator.sh/load-estimated-scaling-factors", '{"cpu": 10}'),
+        PodBuilder("limits").requests(**same).limits(cpu="3").priority(9500),
+    ]
+    for _ in range(2):  # the second round is served from the memo (all but the custom factors)
+        got = [plugin.estimate(pod_from_dict(b.build())).tolist() for b in pods]
+        want = [plugin.vectorize(estimate_pod(pod_from_dict(b.build()), args)).tolist() for b in pods]
+        assert got == want
+    assert len({tuple(g) for g in got}) == 4  # four different estimates: the memo keys tell them apart
+    assert len(plugin._estimates) == 3

@@ -121,3 +121,80 @@ def test_reported_vectors_are_made_from_the_current_metric_only() -> None:
     # 300m first, then 900m for the same pod: 900m is the usage
     load.set_metric(reporting("300m", "900m"), VEC, include_sys=False)  # type: ignore[arg-type]
     assert load.reported_usage(("ns", "p0")).tolist() == [900, 0]  # type: ignore[union-attr]
+
+
+def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> None:
+    # set_metric only re-accounts pods whose (reported usage, Prod by the metric, should be estimated)
+    # changed. After each random event the sums must equal a NodeLoad built afresh from the same pods
+    # and metric; updateTime moving past a pod's assignment time (+ reportInterval) or its deadline,
+    # usage changing, entries disappearing and the metric going away all change some pod's inputs; the
+    # same podsMetric again with another updateTime or reportInterval changes only "should be estimated".
+    rng = random.Random(11)
+    pods = [assigned(i, rng) for i in range(30)]
+    for i in (0, 3, 4):  # a recreated pod: the same name as an assigned one, another uid
+        twin = assigned(i, rng)
+        raw = PodBuilder(f"p{i}", "ns").requests(cpu="2", memory="1Gi").priority(9500).build()
+        raw["metadata"]["uid"] = f"twin-{i}"
+        pods.append(AssignedPod(pod_from_dict(raw), twin.timestamp, twin._estimate, twin.deadline))
+    load = NodeLoad(2)
+    present: dict[str, AssignedPod] = {}
+    current: object = None
+    entries: list[tuple[str, str, str]] = []
+    changed_inputs = 0
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.3:
+            pod = rng.choice(pods)
+            load.add_pod(pod)
+            present[pod.pod.uid] = pod
+        elif roll < 0.45 and present:
+            uid = rng.choice(sorted(present))
+            load.remove_pod(uid)
+            del present[uid]
+        elif roll < 0.5:
+            current = None
+            load.set_metric(None, VEC, include_sys=True)
+        else:
+            builder = NodeMetricBuilder("n").updated(NOW + rng.choice([-700, -20, 0, 0, 40, 40, 200, 200]))
+            builder.report_interval(rng.choice([30, 60])).usage(cpu="3", memory="20Gi")
+            builder.system_usage(cpu=f"{rng.randint(0, 900)}m", memory="1Gi")
+            mode = rng.random()
+            if mode < 0.4:  # a new podsMetric
+                entries = [
+                    (f"p{i}", rng.choice(["koord-prod", "koord-batch"]), f"{rng.choice([0, 300, 1500])}m")
+                    for i in range(0, 30, rng.choice([1, 2, 3]))
+                ]
+            elif mode < 0.7 and entries:  # one entry changed (usage or priority), the others as last time
+                k = rng.randrange(len(entries))
+                entries = [*entries]
+                entries[k] = (entries[k][0], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
+            # else: the same podsMetric as the last report
+            for pod_name, priority, cpu in entries:
+                builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
+            before = sums(load)
+            current = nodemetric_from_dict(builder.build())
+            load.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
+            changed_inputs += before != sums(load)
+        fresh = NodeLoad(2)
+        for pod in present.values():
+            fresh.add_pod(pod)
+        fresh.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
+        assert sums(load) == sums(fresh), f"step {step}"
+    assert changed_inputs > 100  # the metrics did move the sums: not a comparison of unchanging loads
+
+
+def test_sums_are_clamped_when_read_and_exact_underneath() -> None:
+    # two pods of 2^62 millicores each: nodeEstimated reads 2^53 (the clamp), and taking one pod back
+    # leaves exactly 2^62 underneath (still clamped); taking both back leaves 0, not a wrapped value
+    load = NodeLoad(2)
+    load.set_metric(metric(random.Random(1), 0), VEC, include_sys=False)  # type: ignore[arg-type]
+    huge = [
+        AssignedPod(pod_from_dict(PodBuilder(f"h{i}", "ns").build()), NOW - 600, (2**62, 5), None) for i in range(2)
+    ]
+    for pod in huge:
+        load.add_pod(pod)
+    assert load.node_estimated.tolist() == [2**53, 10]
+    load.remove_pod(huge[0].pod.uid)
+    assert load.node_estimated.tolist() == [2**53, 5]
+    load.remove_pod(huge[1].pod.uid)
+    assert load.node_estimated.tolist() == [0, 0]

@@ -172,3 +172,77 @@ def test_the_cluster_state_hook_reaches_the_plugin() -> None:
     state.invalidate_verdicts()
     check(state, plugin, NOW, "invalidate_verdicts()")
     state.invalidate_verdicts("not-a-node")  # nothing kept for it: no error
+
+
+ROWS = ("alloc", "np_base", "np_thr", "prod_base", "prod_thr", "score_np_base", "score_prod_base")
+FLAGS = ("has_metric", "metric_invalid", "has_status", "np_aggregated", "prod_enabled", "np_enabled")
+
+
+def metric_with_pods(name: str, rng: random.Random, now: float, pods: list[str]) -> NodeMetricInfo:
+    builder = NodeMetricBuilder(name).updated(now - rng.choice([0, 30, 90])).report_interval(60)
+    builder.usage(cpu=f"{rng.randint(0, 30)}", memory="20Gi").system_usage(cpu="300m", memory="1Gi")
+    for pod in pods:
+        if rng.random() < 0.6:
+            priority = rng.choice(["koord-prod", "koord-batch"])
+            builder.pod("apps", pod, priority=priority, cpu=f"{rng.choice([0, 200, 3000])}m", memory="512Mi")
+    return nodemetric_from_dict(builder.build())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_after_random_events_equal_those_of_a_state_fed_the_end_result(seed: int) -> None:
+    # Pod events rewrite only the base rows (_refresh_sums) and a NodeMetric re-accounts only the pods
+    # whose inputs changed: after any sequence, every row must equal that of a fresh state fed the final
+    # nodes, metrics and assigned pods (at the same assignment times).
+    rng = random.Random(seed)
+    args = validate(LoadAwareSchedulingArgs, {**ARGS, "prodUsageIncludeSys": True})
+    plugin = LoadAwarePlugin(args)
+    state = ClusterState([plugin])
+    now = NOW
+    names = [f"n{i}" for i in range(6)]
+    pods: dict[str, Any] = {}
+    for step in range(250):
+        kind = rng.randrange(7)
+        name = rng.choice(names)
+        if kind == 0:
+            state.upsert_node(node(name, cpu=rng.choice([4, 16, 32]), threshold=rng.choice([None, 30, 80])))
+        elif kind == 1 and rng.random() < 0.3:
+            state.remove_node(name)
+        elif kind == 2:
+            on_node = [p.name for p in pods.values() if p.node_name == name]
+            state.upsert_metric(metric_with_pods(name, rng, now, on_node))
+        elif kind == 3 and rng.random() < 0.3:
+            state.remove_metric(name)
+        elif kind == 4:
+            raw = PodBuilder(f"p{step}", "apps").requests(cpu=rng.choice(["500m", "4"]), memory="1Gi").node(name)
+            if rng.random() < 0.4:
+                raw.priority(9500)
+            built = raw.build()
+            built["metadata"]["uid"] = f"uid-p{step}"
+            pod = pod_from_dict(built)
+            state.upsert_pod(pod, now)
+            pods[pod.uid] = pod
+        elif kind == 5 and pods:
+            uid = rng.choice(sorted(pods))
+            state.remove_pod(uid)
+            del pods[uid]
+        else:
+            now += rng.choice([1.0, 45.0])
+    fresh_plugin = LoadAwarePlugin(args)
+    fresh = ClusterState([fresh_plugin])
+    for node_info in state.nodes.values():
+        fresh.upsert_node(node_info)
+    for metric_info in state.metrics.values():
+        fresh.upsert_metric(metric_info)
+    for uid, pod in state.assigned.items():
+        fresh.upsert_pod(pod, state._assigned_at[uid])
+    assert len(state.nodes) >= 3 and state.assigned and state.metrics  # not a comparison of empty states
+    for name in state.nodes:
+        i, j = state.index.get(name), fresh.index.get(name)
+        assert i is not None and j is not None
+        for flag in FLAGS:
+            assert getattr(plugin, flag)[i] == getattr(fresh_plugin, flag)[j], f"{flag} of {name}"
+        if not plugin.has_metric[i]:
+            continue
+        assert plugin.update_time[i] == fresh_plugin.update_time[j], name
+        for row in ROWS:
+            assert getattr(plugin, row)[i].tolist() == getattr(fresh_plugin, row)[j].tolist(), f"{row} of {name}"
