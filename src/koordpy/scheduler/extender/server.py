@@ -252,7 +252,7 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     """One worker, uvloop + httptools with ``limits`` on head size and read time (see
     :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise).
-    With ``service``, its ``/filter`` and ``/prioritize`` are answered in the protocol (see
+    With ``service``, its ``/filter``, ``/prioritize`` and ``/bind`` are answered in the protocol (see
     :mod:`koordpy.scheduler.extender.inline`)."""
     return uvicorn.Config(
         app,
