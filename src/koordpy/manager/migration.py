@@ -19,7 +19,6 @@ through its ownerReference to the job.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
@@ -66,6 +65,7 @@ from koordpy.descheduler.objects import (
     workload_from_dict,
 )
 from koordpy.descheduler.reservation_first import stale_reservations
+from koordpy.manager.rounds import RoundGate
 from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.model.objects import pod_from_dict as pod_info_from_dict
 
@@ -76,10 +76,10 @@ __all__ = [
     "MigrationController",
     "MigrationMetrics",
     "ReservationRefusedError",
-    "RoundGate",
     "WorkloadLimit",
     "controller_from_args",
     "make_arbitrate",
+    "migration_gate",
 ]
 
 
@@ -460,34 +460,15 @@ def _by_name(items: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]
     return {str((item.get("metadata") or {}).get("name")): item for item in items}
 
 
-class RoundGate:
-    """Runs at most one round per ``interval`` however many callers knock (each PodMigrationJob's timer)."""
-
-    def __init__(
-        self,
-        controller: MigrationController,
-        arbitrate: Arbitrate | None,
-        interval: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.controller = controller
-        self.arbitrate = arbitrate
-        self.interval = interval
-        self.clock = clock
-        self._lock = asyncio.Lock()
-        self._last: float | None = None
-
-    async def knock(self) -> bool:
-        """Run a round unless one runs now or ran less than ``interval`` ago; True when this call ran it."""
-        if self._lock.locked():
-            return False
-        async with self._lock:
-            now = self.clock()
-            if self._last is not None and now - self._last < self.interval:
-                return False
-            self._last = now
-            await self.controller.run_round(self.arbitrate)
-            return True
+def migration_gate(
+    controller: MigrationController,
+    arbitrate: Arbitrate | None,
+    interval: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> RoundGate:
+    """The gate each PodMigrationJob's timer knocks on: one migration round (arbitration, then one
+    lifecycle step per job) per ``interval``."""
+    return RoundGate(lambda: controller.run_round(arbitrate), interval, clock)
 
 
 def controller_from_args(

@@ -41,9 +41,10 @@ from koordpy.manager.api import (
     ensure_peering,
 )
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
-from koordpy.manager.migration import MigrationMetrics, RoundGate, controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationMetrics, controller_from_args, make_arbitrate, migration_gate
 from koordpy.manager.policy import Action, reconcile_nodemetric
-from koordpy.manager.reservations import ReservationController, ReservationGate, ReservationMetrics
+from koordpy.manager.reservations import ReservationController, ReservationMetrics, reservation_gate
+from koordpy.manager.rounds import RoundGate
 from koordpy.model.objects import pod_from_dict
 from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
@@ -195,7 +196,7 @@ def build_registry(
     apply: Apply,
     migration: RoundGate | None = None,
     gangs: GangStatusKeeper | None = None,
-    reservations: ReservationGate | None = None,
+    reservations: RoundGate | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
     ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
@@ -409,13 +410,13 @@ async def run(
     args = config.migration_controller
     metrics = MigrationMetrics(new_registry())
     controller = controller_from_args(api, args, logger=logger, metrics=metrics)
-    gate = RoundGate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
+    gate = migration_gate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
     gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
     reservations = ReservationController(
         KubeReservationApi(client), config.reservation, metrics=ReservationMetrics(metrics.registry), logger=logger
     )
-    reservation_gate = ReservationGate(reservations, config.reservation.interval_seconds)
-    registry = build_registry(config, writer.apply, gate, gangs, reservation_gate)
+    rounds = reservation_gate(reservations, config.reservation.interval_seconds)
+    registry = build_registry(config, writer.apply, gate, gangs, rounds)
 
     async def operate() -> None:
         async with client:

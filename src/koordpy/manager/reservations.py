@@ -30,6 +30,7 @@ from prometheus_client import Counter as PromCounter
 
 from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.gang_status import EventThrottle
+from koordpy.manager.rounds import RoundGate
 from koordpy.model.objects import (
     NodeInfo,
     NodeMetricInfo,
@@ -56,10 +57,10 @@ __all__ = [
     "Decide",
     "ReservationApi",
     "ReservationController",
-    "ReservationGate",
     "ReservationMetrics",
     "RoundResult",
     "WriteRefusedError",
+    "reservation_gate",
 ]
 
 EVENT_INTERVAL_SECONDS = 60.0
@@ -391,37 +392,17 @@ def _index(snapshot: ClusterSnapshot) -> dict[tuple[str, str, str], Raw]:
     return out
 
 
-class ReservationGate:
-    """Runs at most one round per ``interval`` however many timers knock (one per Node)."""
+def reservation_gate(
+    controller: ReservationController,
+    interval: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> RoundGate:
+    """The gate each Node's timer knocks on: one reservation round per ``interval``, counted in
+    ``koordpy_reservation_rounds_total{outcome}`` when the controller has metrics."""
+    metrics = controller.metrics
 
-    def __init__(
-        self,
-        controller: ReservationController,
-        interval: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.controller = controller
-        self.interval = interval
-        self.clock = clock
-        self._lock = asyncio.Lock()
-        self._last: float | None = None
+    def outcome(name: str) -> None:
+        if metrics is not None:
+            metrics.rounds.labels(outcome=name).inc()
 
-    async def knock(self) -> bool:
-        """Run a round unless one runs now or ran less than ``interval`` ago; True when this call ran it."""
-        if self._lock.locked():
-            return False
-        async with self._lock:
-            now = self.clock()
-            if self._last is not None and now - self._last < self.interval:
-                return False
-            self._last = now
-            metrics = self.controller.metrics
-            try:
-                await self.controller.run_round()
-            except Exception:
-                if metrics is not None:
-                    metrics.rounds.labels(outcome="error").inc()
-                raise
-            if metrics is not None:
-                metrics.rounds.labels(outcome="done").inc()
-            return True
+    return RoundGate(controller.run_round, interval, clock, outcome)

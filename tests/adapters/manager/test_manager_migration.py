@@ -19,9 +19,9 @@ from koordpy.manager.api import KubeMigrationApi
 from koordpy.manager.migration import (
     MigrationController,
     MigrationMetrics,
-    RoundGate,
     controller_from_args,
     make_arbitrate,
+    migration_gate,
 )
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.testing.apiserver import ApiServerEmulator
@@ -221,7 +221,7 @@ async def test_arbitration_verdicts_start_or_fail_jobs(apiserver: ApiServerEmula
         }
 
     controller = MigrationController(KubeMigrationApi(api_client), DIRECT)
-    gate = RoundGate(controller, arbitrate, interval=3600)
+    gate = migration_gate(controller, arbitrate, interval=3600)
     assert await gate.knock()
     assert not await gate.knock()  # one round per interval
     assert seen == [["fail", "pass", "wait"]]

@@ -25,9 +25,9 @@ from koordpy.manager.reservations import (
     ClusterSnapshot,
     ConversionCache,
     ReservationController,
-    ReservationGate,
     ReservationMetrics,
     WriteRefusedError,
+    reservation_gate,
 )
 from koordpy.model.durations import parse_rfc3339
 from koordpy.runtime.metrics import new_registry, render
@@ -281,7 +281,7 @@ async def test_the_gate_runs_one_round_per_interval_and_counts_failed_rounds() -
     metrics = ReservationMetrics(new_registry())
     controller = Once(FakeApi(snapshot([])), SETTINGS, metrics=metrics)
     clock = iter(times)
-    gate = ReservationGate(controller, 1.0, clock=lambda: next(clock))
+    gate = reservation_gate(controller, 1.0, clock=lambda: next(clock))
     assert await gate.knock() is True  # t=0
     assert await gate.knock() is False  # t=0.5: within the interval
     with pytest.raises(RuntimeError):
