@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from koordpy.sim.migration import MigrationRun, MigrationScenario
+from koordpy.sim.page import page_head
 from koordpy.sim.svg import Series, line_chart
 from koordpy.sim.table import cell, side_by_side
 
@@ -105,19 +106,7 @@ def migration_html(scenario: MigrationScenario, seed: int, runs: Sequence[Migrat
         for key, label in ROWS
     )
     summary = json.dumps(migration_summary(scenario, seed, runs), indent=2)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>koordpy simulate --migration: {html.escape(scenario.name)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 780px; }}
-table {{ border-collapse: collapse; margin: 12px 0; }}
-th, td {{ border: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
-th:first-child {{ text-align: left; }}
-section {{ margin: 20px 0; }}
-pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }}
-</style></head><body>
-<h1>koordpy simulate --migration: {html.escape(scenario.name)}</h1>
-<p>{html.escape(scenario.description)}</p>
+    return f"""{page_head("koordpy simulate --migration: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
 <p>{scenario.nodes} nodes, {scenario.drained} drained at once, {runs[0].jobs} PodMigrationJobs (EvictDirectly),
 seed {seed}. <b>arbitration</b>: the manager's arbitration and lifecycle each {scenario.step_seconds:g} s;
 <b>evict-all</b>: every job passes at once (arbitration off). A replacement pod is Ready

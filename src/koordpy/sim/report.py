@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from koordpy.config.scenario import Scenario
+from koordpy.sim.page import page_head
 from koordpy.sim.run import PolicyRun
 from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
 from koordpy.sim.svg import Series, heatmap, line_chart
@@ -330,19 +331,7 @@ def render_html(
         if warnings
         else ""
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>koordpy simulate: {html.escape(scenario.name)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 780px; }}
-table {{ border-collapse: collapse; margin: 12px 0; }}
-th, td {{ border: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
-th:first-child {{ text-align: left; }}
-section {{ margin: 20px 0; }}
-pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }}
-</style></head><body>
-<h1>koordpy simulate: {html.escape(scenario.name)}</h1>
-<p>{html.escape(scenario.description)}</p>
+    return f"""{page_head("koordpy simulate: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
 <p>{nodes} nodes, {pods} pods, {scenario.duration / 3600:g} simulated hours, seed {seed}.
 CPU utilisation, mean = Σ usage / Σ allocatable CPU over the cluster, averaged over time;
 hot = a node's CPU utilisation above {scenario.hot_threshold}%. QoS: {html.escape(qos_note)}</p>

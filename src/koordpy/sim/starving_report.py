@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from koordpy.sim.page import page_head
 from koordpy.sim.starving import StarvingRun, StarvingScenario
 from koordpy.sim.svg import Series, line_chart
 from koordpy.sim.table import cell, side_by_side
@@ -133,19 +134,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
     settings = scenario.settings()
     summary = json.dumps(starving_summary(scenario, seed, runs), indent=2)
     figures = charts(scenario, runs)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>koordpy simulate --starving: {html.escape(scenario.name)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 780px; }}
-table {{ border-collapse: collapse; margin: 12px 0; }}
-th, td {{ border: 1px solid #ddd; padding: 4px 10px; text-align: right; }}
-th:first-child {{ text-align: left; }}
-section {{ margin: 20px 0; }}
-pre {{ background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }}
-</style></head><body>
-<h1>koordpy simulate --starving: {html.escape(scenario.name)}</h1>
-<p>{html.escape(scenario.description)}</p>
+    return f"""{page_head("koordpy simulate --starving: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
 <p>{scenario.nodes.count} nodes, {runs[0].small_pods} small pods, {len(scenario.big_jobs)} big jobs,
 {scenario.duration_seconds:g} s, seed {seed}. <b>baseline</b>: kube-scheduler's NodeResourcesFit and
 LeastAllocated on requests; <b>koordpy</b>: the same plus the manager's reservation decision every
