@@ -31,6 +31,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from koordpy.config.errors import field_problems
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
+from koordpy.model.selectors import label_selector_matches
 
 __all__ = [
     "EVICTION_GATES",
@@ -178,20 +179,7 @@ class LabelSelector(_Args):
 
     def matches(self, labels: dict[str, str] | Any) -> bool:
         """Whether ``labels`` (a mapping) satisfy the selector; an empty selector matches everything."""
-        for key, value in (self.match_labels or {}).items():
-            if labels.get(key) != value:
-                return False
-        for req in self.match_expressions or ():
-            present = labels.get(req.key)
-            if req.operator == "In" and present not in req.values:
-                return False
-            if req.operator == "NotIn" and present in req.values:
-                return False
-            if req.operator == "Exists" and present is None:
-                return False
-            if req.operator == "DoesNotExist" and present is not None:
-                return False
-        return True
+        return label_selector_matches(self.match_labels, self.match_expressions, labels)
 
 
 ObjectKind = Literal["workload", "namespace"]

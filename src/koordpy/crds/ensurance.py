@@ -30,6 +30,7 @@ from pydantic import Field, field_validator, model_validator
 from koordpy.crds.schema import FreeForm, PrinterColumn, Quantity, Resource, WireModel
 from koordpy.model.objects import PodInfo
 from koordpy.model.quantity import QuantityError, parse_quantity
+from koordpy.model.selectors import label_selector_matches as selector_matches
 
 __all__ = [
     "AVOIDANCE_ACTION",
@@ -94,6 +95,7 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
     """Kubernetes label-selector semantics; ``None`` and an empty selector match everything."""
     if selector is None:
         return True
+    return selector_matches(selector.match_labels, selector.match_expressions, labels)
     for key, val in selector.match_labels.items():
         if labels.get(key) != val:
             return False

@@ -32,6 +32,7 @@ from koordpy.model.objects import (
 from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.model.quantity import QuantityError
 from koordpy.model.resources import ResourceList, pod_requests
+from koordpy.model.selectors import label_selector_matches
 
 __all__ = [
     "ACTIVE_PHASES",
@@ -146,20 +147,7 @@ def is_expired(res: ReservationInfo, now: float) -> bool:
 
 
 def _selector_matches(owner: OwnerMatcher, labels: Mapping[str, str]) -> bool:
-    for key, value in (owner.match_labels or {}).items():
-        if labels.get(key) != value:
-            return False
-    for req in owner.match_expressions or ():
-        present = req.key in labels
-        if req.operator == "In" and (not present or labels[req.key] not in req.values):
-            return False
-        if req.operator == "NotIn" and present and labels[req.key] in req.values:
-            return False
-        if req.operator == "Exists" and not present:
-            return False
-        if req.operator == "DoesNotExist" and present:
-            return False
-    return True
+    return label_selector_matches(owner.match_labels, owner.match_expressions, labels)
 
 
 def _ref_matches(want: OwnerReference, kind: str, namespace: str, name: str, uid: str) -> bool:

@@ -1,0 +1,46 @@
+"""``label_selector_matches``: metav1.LabelSelector semantics, one row per rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from koordpy.model.selectors import label_selector_matches
+
+
+@dataclass(frozen=True)
+class Req:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+LABELS = {"app": "web", "tier": "front"}
+
+
+@pytest.mark.parametrize(
+    ("match_labels", "expressions", "expected"),
+    [
+        (None, None, True),  # empty selector: everything
+        ({}, (), True),
+        ({"app": "web"}, None, True),
+        ({"app": "web", "tier": "back"}, None, False),  # every matchLabels entry must hold
+        ({"team": "x"}, None, False),  # absent key
+        (None, (Req("app", "In", ("web", "api")),), True),
+        (None, (Req("app", "In", ("api",)),), False),
+        (None, (Req("team", "In", ("x",)),), False),  # In needs the key
+        (None, (Req("app", "NotIn", ("api",)),), True),
+        (None, (Req("app", "NotIn", ("web",)),), False),
+        (None, (Req("team", "NotIn", ("x",)),), True),  # NotIn holds for an absent key
+        (None, (Req("tier", "Exists"),), True),
+        (None, (Req("team", "Exists"),), False),
+        (None, (Req("team", "DoesNotExist"),), True),
+        (None, (Req("tier", "DoesNotExist"),), False),
+        ({"app": "web"}, (Req("tier", "Exists"), Req("team", "Exists")), False),  # every requirement must hold
+    ],
+)
+def test_label_selector_matches(
+    match_labels: dict[str, str] | None, expressions: tuple[Req, ...] | None, expected: bool
+) -> None:
+    assert label_selector_matches(match_labels, expressions, LABELS) is expected
