@@ -15,7 +15,7 @@ from typing import Any
 from koordpy.sim.migration import MigrationRun, MigrationScenario
 from koordpy.sim.page import page_head
 from koordpy.sim.svg import Series, line_chart
-from koordpy.sim.table import cell, side_by_side
+from koordpy.sim.table import html_side_by_side, side_by_side
 
 __all__ = ["migration_html", "migration_summary", "migration_table"]
 
@@ -98,13 +98,7 @@ def _total_chart(runs: Sequence[MigrationRun]) -> str:
 
 def migration_html(scenario: MigrationScenario, seed: int, runs: Sequence[MigrationRun]) -> str:
     summaries = [run.summary() for run in runs]
-    head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
-    rows = "".join(
-        "<tr><th>{}</th>{}</tr>".format(
-            html.escape(label.strip()), "".join(f"<td>{html.escape(cell(s[key]))}</td>" for s in summaries)
-        )
-        for key, label in ROWS
-    )
+    table = html_side_by_side([r.mode for r in runs], summaries, ROWS)
     summary = json.dumps(migration_summary(scenario, seed, runs), indent=2)
     return f"""{page_head("koordpy simulate --migration: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
 <p>{scenario.nodes} nodes, {scenario.drained} drained at once, {runs[0].jobs} PodMigrationJobs (EvictDirectly),
@@ -112,7 +106,7 @@ seed {seed}. <b>arbitration</b>: the manager's arbitration and lifecycle each {s
 <b>evict-all</b>: every job passes at once (arbitration off). A replacement pod is Ready
 {scenario.startup_seconds[0]:g}–{scenario.startup_seconds[1]:g} s after the eviction.
 Not modelled: scheduling delays, node capacity, objectLimiters.</p>
-<table><tr><th></th>{head}</tr>{rows}</table>
+{table}
 <section><h2>The worst workload</h2>
 {_chart(runs)}
 </section>

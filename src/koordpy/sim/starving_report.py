@@ -13,7 +13,7 @@ from typing import Any
 from koordpy.sim.page import page_head
 from koordpy.sim.starving import StarvingRun, StarvingScenario
 from koordpy.sim.svg import Series, line_chart
-from koordpy.sim.table import cell, side_by_side
+from koordpy.sim.table import cell, html_side_by_side, side_by_side
 
 __all__ = ["charts", "starving_html", "starving_summary", "starving_table"]
 
@@ -113,13 +113,7 @@ def _start(start: float | None) -> float | None:
 
 def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> str:
     summaries = [run.summary() for run in runs]
-    head = "".join(f"<th>{html.escape(r.mode)}</th>" for r in runs)
-    rows = "".join(
-        "<tr><th>{}</th>{}</tr>".format(
-            html.escape(label.strip()), "".join(f"<td>{html.escape(cell(s[key]))}</td>" for s in summaries)
-        )
-        for key, label in ROWS
-    )
+    table = html_side_by_side([r.mode for r in runs], summaries, ROWS)
     job_head = "".join(f"<th>start {html.escape(r.mode)} (s)</th>" for r in runs)
     job_rows = "".join(
         "<tr><th>{}</th><td>{}</td><td>{}</td><td>{:g}</td>{}</tr>".format(
@@ -142,7 +136,7 @@ LeastAllocated on requests; <b>koordpy</b>: the same plus the manager's reservat
 reservedNodePercent {settings.reserved_node_percent}, maxHoldSeconds {settings.max_hold_seconds}) and the
 extender's reserved-node filter and owner preference. Not modelled: preemption, the gang bind barrier,
 load-aware placement, latencies.</p>
-<table><tr><th></th>{head}</tr>{rows}</table>
+{table}
 <section><h2>Big jobs</h2>
 {figures[0]}
 <table><tr><th>job</th><th>kind</th><th>pods</th><th>arrival (s)</th>{job_head}</tr>{job_rows}</table>

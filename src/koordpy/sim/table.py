@@ -1,13 +1,15 @@
-"""The side-by-side text table the scenario families print: one row per figure, one column per run.
+"""The side-by-side table the scenario families print (text) and put in their reports (HTML): one row per
+figure, one column per run.
 
 Not guaranteed: a stable layout for parsing (``summary.json`` is the machine-readable form).
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 
-__all__ = ["cell", "side_by_side"]
+__all__ = ["cell", "html_side_by_side", "side_by_side"]
 
 
 def cell(value: object) -> str:
@@ -31,3 +33,17 @@ def side_by_side(
         f"{label:<{width}}" + "".join(f"  {c:>{col}}" for c in row) for (_, label), row in zip(rows, cells, strict=True)
     ]
     return "\n".join(lines)
+
+
+def html_side_by_side(
+    modes: Sequence[str], summaries: Sequence[Mapping[str, object]], rows: Sequence[tuple[str, str]]
+) -> str:
+    """:func:`side_by_side` as an HTML ``<table>`` (every text escaped)."""
+    head = "".join(f"<th>{html.escape(mode)}</th>" for mode in modes)
+    body = "".join(
+        "<tr><th>{}</th>{}</tr>".format(
+            html.escape(label.strip()), "".join(f"<td>{html.escape(cell(s[key]))}</td>" for s in summaries)
+        )
+        for key, label in rows
+    )
+    return f"<table><tr><th></th>{head}</tr>{body}</table>"
