@@ -139,8 +139,9 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
     load = NodeLoad(2)
     present: dict[str, AssignedPod] = {}
     current: object = None
-    entries: list[tuple[str, str, str]] = []
+    entries: list[tuple[str, str, str | None]] = []
     changed_inputs = 0
+    timing = (-20, 60)  # updateTime - NOW, reportInterval
     for step in range(600):
         roll = rng.random()
         if roll < 0.3:
@@ -155,8 +156,10 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             current = None
             load.set_metric(None, VEC, include_sys=True)
         else:
-            builder = NodeMetricBuilder("n").updated(NOW + rng.choice([-700, -20, 0, 0, 40, 40, 200, 200]))
-            builder.report_interval(rng.choice([30, 60])).usage(cpu="3", memory="20Gi")
+            if rng.random() < 0.5:  # else the same updateTime and reportInterval as the last report
+                timing = (rng.choice([-700, -20, 0, 0, 40, 40, 200, 200]), rng.choice([30, 60]))
+            builder = NodeMetricBuilder("n").updated(NOW + timing[0])
+            builder.report_interval(timing[1]).usage(cpu="3", memory="20Gi")
             builder.system_usage(cpu=f"{rng.randint(0, 900)}m", memory="1Gi")
             mode = rng.random()
             if mode < 0.4:  # a new podsMetric
@@ -164,13 +167,30 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
                     (f"p{i}", rng.choice(["koord-prod", "koord-batch"]), f"{rng.choice([0, 300, 1500])}m")
                     for i in range(0, 30, rng.choice([1, 2, 3]))
                 ]
-            elif mode < 0.7 and entries:  # one entry changed (usage or priority), the others as last time
+            elif mode < 0.6 and entries:  # one entry changed (usage or priority), the others as last time
                 k = rng.randrange(len(entries))
                 entries = [*entries]
                 entries[k] = (entries[k][0], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
+            elif mode < 0.85:  # the last podsMetric with entries appended: names already reported (another
+                # usage or priority: the last usage counts, Prod if any entry says so), new names, pods of
+                # other nodes, and entries without usage (cpu None: no podUsage resources at all)
+                entries = [
+                    *entries,
+                    *(
+                        (
+                            rng.choice([f"p{rng.randrange(30)}", f"elsewhere-{rng.randrange(5)}"]),
+                            rng.choice(["koord-prod", "koord-batch"]),
+                            rng.choice([None, "0m", "300m", "1500m", f"{rng.randint(1, 2)}"]),
+                        )
+                        for _ in range(rng.randint(1, 4))
+                    ),
+                ]
             # else: the same podsMetric as the last report
             for pod_name, priority, cpu in entries:
-                builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
+                if cpu is None:
+                    builder.pod("ns", pod_name, priority=priority)
+                else:
+                    builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
             before = sums(load)
             current = nodemetric_from_dict(builder.build())
             load.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
@@ -180,6 +200,9 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             fresh.add_pod(pod)
         fresh.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
         assert sums(load) == sums(fresh), f"step {step}"
+        for pod in pods:  # reported vectors (made on first use, kept between reports) are the current ones
+            want, got = fresh.reported_usage(pod.key), load.reported_usage(pod.key)
+            assert (None if want is None else want.tolist()) == (None if got is None else got.tolist()), f"step {step}"
     assert changed_inputs > 100  # the metrics did move the sums: not a comparison of unchanging loads
 
 
@@ -198,3 +221,24 @@ def test_sums_are_clamped_when_read_and_exact_underneath() -> None:
     assert load.node_estimated.tolist() == [2**53, 5]
     load.remove_pod(huge[1].pod.uid)
     assert load.node_estimated.tolist() == [0, 0]
+
+
+def test_an_appended_entry_that_only_makes_a_pod_prod_is_accounted() -> None:
+    # The same usage again for p0, now as koord-prod: only Prod-by-the-metric changes. p0 is Prod by spec,
+    # assigned long ago (not estimated): prodUsage = its reported 400m once the metric calls it Prod too.
+    pod = pod_from_dict(PodBuilder("p0", "ns").requests(cpu="1", memory="1Gi").priority(9500).build())
+
+    def reporting(*priorities: str) -> object:
+        builder = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="3", memory="20Gi")
+        for priority in priorities:
+            builder.pod("ns", "p0", priority=priority, cpu="400m")
+        return nodemetric_from_dict(builder.build())
+
+    load = NodeLoad(2)
+    load.add_pod(AssignedPod(pod=pod, timestamp=NOW - 600, estimated=np.array([1000, GI], np.int64), deadline=None))
+    load.set_metric(reporting("koord-batch"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.prod_usage.tolist() == [0, 0]
+    assert load.prod_delta.tolist() == [1000, GI]  # Prod by spec, not by the metric: the full estimate
+    load.set_metric(reporting("koord-batch", "koord-prod"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.prod_usage.tolist() == [400, 0]
+    assert load.prod_delta.tolist() == [0, 0]  # reported and not estimated: no delta

@@ -8,6 +8,7 @@ pod classes. A stale table shows as a mismatch naming the event.
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -178,14 +179,28 @@ ROWS = ("alloc", "np_base", "np_thr", "prod_base", "prod_thr", "score_np_base", 
 FLAGS = ("has_metric", "metric_invalid", "has_status", "np_aggregated", "prod_enabled", "np_enabled")
 
 
-def metric_with_pods(name: str, rng: random.Random, now: float, pods: list[str]) -> NodeMetricInfo:
+def metric_with_pods(name: str, rng: random.Random, now: float, pods: list[str]) -> dict[str, Any]:
     builder = NodeMetricBuilder(name).updated(now - rng.choice([0, 30, 90])).report_interval(60)
     builder.usage(cpu=f"{rng.randint(0, 30)}", memory="20Gi").system_usage(cpu="300m", memory="1Gi")
     for pod in pods:
         if rng.random() < 0.6:
             priority = rng.choice(["koord-prod", "koord-batch"])
             builder.pod("apps", pod, priority=priority, cpu=f"{rng.choice([0, 200, 3000])}m", memory="512Mi")
-    return nodemetric_from_dict(builder.build())
+    return builder.build()
+
+
+def with_entries_appended(raw: dict[str, Any], rng: random.Random, pods: list[str]) -> dict[str, Any]:
+    """The same NodeMetric (updateTime included) with 1-3 podsMetric entries appended: pods of the node
+    (reported again with another usage or priority, or for the first time), pods of no node, entries
+    without usage."""
+    raw = copy.deepcopy(raw)
+    entries = raw["status"].setdefault("podsMetric", [])
+    for _ in range(rng.randint(1, 3)):
+        name = rng.choice([*pods, "elsewhere"]) if pods else "elsewhere"
+        usage = {} if rng.random() < 0.2 else {"cpu": f"{rng.choice([0, 200, 3000])}m", "memory": "512Mi"}
+        priority = rng.choice(["koord-prod", "koord-batch"])
+        entries.append({"namespace": "apps", "name": name, "priority": priority, "podUsage": {"resources": usage}})
+    return raw
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -200,16 +215,21 @@ def test_rows_after_random_events_equal_those_of_a_state_fed_the_end_result(seed
     now = NOW
     names = [f"n{i}" for i in range(6)]
     pods: dict[str, Any] = {}
+    last: dict[str, dict[str, Any]] = {}  # node -> its last NodeMetric as sent
     for step in range(250):
-        kind = rng.randrange(7)
+        kind = rng.randrange(8)
         name = rng.choice(names)
         if kind == 0:
             state.upsert_node(node(name, cpu=rng.choice([4, 16, 32]), threshold=rng.choice([None, 30, 80])))
         elif kind == 1 and rng.random() < 0.3:
             state.remove_node(name)
-        elif kind == 2:
+        elif kind == 2 or (kind == 7 and name in last):
             on_node = [p.name for p in pods.values() if p.node_name == name]
-            state.upsert_metric(metric_with_pods(name, rng, now, on_node))
+            if kind == 2:
+                last[name] = metric_with_pods(name, rng, now, on_node)
+            else:  # the last report with entries appended: only those entries are applied
+                last[name] = with_entries_appended(last[name], rng, on_node)
+            state.upsert_metric(nodemetric_from_dict(last[name]))
         elif kind == 3 and rng.random() < 0.3:
             state.remove_metric(name)
         elif kind == 4:
@@ -221,7 +241,7 @@ def test_rows_after_random_events_equal_those_of_a_state_fed_the_end_result(seed
             pod = pod_from_dict(built)
             state.upsert_pod(pod, now)
             pods[pod.uid] = pod
-        elif kind == 5 and pods:
+        elif kind == 5 and len(pods) > 2:  # some pods stay to the end
             uid = rng.choice(sorted(pods))
             state.remove_pod(uid)
             del pods[uid]
