@@ -176,9 +176,16 @@ def resource_value(resource: str, raw: str | int | float) -> int:
     """The canonical integer for a resource: millicores for cpu, base units for the rest.
 
     The ``*-cpu`` extended resources of Koordinator (``kubernetes.io/batch-cpu``) are already
-    expressed in millicores as plain integers, so they use ``value``. Results for strings and
-    numbers are memoised: the same few quantity strings recur on every pod and NodeMetric event.
+    expressed in millicores as plain integers, so they use ``value``. The usual forms (whole digits with
+    ``m``, ``k``, ``M``, ``G``, ``Ki``, ``Mi``, ``Gi`` or no suffix) are read with integer arithmetic; other
+    strings and numbers are memoised.
     """
+    if type(raw) is str:
+        simple = _SIMPLE.fullmatch(raw)
+        if simple is not None:
+            amount = _simple_value(resource == "cpu", int(simple[1]), simple[2])
+            if amount <= _SIMPLE_MAX:
+                return amount
     if type(raw) in _MEMOISED:
         return _resource_value(resource, raw)
     return _uncached_resource_value(resource, raw)  # raises QuantityError for anything odd
@@ -191,6 +198,23 @@ def _uncached_resource_value(resource: str, raw: str | int | float) -> int:
     if resource == "cpu":
         return milli_value(raw)
     return value(raw)
+
+
+_SIMPLE = re.compile(r"([0-9]{1,15})(m|k|M|G|Ki|Mi|Gi|)", re.ASCII)
+"""The forms nearly every quantity takes (what ``resource.Quantity`` prints for whole millicores and bytes:
+``"712m"``, ``"1956Mi"``, ``"2051342336"``): whole digits and a common suffix, read with integer arithmetic
+instead of :func:`parse_quantity`'s exact fractions, and not memoised: koordlet's usage strings change on every
+report, so a memo would mostly churn."""
+_SIMPLE_MAX = 2**62
+"""Results from the short path above this go the long way, which decides range errors and caps."""
+_SIMPLE_SCALE = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+def _simple_value(cpu: bool, digits: int, suffix: str) -> int:
+    """``milli_value`` (cpu) or ``value`` of ``<digits><suffix>``, exactly, for the suffixes of ``_SIMPLE``."""
+    if suffix == "m":
+        return digits if cpu else -(-digits // 1000)  # Value() rounds up
+    return digits * _SIMPLE_SCALE[suffix] * (1000 if cpu else 1)
 
 
 _resource_value = functools.lru_cache(maxsize=8192, typed=True)(_uncached_resource_value)
