@@ -127,17 +127,23 @@ class ControllerRef(NamedTuple):
     api_version: str
 
 
-def _controller(owners: list[Any]) -> ControllerRef | None:
+def _owners(owners: list[Any]) -> tuple[tuple[str, ...], ControllerRef | None]:
+    """The kinds of ``metadata.ownerReferences`` in order and the first one with ``controller: true``
+    (None when there is none), in one pass."""
+    kinds: list[str] = []
+    controller = None
     for i, owner in enumerate(owners):
-        ref = field_mapping(owner, f"metadata.ownerReferences[{i}]")
-        if ref.get("controller") is True:
-            return ControllerRef(
+        ref = owner if type(owner) is dict else field_mapping(owner, f"metadata.ownerReferences[{i}]")
+        kind = ref.get("kind", "")
+        kinds.append(kind if type(kind) is str else str(kind))
+        if controller is None and ref.get("controller") is True:
+            controller = ControllerRef(
                 str(ref.get("kind") or ""),
                 str(ref.get("name") or ""),
                 str(ref.get("uid") or ""),
                 str(ref.get("apiVersion") or ""),
             )
-    return None
+    return tuple(kinds), controller
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +227,51 @@ def _resources_shape(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return tuple(shape)
 
 
+def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """:func:`_resources_shape` without checking that names and quantities are strings, to look a pod up in
+    ``_POD_RESOURCES``: every key there was built by :func:`_resources_shape`, so holds only strings, and
+    a key with anything else in it equals none of them (``1 != "1"``; an unhashable value raises
+    ``TypeError`` on lookup). None where the containers, resources or lists are not plain lists and dicts.
+    Equal to :func:`_resources_shape` wherever that is not None."""
+    shape: list[Any] = []
+    append = shape.append
+    for field in ("containers", "initContainers"):
+        listed = spec.get(field)
+        if listed is None:
+            append(None)
+            continue
+        if type(listed) is not list:
+            return None
+        for container in listed:
+            if type(container) is not dict:
+                return None
+            resources = container.get("resources")
+            if resources is None:
+                append((None, None, container.get("restartPolicy") == "Always"))
+                continue
+            if type(resources) is not dict:
+                return None
+            requests = resources.get("requests")
+            if requests is not None:
+                if type(requests) is not dict:
+                    return None
+                requests = tuple(requests.items())
+            limits = resources.get("limits")
+            if limits is not None:
+                if type(limits) is not dict:
+                    return None
+                limits = tuple(limits.items())
+            append((requests, limits, container.get("restartPolicy") == "Always"))
+        append(field)
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        if type(overhead) is not dict:
+            return None
+        overhead = tuple(overhead.items())
+    append(overhead)
+    return tuple(shape)
+
+
 def _quantities_shape(raw: Any) -> tuple[tuple[str, str], ...] | bool | None:
     """A resource list as a tuple of (name, quantity) string pairs; None for None; False for anything
     but a dict of strings."""
@@ -246,8 +297,11 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
-    shape = _resources_shape(spec)
-    known = _POD_RESOURCES.get(shape) if shape is not None else None
+    key = _resources_key(spec)
+    try:
+        known = _POD_RESOURCES.get(key) if key is not None else None
+    except TypeError:  # an unhashable quantity: no memoised shape has one
+        known = None
     if known is not None:
         requests, limits, qos = dict(known[0]), dict(known[1]), known[2]
     else:
@@ -258,8 +312,10 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
             qos = kube_qos_of(app + init)
         except (QuantityError, AttributeError, TypeError) as exc:
             raise _pod_resources_error(spec, exc) from None
-        if shape is not None and len(_POD_RESOURCES) < _POD_RESOURCES_MAX:
-            _POD_RESOURCES[shape] = (dict(requests), dict(limits), qos)
+        if key is not None and len(_POD_RESOURCES) < _POD_RESOURCES_MAX:
+            shape = _resources_shape(spec)  # the checked key: strings only
+            if shape is not None:
+                _POD_RESOURCES[shape] = (dict(requests), dict(limits), qos)
     scheduled = initialized = None
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
@@ -275,27 +331,30 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ObjectError("metadata.ownerReferences: expected a list")
+    owner_kinds, controller = _owners(owners) if owners else ((), None)
+    namespace = meta.get("namespace") or "default"
+    # Positional (in field order, each named in the comment): a keyword call of twenty fields costs more.
     return PodInfo(
-        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{name}"),
-        namespace=str(meta.get("namespace") or "default"),
-        name=name,
-        node_name=str(spec.get("nodeName") or ""),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        phase=str(status.get("phase") or "Pending"),
-        priority=priority,
-        labels=labels,
-        annotations=field_str_map(meta.get("annotations"), "metadata.annotations"),
-        requests=requests,
-        limits=limits,
-        qos=qos,
-        priority_class=priority_class(labels, priority, qos),
-        owner_kinds=tuple(str(field_mapping(o, "metadata.ownerReferences[]").get("kind", "")) for o in owners),
-        creation_time=field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        deletion_time=field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
-        scheduled_time=scheduled,
-        initialized_time=initialized,
-        termination_grace_seconds=_grace(spec.get("terminationGracePeriodSeconds")),
-        controller=_controller(owners),
+        str(meta.get("uid") or f"{namespace}/{name}"),  # uid
+        str(namespace),  # namespace
+        name,  # name
+        str(spec.get("nodeName") or ""),  # node_name
+        str(spec.get("schedulerName") or "default-scheduler"),  # scheduler_name
+        str(status.get("phase") or "Pending"),  # phase
+        priority,  # priority
+        labels,  # labels
+        field_str_map(meta.get("annotations"), "metadata.annotations"),  # annotations
+        requests,  # requests
+        limits,  # limits
+        qos,  # qos
+        priority_class(labels, priority, qos),  # priority_class
+        owner_kinds,  # owner_kinds
+        field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),  # creation_time
+        field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),  # deletion_time
+        scheduled,  # scheduled_time
+        initialized,  # initialized_time
+        _grace(spec.get("terminationGracePeriodSeconds")),  # termination_grace_seconds
+        controller,  # controller
     )
 
 

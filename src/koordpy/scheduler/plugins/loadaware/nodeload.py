@@ -73,6 +73,8 @@ class AssignedPod:
         self.prod = pod.priority_class is PriorityClass.PROD
         if estimated is None:
             self._estimate: Values | None = None
+        elif type(estimated) is tuple:  # the plugin's estimates: kept as they are (tuple() would return it)
+            self._estimate = estimated
         elif isinstance(estimated, np.ndarray):
             self._estimate = tuple(estimated.tolist())
         else:

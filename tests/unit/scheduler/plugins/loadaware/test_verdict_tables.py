@@ -266,3 +266,41 @@ def test_rows_after_random_events_equal_those_of_a_state_fed_the_end_result(seed
         assert plugin.update_time[i] == fresh_plugin.update_time[j], name
         for row in ROWS:
             assert getattr(plugin, row)[i].tolist() == getattr(fresh_plugin, row)[j].tolist(), f"{row} of {name}"
+
+
+def test_pod_events_after_the_arrays_grew_write_the_new_rows() -> None:
+    # Pod events write the base rows through flat views of the matrices; the views are rebuilt when the
+    # matrices are (capacity 64 -> 128 here). Stale views would leave the pods of nodes 64..69 unseen in
+    # the rows while a fresh state (allocated for all 70 nodes before any pod) sees them.
+    state, plugin = fresh_state()
+    names = [f"n{i}" for i in range(70)]
+    for i, name in enumerate(names[:60]):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=4 + i % 5, age=5, now=NOW))
+    views = plugin._base_views
+    for name in names[60:]:
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=3, age=5, now=NOW))
+    assert plugin._capacity > 64 and plugin._base_views is not views  # the arrays grew
+    for i, name in enumerate(names):
+        state.upsert_pod(assigned(f"p{i}", name, cpu=f"{1 + i % 3}"), NOW)
+    state.remove_pod("uid-p66")  # and a pod taken back after the growth
+    fresh_plugin = LoadAwarePlugin(plugin.args)
+    fresh = ClusterState([fresh_plugin])
+    fresh_plugin.on_capacity(plugin._capacity)
+    for node_info in state.nodes.values():
+        fresh.upsert_node(node_info)
+    for metric_info in state.metrics.values():
+        fresh.upsert_metric(metric_info)
+    for pod in state.assigned.values():
+        fresh.upsert_pod(pod, NOW)
+    for name in names:
+        i, j = state.index.get(name), fresh.index.get(name)
+        assert i is not None and j is not None
+        for row in ROWS:
+            assert getattr(plugin, row)[i].tolist() == getattr(fresh_plugin, row)[j].tolist(), f"{row} of {name}"
+    # p65 requests 1 + 65 % 3 = 3 cpu, estimated at the default 85%: 2550m on top of n65's 3 cpu of usage;
+    # p66's share is taken back from n66
+    assert plugin.np_base[state.index.get("n65")][0] == 3000 + 2550
+    assert plugin.np_base[state.index.get("n66")][0] == 3000
+    check(state, plugin, NOW, "pods after the arrays grew")
