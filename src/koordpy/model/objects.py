@@ -60,6 +60,12 @@ def field_mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 def field_str_map(obj: Any, path: str) -> dict[str, str]:
     raw = field_mapping(obj, path)
+    copied = dict(raw)
+    for key, value in copied.items():  # the usual case (all strings) needs no str() of each
+        if type(key) is not str or type(value) is not str:
+            break
+    else:
+        return copied
     try:
         return {str(k): str(v) for k, v in raw.items()}
     except ValueError:  # str() of an integer beyond Python's 4,300-digit conversion limit

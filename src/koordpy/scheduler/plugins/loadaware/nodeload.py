@@ -294,7 +294,11 @@ class NodeLoad:
         if self.metric is not None:
             inputs = self._inputs_of(assigned)
             self._account(assigned, inputs, +1)
-            self._accounted(uid, inputs)
+            # ``_accounted`` without its discard: the uid is in neither ``_inputs`` nor ``_unsettled`` here
+            # (``_take_back`` took it out of both)
+            self._inputs[uid] = inputs
+            if inputs[0] is not None and inputs[2]:
+                self._unsettled.add(uid)
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
@@ -327,7 +331,7 @@ class NodeLoad:
         """What the pod's share depends on under the current metric (which must be set)."""
         key = assigned.key
         usage = self._usage.get(key)
-        if usage is None:
+        if usage is None and key in self._reported:  # else not reported (most new pods)
             usage = self._reported_vector(key)
         active_prod = assigned.prod and usage is not None and key in self._metric_prod
         should = (

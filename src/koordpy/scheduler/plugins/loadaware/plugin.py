@@ -169,6 +169,9 @@ class LoadAwarePlugin:
         self._node_of_index: dict[int, str] = {}
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
+        self._usage_source: list[tuple[str, float] | None] = []
+        """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
+        by index so that a pod event does not look the profile up by name."""
         self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
         self._changes: list[int] = []
         """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
@@ -215,6 +218,7 @@ class LoadAwarePlugin:
         grow_vector("prod_enabled", bool, False)
         grow_vector("np_enabled", bool, False)
         grow_vector("update_time", np.float64, np.nan)
+        self._usage_source.extend([None] * (capacity - len(self._usage_source)))
         # Flat views of the four base matrices for the per-event writes of ``_write_bases``: a memoryview
         # item write costs half a numpy ``[index, r]`` one. Rebuilt with the matrices they view.
         self._base_views = tuple(
@@ -264,28 +268,27 @@ class LoadAwarePlugin:
         self.has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
         self.np_aggregated[index] = self.profiles[name].aggregated is not None
-        self._write_bases(index, name, load)
+        self._write_bases(index, load)
 
-    def _refresh_sums(self, name: str, load: NodeLoad | None) -> None:
+    def _refresh_sums(self, name: str, load: NodeLoad | None, index: int | None) -> None:
         """:meth:`_refresh` after a pod event on node ``name`` (``load``: its NodeLoad, None when it has
-        none): only the pod sums changed, so only the base rows are rewritten (the metric flags, update
-        time and profile rows are the same)."""
-        index = self._index_of_node.get(name)
+        none; ``index``: its index as the cluster state gave it, None: looked up here): only the pod sums
+        changed, so only the base rows are rewritten (the metric flags, update time and profile rows are
+        the same)."""
         if index is None:
-            return
+            index = self._index_of_node.get(name)
+            if index is None:
+                return
         self._changed(index)
         if load is not None and load.metric is not None:  # without a metric the base rows are not read
-            self._write_bases(index, name, load)
+            self._write_bases(index, load)
 
-    def _write_bases(self, index: int, name: str, load: NodeLoad) -> None:
+    def _write_bases(self, index: int, load: NodeLoad) -> None:
         """The base rows (usage + deltas) of node ``index``, in plain integers written entry by entry
         through flat views (at a handful of resources that is cheaper than building a numpy row)."""
         node_delta, prod_delta, node_estimated, prod_usage = load.sums()
-        profile = self.profiles[name]
-        if profile.aggregated is not None:
-            usage = load.aggregated_values(profile.aggregated.aggregation_type, profile.aggregated.duration)
-        else:
-            usage = load.node_usage_values
+        source = self._usage_source[index]
+        usage = load.node_usage_values if source is None else load.aggregated_values(*source)
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
             score_usage = load.aggregated_values(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
@@ -313,6 +316,8 @@ class LoadAwarePlugin:
         self._index_of_node[node.name] = index
         self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
         profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
+        aggregated = profile.aggregated
+        self._usage_source[index] = None if aggregated is None else (aggregated.aggregation_type, aggregated.duration)
         # Node-static rows: set once per node change, not on every pod or metric event.
         prod_thr = self.vectorize(dict(profile.prod))
         usage_thresholds = profile.aggregated.thresholds if profile.aggregated is not None else profile.usage
@@ -330,6 +335,7 @@ class LoadAwarePlugin:
         self._index_of_node.pop(name, None)
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
+        self._usage_source[index] = None
         self.has_metric[index] = False
         self.has_status[index] = False
         self.metric_invalid[index] = False
@@ -398,13 +404,13 @@ class LoadAwarePlugin:
         assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
         load = self._load(node_name)
         load.add_pod(assigned)
-        self._refresh_sums(node_name, load)
+        self._refresh_sums(node_name, load, index)
 
     def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
         load = self.loads.get(node_name)
         if load is not None:
             load.remove_pod(pod.uid)
-            self._refresh_sums(node_name, load)
+            self._refresh_sums(node_name, load, index)
 
     def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
         after_scheduled = after_initialized = -1

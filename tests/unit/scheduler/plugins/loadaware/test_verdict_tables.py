@@ -9,6 +9,7 @@ pod classes. A stale table shows as a mismatch naming the event.
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -304,3 +305,33 @@ def test_pod_events_after_the_arrays_grew_write_the_new_rows() -> None:
     assert plugin.np_base[state.index.get("n65")][0] == 3000 + 2550
     assert plugin.np_base[state.index.get("n66")][0] == 3000
     check(state, plugin, NOW, "pods after the arrays grew")
+
+
+def test_a_node_whose_profile_changes_reads_the_new_usage_after_pod_events() -> None:
+    # The usage a node's base reads (nodeUsage, or the p95 its profile names) is kept by node index for
+    # pod events; a Node update that adds or drops the aggregated profile must change it. nodeUsage is
+    # 4 cpu, p95 is 9 cpu; one pod of 2 cpu (estimated 1700m) lands after each change.
+    aggregated = {"aggregatedUsage": {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95"}}
+    plain = NodeBuilder("n").allocatable(cpu="32", memory="64Gi", pods="110")
+    with_p95 = copy.deepcopy(plain).annotation("scheduling.koordinator.sh/usage-thresholds", json.dumps(aggregated))
+    raw_metric = (
+        NodeMetricBuilder("n")
+        .updated(NOW - 5)
+        .report_interval(60)
+        .usage(cpu="4", memory="20Gi")
+        .aggregated("5m", "p95", cpu="9", memory="20Gi")
+        .build()
+    )
+    state, plugin = fresh_state()
+    state.upsert_node(node_from_dict(plain.build()))
+    state.upsert_metric(nodemetric_from_dict(raw_metric))
+    expected_usage = []
+    for step, builder in enumerate([with_p95, plain, with_p95]):
+        state.upsert_node(node_from_dict(builder.build()))
+        state.upsert_pod(assigned(f"p{step}", "n", cpu="2"), NOW)
+        expected_usage.append(9000 if builder is with_p95 else 4000)
+        index = state.index.get("n")
+        assert index is not None
+        # usage + the estimates of the pods so far (1700m each; all assigned within the report interval)
+        assert plugin.np_base[index][0] == expected_usage[-1] + 1700 * (step + 1), f"after step {step}"
+        check(state, plugin, NOW, f"node update {step} and a pod")
