@@ -4,6 +4,7 @@ give what the checked path gives, and never hand one pod's memoised resources to
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -108,3 +109,13 @@ def test_an_owner_that_is_not_an_object_is_named_by_its_position() -> None:
     raw["metadata"]["ownerReferences"] = [{"kind": "Job"}, "Job"]
     with pytest.raises(ObjectError, match=r"metadata\.ownerReferences\[1\]: expected an object, got str"):
         pod_from_dict(raw)
+
+
+def test_a_pod_view_copies_by_replace_and_compares_by_value() -> None:
+    # PodInfo is read-only by type only (mypy reports assignments); copies go through dataclasses.replace
+    pod = pod_from_dict(PodBuilder("p").requests(cpu="1").build())
+    placed = dataclasses.replace(pod, node_name="n1")
+    assert (placed.node_name, pod.node_name) == ("n1", "")
+    assert placed != pod and dataclasses.replace(placed, node_name="") == pod
+    assert [f.name for f in dataclasses.fields(pod)][:3] == ["uid", "namespace", "name"]
+    assert not hasattr(pod, "__dict__")  # slotted
