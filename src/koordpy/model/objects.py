@@ -352,10 +352,11 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
             cond = field_mapping(cond, f"status.conditions[{i}]")
         if cond.get("status") != "True":
             continue
-        if cond.get("type") == "PodScheduled":
-            scheduled = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
-        elif cond.get("type") == "Initialized":
-            initialized = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        kind = cond.get("type")
+        if kind == "PodScheduled":
+            scheduled = _condition_time(cond.get("lastTransitionTime"), i)
+        elif kind == "Initialized":
+            initialized = _condition_time(cond.get("lastTransitionTime"), i)
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ObjectError("metadata.ownerReferences: expected a list")
@@ -384,6 +385,17 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         _grace(spec.get("terminationGracePeriodSeconds")),  # termination_grace_seconds
         controller,  # controller
     )
+
+
+def _condition_time(raw: Any, i: int) -> float | None:
+    """``field_time`` of ``status.conditions[i].lastTransitionTime``, with the field path built only for
+    an error."""
+    if type(raw) is str and raw:
+        try:
+            return parse_rfc3339(raw)
+        except DurationError:
+            pass  # field_time names the field
+    return field_time(raw, f"status.conditions[{i}].lastTransitionTime")
 
 
 def _grace(raw: Any) -> int | None:

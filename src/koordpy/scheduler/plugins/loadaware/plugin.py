@@ -170,6 +170,9 @@ class LoadAwarePlugin:
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
         self._usage_source: list[tuple[str, float] | None] = []
+        self._load_at: list[NodeLoad | None] = []
+        """Node index -> ``loads`` of the node at that index, filled by its first pod event, emptied when the
+        node is removed (its index may be reused by another node); a pod event then needs no name lookup."""
         """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
         by index so that a pod event does not look the profile up by name."""
         self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
@@ -219,6 +222,7 @@ class LoadAwarePlugin:
         grow_vector("np_enabled", bool, False)
         grow_vector("update_time", np.float64, np.nan)
         self._usage_source.extend([None] * (capacity - len(self._usage_source)))
+        self._load_at.extend([None] * (capacity - len(self._load_at)))
         # Flat views of the four base matrices for the per-event writes of ``_write_bases``: a memoryview
         # item write costs half a numpy ``[index, r]`` one. Rebuilt with the matrices they view.
         self._base_views = tuple(
@@ -336,6 +340,7 @@ class LoadAwarePlugin:
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
         self._usage_source[index] = None
+        self._load_at[index] = None
         self.has_metric[index] = False
         self.has_status[index] = False
         self.metric_invalid[index] = False
@@ -402,7 +407,11 @@ class LoadAwarePlugin:
             return
         estimate = self.estimate_values(pod)
         assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
-        load = self._load(node_name)
+        load = self._load_at[index] if index is not None else None
+        if load is None:
+            load = self._load(node_name)
+            if index is not None and self._index_of_node.get(node_name) == index:
+                self._load_at[index] = load
         load.add_pod(assigned)
         self._refresh_sums(node_name, load, index)
 

@@ -335,3 +335,23 @@ def test_a_node_whose_profile_changes_reads_the_new_usage_after_pod_events() -> 
         # usage + the estimates of the pods so far (1700m each; all assigned within the report interval)
         assert plugin.np_base[index][0] == expected_usage[-1] + 1700 * (step + 1), f"after step {step}"
         check(state, plugin, NOW, f"node update {step} and a pod")
+
+
+def test_an_index_reused_by_another_node_takes_that_nodes_pods() -> None:
+    # Pod events find a node's NodeLoad by index; a removed node's index goes to the next new node, whose
+    # pods must land on its own NodeLoad (not on the removed node's, still kept by name).
+    state, plugin = fresh_state()
+    for name in ("a", "b"):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=2, age=5, now=NOW))
+    state.upsert_pod(assigned("on-a", "a", cpu="4"), NOW)
+    index_a = state.index.get("a")
+    state.remove_node("a")
+    state.upsert_node(node("c"))
+    state.upsert_metric(metric("c", cpu=1, age=5, now=NOW))
+    assert state.index.get("c") == index_a  # the index was reused
+    state.upsert_pod(assigned("on-c", "c", cpu="2"), NOW)
+    assert set(plugin.loads["c"].pods) == {"uid-on-c"} and set(plugin.loads["a"].pods) == {"uid-on-a"}
+    # c: 1 cpu of usage + 2 cpu estimated at 85% = 2700m (a's 4 cpu pod is not on it)
+    assert plugin.np_base[index_a][0] == 1000 + 1700
+    check(state, plugin, NOW, "a pod on a reused index")
