@@ -171,8 +171,10 @@ class LoadAwarePlugin:
         self._alloc_of: dict[str, Vector] = {}
         self._usage_source: list[tuple[str, float] | None] = []
         self._load_at: list[NodeLoad | None] = []
-        """Node index -> ``loads`` of the node at that index, filled by its first pod event, emptied when the
-        node is removed (its index may be reused by another node); a pod event then needs no name lookup."""
+        """Node index -> ``loads`` of the node at that index (None while it has none), set when its NodeLoad
+        is created and whenever a node is added at that index (a removed node's index may be reused): a pod
+        event finds the NodeLoad without a name lookup. A removed node's entry is stale until then, and
+        never read: the cluster state passes no index for a node it does not know."""
         """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
         by index so that a pod event does not look the profile up by name."""
         self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
@@ -253,6 +255,9 @@ class LoadAwarePlugin:
         load = self.loads.get(name)
         if load is None:
             load = self.loads[name] = NodeLoad(self._width)
+            index = self._index_of_node.get(name)
+            if index is not None:
+                self._load_at[index] = load
         return load
 
     def _refresh(self, name: str) -> None:
@@ -318,6 +323,7 @@ class LoadAwarePlugin:
     def on_node(self, index: int, node: NodeInfo) -> None:
         self._node_of_index[index] = node.name
         self._index_of_node[node.name] = index
+        self._load_at[index] = self.loads.get(node.name)
         self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
         profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
         aggregated = profile.aggregated
@@ -340,7 +346,6 @@ class LoadAwarePlugin:
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
         self._usage_source[index] = None
-        self._load_at[index] = None
         self.has_metric[index] = False
         self.has_status[index] = False
         self.metric_invalid[index] = False
@@ -410,8 +415,6 @@ class LoadAwarePlugin:
         load = self._load_at[index] if index is not None else None
         if load is None:
             load = self._load(node_name)
-            if index is not None and self._index_of_node.get(node_name) == index:
-                self._load_at[index] = load
         load.add_pod(assigned)
         self._refresh_sums(node_name, load, index)
 
