@@ -330,9 +330,11 @@ class NodeLoad:
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""
         key = assigned.key
-        usage = self._usage.get(key)
-        if usage is None and key in self._reported:  # else not reported (most new pods)
-            usage = self._reported_vector(key)
+        usage = None
+        if key in self._reported:  # else not reported (most new pods); ``_usage`` only holds reported keys
+            usage = self._usage.get(key)
+            if usage is None:
+                usage = self._reported_vector(key)
         active_prod = assigned.prod and usage is not None and key in self._metric_prod
         should = (
             usage is None
