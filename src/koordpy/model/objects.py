@@ -144,7 +144,7 @@ def _owners(owners: list[Any]) -> tuple[tuple[str, ...], ControllerRef | None]:
         kinds.append(kind if type(kind) is str else str(kind))
         if controller is None and ref.get("controller") is True:
             fields = (
-                str(ref.get("kind") or ""),
+                str(kind or ""),
                 str(ref.get("name") or ""),
                 str(ref.get("uid") or ""),
                 str(ref.get("apiVersion") or ""),
