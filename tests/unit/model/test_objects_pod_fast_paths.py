@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -119,3 +120,4 @@ def test_a_pod_view_copies_by_replace_and_compares_by_value() -> None:
     assert placed != pod and dataclasses.replace(placed, node_name="") == pod
     assert [f.name for f in dataclasses.fields(pod)][:3] == ["uid", "namespace", "name"]
     assert not hasattr(pod, "__dict__")  # slotted
+    assert pickle.loads(pickle.dumps(placed)) == placed and copy.deepcopy(placed) == placed

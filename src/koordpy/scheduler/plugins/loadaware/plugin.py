@@ -170,13 +170,13 @@ class LoadAwarePlugin:
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
         self._usage_source: list[tuple[str, float] | None] = []
+        """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
+        by index so that a pod event does not look the profile up by name; set with the profile."""
         self._load_at: list[NodeLoad | None] = []
         """Node index -> ``loads`` of the node at that index (None while it has none), set when its NodeLoad
         is created and whenever a node is added at that index (a removed node's index may be reused): a pod
         event finds the NodeLoad without a name lookup. A removed node's entry is stale until then, and
         never read: the cluster state passes no index for a node it does not know."""
-        """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
-        by index so that a pod event does not look the profile up by name."""
         self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
         self._changes: list[int] = []
         """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
