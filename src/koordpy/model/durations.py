@@ -68,6 +68,11 @@ def _bounded(seconds: float, raw: object) -> float:
 
 def parse_rfc3339(raw: str) -> float:
     """Parse ``2026-11-21T10:00:00Z`` (fractions and offsets allowed) into epoch seconds."""
+    if raw[-1:] == "Z":  # the API server's form: ``fromisoformat`` reads the Z itself (3.11+), zone included
+        try:
+            return datetime.fromisoformat(raw).timestamp()
+        except ValueError:
+            pass  # the path below gives the same answer or names the problem
     text = raw.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

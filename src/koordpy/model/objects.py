@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, dataclass_transform
 
 from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
 from koordpy.model.priority import KubeQoS, PriorityClass, kube_qos_of, priority_class
@@ -60,6 +60,12 @@ def field_mapping(obj: Any, path: str) -> Mapping[str, Any]:
 
 def field_str_map(obj: Any, path: str) -> dict[str, str]:
     raw = field_mapping(obj, path)
+    copied = dict(raw)
+    for key, value in copied.items():  # the usual case (all strings) needs no str() of each
+        if type(key) is not str or type(value) is not str:
+            break
+    else:
+        return copied
     try:
         return {str(k): str(v) for k, v in raw.items()}
     except ValueError:  # str() of an integer beyond Python's 4,300-digit conversion limit
@@ -127,21 +133,43 @@ class ControllerRef(NamedTuple):
     api_version: str
 
 
-def _controller(owners: list[Any]) -> ControllerRef | None:
+def _owners(owners: list[Any]) -> tuple[tuple[str, ...], ControllerRef | None]:
+    """The kinds of ``metadata.ownerReferences`` in order and the first one with ``controller: true``
+    (None when there is none), in one pass."""
+    kinds: list[str] = []
+    controller = None
     for i, owner in enumerate(owners):
-        ref = field_mapping(owner, f"metadata.ownerReferences[{i}]")
-        if ref.get("controller") is True:
-            return ControllerRef(
-                str(ref.get("kind") or ""),
+        ref = owner if type(owner) is dict else field_mapping(owner, f"metadata.ownerReferences[{i}]")
+        kind = ref.get("kind", "")
+        kinds.append(kind if type(kind) is str else str(kind))
+        if controller is None and ref.get("controller") is True:
+            fields = (
+                str(kind or ""),
                 str(ref.get("name") or ""),
                 str(ref.get("uid") or ""),
                 str(ref.get("apiVersion") or ""),
             )
-    return None
+            controller = _new_tuple(ControllerRef, fields)
+    return tuple(kinds), controller
 
 
-@dataclass(frozen=True, slots=True)
+_View = TypeVar("_View")
+
+
+@dataclass_transform(frozen_default=True)
+def _read_only_view(cls: type[_View]) -> type[_View]:
+    """A slotted dataclass that type checkers treat as frozen (mypy reports any assignment to a field) but
+    that is not frozen at run time: a frozen dataclass sets each field through ``object.__setattr__`` and
+    costs ~2.5 µs more to build at twenty fields, once per pod event. Not guaranteed: that untyped code
+    cannot assign a field; everything else (equality, ``dataclasses.replace``, ``fields``) is as frozen."""
+    return dataclass(slots=True)(cls)
+
+
+@_read_only_view
 class PodInfo:
+    """A pod as koordpy reads it. Read-only by type (see :func:`_read_only_view`): never assign a field,
+    build a changed copy with ``dataclasses.replace``."""
+
     uid: str
     namespace: str
     name: str
@@ -221,6 +249,51 @@ def _resources_shape(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return tuple(shape)
 
 
+def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """:func:`_resources_shape` without checking that names and quantities are strings, to look a pod up in
+    ``_POD_RESOURCES``: every key there was built by :func:`_resources_shape`, so holds only strings, and
+    a key with anything else in it equals none of them (``1 != "1"``; an unhashable value raises
+    ``TypeError`` on lookup). None where the containers, resources or lists are not plain lists and dicts.
+    Equal to :func:`_resources_shape` wherever that is not None."""
+    shape: list[Any] = []
+    append = shape.append
+    for field in ("containers", "initContainers"):
+        listed = spec.get(field)
+        if listed is None:
+            append(None)
+            continue
+        if type(listed) is not list:
+            return None
+        for container in listed:
+            if type(container) is not dict:
+                return None
+            resources = container.get("resources")
+            if resources is None:
+                append((None, None, container.get("restartPolicy") == "Always"))
+                continue
+            if type(resources) is not dict:
+                return None
+            requests = resources.get("requests")
+            if requests is not None:
+                if type(requests) is not dict:
+                    return None
+                requests = tuple(requests.items())
+            limits = resources.get("limits")
+            if limits is not None:
+                if type(limits) is not dict:
+                    return None
+                limits = tuple(limits.items())
+            append((requests, limits, container.get("restartPolicy") == "Always"))
+        append(field)
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        if type(overhead) is not dict:
+            return None
+        overhead = tuple(overhead.items())
+    append(overhead)
+    return tuple(shape)
+
+
 def _quantities_shape(raw: Any) -> tuple[tuple[str, str], ...] | bool | None:
     """A resource list as a tuple of (name, quantity) string pairs; None for None; False for anything
     but a dict of strings."""
@@ -235,10 +308,15 @@ def _quantities_shape(raw: Any) -> tuple[tuple[str, str], ...] | bool | None:
 
 
 def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
-    raw = field_mapping(raw, "pod")
-    meta = field_mapping(raw.get("metadata"), "metadata")
-    spec = field_mapping(raw.get("spec"), "spec")
-    status = field_mapping(raw.get("status"), "status")
+    # ``x if type(x) is dict else field_mapping(x, ...)``: the usual case without a call (and without
+    # building a field path that is only read in an error)
+    raw = raw if type(raw) is dict else field_mapping(raw, "pod")
+    meta = raw.get("metadata")
+    meta = meta if type(meta) is dict else field_mapping(meta, "metadata")
+    spec = raw.get("spec")
+    spec = spec if type(spec) is dict else field_mapping(spec, "spec")
+    status = raw.get("status")
+    status = status if type(status) is dict else field_mapping(status, "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
@@ -246,8 +324,11 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise ObjectError("spec.priority: expected an integer")
-    shape = _resources_shape(spec)
-    known = _POD_RESOURCES.get(shape) if shape is not None else None
+    key = _resources_key(spec)
+    try:
+        known = _POD_RESOURCES.get(key) if key is not None else None
+    except TypeError:  # an unhashable quantity: no memoised shape has one
+        known = None
     if known is not None:
         requests, limits, qos = dict(known[0]), dict(known[1]), known[2]
     else:
@@ -258,45 +339,63 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
             qos = kube_qos_of(app + init)
         except (QuantityError, AttributeError, TypeError) as exc:
             raise _pod_resources_error(spec, exc) from None
-        if shape is not None and len(_POD_RESOURCES) < _POD_RESOURCES_MAX:
-            _POD_RESOURCES[shape] = (dict(requests), dict(limits), qos)
+        if key is not None and len(_POD_RESOURCES) < _POD_RESOURCES_MAX:
+            shape = _resources_shape(spec)  # the checked key: strings only
+            if shape is not None:
+                _POD_RESOURCES[shape] = (dict(requests), dict(limits), qos)
     scheduled = initialized = None
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
         raise ObjectError("status.conditions: expected a list")
     for i, cond in enumerate(conditions):
-        cond = field_mapping(cond, f"status.conditions[{i}]")
+        if type(cond) is not dict:
+            cond = field_mapping(cond, f"status.conditions[{i}]")
         if cond.get("status") != "True":
             continue
-        if cond.get("type") == "PodScheduled":
-            scheduled = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
-        elif cond.get("type") == "Initialized":
-            initialized = field_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        kind = cond.get("type")
+        if kind == "PodScheduled":
+            scheduled = _condition_time(cond.get("lastTransitionTime"), i)
+        elif kind == "Initialized":
+            initialized = _condition_time(cond.get("lastTransitionTime"), i)
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ObjectError("metadata.ownerReferences: expected a list")
+    owner_kinds, controller = _owners(owners) if owners else ((), None)
+    namespace = meta.get("namespace") or "default"
+    # Positional (in field order, each named in the comment): a keyword call of twenty fields costs more.
     return PodInfo(
-        uid=str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{name}"),
-        namespace=str(meta.get("namespace") or "default"),
-        name=name,
-        node_name=str(spec.get("nodeName") or ""),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        phase=str(status.get("phase") or "Pending"),
-        priority=priority,
-        labels=labels,
-        annotations=field_str_map(meta.get("annotations"), "metadata.annotations"),
-        requests=requests,
-        limits=limits,
-        qos=qos,
-        priority_class=priority_class(labels, priority, qos),
-        owner_kinds=tuple(str(field_mapping(o, "metadata.ownerReferences[]").get("kind", "")) for o in owners),
-        creation_time=field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        deletion_time=field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
-        scheduled_time=scheduled,
-        initialized_time=initialized,
-        termination_grace_seconds=_grace(spec.get("terminationGracePeriodSeconds")),
-        controller=_controller(owners),
+        str(meta.get("uid") or f"{namespace}/{name}"),  # uid
+        str(namespace),  # namespace
+        name,  # name
+        str(spec.get("nodeName") or ""),  # node_name
+        str(spec.get("schedulerName") or "default-scheduler"),  # scheduler_name
+        str(status.get("phase") or "Pending"),  # phase
+        priority,  # priority
+        labels,  # labels
+        field_str_map(meta.get("annotations"), "metadata.annotations"),  # annotations
+        requests,  # requests
+        limits,  # limits
+        qos,  # qos
+        priority_class(labels, priority, qos),  # priority_class
+        owner_kinds,  # owner_kinds
+        field_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),  # creation_time
+        field_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),  # deletion_time
+        scheduled,  # scheduled_time
+        initialized,  # initialized_time
+        _grace(spec.get("terminationGracePeriodSeconds")),  # termination_grace_seconds
+        controller,  # controller
     )
+
+
+def _condition_time(raw: Any, i: int) -> float | None:
+    """``field_time`` of ``status.conditions[i].lastTransitionTime``, with the field path built only for
+    an error."""
+    if type(raw) is str and raw:
+        try:
+            return parse_rfc3339(raw)
+        except DurationError:
+            pass  # field_time names the field
+    return field_time(raw, f"status.conditions[{i}].lastTransitionTime")
 
 
 def _grace(raw: Any) -> int | None:

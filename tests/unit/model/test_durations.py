@@ -48,3 +48,25 @@ def test_duration_pattern_matches_what_the_parser_reads_as_non_negative(text: st
     except DurationError:
         parsed_ok = False
     assert bool(re.fullmatch(DURATION_PATTERN, text)) is parsed_ok
+
+
+@pytest.mark.parametrize(
+    ("text", "same_as"),
+    [
+        ("2026-11-21T10:00:00Z", "2026-11-21T10:00:00+00:00"),  # the API server's form, read directly
+        ("2026-11-21T10:00:00.25Z", "2026-11-21T10:00:00.25+00:00"),
+        ("2026-11-21T10:00:00z", "2026-11-21T10:00:00+00:00"),  # lower case: through the general path
+        (" 2026-11-21T10:00:00Z ", "2026-11-21T10:00:00+00:00"),  # surrounding blanks: likewise
+        ("2026-11-21 10:00:00Z", "2026-11-21T10:00:00+00:00"),
+    ],
+)
+def test_rfc3339_utc_forms_equal_the_explicit_offset(text: str, same_as: str) -> None:
+    assert parse_rfc3339(text) == parse_rfc3339(same_as) == 1795255200.0 + (0.25 if ".25" in text else 0)
+
+
+@pytest.mark.parametrize(
+    "bad", ["Z", "2026-11-21Z", "2026-11-21T10:00:00+01:00Z", "yesterdayZ", "2026-11-21T25:00:00Z"]
+)
+def test_rfc3339_a_bad_utc_form_is_refused(bad: str) -> None:
+    with pytest.raises(DurationError, match="RFC 3339 timestamp"):  # unreadable, or a date without a zone
+        parse_rfc3339(bad)

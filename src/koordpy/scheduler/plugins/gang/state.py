@@ -178,8 +178,10 @@ class GangCache:
 
     def upsert_pod(self, pod: PodInfo) -> None:
         """A pod was added or changed. Pods in no gang are ignored (and leave a gang they left)."""
-        key = pod.key
         ref = gang_ref(pod)
+        if ref is None and not self._pod_gang:
+            return  # in no gang, and no pod is in one it could have left (most pod events)
+        key = pod.key
         old = self._pod_gang.get(key)
         if old is not None and (ref is None or ref.id != old):
             self._forget_pod(key, cause="deleted", why="left the gang (labels or annotations changed)")

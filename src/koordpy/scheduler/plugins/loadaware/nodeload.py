@@ -73,6 +73,8 @@ class AssignedPod:
         self.prod = pod.priority_class is PriorityClass.PROD
         if estimated is None:
             self._estimate: Values | None = None
+        elif type(estimated) is tuple:  # the plugin's estimates: kept as they are (tuple() would return it)
+            self._estimate = estimated
         elif isinstance(estimated, np.ndarray):
             self._estimate = tuple(estimated.tolist())
         else:
@@ -292,7 +294,11 @@ class NodeLoad:
         if self.metric is not None:
             inputs = self._inputs_of(assigned)
             self._account(assigned, inputs, +1)
-            self._accounted(uid, inputs)
+            # ``_accounted`` without its discard: the uid is in neither ``_inputs`` nor ``_unsettled`` here
+            # (``_take_back`` took it out of both)
+            self._inputs[uid] = inputs
+            if inputs[0] is not None and inputs[2]:
+                self._unsettled.add(uid)
 
     def remove_pod(self, uid: str) -> None:
         old = self.pods.pop(uid, None)
@@ -324,9 +330,11 @@ class NodeLoad:
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""
         key = assigned.key
-        usage = self._usage.get(key)
-        if usage is None:
-            usage = self._reported_vector(key)
+        usage = None
+        if key in self._reported:  # else not reported (most new pods); ``_usage`` only holds reported keys
+            usage = self._usage.get(key)
+            if usage is None:
+                usage = self._reported_vector(key)
         active_prod = assigned.prod and usage is not None and key in self._metric_prod
         should = (
             usage is None

@@ -169,6 +169,14 @@ class LoadAwarePlugin:
         self._node_of_index: dict[int, str] = {}
         self._index_of_node: dict[str, int] = {}
         self._alloc_of: dict[str, Vector] = {}
+        self._usage_source: list[tuple[str, float] | None] = []
+        """Node index -> the (aggregation type, duration) its profile's filter base reads (None: ``nodeUsage``),
+        by index so that a pod event does not look the profile up by name; set with the profile."""
+        self._load_at: list[NodeLoad | None] = []
+        """Node index -> ``loads`` of the node at that index (None while it has none), set when its NodeLoad
+        is created and whenever a node is added at that index (a removed node's index may be reused): a pod
+        event finds the NodeLoad without a name lookup. A removed node's entry is stale until then, and
+        never read: the cluster state passes no index for a node it does not know."""
         self._tables: OrderedDict[tuple[tuple[int, ...], bool], _VerdictTable] = OrderedDict()
         self._changes: list[int] = []
         """Node indices whose rows changed, oldest first; ``_changes[k]`` has sequence ``_changes_base + k``."""
@@ -215,6 +223,14 @@ class LoadAwarePlugin:
         grow_vector("prod_enabled", bool, False)
         grow_vector("np_enabled", bool, False)
         grow_vector("update_time", np.float64, np.nan)
+        self._usage_source.extend([None] * (capacity - len(self._usage_source)))
+        self._load_at.extend([None] * (capacity - len(self._load_at)))
+        # Flat views of the four base matrices for the per-event writes of ``_write_bases``: a memoryview
+        # item write costs half a numpy ``[index, r]`` one. Rebuilt with the matrices they view.
+        self._base_views = tuple(
+            matrix.reshape(-1).data
+            for matrix in (self.np_base, self.prod_base, self.score_np_base, self.score_prod_base)
+        )
         self._capacity = capacity
         self.invalidate()
 
@@ -232,11 +248,16 @@ class LoadAwarePlugin:
     prod_enabled: npt.NDArray[np.bool_]
     np_enabled: npt.NDArray[np.bool_]
     update_time: npt.NDArray[np.float64]
+    _base_views: tuple[memoryview, ...]
+    """Flat views of ``np_base``, ``prod_base``, ``score_np_base`` and ``score_prod_base``, in that order."""
 
     def _load(self, name: str) -> NodeLoad:
         load = self.loads.get(name)
         if load is None:
             load = self.loads[name] = NodeLoad(self._width)
+            index = self._index_of_node.get(name)
+            if index is not None:
+                self._load_at[index] = load
         return load
 
     def _refresh(self, name: str) -> None:
@@ -256,45 +277,42 @@ class LoadAwarePlugin:
         self.has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
         self.np_aggregated[index] = self.profiles[name].aggregated is not None
-        self._write_bases(index, name, load)
+        self._write_bases(index, load)
 
-    def _refresh_sums(self, name: str) -> None:
-        """:meth:`_refresh` after a pod event: only the pod sums changed, so only the base rows are
-        rewritten (the metric flags, update time and profile rows are the same)."""
-        index = self._index_of_node.get(name)
+    def _refresh_sums(self, name: str, load: NodeLoad | None, index: int | None) -> None:
+        """:meth:`_refresh` after a pod event on node ``name`` (``load``: its NodeLoad, None when it has
+        none; ``index``: its index as the cluster state gave it, None: looked up here): only the pod sums
+        changed, so only the base rows are rewritten (the metric flags, update time and profile rows are
+        the same)."""
         if index is None:
-            return
+            index = self._index_of_node.get(name)
+            if index is None:
+                return
         self._changed(index)
-        load = self.loads.get(name)
         if load is not None and load.metric is not None:  # without a metric the base rows are not read
-            self._write_bases(index, name, load)
+            self._write_bases(index, load)
 
-    def _write_bases(self, index: int, name: str, load: NodeLoad) -> None:
+    def _write_bases(self, index: int, load: NodeLoad) -> None:
         """The base rows (usage + deltas) of node ``index``, in plain integers written entry by entry
-        (at a handful of resources that is cheaper than building a numpy row)."""
+        through flat views (at a handful of resources that is cheaper than building a numpy row)."""
         node_delta, prod_delta, node_estimated, prod_usage = load.sums()
-        profile = self.profiles[name]
-        if profile.aggregated is not None:
-            usage = load.aggregated_values(profile.aggregated.aggregation_type, profile.aggregated.duration)
-        else:
-            usage = load.node_usage_values
+        source = self._usage_source[index]
+        usage = load.node_usage_values if source is None else load.aggregated_values(*source)
         score_agg = self.args.aggregated
         if score_agg is not None and score_agg.score_enabled:
             score_usage = load.aggregated_values(score_agg.score_aggregation_type, score_agg.score_aggregated_duration)
         else:
             score_usage = load.node_usage_values
-        np_base, prod_base, score_np_base, score_prod_base = (
-            self.np_base,
-            self.prod_base,
-            self.score_np_base,
-            self.score_prod_base,
-        )
-        for r in range(self._width):
+        np_base, prod_base, score_np_base, score_prod_base = self._base_views
+        width = self._width
+        at = index * width
+        for r in range(width):
             prod = prod_usage[r] + prod_delta[r]
-            prod_base[index, r] = prod
-            score_prod_base[index, r] = prod
-            np_base[index, r] = node_estimated[r] if usage is None else usage[r] + node_delta[r]
-            score_np_base[index, r] = node_estimated[r] if score_usage is None else score_usage[r] + node_delta[r]
+            prod_base[at] = prod
+            score_prod_base[at] = prod
+            np_base[at] = node_estimated[r] if usage is None else usage[r] + node_delta[r]
+            score_np_base[at] = node_estimated[r] if score_usage is None else score_usage[r] + node_delta[r]
+            at += 1
 
     # ---- events ------------------------------------------------------------------------
 
@@ -305,8 +323,11 @@ class LoadAwarePlugin:
     def on_node(self, index: int, node: NodeInfo) -> None:
         self._node_of_index[index] = node.name
         self._index_of_node[node.name] = index
+        self._load_at[index] = self.loads.get(node.name)
         self._alloc_of[node.name] = self.vectorize(dict(estimate_node(node)))
         profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
+        aggregated = profile.aggregated
+        self._usage_source[index] = None if aggregated is None else (aggregated.aggregation_type, aggregated.duration)
         # Node-static rows: set once per node change, not on every pod or metric event.
         prod_thr = self.vectorize(dict(profile.prod))
         usage_thresholds = profile.aggregated.thresholds if profile.aggregated is not None else profile.usage
@@ -324,6 +345,7 @@ class LoadAwarePlugin:
         self._index_of_node.pop(name, None)
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
+        self._usage_source[index] = None
         self.has_metric[index] = False
         self.has_status[index] = False
         self.metric_invalid[index] = False
@@ -390,14 +412,17 @@ class LoadAwarePlugin:
             return
         estimate = self.estimate_values(pod)
         assigned = AssignedPod(pod, now, estimate if any(estimate) else None, self._deadline(pod, now))
-        self._load(node_name).add_pod(assigned)
-        self._refresh_sums(node_name)
+        load = self._load_at[index] if index is not None else None
+        if load is None:
+            load = self._load(node_name)
+        load.add_pod(assigned)
+        self._refresh_sums(node_name, load, index)
 
     def on_pod_unassigned(self, index: int | None, node_name: str, pod: PodInfo) -> None:
         load = self.loads.get(node_name)
         if load is not None:
             load.remove_pod(pod.uid)
-            self._refresh_sums(node_name)
+            self._refresh_sums(node_name, load, index)
 
     def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
         after_scheduled = after_initialized = -1

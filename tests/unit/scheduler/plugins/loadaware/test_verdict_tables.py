@@ -9,6 +9,7 @@ pod classes. A stale table shows as a mismatch naming the event.
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -266,3 +267,91 @@ def test_rows_after_random_events_equal_those_of_a_state_fed_the_end_result(seed
         assert plugin.update_time[i] == fresh_plugin.update_time[j], name
         for row in ROWS:
             assert getattr(plugin, row)[i].tolist() == getattr(fresh_plugin, row)[j].tolist(), f"{row} of {name}"
+
+
+def test_pod_events_after_the_arrays_grew_write_the_new_rows() -> None:
+    # Pod events write the base rows through flat views of the matrices; the views are rebuilt when the
+    # matrices are (capacity 64 -> 128 here). Stale views would leave the pods of nodes 64..69 unseen in
+    # the rows while a fresh state (allocated for all 70 nodes before any pod) sees them.
+    state, plugin = fresh_state()
+    names = [f"n{i}" for i in range(70)]
+    for i, name in enumerate(names[:60]):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=4 + i % 5, age=5, now=NOW))
+    views = plugin._base_views
+    for name in names[60:]:
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=3, age=5, now=NOW))
+    assert plugin._capacity > 64 and plugin._base_views is not views  # the arrays grew
+    for i, name in enumerate(names):
+        state.upsert_pod(assigned(f"p{i}", name, cpu=f"{1 + i % 3}"), NOW)
+    state.remove_pod("uid-p66")  # and a pod taken back after the growth
+    fresh_plugin = LoadAwarePlugin(plugin.args)
+    fresh = ClusterState([fresh_plugin])
+    fresh_plugin.on_capacity(plugin._capacity)
+    for node_info in state.nodes.values():
+        fresh.upsert_node(node_info)
+    for metric_info in state.metrics.values():
+        fresh.upsert_metric(metric_info)
+    for pod in state.assigned.values():
+        fresh.upsert_pod(pod, NOW)
+    for name in names:
+        i, j = state.index.get(name), fresh.index.get(name)
+        assert i is not None and j is not None
+        for row in ROWS:
+            assert getattr(plugin, row)[i].tolist() == getattr(fresh_plugin, row)[j].tolist(), f"{row} of {name}"
+    # p65 requests 1 + 65 % 3 = 3 cpu, estimated at the default 85%: 2550m on top of n65's 3 cpu of usage;
+    # p66's share is taken back from n66
+    assert plugin.np_base[state.index.get("n65")][0] == 3000 + 2550
+    assert plugin.np_base[state.index.get("n66")][0] == 3000
+    check(state, plugin, NOW, "pods after the arrays grew")
+
+
+def test_a_node_whose_profile_changes_reads_the_new_usage_after_pod_events() -> None:
+    # The usage a node's base reads (nodeUsage, or the p95 its profile names) is kept by node index for
+    # pod events; a Node update that adds or drops the aggregated profile must change it. nodeUsage is
+    # 4 cpu, p95 is 9 cpu; one pod of 2 cpu (estimated 1700m) lands after each change.
+    aggregated = {"aggregatedUsage": {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95"}}
+    plain = NodeBuilder("n").allocatable(cpu="32", memory="64Gi", pods="110")
+    with_p95 = copy.deepcopy(plain).annotation("scheduling.koordinator.sh/usage-thresholds", json.dumps(aggregated))
+    raw_metric = (
+        NodeMetricBuilder("n")
+        .updated(NOW - 5)
+        .report_interval(60)
+        .usage(cpu="4", memory="20Gi")
+        .aggregated("5m", "p95", cpu="9", memory="20Gi")
+        .build()
+    )
+    state, plugin = fresh_state()
+    state.upsert_node(node_from_dict(plain.build()))
+    state.upsert_metric(nodemetric_from_dict(raw_metric))
+    expected_usage = []
+    for step, builder in enumerate([with_p95, plain, with_p95]):
+        state.upsert_node(node_from_dict(builder.build()))
+        state.upsert_pod(assigned(f"p{step}", "n", cpu="2"), NOW)
+        expected_usage.append(9000 if builder is with_p95 else 4000)
+        index = state.index.get("n")
+        assert index is not None
+        # usage + the estimates of the pods so far (1700m each; all assigned within the report interval)
+        assert plugin.np_base[index][0] == expected_usage[-1] + 1700 * (step + 1), f"after step {step}"
+        check(state, plugin, NOW, f"node update {step} and a pod")
+
+
+def test_an_index_reused_by_another_node_takes_that_nodes_pods() -> None:
+    # Pod events find a node's NodeLoad by index; a removed node's index goes to the next new node, whose
+    # pods must land on its own NodeLoad (not on the removed node's, still kept by name).
+    state, plugin = fresh_state()
+    for name in ("a", "b"):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=2, age=5, now=NOW))
+    state.upsert_pod(assigned("on-a", "a", cpu="4"), NOW)
+    index_a = state.index.get("a")
+    state.remove_node("a")
+    state.upsert_node(node("c"))
+    state.upsert_metric(metric("c", cpu=1, age=5, now=NOW))
+    assert state.index.get("c") == index_a  # the index was reused
+    state.upsert_pod(assigned("on-c", "c", cpu="2"), NOW)
+    assert set(plugin.loads["c"].pods) == {"uid-on-c"} and set(plugin.loads["a"].pods) == {"uid-on-a"}
+    # c: 1 cpu of usage + 2 cpu estimated at 85% = 2700m (a's 4 cpu pod is not on it)
+    assert plugin.np_base[index_a][0] == 1000 + 1700
+    check(state, plugin, NOW, "a pod on a reused index")
