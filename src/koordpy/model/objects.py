@@ -218,43 +218,26 @@ def _resources_shape(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     ``resources.requests``, ``resources.limits`` and whether ``restartPolicy`` is ``Always``; then
     ``spec.overhead``) as a hashable key, for the usual shape only: plain dicts and lists, string names and
     string quantities. None for anything else (a number, where ``1`` and ``True`` would be one key), which
-    then takes the full, checked conversion."""
-    shape: list[Any] = []
-    for field in ("containers", "initContainers"):
-        listed = spec.get(field)
-        if listed is None:
-            shape.append(None)
-            continue
-        if type(listed) is not list:
-            return None
-        for container in listed:
-            if type(container) is not dict:
-                return None
-            resources = container.get("resources")
-            if resources is None:
-                shape.append((None, None, container.get("restartPolicy") == "Always"))
-                continue
-            if type(resources) is not dict:
-                return None
-            requests = _quantities_shape(resources.get("requests"))
-            limits = _quantities_shape(resources.get("limits"))
-            if requests is False or limits is False:
-                return None
-            shape.append((requests, limits, container.get("restartPolicy") == "Always"))
-        shape.append(field)  # separates the app containers from the init containers
-    overhead = _quantities_shape(spec.get("overhead"))
-    if overhead is False:
+    then takes the full, checked conversion. This is what ``_POD_RESOURCES`` stores."""
+    key = _resources_key(spec)
+    if key is None:
         return None
-    shape.append(overhead)
-    return tuple(shape)
+    *lists, overhead = key  # per list: None (absent), or its containers then the list's name; overhead last
+    for entry in lists:
+        if type(entry) is tuple and not (_strings_only(entry[0]) and _strings_only(entry[1])):
+            return None  # a container's (requests, limits, restartPolicy is Always)
+    return key if _strings_only(overhead) else None
+
+
+def _strings_only(pairs: tuple[tuple[Any, Any], ...] | None) -> bool:
+    return pairs is None or all(type(name) is str and type(quantity) is str for name, quantity in pairs)
 
 
 def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """:func:`_resources_shape` without checking that names and quantities are strings, to look a pod up in
-    ``_POD_RESOURCES``: every key there was built by :func:`_resources_shape`, so holds only strings, and
+    """The resources shape without checking that names and quantities are strings, to look a pod up in
+    ``_POD_RESOURCES``: every key there passed :func:`_resources_shape`'s check, so holds only strings, and
     a key with anything else in it equals none of them (``1 != "1"``; an unhashable value raises
-    ``TypeError`` on lookup). None where the containers, resources or lists are not plain lists and dicts.
-    Equal to :func:`_resources_shape` wherever that is not None."""
+    ``TypeError`` on lookup). None where the containers, resources or lists are not plain lists and dicts."""
     shape: list[Any] = []
     append = shape.append
     for field in ("containers", "initContainers"):
@@ -292,19 +275,6 @@ def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
         overhead = tuple(overhead.items())
     append(overhead)
     return tuple(shape)
-
-
-def _quantities_shape(raw: Any) -> tuple[tuple[str, str], ...] | bool | None:
-    """A resource list as a tuple of (name, quantity) string pairs; None for None; False for anything
-    but a dict of strings."""
-    if raw is None:
-        return None
-    if type(raw) is not dict:
-        return False
-    for name, quantity in raw.items():
-        if type(name) is not str or type(quantity) is not str:
-            return False
-    return tuple(raw.items())
 
 
 def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
