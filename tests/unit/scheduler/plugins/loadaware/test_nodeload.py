@@ -242,3 +242,51 @@ def test_an_appended_entry_that_only_makes_a_pod_prod_is_accounted() -> None:
     load.set_metric(reporting("koord-batch", "koord-prod"), VEC, include_sys=False)  # type: ignore[arg-type]
     assert load.prod_usage.tolist() == [400, 0]
     assert load.prod_delta.tolist() == [0, 0]  # reported and not estimated: no delta
+
+
+def test_aggregated_usage_is_read_from_the_current_metric_only() -> None:
+    # (type, duration) pairs are vectorised when first looked up and kept until the next NodeMetric: the second
+    # metric's answers differ from the first's for every pair looked up below, so a kept answer fails.
+    def reporting(*entries: tuple[str, dict[str, dict[str, str]]]) -> object:
+        raw = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="4", memory="8Gi").build()
+        raw["status"]["nodeMetric"]["aggregatedNodeUsages"] = [
+            {"duration": duration, "usage": {kind: {"resources": res} for kind, res in usage.items()}}
+            for duration, usage in entries
+        ]
+        return nodemetric_from_dict(raw)
+
+    def looked_up(load: NodeLoad) -> dict[tuple[str, float], list[int] | None]:
+        pairs = [("p95", 300.0), ("p95", 1800.0), ("p95", 0.0), ("avg", 0.0), ("avg", 1800.0), ("p50", 300.0)]
+        return {pair: None if (v := load.aggregated(*pair)) is None else v.tolist() for pair in pairs}
+
+    load = NodeLoad(2)
+    first = reporting(
+        ("5m", {"p95": {"cpu": "2"}}),
+        ("30m", {"p95": {"cpu": "3"}, "avg": {}}),  # avg without data: as if absent
+        ("5m", {"p95": {"cpu": "6"}}),  # the same duration again: the last entry counts
+    )
+    load.set_metric(first, VEC, include_sys=False)  # type: ignore[arg-type]
+    # p95: 5m -> 6 cores (the later entry), 30m -> 3, longest (0) -> 30m; avg has no data: nodeUsage for
+    # duration 0 (4 cores, 8Gi), nothing for 30m; p50 is not reported at all
+    assert looked_up(load) == {
+        ("p95", 300.0): [6000, 0],
+        ("p95", 1800.0): [3000, 0],
+        ("p95", 0.0): [3000, 0],
+        ("avg", 0.0): [4000, 8 * GI],
+        ("avg", 1800.0): None,
+        ("p50", 300.0): None,
+    }
+    second = reporting(("5m", {"p95": {"cpu": "1"}, "avg": {"cpu": "500m"}}), ("30m", {"avg": {"cpu": "700m"}}))
+    load.set_metric(second, VEC, include_sys=False)  # type: ignore[arg-type]
+    # p95 only for 5m now (1 core, also the longest); avg 5m 500m, 30m 700m (the longest); p50 now reported
+    # for no duration still
+    assert looked_up(load) == {
+        ("p95", 300.0): [1000, 0],
+        ("p95", 1800.0): None,
+        ("p95", 0.0): [1000, 0],
+        ("avg", 0.0): [700, 0],
+        ("avg", 1800.0): [700, 0],
+        ("p50", 300.0): None,
+    }
+    load.set_metric(None, VEC, include_sys=False)
+    assert set(looked_up(load).values()) == {None}
