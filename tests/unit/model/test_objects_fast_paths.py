@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from koordpy.model import objects
-from koordpy.model.objects import ObjectError, _pod_metric, _pod_metric_fast, nodemetric_from_dict, pod_from_dict
+from koordpy.model.objects import ObjectError, _pod_metric, _pod_metrics, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import KubeQoS, kube_qos
 from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
 
@@ -32,10 +32,12 @@ USUAL = {
         {**USUAL, "priority": None, "qos": ""},
     ],
 )
-def test_fast_path_equals_checked_path(entry: dict[str, Any]) -> None:
-    fast = _pod_metric_fast(entry)
-    assert fast is not None
-    assert fast == _pod_metric(entry, "status.podsMetric[0]")
+def test_fast_path_equals_checked_path(entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = _pod_metric(entry, "status.podsMetric[0]")
+    taken: list[str] = []
+    monkeypatch.setattr(objects, "_pod_metric", lambda entry, path: taken.append(path))
+    assert _pod_metrics([entry]) == (checked,)
+    assert taken == []  # read inline, not by the checked path
 
 
 @pytest.mark.parametrize(
@@ -44,13 +46,48 @@ def test_fast_path_equals_checked_path(entry: dict[str, Any]) -> None:
         ["not", "a", "dict"],
         {**USUAL, "namespace": 7},  # the checked path turns it into "7"
         {**USUAL, "podUsage": {"resources": {"cpu": "-1"}}},  # negative: an error with its path
+        {**USUAL, "podUsage": {"resources": {"cpu": "-1m", "memory": "1Gi"}}},  # negative, parsed in full
         {**USUAL, "podUsage": {"resources": {"cpu": "lots"}}},  # unreadable quantity
         {**USUAL, "podUsage": {"resources": ["cpu"]}},
         {**USUAL, "podUsage": "700m"},
+        {**USUAL, "podUsage": ["cpu"]},
     ],
 )
-def test_unusual_shapes_take_the_checked_path(entry: Any) -> None:
-    assert _pod_metric_fast(entry) is None
+def test_unusual_shapes_take_the_checked_path(entry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[str] = []
+
+    def checked(entry: Any, path: str) -> Any:
+        taken.append(path)
+        return "checked"
+
+    monkeypatch.setattr(objects, "_pod_metric", checked)
+    assert _pod_metrics([USUAL, entry]) == (_pod_metrics([USUAL])[0], "checked")
+    assert taken == ["status.podsMetric[1]"]
+
+
+def test_aggregated_fast_path_equals_checked_path_and_names_bad_fields() -> None:
+    def metric(*entries: Any) -> dict[str, Any]:
+        node_metric = {"nodeUsage": {"resources": {"cpu": "1"}}, "aggregatedNodeUsages": list(entries)}
+        return {"metadata": {"name": "n1"}, "status": {"nodeMetric": node_metric}}
+
+    usual = {"duration": "5m", "usage": {"p95": {"resources": {"cpu": "2", "memory": "1Gi"}}, "avg": {}}}
+    for _ in range(2):  # the first reads the duration the long way, the second from the memo
+        (read,) = nodemetric_from_dict(metric(usual)).aggregated
+        assert (read.duration, read.usage) == (300.0, {"p95": {"cpu": 2000, "memory": 2**30}, "avg": {}})
+        assert read == objects._aggregated(usual, 0)
+    bad = {"duration": "5m", "usage": {"p95": {"resources": {"cpu": "-1"}}}}
+    with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[1\]\.usage\.p95\.resources\.cpu: negative"):
+        nodemetric_from_dict(metric(usual, bad))
+    with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.usage\.p95: expected an object"):
+        nodemetric_from_dict(metric({"duration": "5m", "usage": {"p95": "2"}}))
+
+
+def test_update_times_read_before_give_the_same_seconds() -> None:
+    raw = {"metadata": {"name": "n1"}, "status": {"updateTime": "2026-11-21T10:00:00Z"}}
+    first, second = nodemetric_from_dict(raw).update_time, nodemetric_from_dict(raw).update_time
+    assert first == second == 1795255200.0  # 2026-11-21T10:00:00Z in epoch seconds
+    raw["status"]["updateTime"] = "2026-11-21T10:00:01Z"
+    assert nodemetric_from_dict(raw).update_time == 1795255201.0
 
 
 def test_checked_path_still_names_the_field() -> None:
