@@ -518,33 +518,39 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
     new = _new_tuple
     out: list[PodMetricInfo] = []
     append = out.append
-    for i, entry in enumerate(pods_raw):
+    for entry in pods_raw:
         if type(entry) is dict:
             usage_raw = entry.get("podUsage")
             usage: ResourceList | None = {}
             if usage_raw is not None:
                 resources = usage_raw.get("resources") if type(usage_raw) is dict else None
                 if type(resources) is dict:
-                    for key, quantity in resources.items():
-                        amount = memo.get((key, quantity)) if type(quantity) is str else None
-                        if amount is None:  # not memoised yet (or not a string): the whole list parsed
-                            usage = _non_negative(resources)
-                            break
-                        if amount < 0:
-                            usage = None
-                            break
-                        usage[key] = amount  # type: ignore[index]
+                    try:
+                        for key, quantity in resources.items():
+                            amount = memo.get((key, quantity))  # only string quantities are in the memo
+                            if amount is None:  # not memoised yet (or not a string): the whole list parsed
+                                usage = _non_negative(resources)
+                                break
+                            if amount < 0:
+                                usage = None
+                                break
+                            usage[key] = amount  # type: ignore[index]
+                    except TypeError:  # an unhashable quantity
+                        usage = None
                 elif resources or type(usage_raw) is not dict:
                     usage = None
             if usage is not None:
-                namespace = entry.get("namespace") or ""
-                name = entry.get("name") or ""
-                priority = entry.get("priority") or ""
-                qos = entry.get("qos") or ""
+                namespace = entry.get("namespace")
+                name = entry.get("name")
+                priority = entry.get("priority")
+                qos = entry.get("qos")
+                # missing or null fields (None) go the checked path too, which reads them as ""
                 if type(namespace) is str and type(name) is str and type(priority) is str and type(qos) is str:
                     append(new(PodMetricInfo, (namespace, name, usage, priority, qos)))
                     continue
-        append(_pod_metric(entry, f"status.podsMetric[{i}]"))
+        # ``index`` finds the first entry equal to this one: any earlier equal entry took this path too and
+        # would have raised first, so the index names this one whenever the checked path raises
+        append(_pod_metric(entry, f"status.podsMetric[{pods_raw.index(entry)}]"))
     return tuple(out)
 
 

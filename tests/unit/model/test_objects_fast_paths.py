@@ -28,8 +28,7 @@ USUAL = {
         {**USUAL, "podUsage": None},  # no usage: an empty list
         {**USUAL, "podUsage": {}},
         {**USUAL, "podUsage": {"resources": None}},
-        {"name": "bare"},  # namespace, priority, qos default to ""
-        {**USUAL, "priority": None, "qos": ""},
+        {**USUAL, "priority": "", "qos": ""},
     ],
 )
 def test_fast_path_equals_checked_path(entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,6 +50,9 @@ def test_fast_path_equals_checked_path(entry: dict[str, Any], monkeypatch: pytes
         {**USUAL, "podUsage": {"resources": ["cpu"]}},
         {**USUAL, "podUsage": "700m"},
         {**USUAL, "podUsage": ["cpu"]},
+        {**USUAL, "podUsage": {"resources": {"cpu": ["1"]}}},  # unhashable quantity
+        {"name": "bare"},  # missing fields: the checked path reads them as ""
+        {**USUAL, "priority": None},
     ],
 )
 def test_unusual_shapes_take_the_checked_path(entry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,6 +101,12 @@ def test_checked_path_still_names_the_field() -> None:
         nodemetric_from_dict(raw)
     raw["status"]["podsMetric"][1] = {**USUAL, "namespace": 7}
     assert nodemetric_from_dict(raw).pods[1].namespace == "7"
+    raw["status"]["podsMetric"][1] = {"name": "bare", "priority": None}
+    assert nodemetric_from_dict(raw).pods[1] == ("", "bare", {}, "", "")
+    # the same bad entry twice: the first one is named
+    raw["status"]["podsMetric"] = [USUAL, {"name": 5, "podUsage": 1}, {"name": 5, "podUsage": 1}]
+    with pytest.raises(ObjectError, match=r"status\.podsMetric\[1\]\.podUsage: expected an object"):
+        nodemetric_from_dict(raw)
 
 
 def test_memoised_quantities_stay_exact_and_negative_ones_stay_rejected() -> None:
