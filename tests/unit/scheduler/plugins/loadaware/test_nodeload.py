@@ -139,7 +139,7 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
     load = NodeLoad(2)
     present: dict[str, AssignedPod] = {}
     current: object = None
-    entries: list[tuple[str, str, str | None]] = []
+    entries: list[tuple[str, str, str, str | None]] = []  # namespace, name, priority, cpu
     changed_inputs = 0
     timing = (-20, 60)  # updateTime - NOW, reportInterval
     for step in range(600):
@@ -164,20 +164,26 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             mode = rng.random()
             if mode < 0.4:  # a new podsMetric
                 entries = [
-                    (f"p{i}", rng.choice(["koord-prod", "koord-batch"]), f"{rng.choice([0, 300, 1500])}m")
+                    (
+                        rng.choice(["ns", "ns", "ns", "other"]),  # "other": the same name in another namespace
+                        f"p{i}",
+                        rng.choice(["koord-prod", "koord-batch"]),
+                        f"{rng.choice([0, 300, 1500])}m",
+                    )
                     for i in range(0, 30, rng.choice([1, 2, 3]))
                 ]
             elif mode < 0.6 and entries:  # one entry changed (usage or priority), the others as last time
                 k = rng.randrange(len(entries))
                 entries = [*entries]
-                entries[k] = (entries[k][0], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
+                entries[k] = (*entries[k][:2], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
             elif mode < 0.85:  # the last podsMetric with entries appended: names already reported (another
                 # usage or priority: the last usage counts, Prod if any entry says so), new names, pods of
-                # other nodes, and entries without usage (cpu None: no podUsage resources at all)
+                # other nodes or namespaces, and entries without usage (cpu None: no podUsage resources at all)
                 entries = [
                     *entries,
                     *(
                         (
+                            rng.choice(["ns", "ns", "other"]),
                             rng.choice([f"p{rng.randrange(30)}", f"elsewhere-{rng.randrange(5)}"]),
                             rng.choice(["koord-prod", "koord-batch"]),
                             rng.choice([None, "0m", "300m", "1500m", f"{rng.randint(1, 2)}"]),
@@ -186,11 +192,11 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
                     ),
                 ]
             # else: the same podsMetric as the last report
-            for pod_name, priority, cpu in entries:
+            for namespace, pod_name, priority, cpu in entries:
                 if cpu is None:
-                    builder.pod("ns", pod_name, priority=priority)
+                    builder.pod(namespace, pod_name, priority=priority)
                 else:
-                    builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
+                    builder.pod(namespace, pod_name, priority=priority, cpu=cpu, memory="1Gi")
             before = sums(load)
             current = nodemetric_from_dict(builder.build())
             load.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
