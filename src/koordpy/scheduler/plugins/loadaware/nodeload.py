@@ -224,9 +224,12 @@ class NodeLoad:
                         if usage is not None:
                             changed.append(uid)
                         continue
-                    vector = usage_of[key] = values(entry[2])  # a name of two pods is vectorised twice
+                    vector = values(entry[2])  # a name of two pods is vectorised twice
                     if vector != usage or metric_prod != (entry[3] == _PROD or key in prod_earlier):
                         changed.append(uid)
+                    else:  # keep the accounted tuple: one object less kept per pod
+                        vector = usage
+                    usage_of[key] = vector
         if not incremental:
             uids: Collection[str] = pods
         else:
