@@ -477,13 +477,22 @@ class NodeMetricInfo:
 
 def _resource_map(obj: Any, path: str) -> ResourceList:
     """A Koordinator ``ResourceMap``: ``{"resources": {...}, "devices": [...]}``."""
+    if obj is None:
+        return {}
+    if type(obj) is dict:  # the usual shape without building the field path
+        resources = obj.get("resources")
+        if type(resources) is dict:
+            parsed = _non_negative(resources)
+            if parsed is not None:
+                return parsed
     return field_resources(field_mapping(obj, path).get("resources"), f"{path}.resources")
 
 
 def _seconds(obj: Any, path: str) -> float | None:
     if obj is None:
         return None
-    if isinstance(obj, bool) or not isinstance(obj, int | float):
+    kind = type(obj)
+    if kind is not int and kind is not float and (isinstance(obj, bool) or not isinstance(obj, int | float)):
         raise ObjectError(f"{path}: expected a number of seconds")
     if not 0 <= obj <= MAX_DURATION_SECONDS:  # NaN fails the comparison too
         raise ObjectError(f"{path}: out of range (0 to {MAX_DURATION_SECONDS:.4g} seconds)")

@@ -243,3 +243,42 @@ def test_memoised_aggregation_durations_stay_exact_and_bad_ones_stay_refused() -
             with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.duration"):
                 nodemetric_from_dict(with_duration(bad))
     assert "-5m" not in objects._DURATIONS and objects._DURATIONS["5m"] == 300.0
+
+
+@pytest.mark.parametrize(
+    ("node_usage", "expected"),
+    [
+        ({"resources": {"cpu": "2", "memory": "1Gi"}}, {"cpu": 2000, "memory": 2**30}),  # 2 cores, 1Gi
+        ({"resources": None}, {}),
+        ({}, {}),
+        (None, {}),
+    ],
+)
+def test_resource_maps_read_without_paths_equal_the_checked_reading(node_usage: Any, expected: Any) -> None:
+    raw = {"metadata": {"name": "n1"}, "status": {"nodeMetric": {"nodeUsage": node_usage}}}
+    read = nodemetric_from_dict(raw)
+    assert (read.node_usage, read.system_usage) == (expected, {})
+
+
+@pytest.mark.parametrize(
+    ("node_metric", "error"),
+    [
+        ({"nodeUsage": {"resources": {"cpu": "-1"}}}, r"status\.nodeMetric\.nodeUsage\.resources\.cpu: negative"),
+        ({"systemUsage": {"resources": {"cpu": "x"}}}, r"status\.nodeMetric\.systemUsage\.resources\.cpu"),
+        ({"nodeUsage": {"resources": ["cpu"]}}, r"status\.nodeMetric\.nodeUsage\.resources: expected an object"),
+        ({"nodeUsage": "2"}, r"status\.nodeMetric\.nodeUsage: expected an object"),
+    ],
+)
+def test_odd_resource_maps_are_named(node_metric: Any, error: str) -> None:
+    with pytest.raises(ObjectError, match=error):
+        nodemetric_from_dict({"metadata": {"name": "n1"}, "status": {"nodeMetric": node_metric}})
+
+
+@pytest.mark.parametrize(("seconds", "read"), [(60, 60.0), (1.5, 1.5), (None, None), (True, "error"), ("60", "error")])
+def test_report_interval_is_a_number_of_seconds(seconds: Any, read: Any) -> None:
+    raw = {"metadata": {"name": "n1"}, "spec": {"metricCollectPolicy": {"reportIntervalSeconds": seconds}}}
+    if read == "error":
+        with pytest.raises(ObjectError, match="reportIntervalSeconds: expected a number of seconds"):
+            nodemetric_from_dict(raw)
+    else:
+        assert nodemetric_from_dict(raw).report_interval == read
