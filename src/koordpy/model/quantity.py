@@ -188,7 +188,7 @@ def resource_value(resource: str, raw: str | int | float) -> int:
             suffix, digits = end, raw[:-1]
         else:
             suffix, digits = "", raw
-        if len(digits) <= 15 and digits.isdigit() and digits.isascii() and suffix in _SIMPLE_SCALE:
+        if len(digits) <= 15 and digits.isdigit() and digits.isascii() and suffix in _SIMPLE_SUFFIXES:
             amount = _simple_value(resource == "cpu", int(digits), suffix)
             if amount <= _SIMPLE_MAX:
                 return amount
@@ -214,6 +214,7 @@ memoised: koordlet's usage strings change on every report, so a memo would mostl
 _SIMPLE_MAX = 2**62
 """Results from the short path above this go the long way, which decides range errors and caps."""
 _SIMPLE_ONE_CHAR = frozenset("mkMG")
+_SIMPLE_SUFFIXES = frozenset({"m", *_SIMPLE_SCALE})
 
 
 def _simple_value(cpu: bool, digits: int, suffix: str) -> int:
