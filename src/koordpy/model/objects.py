@@ -440,17 +440,19 @@ class PodMetricInfo(NamedTuple):
     qos: str
 
 
-@dataclass(frozen=True, slots=True)
+@_read_only_view
 class AggregatedUsage:
-    """One ``aggregatedNodeUsages[]`` entry: usage per aggregation type over ``duration`` s."""
+    """One ``aggregatedNodeUsages[]`` entry: usage per aggregation type over ``duration`` s. Read-only by type
+    (see :func:`_read_only_view`)."""
 
     duration: float
     usage: Mapping[str, ResourceList]  # "avg" | "p50" | "p90" | "p95" | "p99" -> resources
 
 
-@dataclass(frozen=True, slots=True)
+@_read_only_view
 class NodeMetricInfo:
-    """``slo.koordinator.sh/v1alpha1`` NodeMetric as the scheduler reads it.
+    """``slo.koordinator.sh/v1alpha1`` NodeMetric as the scheduler reads it. Read-only by type (see
+    :func:`_read_only_view`): one is built on every NodeMetric event.
 
     ``node_usage`` is ``None`` when ``status.nodeMetric`` is absent (Koordinator treats that
     node as passing the filter and scoring 0).
@@ -475,13 +477,22 @@ class NodeMetricInfo:
 
 def _resource_map(obj: Any, path: str) -> ResourceList:
     """A Koordinator ``ResourceMap``: ``{"resources": {...}, "devices": [...]}``."""
+    if obj is None:
+        return {}
+    if type(obj) is dict:  # the usual shape without building the field path
+        resources = obj.get("resources")
+        if type(resources) is dict:
+            parsed = _non_negative(resources)
+            if parsed is not None:
+                return parsed
     return field_resources(field_mapping(obj, path).get("resources"), f"{path}.resources")
 
 
 def _seconds(obj: Any, path: str) -> float | None:
     if obj is None:
         return None
-    if isinstance(obj, bool) or not isinstance(obj, int | float):
+    kind = type(obj)
+    if kind is not int and kind is not float and (isinstance(obj, bool) or not isinstance(obj, int | float)):
         raise ObjectError(f"{path}: expected a number of seconds")
     if not 0 <= obj <= MAX_DURATION_SECONDS:  # NaN fails the comparison too
         raise ObjectError(f"{path}: out of range (0 to {MAX_DURATION_SECONDS:.4g} seconds)")
@@ -499,43 +510,57 @@ def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
     )
 
 
-def _pod_metric_fast(entry: Any) -> PodMetricInfo | None:
-    """:func:`_pod_metric` for the common shape (plain dicts, string fields, readable non-negative
-    quantities) without building field paths; None sends anything else down the checked path, which
-    gives the same result or names the bad field. Quantities are read from the memo of
-    :func:`parse_resource_list` first (one dict lookup each in the usual case)."""
-    if type(entry) is not dict:
+def _non_negative(resources: Mapping[str, Any]) -> ResourceList | None:
+    """``parse_resource_list``; None when it fails or an amount is negative (the checked path names why)."""
+    try:
+        usage = parse_resource_list(resources)
+    except QuantityError:
         return None
-    usage_raw = entry.get("podUsage")
-    usage: ResourceList = {}
-    if usage_raw is not None:
-        if type(usage_raw) is not dict:
-            return None
-        resources = usage_raw.get("resources")
-        if resources:
-            if type(resources) is not dict:
-                return None
-            memo = QUANTITY_MEMO
-            for key, quantity in resources.items():
-                amount = memo.get((key, quantity)) if type(quantity) is str else None
-                if amount is None:  # not memoised yet (or not a string): the full parse of the whole list
+    return None if usage and min(usage.values()) < 0 else usage
+
+
+def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
+    """:func:`_pod_metric` of each entry; the common shape (plain dicts, string fields, quantities already in the
+    memo of :func:`parse_resource_list`, none negative) is read inline without building field paths, anything
+    else goes down the checked path, which gives the same result or names the bad field."""
+    memo = QUANTITY_MEMO
+    new = _new_tuple
+    out: list[PodMetricInfo] = []
+    append = out.append
+    for entry in pods_raw:
+        if type(entry) is dict:
+            usage_raw = entry.get("podUsage")
+            usage: ResourceList | None = {}
+            if usage_raw is not None:
+                resources = usage_raw.get("resources") if type(usage_raw) is dict else None
+                if type(resources) is dict:
                     try:
-                        usage = parse_resource_list(resources)
-                    except QuantityError:
-                        return None
-                    if min(usage.values()) < 0:
-                        return None
-                    break
-                if amount < 0:
-                    return None
-                usage[key] = amount
-    namespace = entry.get("namespace") or ""
-    name = entry.get("name") or ""
-    priority = entry.get("priority") or ""
-    qos = entry.get("qos") or ""
-    if type(namespace) is not str or type(name) is not str or type(priority) is not str or type(qos) is not str:
-        return None
-    return _new_tuple(PodMetricInfo, (namespace, name, usage, priority, qos))
+                        for key, quantity in resources.items():
+                            amount = memo.get((key, quantity))  # only string quantities are in the memo
+                            if amount is None:  # not memoised yet (or not a string): the whole list parsed
+                                usage = _non_negative(resources)
+                                break
+                            if amount < 0:
+                                usage = None
+                                break
+                            usage[key] = amount  # type: ignore[index]
+                    except TypeError:  # an unhashable quantity
+                        usage = None
+                elif resources or type(usage_raw) is not dict:
+                    usage = None
+            if usage is not None:
+                namespace = entry.get("namespace")
+                name = entry.get("name")
+                priority = entry.get("priority")
+                qos = entry.get("qos")
+                # missing or null fields (None) go the checked path too, which reads them as ""
+                if type(namespace) is str and type(name) is str and type(priority) is str and type(qos) is str:
+                    append(new(PodMetricInfo, (namespace, name, usage, priority, qos)))
+                    continue
+        # ``index`` finds the first entry equal to this one: any earlier equal entry took this path too and
+        # would have raised first, so the index names this one whenever the checked path raises
+        append(_pod_metric(entry, f"status.podsMetric[{pods_raw.index(entry)}]"))
+    return tuple(out)
 
 
 _new_tuple = tuple.__new__
@@ -546,6 +571,60 @@ _DURATIONS: dict[str, float] = {}
 """Readable ``aggregatedNodeUsages[].duration`` strings -> seconds: the same few recur on every NodeMetric.
 Filled up to ``_DURATIONS_MAX`` entries, then only read."""
 _DURATIONS_MAX = 256
+_UPDATE_TIMES: dict[str, float] = {}
+"""Readable ``status.updateTime`` strings -> epoch seconds: koordlet writes whole seconds, so the NodeMetrics of
+a large cluster arriving within one second share one. Emptied when full (times only move on)."""
+_UPDATE_TIMES_MAX = 64
+
+
+def _aggregated(entry: Any, i: int) -> AggregatedUsage:
+    path = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
+    entry = field_mapping(entry, path)
+    raw_duration = entry.get("duration") or 0
+    if not isinstance(raw_duration, str | int | float):
+        raise ObjectError(f"{path}.duration: expected a duration string")
+    known = _DURATIONS.get(raw_duration) if type(raw_duration) is str else None
+    if known is not None:
+        duration = known
+    else:
+        try:
+            duration = parse_duration(raw_duration)
+        except (DurationError, OverflowError) as exc:
+            raise ObjectError(f"{path}.duration: {exc}") from None
+        if not math.isfinite(duration) or duration < 0:
+            raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
+        if type(raw_duration) is str and len(_DURATIONS) < _DURATIONS_MAX:
+            _DURATIONS[raw_duration] = duration
+    usage_raw = field_mapping(entry.get("usage"), f"{path}.usage")
+    usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
+    return AggregatedUsage(duration=duration, usage=usage)
+
+
+def _aggregated_fast(entry: Any) -> AggregatedUsage | None:
+    """:func:`_aggregated` for the common shape (plain dicts, a duration read before, string types, readable
+    non-negative quantities) without building field paths; None sends anything else down the checked path."""
+    if type(entry) is not dict:
+        return None
+    raw_duration = entry.get("duration")
+    duration = _DURATIONS.get(raw_duration) if type(raw_duration) is str else None
+    usage_raw = entry.get("usage")
+    if duration is None or type(usage_raw) is not dict:
+        return None
+    usage: dict[str, ResourceList] = {}
+    for kind, resource_map in usage_raw.items():
+        if type(kind) is not str or type(resource_map) is not dict:
+            return None
+        resources = resource_map.get("resources")
+        if resources is None:
+            usage[kind] = {}
+            continue
+        if type(resources) is not dict:
+            return None
+        parsed = _non_negative(resources)
+        if parsed is None:
+            return None
+        usage[kind] = parsed
+    return AggregatedUsage(duration, usage)
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
@@ -568,36 +647,22 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         entries = nm.get("aggregatedNodeUsages") or []
         if not isinstance(entries, list):
             raise ObjectError("status.nodeMetric.aggregatedNodeUsages: expected a list")
-        for i, entry in enumerate(entries):
-            path = f"status.nodeMetric.aggregatedNodeUsages[{i}]"
-            entry = field_mapping(entry, path)
-            raw_duration = entry.get("duration") or 0
-            if not isinstance(raw_duration, str | int | float):
-                raise ObjectError(f"{path}.duration: expected a duration string")
-            known = _DURATIONS.get(raw_duration) if type(raw_duration) is str else None
-            if known is not None:
-                duration = known
-            else:
-                try:
-                    duration = parse_duration(raw_duration)
-                except (DurationError, OverflowError) as exc:
-                    raise ObjectError(f"{path}.duration: {exc}") from None
-                if not math.isfinite(duration) or duration < 0:
-                    raise ObjectError(f"{path}.duration: expected a finite, non-negative duration")
-                if type(raw_duration) is str and len(_DURATIONS) < _DURATIONS_MAX:
-                    _DURATIONS[raw_duration] = duration
-            usage_raw = field_mapping(entry.get("usage"), f"{path}.usage")
-            usage = {str(k): _resource_map(v, f"{path}.usage.{k}") for k, v in usage_raw.items()}
-            aggregated.append(AggregatedUsage(duration=duration, usage=usage))
+        aggregated = [_aggregated_fast(entry) or _aggregated(entry, i) for i, entry in enumerate(entries)]
     pods_raw = status.get("podsMetric") or []
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")
-    pods = [
-        _pod_metric_fast(entry) or _pod_metric(entry, f"status.podsMetric[{i}]") for i, entry in enumerate(pods_raw)
-    ]
+    pods = _pod_metrics(pods_raw)
+    update_raw = status.get("updateTime")
+    update_time = _UPDATE_TIMES.get(update_raw) if type(update_raw) is str else None
+    if update_time is None:
+        update_time = field_time(update_raw, "status.updateTime")
+        if update_time is not None and type(update_raw) is str:
+            if len(_UPDATE_TIMES) >= _UPDATE_TIMES_MAX:
+                _UPDATE_TIMES.clear()
+            _UPDATE_TIMES[update_raw] = update_time
     return NodeMetricInfo(
         name=name,
-        update_time=field_time(status.get("updateTime"), "status.updateTime"),
+        update_time=update_time,
         report_interval=_seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
         aggregate_duration=_seconds(
             policy.get("aggregateDurationSeconds"), "spec.metricCollectPolicy.aggregateDurationSeconds"
@@ -605,5 +670,5 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         node_usage=node_usage,
         system_usage=system_usage,
         aggregated=tuple(aggregated),
-        pods=tuple(pods),
+        pods=pods,
     )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from koordpy.model import objects
-from koordpy.model.objects import ObjectError, _pod_metric, _pod_metric_fast, nodemetric_from_dict, pod_from_dict
+from koordpy.model.objects import ObjectError, _pod_metric, _pod_metrics, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import KubeQoS, kube_qos
 from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
 
@@ -28,14 +28,15 @@ USUAL = {
         {**USUAL, "podUsage": None},  # no usage: an empty list
         {**USUAL, "podUsage": {}},
         {**USUAL, "podUsage": {"resources": None}},
-        {"name": "bare"},  # namespace, priority, qos default to ""
-        {**USUAL, "priority": None, "qos": ""},
+        {**USUAL, "priority": "", "qos": ""},
     ],
 )
-def test_fast_path_equals_checked_path(entry: dict[str, Any]) -> None:
-    fast = _pod_metric_fast(entry)
-    assert fast is not None
-    assert fast == _pod_metric(entry, "status.podsMetric[0]")
+def test_fast_path_equals_checked_path(entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = _pod_metric(entry, "status.podsMetric[0]")
+    taken: list[str] = []
+    monkeypatch.setattr(objects, "_pod_metric", lambda entry, path: taken.append(path))
+    assert _pod_metrics([entry]) == (checked,)
+    assert taken == []  # read inline, not by the checked path
 
 
 @pytest.mark.parametrize(
@@ -44,13 +45,51 @@ def test_fast_path_equals_checked_path(entry: dict[str, Any]) -> None:
         ["not", "a", "dict"],
         {**USUAL, "namespace": 7},  # the checked path turns it into "7"
         {**USUAL, "podUsage": {"resources": {"cpu": "-1"}}},  # negative: an error with its path
+        {**USUAL, "podUsage": {"resources": {"cpu": "-1m", "memory": "1Gi"}}},  # negative, parsed in full
         {**USUAL, "podUsage": {"resources": {"cpu": "lots"}}},  # unreadable quantity
         {**USUAL, "podUsage": {"resources": ["cpu"]}},
         {**USUAL, "podUsage": "700m"},
+        {**USUAL, "podUsage": ["cpu"]},
+        {**USUAL, "podUsage": {"resources": {"cpu": ["1"]}}},  # unhashable quantity
+        {"name": "bare"},  # missing fields: the checked path reads them as ""
+        {**USUAL, "priority": None},
     ],
 )
-def test_unusual_shapes_take_the_checked_path(entry: Any) -> None:
-    assert _pod_metric_fast(entry) is None
+def test_unusual_shapes_take_the_checked_path(entry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[str] = []
+
+    def checked(entry: Any, path: str) -> Any:
+        taken.append(path)
+        return "checked"
+
+    monkeypatch.setattr(objects, "_pod_metric", checked)
+    assert _pod_metrics([USUAL, entry]) == (_pod_metrics([USUAL])[0], "checked")
+    assert taken == ["status.podsMetric[1]"]
+
+
+def test_aggregated_fast_path_equals_checked_path_and_names_bad_fields() -> None:
+    def metric(*entries: Any) -> dict[str, Any]:
+        node_metric = {"nodeUsage": {"resources": {"cpu": "1"}}, "aggregatedNodeUsages": list(entries)}
+        return {"metadata": {"name": "n1"}, "status": {"nodeMetric": node_metric}}
+
+    usual = {"duration": "5m", "usage": {"p95": {"resources": {"cpu": "2", "memory": "1Gi"}}, "avg": {}}}
+    for _ in range(2):  # the first reads the duration the long way, the second from the memo
+        (read,) = nodemetric_from_dict(metric(usual)).aggregated
+        assert (read.duration, read.usage) == (300.0, {"p95": {"cpu": 2000, "memory": 2**30}, "avg": {}})
+        assert read == objects._aggregated(usual, 0)
+    bad = {"duration": "5m", "usage": {"p95": {"resources": {"cpu": "-1"}}}}
+    with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[1\]\.usage\.p95\.resources\.cpu: negative"):
+        nodemetric_from_dict(metric(usual, bad))
+    with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.usage\.p95: expected an object"):
+        nodemetric_from_dict(metric({"duration": "5m", "usage": {"p95": "2"}}))
+
+
+def test_update_times_read_before_give_the_same_seconds() -> None:
+    raw = {"metadata": {"name": "n1"}, "status": {"updateTime": "2026-11-21T10:00:00Z"}}
+    first, second = nodemetric_from_dict(raw).update_time, nodemetric_from_dict(raw).update_time
+    assert first == second == 1795255200.0  # 2026-11-21T10:00:00Z in epoch seconds
+    raw["status"]["updateTime"] = "2026-11-21T10:00:01Z"
+    assert nodemetric_from_dict(raw).update_time == 1795255201.0
 
 
 def test_checked_path_still_names_the_field() -> None:
@@ -62,6 +101,12 @@ def test_checked_path_still_names_the_field() -> None:
         nodemetric_from_dict(raw)
     raw["status"]["podsMetric"][1] = {**USUAL, "namespace": 7}
     assert nodemetric_from_dict(raw).pods[1].namespace == "7"
+    raw["status"]["podsMetric"][1] = {"name": "bare", "priority": None}
+    assert nodemetric_from_dict(raw).pods[1] == ("", "bare", {}, "", "")
+    # the same bad entry twice: the first one is named
+    raw["status"]["podsMetric"] = [USUAL, {"name": 5, "podUsage": 1}, {"name": 5, "podUsage": 1}]
+    with pytest.raises(ObjectError, match=r"status\.podsMetric\[1\]\.podUsage: expected an object"):
+        nodemetric_from_dict(raw)
 
 
 def test_memoised_quantities_stay_exact_and_negative_ones_stay_rejected() -> None:
@@ -198,3 +243,42 @@ def test_memoised_aggregation_durations_stay_exact_and_bad_ones_stay_refused() -
             with pytest.raises(ObjectError, match=r"aggregatedNodeUsages\[0\]\.duration"):
                 nodemetric_from_dict(with_duration(bad))
     assert "-5m" not in objects._DURATIONS and objects._DURATIONS["5m"] == 300.0
+
+
+@pytest.mark.parametrize(
+    ("node_usage", "expected"),
+    [
+        ({"resources": {"cpu": "2", "memory": "1Gi"}}, {"cpu": 2000, "memory": 2**30}),  # 2 cores, 1Gi
+        ({"resources": None}, {}),
+        ({}, {}),
+        (None, {}),
+    ],
+)
+def test_resource_maps_read_without_paths_equal_the_checked_reading(node_usage: Any, expected: Any) -> None:
+    raw = {"metadata": {"name": "n1"}, "status": {"nodeMetric": {"nodeUsage": node_usage}}}
+    read = nodemetric_from_dict(raw)
+    assert (read.node_usage, read.system_usage) == (expected, {})
+
+
+@pytest.mark.parametrize(
+    ("node_metric", "error"),
+    [
+        ({"nodeUsage": {"resources": {"cpu": "-1"}}}, r"status\.nodeMetric\.nodeUsage\.resources\.cpu: negative"),
+        ({"systemUsage": {"resources": {"cpu": "x"}}}, r"status\.nodeMetric\.systemUsage\.resources\.cpu"),
+        ({"nodeUsage": {"resources": ["cpu"]}}, r"status\.nodeMetric\.nodeUsage\.resources: expected an object"),
+        ({"nodeUsage": "2"}, r"status\.nodeMetric\.nodeUsage: expected an object"),
+    ],
+)
+def test_odd_resource_maps_are_named(node_metric: Any, error: str) -> None:
+    with pytest.raises(ObjectError, match=error):
+        nodemetric_from_dict({"metadata": {"name": "n1"}, "status": {"nodeMetric": node_metric}})
+
+
+@pytest.mark.parametrize(("seconds", "read"), [(60, 60.0), (1.5, 1.5), (None, None), (True, "error"), ("60", "error")])
+def test_report_interval_is_a_number_of_seconds(seconds: Any, read: Any) -> None:
+    raw = {"metadata": {"name": "n1"}, "spec": {"metricCollectPolicy": {"reportIntervalSeconds": seconds}}}
+    if read == "error":
+        with pytest.raises(ObjectError, match="reportIntervalSeconds: expected a number of seconds"):
+            nodemetric_from_dict(raw)
+    else:
+        assert nodemetric_from_dict(raw).report_interval == read

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from koordpy.model import quantity
 from koordpy.model.quantity import QuantityError, _uncached_resource_value, resource_value
 
 RESOURCES = ("cpu", "memory", "kubernetes.io/batch-cpu", "ephemeral-storage")
@@ -65,3 +66,14 @@ def test_short_path_equals_the_exact_path(resource: str, digits: str, suffix: st
 def test_what_the_short_path_does_not_take_goes_the_exact_way(text: str) -> None:
     # non-ASCII digits, signs, underscores (int() would read "1_000"), fractions, spaces, wrong case
     assert short("cpu", text) == exact("cpu", text)
+
+
+@pytest.mark.parametrize(
+    ("resource", "text"),
+    [("cpu", "712m"), ("memory", "712m"), ("cpu", "2"), ("cpu", "3k"), ("memory", "1956Mi"), ("memory", "7Ki")],
+)
+def test_the_usual_forms_never_take_the_memoised_long_path(resource: str, text: str) -> None:
+    before = quantity._resource_value.cache_info()
+    resource_value(resource, text)
+    after = quantity._resource_value.cache_info()
+    assert (after.hits, after.misses) == (before.hits, before.misses)

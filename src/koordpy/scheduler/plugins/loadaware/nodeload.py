@@ -23,12 +23,13 @@ Not guaranteed: vectors are only as fresh as the last event; nothing here looks 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.model.objects import NodeMetricInfo, PodInfo
+from koordpy.model.objects import NodeMetricInfo, PodInfo, PodMetricInfo
 from koordpy.model.priority import PriorityClass
 
 __all__ = ["SATURATION", "AssignedPod", "NodeLoad", "Vector", "Vectorizer", "saturate"]
@@ -90,9 +91,26 @@ class AssignedPod:
 
 
 _Sums = tuple[list[int], list[int], list[int], list[int]]
-_Inputs = tuple[Values | None, bool, bool]
-"""What one pod's share is computed from: reported usage (None: not reported), Prod by the metric too,
-should be estimated."""
+_Key = tuple[str, str]
+_Inputs = tuple[_Key, Values | None, bool, bool]
+"""What one pod's share is computed from: its (namespace, name), reported usage (None: not reported), Prod by
+the metric (False when not reported), should be estimated."""
+_PROD = PriorityClass.PROD.value
+_KEY_OF = operator.itemgetter(0, 1)
+_USAGE_OF = operator.itemgetter(2)
+_NO_KEYS: frozenset[_Key] = frozenset()
+
+
+def _reported_entries(pods: Sequence[PodMetricInfo]) -> tuple[dict[_Key, PodMetricInfo], frozenset[_Key]]:
+    """``podsMetric`` by (namespace, name): the last entry with usage (entries without usage count as not
+    reported), and the names Prod only by an earlier entry with usage (a repeated name is Prod if any of its
+    entries says so; empty unless a name repeats)."""
+    with_usage = pods if all(map(_USAGE_OF, pods)) else [entry for entry in pods if entry[2]]
+    last = dict(zip(map(_KEY_OF, with_usage), with_usage, strict=True))
+    if len(last) == len(with_usage):
+        return last, _NO_KEYS
+    prod = {_KEY_OF(entry) for entry in with_usage if entry[3] == _PROD}
+    return last, frozenset(key for key in prod if last[key][3] != _PROD)
 
 
 class NodeLoad:
@@ -101,11 +119,10 @@ class NodeLoad:
     __slots__ = (
         "_agg",
         "_inputs",
-        "_metric_prod",
+        "_prod_earlier",
         "_reported",
         "_sums",
         "_system",
-        "_uids_by_key",
         "_unsettled",
         "_usage",
         "_vectorizer",
@@ -125,13 +142,16 @@ class NodeLoad:
         self.report_interval = DEFAULT_REPORT_INTERVAL
         self.node_usage_values: Values | None = None
         """``nodeUsage`` saturated, in resource order; None without ``status.nodeMetric``."""
-        self._agg: dict[tuple[str, float], Values] = {}
+        self._agg: dict[tuple[str, float], Values | None] = {}
+        """(type, duration) -> usage, filled from ``metric.aggregated`` for the pairs that are looked up."""
         self._system: Values = (0,) * width
-        self._usage: dict[tuple[str, str], Values] = {}
-        """Reported usage vectors, filled lazily from ``_reported`` for the pods that are looked up."""
-        self._reported: dict[tuple[str, str], Mapping[str, int]] = {}
+        self._usage: dict[_Key, Values] = {}
+        """Reported usage vectors: every assigned pod's that is reported, and those looked up since."""
+        self._reported: dict[_Key, PodMetricInfo] = {}
+        """``podsMetric`` by (namespace, name): the last entry with usage."""
+        self._prod_earlier: frozenset[_Key] = _NO_KEYS
+        """Names whose last entry with usage is not Prod but an earlier one is (Prod by the metric too)."""
         self._vectorizer: Vectorizer | None = None
-        self._metric_prod: frozenset[tuple[str, str]] = frozenset()
         self._sums: _Sums = ([0] * width, [0] * width, [0] * width, [0] * width)
         """nodeDelta, prodDelta, nodeEstimated, prodUsage (without systemUsage), unclamped."""
         self._inputs: dict[str, _Inputs] = {}
@@ -139,8 +159,6 @@ class NodeLoad:
         self._unsettled: set[str] = set()
         """Pods whose share could change with a later updateTime alone: reported, and "should be estimated"
         (assigned within the report interval, or before their deadline)."""
-        self._uids_by_key: dict[tuple[str, str], set[str]] = {}
-        """(namespace, name) -> uids of the assigned pods of that name (a recreated pod may share it)."""
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -162,20 +180,10 @@ class NodeLoad:
             self._unsettled = set()
             self._usage = {}
             self._reported = {}
-            self._metric_prod = frozenset()
+            self._prod_earlier = _NO_KEYS
             return
         if metric.node_usage is not None:
             self.node_usage_values = vectorize.saturated(metric.node_usage)
-            longest: dict[str, float] = {}
-            for entry in metric.aggregated:
-                for kind, usage in entry.usage.items():
-                    if not usage:
-                        continue
-                    self._agg[(kind, entry.duration)] = vectorize.saturated(usage)
-                    if entry.duration > longest.get(kind, -1.0):
-                        longest[kind] = entry.duration
-            for kind, duration in longest.items():
-                self._agg[(kind, 0.0)] = self._agg[(kind, duration)]
             if include_sys:
                 self._system = vectorize.values(metric.system_usage)
         update_time = metric.update_time if metric.update_time is not None else -math.inf
@@ -190,51 +198,52 @@ class NodeLoad:
             and previous.pods == metric.pods
         )
         if same_pods and update_time == self.update_time and report_interval == self.report_interval:
+            self._vectorizer = vectorize
             return
         old_time, old_interval = self.update_time, self.report_interval
         self.update_time = update_time
         self.report_interval = report_interval
-        incremental = previous is not None and self._vectorizer is vectorize
-        changed: set[tuple[str, str]] = set()  # keys whose reported usage or Prod-by-the-metric changed
+        accounted = self._inputs
+        pods = self.pods
+        # Incremental when every assigned pod's share is in the sums and the vectors are comparable.
+        incremental = previous is not None and self._vectorizer is vectorize and len(accounted) == len(pods)
+        self._vectorizer = vectorize
+        changed: list[str] = []  # pods whose reported usage or Prod-by-the-metric changed
         if not same_pods:
-            old_reported, old_prod = self._reported, self._metric_prod
-            # Pods without usage count as "not reported"; a repeated name keeps its last usage and
-            # is Prod if any of its entries says so.
-            # Only the node's assigned pods are ever looked up: their vectors are made on first use.
-            prod = PriorityClass.PROD.value
-            reported: dict[tuple[str, str], Mapping[str, int]] = {}
-            prod_keys = []
-            for namespace, name, pod_usage, priority, _qos in metric.pods:
-                if pod_usage:
-                    key = (namespace, name)
-                    reported[key] = pod_usage
-                    if priority == prod:
-                        prod_keys.append(key)
-            metric_prod = frozenset(prod_keys)
-            if incremental:  # only the keys of assigned pods can change a share
-                for key in self._uids_by_key:
-                    if reported.get(key) != old_reported.get(key) or (key in metric_prod) != (key in old_prod):
-                        changed.add(key)
+            reported, prod_earlier = _reported_entries(metric.pods)
             self._reported = reported
-            self._metric_prod = metric_prod
-            self._vectorizer = vectorize
-            self._usage = {}
+            self._prod_earlier = prod_earlier
+            # Vectors for the assigned pods' names now (the comparison needs them), the others on first use.
+            usage_of: dict[_Key, Values] = {}
+            self._usage = usage_of
+            if incremental:  # compare each pod's accounted inputs with the new metric's, without the old one
+                values = vectorize.values
+                for uid, (key, usage, metric_prod, _should) in accounted.items():
+                    entry = reported.get(key)
+                    if entry is None:
+                        if usage is not None:
+                            changed.append(uid)
+                        continue
+                    vector = values(entry[2])  # a name of two pods is vectorised twice
+                    if vector != usage or metric_prod != (entry[3] == _PROD or key in prod_earlier):
+                        changed.append(uid)
+                    else:  # keep the accounted tuple: one object less kept per pod
+                        vector = usage
+                    usage_of[key] = vector
         if not incremental:
-            uids: set[str] | dict[str, AssignedPod] = self.pods
+            uids: Collection[str] = pods
         else:
-            uids = set()
-            by_key = self._uids_by_key
-            for key in changed:
-                uids.update(by_key[key])
+            uids = changed
             if update_time != old_time or report_interval != old_interval:
                 if update_time >= old_time and report_interval == old_interval:
                     # updateTime only moved on: a pod no longer "should be estimated" stays so
                     # (t > u - r and d > u can only turn false as u grows), so only the others can flip
-                    uids.update(self._unsettled)
+                    uids = self._unsettled.union(changed) if changed else list(self._unsettled)
                 else:
-                    uids = self.pods
-        accounted = self._inputs
-        pods = self.pods
+                    uids = pods
+        if not incremental or len(uids) * 2 > len(pods):  # most shares change: sum them afresh (one pass)
+            self._recount()
+            return
         for uid in uids:
             assigned = pods[uid]
             inputs = self._inputs_of(assigned)
@@ -245,14 +254,25 @@ class NodeLoad:
                 self._account(assigned, inputs, +1)
                 self._accounted(uid, inputs)
 
-    def _reported_vector(self, key: tuple[str, str]) -> Values | None:
+    def _recount(self) -> None:
+        """Every assigned pod's share summed afresh under the current metric (which must be set)."""
+        width = self.width
+        self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)
+        self._inputs = {}
+        self._unsettled = set()
+        for uid, assigned in self.pods.items():
+            inputs = self._inputs_of(assigned)
+            self._account(assigned, inputs, +1)
+            self._accounted(uid, inputs)
+
+    def _reported_vector(self, key: _Key) -> Values | None:
         """The pod's reported usage as a tuple in resource order; None when not reported."""
         usage = self._usage.get(key)
         if usage is None:
-            raw = self._reported.get(key)
-            if raw is None or self._vectorizer is None:
+            entry = self._reported.get(key)
+            if entry is None or self._vectorizer is None:
                 return None
-            usage = self._usage[key] = self._vectorizer.values(raw)
+            usage = self._usage[key] = self._vectorizer.values(entry[2])
         return usage
 
     @property
@@ -263,10 +283,33 @@ class NodeLoad:
 
     def aggregated_values(self, kind: str, duration: float) -> Values | None:
         """Usage for (type, duration); duration 0 = longest with data, else ``nodeUsage``."""
-        values = self._agg.get((kind, duration))
-        if values is None and duration == 0:
-            return self.node_usage_values
+        key = (kind, duration)
+        agg = self._agg
+        if key in agg:
+            return agg[key]
+        values = agg[key] = self._aggregated(kind, duration)
         return values
+
+    def _aggregated(self, kind: str, duration: float) -> Values | None:
+        """:meth:`aggregated_values` read from the metric: the last entry of that duration with data for the
+        type (duration 0: of the longest such duration; none: ``nodeUsage``, for duration 0 only)."""
+        metric, vectorize = self.metric, self._vectorizer
+        if metric is None or metric.node_usage is None or vectorize is None:
+            return None
+        found: Mapping[str, int] | None = None
+        longest = -1.0
+        for entry in metric.aggregated:
+            usage = entry.usage.get(kind)
+            if not usage:
+                continue
+            if duration == 0:
+                if entry.duration >= longest:
+                    longest, found = entry.duration, usage
+            elif entry.duration == duration:
+                found = usage
+        if found is None:
+            return self.node_usage_values if duration == 0 else None
+        return vectorize.saturated(found)
 
     def aggregated(self, kind: str, duration: float) -> Vector | None:
         """:meth:`aggregated_values` as a vector."""
@@ -286,18 +329,13 @@ class NodeLoad:
         if old is not None:
             self._take_back(old)
         self.pods[uid] = assigned
-        uids = self._uids_by_key.get(assigned.key)
-        if uids is None:
-            self._uids_by_key[assigned.key] = {uid}
-        else:
-            uids.add(uid)
         if self.metric is not None:
             inputs = self._inputs_of(assigned)
             self._account(assigned, inputs, +1)
             # ``_accounted`` without its discard: the uid is in neither ``_inputs`` nor ``_unsettled`` here
             # (``_take_back`` took it out of both)
             self._inputs[uid] = inputs
-            if inputs[0] is not None and inputs[2]:
+            if inputs[1] is not None and inputs[3]:
                 self._unsettled.add(uid)
 
     def remove_pod(self, uid: str) -> None:
@@ -306,23 +344,17 @@ class NodeLoad:
             self._take_back(old)
 
     def _take_back(self, assigned: AssignedPod) -> None:
-        """Take the pod's share out of the sums and forget its key (``add_pod`` puts them back)."""
+        """Take the pod's share out of the sums (``add_pod`` puts it back)."""
         uid = assigned.pod.uid
         inputs = self._inputs.pop(uid, None)
         self._unsettled.discard(uid)
         if inputs is not None:
             self._account(assigned, inputs, -1)
-        uids = self._uids_by_key.get(assigned.key)
-        if uids is not None:
-            uids.discard(uid)
-            if not uids:
-                del self._uids_by_key[assigned.key]
 
     def _accounted(self, uid: str, inputs: _Inputs) -> None:
         """Record the inputs of the pod's share now in the sums."""
         self._inputs[uid] = inputs
-        usage, _active_prod, should = inputs
-        if usage is not None and should:
+        if inputs[1] is not None and inputs[3]:
             self._unsettled.add(uid)
         else:
             self._unsettled.discard(uid)
@@ -330,18 +362,15 @@ class NodeLoad:
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""
         key = assigned.key
-        usage = None
-        if key in self._reported:  # else not reported (most new pods); ``_usage`` only holds reported keys
-            usage = self._usage.get(key)
-            if usage is None:
-                usage = self._reported_vector(key)
-        active_prod = assigned.prod and usage is not None and key in self._metric_prod
-        should = (
-            usage is None
-            or assigned.timestamp > self.update_time - self.report_interval
-            or assigned._deadline > self.update_time
-        )
-        return usage, active_prod, should
+        entry = self._reported.get(key)
+        if entry is None:  # not reported (most new pods)
+            return key, None, False, True
+        usage = self._usage.get(key)
+        if usage is None:
+            usage = self._reported_vector(key)
+        metric_prod = entry[3] == _PROD or key in self._prod_earlier
+        should = assigned.timestamp > self.update_time - self.report_interval or assigned._deadline > self.update_time
+        return key, usage, metric_prod, should
 
     def _account(self, assigned: AssignedPod, inputs: _Inputs, sign: int) -> None:
         """Add (sign +1) or take back (-1) one pod's share from its inputs: the only place the rule lives.
@@ -349,7 +378,8 @@ class NodeLoad:
         Plain integers, so taking a share back is exact and the sums cannot drift.
         """
         node_delta, prod_delta, node_estimated, prod_usage = self._sums
-        usage, active_prod, should = inputs
+        _key, usage, metric_prod, should = inputs
+        active_prod = assigned.prod and metric_prod
         width = range(self.width)
         if active_prod:
             for r in width:

@@ -139,7 +139,7 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
     load = NodeLoad(2)
     present: dict[str, AssignedPod] = {}
     current: object = None
-    entries: list[tuple[str, str, str | None]] = []
+    entries: list[tuple[str, str, str, str | None]] = []  # namespace, name, priority, cpu
     changed_inputs = 0
     timing = (-20, 60)  # updateTime - NOW, reportInterval
     for step in range(600):
@@ -164,20 +164,26 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
             mode = rng.random()
             if mode < 0.4:  # a new podsMetric
                 entries = [
-                    (f"p{i}", rng.choice(["koord-prod", "koord-batch"]), f"{rng.choice([0, 300, 1500])}m")
+                    (
+                        rng.choice(["ns", "ns", "ns", "other"]),  # "other": the same name in another namespace
+                        f"p{i}",
+                        rng.choice(["koord-prod", "koord-batch"]),
+                        f"{rng.choice([0, 300, 1500])}m",
+                    )
                     for i in range(0, 30, rng.choice([1, 2, 3]))
                 ]
             elif mode < 0.6 and entries:  # one entry changed (usage or priority), the others as last time
                 k = rng.randrange(len(entries))
                 entries = [*entries]
-                entries[k] = (entries[k][0], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
+                entries[k] = (*entries[k][:2], rng.choice(["koord-prod", "koord-batch"]), f"{rng.randint(0, 2)}")
             elif mode < 0.85:  # the last podsMetric with entries appended: names already reported (another
                 # usage or priority: the last usage counts, Prod if any entry says so), new names, pods of
-                # other nodes, and entries without usage (cpu None: no podUsage resources at all)
+                # other nodes or namespaces, and entries without usage (cpu None: no podUsage resources at all)
                 entries = [
                     *entries,
                     *(
                         (
+                            rng.choice(["ns", "ns", "other"]),
                             rng.choice([f"p{rng.randrange(30)}", f"elsewhere-{rng.randrange(5)}"]),
                             rng.choice(["koord-prod", "koord-batch"]),
                             rng.choice([None, "0m", "300m", "1500m", f"{rng.randint(1, 2)}"]),
@@ -186,11 +192,11 @@ def test_a_new_metric_re_accounts_exactly_the_pods_whose_inputs_changed() -> Non
                     ),
                 ]
             # else: the same podsMetric as the last report
-            for pod_name, priority, cpu in entries:
+            for namespace, pod_name, priority, cpu in entries:
                 if cpu is None:
-                    builder.pod("ns", pod_name, priority=priority)
+                    builder.pod(namespace, pod_name, priority=priority)
                 else:
-                    builder.pod("ns", pod_name, priority=priority, cpu=cpu, memory="1Gi")
+                    builder.pod(namespace, pod_name, priority=priority, cpu=cpu, memory="1Gi")
             before = sums(load)
             current = nodemetric_from_dict(builder.build())
             load.set_metric(current, VEC, include_sys=True)  # type: ignore[arg-type]
@@ -242,3 +248,51 @@ def test_an_appended_entry_that_only_makes_a_pod_prod_is_accounted() -> None:
     load.set_metric(reporting("koord-batch", "koord-prod"), VEC, include_sys=False)  # type: ignore[arg-type]
     assert load.prod_usage.tolist() == [400, 0]
     assert load.prod_delta.tolist() == [0, 0]  # reported and not estimated: no delta
+
+
+def test_aggregated_usage_is_read_from_the_current_metric_only() -> None:
+    # (type, duration) pairs are vectorised when first looked up and kept until the next NodeMetric: the second
+    # metric's answers differ from the first's for every pair looked up below, so a kept answer fails.
+    def reporting(*entries: tuple[str, dict[str, dict[str, str]]]) -> object:
+        raw = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="4", memory="8Gi").build()
+        raw["status"]["nodeMetric"]["aggregatedNodeUsages"] = [
+            {"duration": duration, "usage": {kind: {"resources": res} for kind, res in usage.items()}}
+            for duration, usage in entries
+        ]
+        return nodemetric_from_dict(raw)
+
+    def looked_up(load: NodeLoad) -> dict[tuple[str, float], list[int] | None]:
+        pairs = [("p95", 300.0), ("p95", 1800.0), ("p95", 0.0), ("avg", 0.0), ("avg", 1800.0), ("p50", 300.0)]
+        return {pair: None if (v := load.aggregated(*pair)) is None else v.tolist() for pair in pairs}
+
+    load = NodeLoad(2)
+    first = reporting(
+        ("5m", {"p95": {"cpu": "2"}}),
+        ("30m", {"p95": {"cpu": "3"}, "avg": {}}),  # avg without data: as if absent
+        ("5m", {"p95": {"cpu": "6"}}),  # the same duration again: the last entry counts
+    )
+    load.set_metric(first, VEC, include_sys=False)  # type: ignore[arg-type]
+    # p95: 5m -> 6 cores (the later entry), 30m -> 3, longest (0) -> 30m; avg has no data: nodeUsage for
+    # duration 0 (4 cores, 8Gi), nothing for 30m; p50 is not reported at all
+    assert looked_up(load) == {
+        ("p95", 300.0): [6000, 0],
+        ("p95", 1800.0): [3000, 0],
+        ("p95", 0.0): [3000, 0],
+        ("avg", 0.0): [4000, 8 * GI],
+        ("avg", 1800.0): None,
+        ("p50", 300.0): None,
+    }
+    second = reporting(("5m", {"p95": {"cpu": "1"}, "avg": {"cpu": "500m"}}), ("30m", {"avg": {"cpu": "700m"}}))
+    load.set_metric(second, VEC, include_sys=False)  # type: ignore[arg-type]
+    # p95 only for 5m now (1 core, also the longest); avg 5m 500m, 30m 700m (the longest); p50 now reported
+    # for no duration still
+    assert looked_up(load) == {
+        ("p95", 300.0): [1000, 0],
+        ("p95", 1800.0): None,
+        ("p95", 0.0): [1000, 0],
+        ("avg", 0.0): [700, 0],
+        ("avg", 1800.0): [700, 0],
+        ("p50", 300.0): None,
+    }
+    load.set_metric(None, VEC, include_sys=False)
+    assert set(looked_up(load).values()) == {None}
