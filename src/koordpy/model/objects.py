@@ -527,7 +527,7 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
     new = _new_tuple
     out: list[PodMetricInfo] = []
     append = out.append
-    for entry in pods_raw:
+    for i, entry in enumerate(pods_raw):
         if type(entry) is dict:
             usage_raw = entry.get("podUsage")
             usage: ResourceList | None = {}
@@ -557,9 +557,7 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
                 if type(namespace) is str and type(name) is str and type(priority) is str and type(qos) is str:
                     append(new(PodMetricInfo, (namespace, name, usage, priority, qos)))
                     continue
-        # ``index`` finds the first entry equal to this one: any earlier equal entry took this path too and
-        # would have raised first, so the index names this one whenever the checked path raises
-        append(_pod_metric(entry, f"status.podsMetric[{pods_raw.index(entry)}]"))
+        append(_pod_metric(entry, f"status.podsMetric[{i}]"))
     return tuple(out)
 
 

@@ -82,3 +82,33 @@ def test_labels_with_an_unprintable_integer_name_the_field() -> None:
     # A YAML/JSON reader can produce a 5,000-digit integer; str() of it raises ValueError in Python.
     with pytest.raises(ObjectError, match=r"metadata\.labels"):
         pod_from_dict({"metadata": {"name": "p", "labels": {"a": 10**5000}}, "spec": {}})
+
+
+class _CountingEntry(dict[str, object]):
+    """A ``podsMetric`` entry that is not a plain dict (so it takes the checked path) and counts comparisons."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingEntry.compared += 1
+        return dict.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_podsmetric_entries_on_the_checked_path_are_never_compared_with_each_other() -> None:
+    # Linear work whatever the entries: finding an entry's position by comparing it with the earlier ones would
+    # cost n²/2 comparisons (5·10^9 for a hostile 100,000-entry report), so none may happen at all.
+    entries = [_CountingEntry(namespace="ns", name=f"p{i}", podUsage={"resources": {"cpu": "1m"}}) for i in range(300)]
+    _CountingEntry.compared = 0
+    metric = nodemetric_from_dict(_metric({}, podsMetric=entries))
+    assert len(metric.pods) == 300 and metric.pods[299].name == "p299" and metric.pods[299].qos == ""
+    assert _CountingEntry.compared == 0
+
+
+def test_a_bad_entry_after_equal_good_ones_is_named_by_its_own_position() -> None:
+    good = {"namespace": "ns", "name": "p", "podUsage": {"resources": {"cpu": "1m"}}}
+    with pytest.raises(ObjectError, match=r"status\.podsMetric\[2\]\.podUsage\.resources\.cpu: negative"):
+        nodemetric_from_dict(
+            _metric({}, podsMetric=[good, dict(good), {"name": "p", "podUsage": {"resources": {"cpu": "-1m"}}}])
+        )
