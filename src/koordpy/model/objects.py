@@ -523,11 +523,11 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
     """:func:`_pod_metric` of each entry; the common shape (plain dicts, string fields, quantities already in the
     memo of :func:`parse_resource_list`, none negative) is read inline without building field paths, anything
     else goes down the checked path, which gives the same result or names the bad field."""
-    memo = QUANTITY_MEMO
+    memo_get = QUANTITY_MEMO.get
     new = _new_tuple
     out: list[PodMetricInfo] = []
     append = out.append
-    for i, entry in enumerate(pods_raw):
+    for entry in pods_raw:  # one item of ``out`` per entry: an entry's position is len(out)
         if type(entry) is dict:
             usage_raw = entry.get("podUsage")
             usage: ResourceList | None = {}
@@ -535,15 +535,15 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
                 resources = usage_raw.get("resources") if type(usage_raw) is dict else None
                 if type(resources) is dict:
                     try:
-                        for key, quantity in resources.items():
-                            amount = memo.get((key, quantity))  # only string quantities are in the memo
+                        for item in resources.items():  # (name, quantity): the memo's key, not built anew
+                            amount = memo_get(item)  # only string quantities are in the memo
                             if amount is None:  # not memoised yet (or not a string): the whole list parsed
                                 usage = _non_negative(resources)
                                 break
                             if amount < 0:
                                 usage = None
                                 break
-                            usage[key] = amount  # type: ignore[index]
+                            usage[item[0]] = amount  # type: ignore[index]
                     except TypeError:  # an unhashable quantity
                         usage = None
                 elif resources or type(usage_raw) is not dict:
@@ -554,10 +554,10 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
                 priority = entry.get("priority")
                 qos = entry.get("qos")
                 # missing or null fields (None) go the checked path too, which reads them as ""
-                if type(namespace) is str and type(name) is str and type(priority) is str and type(qos) is str:
+                if type(namespace) is type(name) is type(priority) is type(qos) is str:
                     append(new(PodMetricInfo, (namespace, name, usage, priority, qos)))
                     continue
-        append(_pod_metric(entry, f"status.podsMetric[{i}]"))
+        append(_pod_metric(entry, f"status.podsMetric[{len(out)}]"))
     return tuple(out)
 
 
@@ -658,15 +658,13 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
             if len(_UPDATE_TIMES) >= _UPDATE_TIMES_MAX:
                 _UPDATE_TIMES.clear()
             _UPDATE_TIMES[update_raw] = update_time
-    return NodeMetricInfo(
-        name=name,
-        update_time=update_time,
-        report_interval=_seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
-        aggregate_duration=_seconds(
-            policy.get("aggregateDurationSeconds"), "spec.metricCollectPolicy.aggregateDurationSeconds"
-        ),
-        node_usage=node_usage,
-        system_usage=system_usage,
-        aggregated=tuple(aggregated),
-        pods=pods,
+    return NodeMetricInfo(  # positional: the field order of NodeMetricInfo
+        name,
+        update_time,
+        _seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
+        _seconds(policy.get("aggregateDurationSeconds"), "spec.metricCollectPolicy.aggregateDurationSeconds"),
+        node_usage,
+        system_usage,
+        tuple(aggregated),
+        pods,
     )

@@ -97,6 +97,7 @@ _Inputs = tuple[_Key, Values | None, bool, bool]
 the metric (False when not reported), should be estimated."""
 _PROD = PriorityClass.PROD.value
 _KEY_OF = operator.itemgetter(0, 1)
+_NAME_OF = operator.itemgetter(1)
 _USAGE_OF = operator.itemgetter(2)
 _NO_KEYS: frozenset[_Key] = frozenset()
 
@@ -113,11 +114,20 @@ def _reported_entries(pods: Sequence[PodMetricInfo]) -> tuple[dict[_Key, PodMetr
     return last, frozenset(key for key in prod if last[key][3] != _PROD)
 
 
+def _by_name(pods: Sequence[PodMetricInfo]) -> dict[str, PodMetricInfo] | None:
+    """``podsMetric`` by pod name when no name repeats (what koordlet reports: one entry per pod of the node,
+    and pods of one name in two namespaces on one node are rare); None otherwise. Keyed by the name alone, so
+    no (namespace, name) tuple is built per entry: a lookup checks the namespace and that the entry has usage."""
+    by_name = dict(zip(map(_NAME_OF, pods), pods, strict=True))
+    return by_name if len(by_name) == len(pods) else None
+
+
 class NodeLoad:
     """One node's metric vectors and assigned pods, with the four sums above."""
 
     __slots__ = (
         "_agg",
+        "_by_name",
         "_inputs",
         "_prod_earlier",
         "_reported",
@@ -146,9 +156,12 @@ class NodeLoad:
         """(type, duration) -> usage, filled from ``metric.aggregated`` for the pairs that are looked up."""
         self._system: Values = (0,) * width
         self._usage: dict[_Key, Values] = {}
-        """Reported usage vectors: every assigned pod's that is reported, and those looked up since."""
+        """Reported usage vectors: those of assigned pods whose reported usage changed with the last NodeMetric,
+        and those looked up since (a cache of :meth:`_entry`)."""
+        self._by_name: dict[str, PodMetricInfo] | None = None
+        """``podsMetric`` by name (see :func:`_by_name`) when no name repeats; None: ``_reported`` holds it."""
         self._reported: dict[_Key, PodMetricInfo] = {}
-        """``podsMetric`` by (namespace, name): the last entry with usage."""
+        """``podsMetric`` by (namespace, name), the last entry with usage, when a name repeats; else empty."""
         self._prod_earlier: frozenset[_Key] = _NO_KEYS
         """Names whose last entry with usage is not Prod but an earlier one is (Prod by the metric too)."""
         self._vectorizer: Vectorizer | None = None
@@ -179,6 +192,7 @@ class NodeLoad:
             self._inputs = {}
             self._unsettled = set()
             self._usage = {}
+            self._by_name = None
             self._reported = {}
             self._prod_earlier = _NO_KEYS
             return
@@ -210,26 +224,33 @@ class NodeLoad:
         self._vectorizer = vectorize
         changed: list[str] = []  # pods whose reported usage or Prod-by-the-metric changed
         if not same_pods:
-            reported, prod_earlier = _reported_entries(metric.pods)
-            self._reported = reported
-            self._prod_earlier = prod_earlier
-            # Vectors for the assigned pods' names now (the comparison needs them), the others on first use.
+            by_name = self._by_name = _by_name(metric.pods)
+            if by_name is None:
+                self._reported, self._prod_earlier = _reported_entries(metric.pods)
+            else:
+                self._reported, self._prod_earlier = {}, _NO_KEYS
+            # Vectors of the pods whose reported usage changed now (re-accounting needs them), others on first use.
             usage_of: dict[_Key, Values] = {}
             self._usage = usage_of
             if incremental:  # compare each pod's accounted inputs with the new metric's, without the old one
-                values = vectorize.values
+                resources, zeros = vectorize.resources, vectorize.zeros
+                entry_of = self._entry
                 for uid, (key, usage, metric_prod, _should) in accounted.items():
-                    entry = reported.get(key)
+                    if by_name is not None:  # _entry inline: most NodeMetrics have no repeated name
+                        entry = by_name.get(key[1])
+                        if entry is not None and (entry[0] != key[0] or not entry[2]):
+                            entry = None
+                    else:
+                        entry = entry_of(key)
                     if entry is None:
                         if usage is not None:
                             changed.append(uid)
                         continue
-                    vector = values(entry[2])  # a name of two pods is vectorised twice
-                    if vector != usage or metric_prod != (entry[3] == _PROD or key in prod_earlier):
+                    # Vectorizer.values inline; a name of two pods is vectorised twice
+                    vector = tuple(map(entry[2].get, resources, zeros))
+                    if vector != usage or metric_prod != (entry[3] == _PROD or key in self._prod_earlier):
                         changed.append(uid)
-                    else:  # keep the accounted tuple: one object less kept per pod
-                        vector = usage
-                    usage_of[key] = vector
+                        usage_of[key] = vector  # re-accounting reads it (an unchanged pod's is read on demand)
         if not incremental:
             uids: Collection[str] = pods
         else:
@@ -265,11 +286,19 @@ class NodeLoad:
             self._account(assigned, inputs, +1)
             self._accounted(uid, inputs)
 
+    def _entry(self, key: _Key) -> PodMetricInfo | None:
+        """The pod's ``podsMetric`` entry with usage (the last one when its name repeats); None: not reported."""
+        by_name = self._by_name
+        if by_name is None:
+            return self._reported.get(key)
+        entry = by_name.get(key[1])
+        return entry if entry is not None and entry[0] == key[0] and entry[2] else None
+
     def _reported_vector(self, key: _Key) -> Values | None:
         """The pod's reported usage as a tuple in resource order; None when not reported."""
         usage = self._usage.get(key)
         if usage is None:
-            entry = self._reported.get(key)
+            entry = self._entry(key)
             if entry is None or self._vectorizer is None:
                 return None
             usage = self._usage[key] = self._vectorizer.values(entry[2])
@@ -362,7 +391,7 @@ class NodeLoad:
     def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
         """What the pod's share depends on under the current metric (which must be set)."""
         key = assigned.key
-        entry = self._reported.get(key)
+        entry = self._entry(key)
         if entry is None:  # not reported (most new pods)
             return key, None, False, True
         usage = self._usage.get(key)
@@ -445,15 +474,16 @@ class Vectorizer:
     def __init__(self, resources: tuple[str, ...]) -> None:
         self.resources = resources
         self.position = {name: i for i, name in enumerate(resources)}
-        self._zeros = (0,) * len(resources)
+        self.zeros = (0,) * len(resources)
+        """A zero per resource (the defaults :meth:`values` reads absent resources as)."""
 
     def values(self, values: Mapping[str, int]) -> Values:
         """The same as a tuple of Python ints, for per-pod arithmetic."""
-        return tuple(map(values.get, self.resources, self._zeros))
+        return tuple(map(values.get, self.resources, self.zeros))
 
     def saturated(self, values: Mapping[str, int]) -> Values:
         """:meth:`values` with each entry clamped (``saturate``): the entries of ``__call__``."""
-        out = tuple(map(values.get, self.resources, self._zeros))
+        out = tuple(map(values.get, self.resources, self.zeros))
         for value in out:
             if not _NEG_SATURATION <= value <= SATURATION:
                 return tuple(saturated(out))
