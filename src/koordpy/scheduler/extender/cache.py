@@ -217,6 +217,11 @@ class ClusterCache:
 
 def _cluster_name(raw: object) -> str | None:
     """``metadata.name`` of a cluster-scoped object when it is a usable name, else None."""
+    if type(raw) is dict:  # what the watch decodes, without the ABC instance checks
+        meta = raw.get("metadata")
+        name = meta.get("name") if type(meta) is dict else None
+        if type(name) is str:
+            return name or None
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
     name = meta.get("name") if isinstance(meta, Mapping) else None
     return name if isinstance(name, str) and name else None

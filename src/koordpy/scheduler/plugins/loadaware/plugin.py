@@ -276,7 +276,6 @@ class LoadAwarePlugin:
         self.has_metric[index] = True
         self.has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
-        self.np_aggregated[index] = self.profiles[name].aggregated is not None
         self._write_bases(index, load)
 
     def _refresh_sums(self, name: str, load: NodeLoad | None, index: int | None) -> None:
@@ -328,6 +327,7 @@ class LoadAwarePlugin:
         profile = self.profiles[node.name] = threshold_profile(node.annotations, self.args)
         aggregated = profile.aggregated
         self._usage_source[index] = None if aggregated is None else (aggregated.aggregation_type, aggregated.duration)
+        self.np_aggregated[index] = aggregated is not None  # read only while the node has a metric
         # Node-static rows: set once per node change, not on every pod or metric event.
         prod_thr = self.vectorize(dict(profile.prod))
         usage_thresholds = profile.aggregated.thresholds if profile.aggregated is not None else profile.usage
