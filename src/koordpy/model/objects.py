@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, NamedTuple, TypeVar, dataclass_transform
 
 from koordpy.model.durations import MAX_DURATION_SECONDS, DurationError, parse_duration, parse_rfc3339
@@ -468,6 +469,9 @@ class NodeMetricInfo:
     pods: tuple[PodMetricInfo, ...]
     error: str | None = None
     """Why the object could not be read (see :meth:`unreadable`); None for a converted one."""
+    pods_by_name: Mapping[str, PodMetricInfo] | None = dataclass_field(default=None, compare=False, repr=False)
+    """``pods`` by name (the last entry of a repeated name), built by the conversion for the scheduler's
+    lookups; None when this was built otherwise. Not guaranteed: that names are unique (compare the lengths)."""
 
     @staticmethod
     def unreadable(name: str, error: str) -> NodeMetricInfo:
@@ -511,54 +515,74 @@ def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
 
 
 def _non_negative(resources: Mapping[str, Any]) -> ResourceList | None:
-    """``parse_resource_list``; None when it fails or an amount is negative (the checked path names why)."""
+    """``parse_resource_list``; None when it fails or an amount is negative (the checked path names why). Reads
+    the memo inline first: a NodeMetric's usual maps (node usage, aggregated usage) hold quantities read before."""
+    memo_get = QUANTITY_MEMO.get
+    usage: ResourceList = {}
     try:
+        for item in resources.items():  # (name, quantity): the memo's key
+            amount = memo_get(item)  # only string quantities are in the memo
+            if amount is None:
+                break
+            if amount < 0:
+                return None
+            usage[item[0]] = amount
+        else:
+            return usage
         usage = parse_resource_list(resources)
-    except QuantityError:
+    except (QuantityError, TypeError):  # TypeError: an unhashable quantity
         return None
     return None if usage and min(usage.values()) < 0 else usage
 
 
-def _pod_metrics(pods_raw: list[Any]) -> tuple[PodMetricInfo, ...]:
-    """:func:`_pod_metric` of each entry; the common shape (plain dicts, string fields, quantities already in the
-    memo of :func:`parse_resource_list`, none negative) is read inline without building field paths, anything
-    else goes down the checked path, which gives the same result or names the bad field."""
+def _pod_metrics(pods_raw: list[Any]) -> tuple[tuple[PodMetricInfo, ...], dict[str, PodMetricInfo]]:
+    """:func:`_pod_metric` of each entry, and the entries by name (the last of a repeated name). The common shape
+    (plain dicts with every field, string fields, quantities already in the memo of :func:`parse_resource_list`,
+    none negative) is read inline without building field paths; anything else goes down the checked path,
+    which gives the same result or names the bad field."""
     memo_get = QUANTITY_MEMO.get
     new = _new_tuple
     out: list[PodMetricInfo] = []
     append = out.append
+    by_name: dict[str, PodMetricInfo] = {}
     for entry in pods_raw:  # one item of ``out`` per entry: an entry's position is len(out)
-        if type(entry) is dict:
+        try:  # subscripts, not .get: a missing field or an entry that is not an object goes the checked path
+            namespace = entry["namespace"]
+            name = entry["name"]
+            priority = entry["priority"]
+            qos = entry["qos"]
             usage_raw = entry.get("podUsage")
-            usage: ResourceList | None = {}
-            if usage_raw is not None:
-                resources = usage_raw.get("resources") if type(usage_raw) is dict else None
-                if type(resources) is dict:
-                    try:
-                        for item in resources.items():  # (name, quantity): the memo's key, not built anew
-                            amount = memo_get(item)  # only string quantities are in the memo
-                            if amount is None:  # not memoised yet (or not a string): the whole list parsed
-                                usage = _non_negative(resources)
-                                break
-                            if amount < 0:
-                                usage = None
-                                break
-                            usage[item[0]] = amount  # type: ignore[index]
-                    except TypeError:  # an unhashable quantity
+        except Exception:  # whatever it is, the checked path reads it or names it
+            pass
+        else:
+            # null fields go the checked path too, which reads them as ""
+            if type(entry) is dict and type(namespace) is type(name) is type(priority) is type(qos) is str:
+                usage: ResourceList | None = {}
+                if usage_raw is not None:
+                    resources = usage_raw.get("resources") if type(usage_raw) is dict else None
+                    if type(resources) is dict:
+                        try:
+                            for item in resources.items():  # (name, quantity): the memo's key, not built anew
+                                amount = memo_get(item)  # only string quantities are in the memo
+                                if amount is None:  # not memoised yet (or not a string): the whole list parsed
+                                    usage = _non_negative(resources)
+                                    break
+                                if amount < 0:
+                                    usage = None
+                                    break
+                                usage[item[0]] = amount  # type: ignore[index]
+                        except TypeError:  # an unhashable quantity
+                            usage = None
+                    elif resources or type(usage_raw) is not dict:
                         usage = None
-                elif resources or type(usage_raw) is not dict:
-                    usage = None
-            if usage is not None:
-                namespace = entry.get("namespace")
-                name = entry.get("name")
-                priority = entry.get("priority")
-                qos = entry.get("qos")
-                # missing or null fields (None) go the checked path too, which reads them as ""
-                if type(namespace) is type(name) is type(priority) is type(qos) is str:
-                    append(new(PodMetricInfo, (namespace, name, usage, priority, qos)))
+                if usage is not None:
+                    info = by_name[name] = new(PodMetricInfo, (namespace, name, usage, priority, qos))
+                    append(info)
                     continue
-        append(_pod_metric(entry, f"status.podsMetric[{len(out)}]"))
-    return tuple(out)
+        info = _pod_metric(entry, f"status.podsMetric[{len(out)}]")
+        by_name[info[1]] = info
+        append(info)
+    return tuple(out), by_name
 
 
 _new_tuple = tuple.__new__
@@ -649,7 +673,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     pods_raw = status.get("podsMetric") or []
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")
-    pods = _pod_metrics(pods_raw)
+    pods, pods_by_name = _pod_metrics(pods_raw)
     update_raw = status.get("updateTime")
     update_time = _UPDATE_TIMES.get(update_raw) if type(update_raw) is str else None
     if update_time is None:
@@ -667,4 +691,6 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         system_usage,
         tuple(aggregated),
         pods,
+        None,
+        pods_by_name,
     )

@@ -35,7 +35,7 @@ def test_fast_path_equals_checked_path(entry: dict[str, Any], monkeypatch: pytes
     checked = _pod_metric(entry, "status.podsMetric[0]")
     taken: list[str] = []
     monkeypatch.setattr(objects, "_pod_metric", lambda entry, path: taken.append(path))
-    assert _pod_metrics([entry]) == (checked,)
+    assert _pod_metrics([entry])[0] == (checked,)
     assert taken == []  # read inline, not by the checked path
 
 
@@ -63,7 +63,7 @@ def test_unusual_shapes_take_the_checked_path(entry: Any, monkeypatch: pytest.Mo
         return "checked"
 
     monkeypatch.setattr(objects, "_pod_metric", checked)
-    assert _pod_metrics([USUAL, entry]) == (_pod_metrics([USUAL])[0], "checked")
+    assert _pod_metrics([USUAL, entry])[0] == (_pod_metrics([USUAL])[0][0], "checked")
     assert taken == ["status.podsMetric[1]"]
 
 

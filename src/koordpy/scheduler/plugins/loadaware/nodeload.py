@@ -114,11 +114,14 @@ def _reported_entries(pods: Sequence[PodMetricInfo]) -> tuple[dict[_Key, PodMetr
     return last, frozenset(key for key in prod if last[key][3] != _PROD)
 
 
-def _by_name(pods: Sequence[PodMetricInfo]) -> dict[str, PodMetricInfo] | None:
+def _by_name(
+    pods: Sequence[PodMetricInfo], built: Mapping[str, PodMetricInfo] | None = None
+) -> Mapping[str, PodMetricInfo] | None:
     """``podsMetric`` by pod name when no name repeats (what koordlet reports: one entry per pod of the node,
-    and pods of one name in two namespaces on one node are rare); None otherwise. Keyed by the name alone, so
-    no (namespace, name) tuple is built per entry: a lookup checks the namespace and that the entry has usage."""
-    by_name = dict(zip(map(_NAME_OF, pods), pods, strict=True))
+    and pods of one name in two namespaces on one node are rare); None otherwise. ``built``: the same index
+    made by the conversion (``NodeMetricInfo.pods_by_name``), used when given. Keyed by the name alone, so no
+    (namespace, name) tuple is built per entry: a lookup checks the namespace and that the entry has usage."""
+    by_name = built if built is not None else dict(zip(map(_NAME_OF, pods), pods, strict=True))
     return by_name if len(by_name) == len(pods) else None
 
 
@@ -136,6 +139,7 @@ class NodeLoad:
         "_unsettled",
         "_usage",
         "_vectorizer",
+        "_zeros",
         "metric",
         "node_usage_values",
         "pods",
@@ -154,11 +158,12 @@ class NodeLoad:
         """``nodeUsage`` saturated, in resource order; None without ``status.nodeMetric``."""
         self._agg: dict[tuple[str, float], Values | None] = {}
         """(type, duration) -> usage, filled from ``metric.aggregated`` for the pairs that are looked up."""
-        self._system: Values = (0,) * width
+        self._zeros: Values = (0,) * width
+        self._system: Values = self._zeros
         self._usage: dict[_Key, Values] = {}
         """Reported usage vectors: those of assigned pods whose reported usage changed with the last NodeMetric,
         and those looked up since (a cache of :meth:`_entry`)."""
-        self._by_name: dict[str, PodMetricInfo] | None = None
+        self._by_name: Mapping[str, PodMetricInfo] | None = None
         """``podsMetric`` by name (see :func:`_by_name`) when no name repeats; None: ``_reported`` holds it."""
         self._reported: dict[_Key, PodMetricInfo] = {}
         """``podsMetric`` by (namespace, name), the last entry with usage, when a name repeats; else empty."""
@@ -184,8 +189,9 @@ class NodeLoad:
         previous = self.metric
         self.metric = metric
         self.node_usage_values = None
-        self._agg = {}
-        self._system = (0,) * self.width
+        if self._agg:
+            self._agg = {}
+        self._system = self._zeros
         if metric is None:
             width = self.width
             self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
@@ -224,7 +230,7 @@ class NodeLoad:
         self._vectorizer = vectorize
         changed: list[str] = []  # pods whose reported usage or Prod-by-the-metric changed
         if not same_pods:
-            by_name = self._by_name = _by_name(metric.pods)
+            by_name = self._by_name = _by_name(metric.pods, metric.pods_by_name)
             if by_name is None:
                 self._reported, self._prod_earlier = _reported_entries(metric.pods)
             else:

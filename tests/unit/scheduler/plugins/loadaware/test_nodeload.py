@@ -6,9 +6,11 @@ and removing rows (swap-remove, growth) never leaves stale contributions behind.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
+import pytest
 
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vectorizer
@@ -296,3 +298,46 @@ def test_aggregated_usage_is_read_from_the_current_metric_only() -> None:
     }
     load.set_metric(None, VEC, include_sys=False)
     assert set(looked_up(load).values()) == {None}
+
+
+# One pod ns/p0, Prod by spec, assigned 10 s before updateTime - 20 s (so "should be estimated"), estimate
+# 1000m. podsMetric entries are (namespace, priority, cpu or None for an entry without usage), all named p0.
+# Reported u (the last entry of ns/p0 with usage): nodeDelta = 1000 - u; Prod by the metric when any of ns/p0's
+# entries with usage says koord-prod: then prodUsage = u and prodDelta = 1000 - u, else prodUsage = 0 and
+# prodDelta = the full estimate 1000.
+REPEATED_NAMES = [
+    pytest.param([("ns", "koord-prod", "400m")], 600, 400, 600, id="one entry"),
+    # an earlier entry says Prod: 1000 - 400 = 600 and prodUsage 400 (the last entry alone would say batch)
+    pytest.param([("ns", "koord-prod", "400m"), ("ns", "koord-batch", "400m")], 600, 400, 600, id="earlier prod"),
+    # p0 in another namespace, last: ns/p0's own entry still counts
+    pytest.param([("ns", "koord-prod", "400m"), ("other", "koord-prod", "900m")], 600, 400, 600, id="other namespace"),
+    pytest.param([("other", "koord-prod", "900m"), ("ns", "koord-prod", "400m")], 600, 400, 600, id="other first"),
+    # the last entry has no usage: the last one with usage (400m) counts
+    pytest.param([("ns", "koord-prod", "400m"), ("ns", "koord-prod", None)], 600, 400, 600, id="last without usage"),
+    # two batch entries with usage: the last (700m) counts, 1000 - 700 = 300; not Prod by the metric
+    pytest.param([("ns", "koord-batch", "400m"), ("ns", "koord-batch", "700m")], 300, 0, 1000, id="last usage"),
+]
+
+
+@pytest.mark.parametrize("entries, node_delta, prod_usage, prod_delta", REPEATED_NAMES)
+@pytest.mark.parametrize("index", ["converted", "built by NodeLoad"])
+def test_repeated_pod_names_in_podsmetric(
+    entries: list[tuple[str, str, str | None]], node_delta: int, prod_usage: int, prod_delta: int, index: str
+) -> None:
+    builder = NodeMetricBuilder("n").updated(NOW - 20).report_interval(60).usage(cpu="3", memory="20Gi")
+    for namespace, priority, cpu in entries:
+        if cpu is None:
+            builder.pod(namespace, "p0", priority=priority)
+        else:
+            builder.pod(namespace, "p0", priority=priority, cpu=cpu)
+    metric = nodemetric_from_dict(builder.build())
+    assert metric.pods_by_name is not None  # the conversion's index
+    if index == "built by NodeLoad":
+        metric = dataclasses.replace(metric, pods_by_name=None)
+    pod = pod_from_dict(PodBuilder("p0", "ns").requests(cpu="1", memory="1Gi").priority(9500).build())
+    load = NodeLoad(2)
+    load.add_pod(AssignedPod(pod=pod, timestamp=NOW - 30, estimated=np.array([1000, 0], np.int64), deadline=None))
+    load.set_metric(metric, VEC, include_sys=False)
+    assert load.node_delta.tolist() == [node_delta, 0]
+    assert load.prod_usage.tolist() == [prod_usage, 0]
+    assert load.prod_delta.tolist() == [prod_delta, 0]
