@@ -332,11 +332,16 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     if not isinstance(owners, list):
         raise ObjectError("metadata.ownerReferences: expected a list")
     owner_kinds, controller = _owners(owners) if owners else ((), None)
-    namespace = meta.get("namespace") or "default"
+    namespace = str(meta.get("namespace") or "default")
+    shared = _NAMESPACES.get(namespace)
+    if shared is not None:
+        namespace = shared
+    elif len(_NAMESPACES) < _NAMESPACES_MAX and len(namespace) <= 63:  # a valid one is a DNS label
+        _NAMESPACES[namespace] = namespace
     # Positional (in field order, each named in the comment): a keyword call of twenty fields costs more.
     return PodInfo(
         str(meta.get("uid") or f"{namespace}/{name}"),  # uid
-        str(namespace),  # namespace
+        namespace,  # namespace
         name,  # name
         str(spec.get("nodeName") or ""),  # node_name
         str(spec.get("schedulerName") or "default-scheduler"),  # scheduler_name
@@ -515,22 +520,10 @@ def _pod_metric(entry: Any, path: str) -> PodMetricInfo:
 
 
 def _non_negative(resources: Mapping[str, Any]) -> ResourceList | None:
-    """``parse_resource_list``; None when it fails or an amount is negative (the checked path names why). Reads
-    the memo inline first: a NodeMetric's usual maps (node usage, aggregated usage) hold quantities read before."""
-    memo_get = QUANTITY_MEMO.get
-    usage: ResourceList = {}
+    """``parse_resource_list``; None when it fails or an amount is negative (the checked path names why)."""
     try:
-        for item in resources.items():  # (name, quantity): the memo's key
-            amount = memo_get(item)  # only string quantities are in the memo
-            if amount is None:
-                break
-            if amount < 0:
-                return None
-            usage[item[0]] = amount
-        else:
-            return usage
         usage = parse_resource_list(resources)
-    except (QuantityError, TypeError):  # TypeError: an unhashable quantity
+    except QuantityError:
         return None
     return None if usage and min(usage.values()) < 0 else usage
 
@@ -584,6 +577,11 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[tuple[PodMetricInfo, ...], dict[s
         append(info)
     return tuple(out), by_name
 
+
+_NAMESPACES: dict[str, str] = {}
+"""Namespace names -> one string object each: the pods of a namespace share it (less memory, and comparing two
+of them does not read either). Filled up to ``_NAMESPACES_MAX`` entries, then only read."""
+_NAMESPACES_MAX = 16384
 
 _new_tuple = tuple.__new__
 """Builds a named tuple without its Python-level ``__new__`` (the same object, several times cheaper)."""

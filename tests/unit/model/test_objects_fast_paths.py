@@ -11,6 +11,7 @@ from koordpy.model import objects
 from koordpy.model.objects import ObjectError, _pod_metric, _pod_metrics, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import KubeQoS, kube_qos
 from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
+from koordpy.testing import PodBuilder
 
 USUAL = {
     "namespace": "shop",
@@ -282,3 +283,17 @@ def test_report_interval_is_a_number_of_seconds(seconds: Any, read: Any) -> None
             nodemetric_from_dict(raw)
     else:
         assert nodemetric_from_dict(raw).report_interval == read
+
+
+def test_pods_of_one_namespace_share_its_name_and_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(objects, "_NAMESPACES", {})
+    monkeypatch.setattr(objects, "_NAMESPACES_MAX", 2)
+    # separate decoded strings (built at run time, not one constant)
+    first, second = (pod_from_dict(PodBuilder(f"p{i}", "".join(["team", "-a"])).build()) for i in range(2))
+    assert first.namespace == second.namespace == "team-a"
+    assert first.namespace is second.namespace
+    long = "n" * 64  # longer than a DNS label: never kept
+    assert pod_from_dict(PodBuilder("p", long).build()).namespace == long
+    for namespace in ("team-b", "team-c", "team-d"):
+        pod_from_dict(PodBuilder("p", namespace).build())
+    assert sorted(objects._NAMESPACES) == ["team-a", "team-b"]  # full at two: later ones are read, not kept

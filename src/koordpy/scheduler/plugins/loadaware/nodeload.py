@@ -241,7 +241,8 @@ class NodeLoad:
             if incremental:  # compare each pod's accounted inputs with the new metric's, without the old one
                 resources, zeros = vectorize.resources, vectorize.zeros
                 entry_of = self._entry
-                for uid, (key, usage, metric_prod, _should) in accounted.items():
+                moved: list[int] = []  # positions in ``accounted`` (its uids are read only for these)
+                for position, (key, usage, metric_prod, _should) in enumerate(accounted.values()):
                     if by_name is not None:  # _entry inline: most NodeMetrics have no repeated name
                         entry = by_name.get(key[1])
                         if entry is not None and (entry[0] != key[0] or not entry[2]):
@@ -250,13 +251,16 @@ class NodeLoad:
                         entry = entry_of(key)
                     if entry is None:
                         if usage is not None:
-                            changed.append(uid)
+                            moved.append(position)
                         continue
                     # Vectorizer.values inline; a name of two pods is vectorised twice
                     vector = tuple(map(entry[2].get, resources, zeros))
                     if vector != usage or metric_prod != (entry[3] == _PROD or key in self._prod_earlier):
-                        changed.append(uid)
+                        moved.append(position)
                         usage_of[key] = vector  # re-accounting reads it (an unchanged pod's is read on demand)
+                if moved:
+                    uid_list = list(accounted)
+                    changed = [uid_list[position] for position in moved]
         if not incremental:
             uids: Collection[str] = pods
         else:
