@@ -474,9 +474,12 @@ class NodeMetricInfo:
     pods: tuple[PodMetricInfo, ...]
     error: str | None = None
     """Why the object could not be read (see :meth:`unreadable`); None for a converted one."""
-    pods_by_name: Mapping[str, PodMetricInfo] | None = dataclass_field(default=None, compare=False, repr=False)
-    """``pods`` by name (the last entry of a repeated name), built by the conversion for the scheduler's
-    lookups; None when this was built otherwise. Not guaranteed: that names are unique (compare the lengths)."""
+    pods_by_name: Mapping[str, PodMetricInfo] | None = dataclass_field(
+        default=None, init=False, compare=False, repr=False
+    )
+    """``pods`` by name (the last entry of a repeated name), set by the conversion for the scheduler's lookups;
+    None when this was built otherwise (``dataclasses.replace`` does not carry it over: not an ``__init__``
+    field). Not guaranteed: that names are unique (compare the lengths)."""
 
     @staticmethod
     def unreadable(name: str, error: str) -> NodeMetricInfo:
@@ -680,7 +683,7 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
             if len(_UPDATE_TIMES) >= _UPDATE_TIMES_MAX:
                 _UPDATE_TIMES.clear()
             _UPDATE_TIMES[update_raw] = update_time
-    return NodeMetricInfo(  # positional: the field order of NodeMetricInfo
+    info = NodeMetricInfo(  # positional: the field order of NodeMetricInfo
         name,
         update_time,
         _seconds(policy.get("reportIntervalSeconds"), "spec.metricCollectPolicy.reportIntervalSeconds"),
@@ -689,6 +692,6 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
         system_usage,
         tuple(aggregated),
         pods,
-        None,
-        pods_by_name,
     )
+    info.pods_by_name = pods_by_name  # type: ignore[misc]  # derived from pods, set once here
+    return info

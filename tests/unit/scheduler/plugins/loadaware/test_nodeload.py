@@ -333,7 +333,8 @@ def test_repeated_pod_names_in_podsmetric(
     metric = nodemetric_from_dict(builder.build())
     assert metric.pods_by_name is not None  # the conversion's index
     if index == "built by NodeLoad":
-        metric = dataclasses.replace(metric, pods_by_name=None)
+        metric = dataclasses.replace(metric)  # a copy does not carry the conversion's index over
+        assert metric.pods_by_name is None
     pod = pod_from_dict(PodBuilder("p0", "ns").requests(cpu="1", memory="1Gi").priority(9500).build())
     load = NodeLoad(2)
     load.add_pod(AssignedPod(pod=pod, timestamp=NOW - 30, estimated=np.array([1000, 0], np.int64), deadline=None))
