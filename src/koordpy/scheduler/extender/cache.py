@@ -114,21 +114,25 @@ class ClusterCache:
     def on_nodemetric(self, event_type: str, raw: Mapping[str, Any]) -> None:
         if event_type not in _APPLIED:
             return
-        name = _cluster_name(raw)
-        if event_type == "DELETED" and name is not None:
-            self.invalid["nodemetrics"].pop(name, None)
-            self.state.remove_metric(name)
-            self.events["nodemetrics", event_type] += 1
-            return
+        if event_type == "DELETED":
+            name = _cluster_name(raw)
+            if name is not None:
+                self.invalid["nodemetrics"].pop(name, None)
+                self.state.remove_metric(name)
+                self.events["nodemetrics", event_type] += 1
+                return
         try:
             metric = nodemetric_from_dict(raw)
         except Exception as exc:
+            name = _cluster_name(raw)
             self._conversion_error("nodemetrics", event_type, raw, exc, reported=name is not None)
             if name is not None:
                 self._invalidate("nodemetrics", name, exc)
                 self.state.upsert_metric(NodeMetricInfo.unreadable(name, str(exc)))
             return
-        self.invalid["nodemetrics"].pop(metric.name, None)
+        invalid = self.invalid["nodemetrics"]
+        if invalid:
+            invalid.pop(metric.name, None)
         self.state.upsert_metric(metric)
         self.events["nodemetrics", event_type] += 1
 

@@ -260,13 +260,15 @@ class LoadAwarePlugin:
                 self._load_at[index] = load
         return load
 
-    def _refresh(self, name: str) -> None:
-        """Recompute the node's rows from its NodeLoad and profile. O(resources)."""
+    def _refresh(self, name: str, load: NodeLoad | None = None) -> None:
+        """Recompute the node's rows from its NodeLoad (``load``: the caller's, else looked up) and profile.
+        O(resources)."""
         index = self._index_of_node.get(name)
         if index is None:
             return
         self._changed(index)
-        load = self.loads.get(name)
+        if load is None:
+            load = self.loads.get(name)
         metric = load.metric if load is not None else None
         self.metric_invalid[index] = name in self._invalid_metrics
         if load is None or metric is None:
@@ -401,11 +403,11 @@ class LoadAwarePlugin:
         if metric is not None and metric.error is not None:
             self._invalid_metrics.add(name)
             metric = None  # nothing of it is usable: no usage, no updateTime
-        else:
+        elif self._invalid_metrics:
             self._invalid_metrics.discard(name)
         load = self._load(name)
         load.set_metric(metric, self.vectorize, self.args.prod_usage_include_sys)
-        self._refresh(name)
+        self._refresh(name, load)
 
     def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
         if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
