@@ -559,12 +559,10 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[tuple[PodMetricInfo, ...], dict[s
                     if type(resources) is dict:
                         try:
                             for item in resources.items():  # (name, quantity): the memo's key, not built anew
-                                amount = memo_get(item)  # only string quantities are in the memo
-                                if amount is None:  # not memoised yet (or not a string): the whole list parsed
+                                # only non-negative amounts of string quantities are in the memo
+                                amount = memo_get(item)
+                                if amount is None:  # not memoised (or not a string, or negative): parsed in full
                                     usage = _non_negative(resources)
-                                    break
-                                if amount < 0:
-                                    usage = None
                                     break
                                 usage[item[0]] = amount  # type: ignore[index]
                         except TypeError:  # an unhashable quantity

@@ -54,7 +54,7 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
             out[key] = resource_value(key, quantity)
         except QuantityError as exc:
             raise QuantityError(f"{key}: {exc}") from None
-        if type(quantity) is str and type(name) is str and len(memo) < QUANTITY_MEMO_MAX:
+        if type(quantity) is str and type(name) is str and out[key] >= 0 and len(memo) < QUANTITY_MEMO_MAX:
             memo[(name, quantity)] = out[key]
     return out
 
@@ -62,8 +62,8 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
 QUANTITY_MEMO: dict[tuple[str, str], int] = {}
 """(resource name, quantity string) -> canonical integer: the same few pairs recur on every pod and
 NodeMetric event. Filled up to ``QUANTITY_MEMO_MAX`` entries, then only read (no eviction). Read it
-directly only for a string quantity under a string name (what it is keyed by); negative amounts are in
-it too."""
+directly only for a string quantity under a string name (what it is keyed by); it holds no negative
+amount (a negative quantity is read again each time: the API server refuses them, so they are rare)."""
 QUANTITY_MEMO_MAX = 8192
 
 

@@ -297,3 +297,14 @@ def test_pods_of_one_namespace_share_its_name_and_the_table_is_bounded(monkeypat
     for namespace in ("team-b", "team-c", "team-d"):
         pod_from_dict(PodBuilder("p", namespace).build())
     assert sorted(objects._NAMESPACES) == ["team-a", "team-b"]  # full at two: later ones are read, not kept
+
+
+def test_negative_quantities_stay_out_of_the_memo() -> None:
+    # podsMetric's inline read trusts a memo hit to be non-negative: a negative one must never be in it
+    assert parse_resource_list({"cpu": "-3m", "memory": "5Mi"}) == {"cpu": -3, "memory": 5 * 2**20}
+    assert ("cpu", "-3m") not in objects.QUANTITY_MEMO
+    assert objects.QUANTITY_MEMO[("memory", "5Mi")] == 5 * 2**20
+    entry = {**USUAL, "podUsage": {"resources": {"cpu": "-3m"}}}
+    for _ in range(2):  # the second read too names the negative amount
+        with pytest.raises(ObjectError, match=r"podsMetric\[0\]\.podUsage\.resources\.cpu: negative"):
+            _pod_metrics([entry])
