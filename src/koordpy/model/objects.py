@@ -649,10 +649,14 @@ def _aggregated_fast(entry: Any) -> AggregatedUsage | None:
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
-    raw = field_mapping(raw, "nodemetric")
-    meta = field_mapping(raw.get("metadata"), "metadata")
-    spec = field_mapping(raw.get("spec"), "spec")
-    status = field_mapping(raw.get("status"), "status")
+    # ``x if type(x) is dict else field_mapping(x, ...)``: field_mapping's own first test, without the call
+    raw = raw if type(raw) is dict else field_mapping(raw, "nodemetric")
+    meta = raw.get("metadata")
+    meta = meta if type(meta) is dict else field_mapping(meta, "metadata")
+    spec = raw.get("spec")
+    spec = spec if type(spec) is dict else field_mapping(spec, "spec")
+    status = raw.get("status")
+    status = status if type(status) is dict else field_mapping(status, "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
@@ -662,13 +666,14 @@ def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
     system_usage: ResourceList = {}
     aggregated: list[AggregatedUsage] = []
     if node_metric_raw is not None:
-        nm = field_mapping(node_metric_raw, "status.nodeMetric")
+        nm = node_metric_raw if type(node_metric_raw) is dict else field_mapping(node_metric_raw, "status.nodeMetric")
         node_usage = _resource_map(nm.get("nodeUsage"), "status.nodeMetric.nodeUsage")
         system_usage = _resource_map(nm.get("systemUsage"), "status.nodeMetric.systemUsage")
         entries = nm.get("aggregatedNodeUsages") or []
         if not isinstance(entries, list):
             raise ObjectError("status.nodeMetric.aggregatedNodeUsages: expected a list")
-        aggregated = [_aggregated_fast(entry) or _aggregated(entry, i) for i, entry in enumerate(entries)]
+        for entry in entries:  # a loop, not a comprehension (a function call of its own before Python 3.12)
+            aggregated.append(_aggregated_fast(entry) or _aggregated(entry, len(aggregated)))
     pods_raw = status.get("podsMetric") or []
     if not isinstance(pods_raw, list):
         raise ObjectError("status.podsMetric: expected a list")

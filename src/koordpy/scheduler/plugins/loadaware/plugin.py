@@ -231,6 +231,7 @@ class LoadAwarePlugin:
             matrix.reshape(-1).data
             for matrix in (self.np_base, self.prod_base, self.score_np_base, self.score_prod_base)
         )
+        self._flag_views = (self.metric_invalid.data, self.has_metric.data, self.has_status.data)
         self._capacity = capacity
         self.invalidate()
 
@@ -250,6 +251,8 @@ class LoadAwarePlugin:
     update_time: npt.NDArray[np.float64]
     _base_views: tuple[memoryview, ...]
     """Flat views of ``np_base``, ``prod_base``, ``score_np_base`` and ``score_prod_base``, in that order."""
+    _flag_views: tuple[memoryview, ...]
+    """Views of ``metric_invalid``, ``has_metric`` and ``has_status``, for ``_refresh``."""
 
     def _load(self, name: str) -> NodeLoad:
         load = self.loads.get(name)
@@ -270,13 +273,14 @@ class LoadAwarePlugin:
         if load is None:
             load = self.loads.get(name)
         metric = load.metric if load is not None else None
-        self.metric_invalid[index] = name in self._invalid_metrics
+        invalid, has_metric, has_status = self._flag_views
+        invalid[index] = name in self._invalid_metrics
         if load is None or metric is None:
-            self.has_metric[index] = False
-            self.has_status[index] = False
+            has_metric[index] = False
+            has_status[index] = False
             return
-        self.has_metric[index] = True
-        self.has_status[index] = metric.node_usage is not None
+        has_metric[index] = True
+        has_status[index] = metric.node_usage is not None
         self.update_time[index] = metric.update_time if metric.update_time is not None else np.nan
         self._write_bases(index, load)
 
