@@ -547,7 +547,7 @@ def _pod_metrics(pods_raw: list[Any]) -> tuple[tuple[PodMetricInfo, ...], dict[s
             name = entry["name"]
             priority = entry["priority"]
             qos = entry["qos"]
-            usage_raw = entry.get("podUsage")
+            usage_raw = entry["podUsage"]  # always written by koordlet (a Go struct: omitempty does not drop it)
         except Exception:  # whatever it is, the checked path reads it or names it
             pass
         else:
