@@ -278,10 +278,12 @@ def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return tuple(shape)
 
 
-def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
-    # ``x if type(x) is dict else field_mapping(x, ...)``: the usual case without a call (and without
-    # building a field path that is only read in an error)
-    raw = raw if type(raw) is dict else field_mapping(raw, "pod")
+def _object_parts(raw: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str]:
+    """``metadata``, ``spec`` and ``status`` of an API object (absent: empty) and its required name.
+
+    ``x if type(x) is dict else field_mapping(x, ...)``: the usual case without a call (and without building a
+    field path that is only read in an error)."""
+    raw = raw if type(raw) is dict else field_mapping(raw, kind)
     meta = raw.get("metadata")
     meta = meta if type(meta) is dict else field_mapping(meta, "metadata")
     spec = raw.get("spec")
@@ -291,6 +293,11 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ObjectError("metadata.name: required")
+    return meta, spec, status, name
+
+
+def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
+    meta, spec, status, name = _object_parts(raw, "pod")
     labels = field_str_map(meta.get("labels"), "metadata.labels")
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
@@ -649,17 +656,7 @@ def _aggregated_fast(entry: Any) -> AggregatedUsage | None:
 
 
 def nodemetric_from_dict(raw: Mapping[str, Any]) -> NodeMetricInfo:
-    # ``x if type(x) is dict else field_mapping(x, ...)``: field_mapping's own first test, without the call
-    raw = raw if type(raw) is dict else field_mapping(raw, "nodemetric")
-    meta = raw.get("metadata")
-    meta = meta if type(meta) is dict else field_mapping(meta, "metadata")
-    spec = raw.get("spec")
-    spec = spec if type(spec) is dict else field_mapping(spec, "spec")
-    status = raw.get("status")
-    status = status if type(status) is dict else field_mapping(status, "status")
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise ObjectError("metadata.name: required")
+    _meta, spec, status, name = _object_parts(raw, "nodemetric")
     policy = field_mapping(spec.get("metricCollectPolicy"), "spec.metricCollectPolicy")
     node_metric_raw = status.get("nodeMetric")
     node_usage: ResourceList | None = None
