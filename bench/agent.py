@@ -39,9 +39,9 @@ from koordpy.agent.policy.report import UsageHistory
 from koordpy.agent.sources.cgroups import CgroupReader
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.model.objects import pod_from_dict
-from koordpy.testing.agent import evict_action, qos_policy, rule, throttle_action
-from koordpy.testing.builders import PodBuilder
-from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy_testkit.agent import evict_action, qos_policy, rule, throttle_action
+from koordpy_testkit.builders import PodBuilder
+from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "agent.json"
 SIZES = (50, 200, 500)

@@ -39,7 +39,7 @@ import orjson
 
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.scheduler.extender.server import build_extender, uvicorn_config
-from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder, PodBuilder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "extender.json"
 PODS_PER_NODE = 10

@@ -33,8 +33,8 @@ import orjson
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.extender.server import Extender, build_extender
-from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation_manifest
+from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 RESULTS = Path(__file__).resolve().parent / "results" / "extender_reservations.json"
 NODES = 5000

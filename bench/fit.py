@@ -27,7 +27,7 @@ from koordpy.model.durations import parse_rfc3339
 from koordpy.model.objects import node_from_dict
 from koordpy.scheduler.explain import explain
 from koordpy.sim.kubescheduler import RequestsFit
-from koordpy.testing.builders import make_node
+from koordpy_testkit.builders import make_node
 
 
 def fit_hot_path(nodes: int, calls: int, repeat: int) -> float:

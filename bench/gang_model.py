@@ -31,7 +31,7 @@ from typing import Any
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.scheduler.plugins.gang import GangCache
-from koordpy.testing.gangs import T0, annotated, member
+from koordpy_testkit.gangs import T0, annotated, member
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gang_model.json"
 SIZE = 8

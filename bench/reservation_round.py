@@ -34,7 +34,7 @@ from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.reservations import ClusterSnapshot, ConversionCache, ReservationController
 from koordpy.model.durations import format_rfc3339
 from koordpy.scheduler.plugins.reservation.controller import EventDecision
-from koordpy.testing.builders import NodeBuilder, PodBuilder
+from koordpy_testkit.builders import NodeBuilder, PodBuilder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reservation_round.json"
 SIZES = ((50, 750), (200, 3000), (500, 7500))

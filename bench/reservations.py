@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
-from koordpy.testing.reservations import T0, node, pod, reservation, settings
+from koordpy_testkit.reservations import T0, node, pod, reservation, settings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reservations.json"
 SIZES = (100, 500, 1000, 2000, 5000)

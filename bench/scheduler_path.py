@@ -1,7 +1,7 @@
 """Scheduler-path benchmark (not a test): the time per pod kube-scheduler sees, with and without the extender.
 
 Plays kube-scheduler's side over real HTTP against the extender and the project's API emulator
-(``koordpy.testing.apiserver``), each in its own process, with TCP_NODELAY as Go's client sets it. In-tree
+(``koordpy_testkit.apiserver``), each in its own process, with TCP_NODELAY as Go's client sets it. In-tree
 plugin work, the scheduling queue, events and the pod watch are the same in both modes and left out. Two
 views, both in one run:
 
@@ -58,7 +58,7 @@ from typing import Any
 import orjson
 
 from koordpy.kube.connection import write_kubeconfig
-from koordpy.testing import NodeBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, PodBuilder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scheduler_path.json"
 BIN = Path(sys.executable).parent
@@ -363,7 +363,7 @@ class Cluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         seed = workdir / "seed.json"
         seed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": seed_objects(nodes, pods)}))
-        command = [str(BIN / "python"), "-m", "koordpy.testing.apiserver", "--host", LOOPBACK, "--port", "0"]
+        command = [str(BIN / "python"), "-m", "koordpy_testkit.apiserver", "--host", LOOPBACK, "--port", "0"]
         emulator = subprocess.Popen(
             [*command, "--seed", str(seed)],
             stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.errors import ApiError
 from koordpy.kube.resources import CUSTOMRESOURCEDEFINITIONS
-from koordpy.testing.apiserver import ApiServerEmulator, ClusterState, default_resources, running_apiserver
+from koordpy_testkit.apiserver import ApiServerEmulator, ClusterState, default_resources, running_apiserver
 
 BUILT_IN = ("", "apiextensions.k8s.io", "policy", "coordination.k8s.io")
 

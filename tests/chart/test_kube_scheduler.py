@@ -198,7 +198,7 @@ def test_binder_timeout_and_extender_setting_are_one_value() -> None:
 
 
 def test_the_system_driver_reads_both_entries_as_kube_scheduler_does() -> None:
-    from koordpy.testing.schedulerdriver import ExtenderConfig
+    from koordpy_testkit.schedulerdriver import ExtenderConfig
 
     entries = kube_scheduler_config(render())["extenders"]
     config = ExtenderConfig.from_entries(entries, url_prefix="http://127.0.0.1:5555")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.scheduler.extender.server import Extender, build_extender
-from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
 
 FUZZ = settings(
     max_examples=250,

@@ -7,7 +7,7 @@
 Inputs are the hostile-suite base documents with one field replaced by a hostile value (or a
 random shape), plus free-form YAML-ish text. Bounded: explicit ``max_examples``, a deadline and
 derandomised runs, so the tier takes the same few seconds every time. The fixed cases of
-:mod:`koordpy.testing.hostile` run first as explicit examples.
+:mod:`koordpy_testkit.hostile` run first as explicit examples.
 
 Not covered here: ``1e99999999``-style quantities (the bounded quantity parser's own fuzz tier).
 """
@@ -27,7 +27,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.scheduler.explain import ExplainError, explain
-from koordpy.testing.hostile import (
+from koordpy_testkit.hostile import (
     ALIAS_BOMB,
     LONG_INT,
     NOW,

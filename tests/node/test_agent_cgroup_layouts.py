@@ -7,7 +7,7 @@ import pytest
 from koordpy.agent.actuators.cgroup import CgroupWriter
 from koordpy.agent.sources.cgroups import CgroupReader, detect_version
 from koordpy.agent.sources.procfs import ProcReader
-from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
 
 UID = "0f6c1c1e-6d5b-4c3a-9a2e-1f2e3d4c5b6a"
 CID = "a" * 64

@@ -18,8 +18,8 @@ import pytest
 from koordpy.agent.actuators.cgroup import CgroupWriter
 from koordpy.agent.policy import AgentState, plan
 from koordpy.agent.sources.cgroups import CgroupReader
-from koordpy.testing.agent import node_sample, pod_sample, qos_policy, rule, throttle_action
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import node_sample, pod_sample, qos_policy, rule, throttle_action
+from koordpy_testkit.builders import PodBuilder
 
 pytestmark = pytest.mark.cgroup
 

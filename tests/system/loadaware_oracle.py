@@ -24,7 +24,7 @@ from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.loadaware.estimator import go_round
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy.scheduler.profile import build_plugins
-from koordpy.testing.schedulerdriver import Decision
+from koordpy_testkit.schedulerdriver import Decision
 
 __all__ = ["NodeUsagePercent", "final_usage", "sandwich_violations", "score_mismatches"]
 

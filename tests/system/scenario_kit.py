@@ -14,9 +14,9 @@ import yaml
 from system_cluster import Cluster
 from system_harness import LOOPBACK, Proc, free_port, wait_http
 
-from koordpy.testing.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
-from koordpy.testing.schedulerdriver import ExtenderConfig, SchedulerDriver
+from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 __all__ = [
     "NODEMETRICS",

@@ -110,7 +110,7 @@ class Cluster:
             [
                 str(BIN / "python"),
                 "-m",
-                "koordpy.testing.apiserver",
+                "koordpy_testkit.apiserver",
                 "--host",
                 LOOPBACK,
                 "--port",

@@ -15,8 +15,8 @@ from system_cluster import Cluster
 from system_harness import LOOPBACK
 
 from koordpy.model.objects import nodemetric_from_dict
-from koordpy.testing.builders import PodBuilder
-from koordpy.testing.cgroupfs import FakeCgroupTree
+from koordpy_testkit.builders import PodBuilder
+from koordpy_testkit.cgroupfs import FakeCgroupTree
 
 NODE = "node-sys"
 POLICY = {

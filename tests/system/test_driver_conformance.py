@@ -22,7 +22,7 @@ from scenario_kit import PODS_PATH, create, node, pod
 from system_cluster import Cluster
 from system_harness import LOOPBACK, free_port
 
-from koordpy.testing.schedulerdriver import ExtenderConfig, SchedulerDriver
+from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 Handler = Callable[["FakeExtender", dict[str, Any]], Awaitable[Any]]
 

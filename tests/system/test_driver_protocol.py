@@ -6,9 +6,9 @@ import orjson
 import pytest
 
 from koordpy.model.objects import node_from_dict
-from koordpy.testing.builders import NodeBuilder, make_node, make_pod
-from koordpy.testing.schedulerdriver.intree import NodeUsage, filter_node, least_allocated_score
-from koordpy.testing.schedulerdriver.protocol import (
+from koordpy_testkit.builders import NodeBuilder, make_node, make_pod
+from koordpy_testkit.schedulerdriver.intree import NodeUsage, filter_node, least_allocated_score
+from koordpy_testkit.schedulerdriver.protocol import (
     ExtenderConfig,
     ExtenderError,
     bind_args,
@@ -18,7 +18,7 @@ from koordpy.testing.schedulerdriver.protocol import (
     parse_filter_result,
     parse_prioritize_result,
 )
-from koordpy.testing.schedulerdriver.queue import SchedulingQueue
+from koordpy_testkit.schedulerdriver.queue import SchedulingQueue
 
 
 def test_filter_request_is_exactly_what_kube_scheduler_sends() -> None:

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,6 +255,26 @@ def test_venv_holds_the_wheel_without_dev_dependencies(image: InstalledImage) ->
         check=True,
     ).stdout.strip()
     assert Path(where).is_relative_to(image.venv), where
+    # Test support is not product: neither the wheel nor the virtualenv carries tests/support or a
+    # koordpy.testing package.
+    wheels = sorted(image.root.root.rglob("koordpy-*.whl"))
+    assert wheels, "the build stage left no koordpy wheel"
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        members = wheel.namelist()
+    assert any(name.startswith("koordpy/scheduler/") for name in members), members[:10]
+    assert [n for n in members if "testkit" in n or n.startswith(("koordpy/testing/", "tests/"))] == []
+    shipped = sorted(str(p.relative_to(image.venv)) for p in image.venv.rglob("*") if "testkit" in p.name)
+    shipped += sorted(str(p.relative_to(image.venv)) for p in image.venv.rglob("koordpy/testing"))
+    assert shipped == [], shipped
+    probe = subprocess.run(
+        [str(image.venv / "bin" / "python"), "-c", "import koordpy_testkit"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(image.venv)},
+    )
+    assert probe.returncode != 0 and "No module named 'koordpy_testkit'" in probe.stderr, probe.stderr
 
 
 @pytest.mark.parametrize(

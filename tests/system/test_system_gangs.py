@@ -20,7 +20,7 @@ from scenario_kit import PODS_PATH, create, create_metric, driver_for, metric, n
 from system_cluster import Cluster
 
 from koordpy.scheduler.plugins.gang import keys
-from koordpy.testing.schedulerdriver import SchedulerDriver
+from koordpy_testkit.schedulerdriver import SchedulerDriver
 
 GiB = 1 << 30
 

@@ -31,8 +31,8 @@ from system_cluster import Cluster
 from system_harness import BIN, Proc
 
 from koordpy.kube.resources import EVENTS, RESERVATIONS
-from koordpy.testing import PodBuilder
-from koordpy.testing.schedulerdriver import SchedulerDriver
+from koordpy_testkit import PodBuilder
+from koordpy_testkit.schedulerdriver import SchedulerDriver
 
 KUBECTL = BIN / "kubectl"
 RESERVED = "node(s) resource was(were) reserved"

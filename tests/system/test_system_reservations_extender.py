@@ -22,9 +22,9 @@ from scenario_kit import PODS_PATH, create, driver_for, node, pod
 from system_cluster import Cluster
 
 from koordpy.kube.resources import RESERVATIONS
-from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation_manifest
-from koordpy.testing.schedulerdriver import SchedulerDriver
+from koordpy_testkit import PodBuilder
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
+from koordpy_testkit.schedulerdriver import SchedulerDriver
 
 RESERVED = "node(s) resource was(were) reserved"
 SMALL = [f"small-{i}" for i in range(4)]

@@ -1,7 +1,7 @@
 """The clock seen by the pure core: anything with ``now() -> float`` (epoch seconds).
 
 The core never reads the system time itself; adapters pass a real clock and tests a fake one
-(``koordpy.testing.FakeClock``).
+(a fake clock).
 """
 
 from __future__ import annotations

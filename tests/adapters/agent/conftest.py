@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver"]

@@ -14,7 +14,7 @@ import yaml
 from test_agent_loop import Node, make_agent  # same directory (pytest prepend import mode)
 
 from koordpy.kube import resources
-from koordpy.testing.builders import NodeBuilder, PodBuilder
+from koordpy_testkit.builders import NodeBuilder, PodBuilder
 
 CRANE = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
 

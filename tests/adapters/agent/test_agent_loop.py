@@ -17,9 +17,9 @@ from koordpy.config.errors import validate
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict
 from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
-from koordpy.testing.builders import NodeBuilder, PodBuilder
-from koordpy.testing.cgroupfs import FakeCgroupTree, write_procfs
-from koordpy.testing.hostile_http import dripped_head, oversized_head
+from koordpy_testkit.builders import NodeBuilder, PodBuilder
+from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
 GiB = 1 << 30
 CPUS = 8

@@ -11,7 +11,7 @@ from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.explain import explain
-from koordpy.testing.builders import PodBuilder, make_node
+from koordpy_testkit.builders import PodBuilder, make_node
 
 GiB = 1 << 30
 T0 = 1_795_000_000.0  # 2026-11-18

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from koordpy.cli.main import app
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
 runner = CliRunner()
 T0 = 1795255200.0  # 2026-11-21T10:00:00Z

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from koordpy.cli.main import app
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.model.durations import parse_rfc3339
-from koordpy.testing import NodeBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation_manifest
+from koordpy_testkit import NodeBuilder, PodBuilder
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 runner = CliRunner()
 NOW = "2026-11-21T10:30:00Z"
@@ -145,7 +145,7 @@ def test_an_unreadable_reservation_names_the_file_and_field(tmp_path: Path) -> N
 def test_live_mode_lists_the_reservations_too(tmp_path: Path) -> None:
     """The same verdict from the API emulator (its own process on 127.0.0.1) as from the file."""
     path = dump(tmp_path)
-    emulator = [sys.executable, "-m", "koordpy.testing.apiserver", "--host", "127.0.0.1", "--port", "0"]
+    emulator = [sys.executable, "-m", "koordpy_testkit.apiserver", "--host", "127.0.0.1", "--port", "0"]
     proc = subprocess.Popen(
         [*emulator, "--seed", str(path), "--token", "t0k=admin"],
         stdout=subprocess.PIPE,

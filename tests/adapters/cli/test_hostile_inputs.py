@@ -1,6 +1,6 @@
 """Hostile inputs for ``explain``, ``agent plan`` and ``simulate``: exit 2, one line, bounded.
 
-Every case of :mod:`koordpy.testing.hostile` (about 100 explain dumps, 50 agent plan dumps and
+Every case of :mod:`koordpy_testkit.hostile` (about 100 explain dumps, 50 agent plan dumps and
 configs, 100 scenarios) runs as its own process under ``RLIMIT_AS`` = 300 MB and a 5 s timeout.
 To keep the file fast the processes are forks of one warm interpreter (imports paid once); a few
 cases also run through the real ``koordpy`` console script from a fresh process.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from koordpy.testing.hostile import MEMORY_LIMIT, TIMEOUT, Case, Outcome, all_cases, materialise
+from koordpy_testkit.hostile import MEMORY_LIMIT, TIMEOUT, Case, Outcome, all_cases, materialise
 
 SETS = all_cases()
 KOORDPY = Path(sys.executable).parent / "koordpy"
@@ -30,7 +30,7 @@ _RUNNING: dict[str, subprocess.Popen[str]] = {}
 def _start(set_name: str, workdir: str) -> None:
     if set_name not in _RUNNING:
         _RUNNING[set_name] = subprocess.Popen(
-            [sys.executable, "-m", "koordpy.testing.hostile", workdir, set_name],
+            [sys.executable, "-m", "koordpy_testkit.hostile", workdir, set_name],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -36,7 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         [
             sys.executable,
             "-m",
-            "koordpy.testing.apiserver",
+            "koordpy_testkit.apiserver",
             "--host",
             "127.0.0.1",
             "--port",

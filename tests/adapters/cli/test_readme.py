@@ -33,7 +33,7 @@ from koordpy.config.reservation import ReservationSettings
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.manager.policy import Create, reconcile_nodemetric
 from koordpy.scheduler.extender.server import build_extender
-from koordpy.testing import NodeBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, PodBuilder
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"

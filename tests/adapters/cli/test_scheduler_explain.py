@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from koordpy.cli.main import EXAMPLES, app
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
 runner = CliRunner()
 DUMP = EXAMPLES / "cluster-dump.yaml"

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver", "eventually"]
 

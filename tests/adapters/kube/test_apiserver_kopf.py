@@ -11,7 +11,7 @@ import kopf
 from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import NotFound
 from koordpy.kube.resources import PODMIGRATIONJOBS
-from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver import ApiServerEmulator
 
 
 async def test_kopf_operator_lifecycle(apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import kubernetes
 
-from koordpy.testing.apiserver import ApiServerEmulator, write_kubeconfig
+from koordpy_testkit.apiserver import ApiServerEmulator, write_kubeconfig
 
 
 def _run_official(kubeconfig: Path) -> dict[str, Any]:

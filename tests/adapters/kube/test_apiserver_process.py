@@ -33,7 +33,7 @@ status: {phase: Running}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "koordpy.testing.apiserver",
+        "koordpy_testkit.apiserver",
         "--host",
         "127.0.0.1",
         "--port",

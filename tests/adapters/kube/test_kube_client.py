@@ -11,7 +11,7 @@ from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.resources import ALL, EVENTS, NODEMETRICS, NODES, PDBS, PODMIGRATIONJOBS, PODS
-from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver import ApiServerEmulator
 
 
 def pod(name: str, ns: str = "default", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo, load_connection, write_kubeconfig
 from koordpy.kube.resources import NODES
-from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver import ApiServerEmulator
 
 
 async def test_kubeconfig_file_written_by_the_test_authenticates(apiserver: ApiServerEmulator, tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from koordpy.kube.resources import NODES, PODS
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.framework import ClusterState as SchedulerState
 from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
-from koordpy.testing import FakeClock
-from koordpy.testing.apiserver import ApiServerEmulator, ClusterState
+from koordpy_testkit import FakeClock
+from koordpy_testkit.apiserver import ApiServerEmulator, ClusterState
 
 Eventually = Callable[..., Awaitable[None]]
 

@@ -17,7 +17,7 @@ from koordpy.kube.reflector import BadObject, Reflector
 from koordpy.kube.resources import EVENTS, NODES, PODS
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.runtime.metrics import new_registry
-from koordpy.testing.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver import ApiServerEmulator
 
 Eventually = Callable[..., Awaitable[None]]
 

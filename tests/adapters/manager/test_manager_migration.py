@@ -24,8 +24,8 @@ from koordpy.manager.migration import (
     migration_gate,
 )
 from koordpy.runtime.metrics import new_registry, render
-from koordpy.testing.apiserver import ApiServerEmulator
-from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver"]
 

@@ -14,8 +14,8 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODMIGRATIONJOBS, PODS, RESERVATIONS
 from koordpy.manager.api import KubeMigrationApi
 from koordpy.manager.migration import MigrationController
-from koordpy.testing.apiserver import ApiServerEmulator
-from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver"]
 

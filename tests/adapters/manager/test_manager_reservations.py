@@ -41,10 +41,10 @@ from koordpy.scheduler.plugins.reservation.controller import (
     StatusUpdate,
 )
 from koordpy.scheduler.plugins.reservation.starving import LABEL_STARVING_JOB
-from koordpy.testing.apiserver import ApiServerEmulator
-from koordpy.testing.apiserver.fixture import api_client, apiserver
-from koordpy.testing.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.reservations import reservation_dict
+from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.reservations import reservation_dict
 
 __all__ = ["api_client", "apiserver"]
 

@@ -14,8 +14,8 @@ from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.errors import NotFound
 from koordpy.kube.resources import PODMIGRATIONJOBS, PODS
 from koordpy.manager.operator import run
-from koordpy.testing.apiserver import ApiServerEmulator
-from koordpy.testing.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver"]
 

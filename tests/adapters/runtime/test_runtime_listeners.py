@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener
-from koordpy.testing.hostile_http import dripped_head, oversized_head
+from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
 HOST = "127.0.0.1"
 LIMITS = ListenerLimits(request_read_seconds=0.5)

@@ -11,8 +11,8 @@ from koordpy.agent.policy import ActionKind, AgentState, plan
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy
-from koordpy.testing.agent import node_sample, pod_sample
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import node_sample, pod_sample
+from koordpy_testkit.builders import PodBuilder
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "agent.md"
 GiB = 1 << 30

@@ -12,7 +12,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.config.scenario import Scenario
 from koordpy.config.scheduler import SchedulerConfiguration
-from koordpy.testing.hostile import base_scenario, set_path
+from koordpy_testkit.hostile import base_scenario, set_path
 
 NAN, INF = math.nan, math.inf
 DIGITS_400 = "9" * 400

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from koordpy.crds.ensurance import NodeQOS, PodQOS, pod_qos_allows, pod_qos_matches
 from koordpy.model.objects import pod_from_dict
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.builders import PodBuilder
 
 CRANE = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
 

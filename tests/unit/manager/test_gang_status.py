@@ -15,7 +15,7 @@ from koordpy.manager.gang_status import (
     waiting_message,
 )
 from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache
-from koordpy.testing.gangs import T0, member, podgroup
+from koordpy_testkit.gangs import T0, member, podgroup
 
 SIGS_LABEL = "pod-group.scheduling.sigs.k8s.io"
 X_LABEL = "scheduling.x-k8s.io/pod-group"

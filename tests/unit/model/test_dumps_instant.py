@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from koordpy.model.dumps import newest_timestamp
 from koordpy.model.durations import parse_rfc3339
-from koordpy.testing import NodeMetricBuilder, PodBuilder
+from koordpy_testkit import NodeMetricBuilder, PodBuilder
 
 T0 = parse_rfc3339("2026-11-21T10:00:00Z")
 

@@ -2,7 +2,7 @@ import pytest
 
 from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import PriorityClass
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
 
 def test_pod_view() -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
-from koordpy.testing import NodeBuilder
+from koordpy_testkit import NodeBuilder
 
 
 def _metric(usage: object, **status: object) -> dict[str, object]:

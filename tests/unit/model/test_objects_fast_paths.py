@@ -11,7 +11,7 @@ from koordpy.model import objects
 from koordpy.model.objects import ObjectError, _pod_metric, _pod_metrics, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import KubeQoS, kube_qos
 from koordpy.model.resources import parse_resource_list, pod_limits, pod_requests
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 USUAL = {
     "namespace": "shop",

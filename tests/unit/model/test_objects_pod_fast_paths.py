@@ -14,7 +14,7 @@ from test_objects_fast_paths import SHAPES  # same directory (pytest prepend imp
 from koordpy.model import objects
 from koordpy.model.objects import ControllerRef, ObjectError, pod_from_dict
 from koordpy.model.priority import KubeQoS, PriorityClass
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from koordpy.model.objects import node_from_dict, nodemetric_from_dict, pod_from
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 from koordpy.sim.kubescheduler import LeastAllocatedPlacement, LoadAwarePlacement, RequestsFit
-from koordpy.testing.builders import NodeMetricBuilder, make_node, make_pod
-from koordpy.testing.clock import DEFAULT_START
+from koordpy_testkit.builders import NodeMetricBuilder, make_node, make_pod
+from koordpy_testkit.clock import DEFAULT_START
 
 NOW = DEFAULT_START
 

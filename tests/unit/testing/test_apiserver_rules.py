@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from koordpy.kube.resources import NODEMETRICS, NODES, PDBS, PODGROUPS, PODS, by_plural
-from koordpy.testing.apiserver import ClusterState, StatusError
-from koordpy.testing.apiserver.patching import apply_json_patch, apply_merge_patch
-from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
+from koordpy_testkit.apiserver import ClusterState, StatusError
+from koordpy_testkit.apiserver.patching import apply_json_patch, apply_merge_patch
+from koordpy_testkit.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
 
 
 def test_resource_paths() -> None:

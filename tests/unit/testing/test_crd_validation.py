@@ -10,8 +10,8 @@ import pytest
 
 from koordpy.crds import POD_GROUP, RESOURCES, crd_manifest
 from koordpy.kube.resources import CUSTOMRESOURCEDEFINITIONS
-from koordpy.testing.apiserver import ClusterState, StatusError
-from koordpy.testing.apiserver.crdvalidation import apply_crd_defaults, crd_problems, is_protected_group
+from koordpy_testkit.apiserver import ClusterState, StatusError
+from koordpy_testkit.apiserver.crdvalidation import apply_crd_defaults, crd_problems, is_protected_group
 
 APPROVAL = "metadata.annotations[api-approved.kubernetes.io]"
 

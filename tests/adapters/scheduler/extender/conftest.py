@@ -21,7 +21,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.extender.inline import inline_verb_protocol
 from koordpy.scheduler.extender.server import Extender, build_extender
-from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
 
 CONFIG = {
     "loadAware": {

@@ -21,8 +21,8 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.runtime.clock import SystemClock
 from koordpy.scheduler.extender.server import build_extender
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
 
 CPU_FAIL = "node(s) cpu usage exceed threshold"
 

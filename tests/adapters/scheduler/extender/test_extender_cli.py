@@ -18,8 +18,8 @@ import typer
 from typer.testing import CliRunner
 
 from koordpy.cli import extender
-from koordpy.testing import NodeBuilder, NodeMetricBuilder
-from koordpy.testing.apiserver import running_apiserver, write_kubeconfig
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.apiserver import running_apiserver, write_kubeconfig
 
 # A koordpy-like app with the command registered the way cli/main.py does it.
 LAUNCH = (

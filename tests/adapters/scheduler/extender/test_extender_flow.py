@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from koordpy.kube.errors import Conflict, NotFound
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 CPU_FAIL = "node(s) cpu usage exceed threshold"
 

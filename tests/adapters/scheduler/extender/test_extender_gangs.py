@@ -15,7 +15,7 @@ import orjson
 
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.plugins.gang import keys
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 
 def member(name: str, gang: str = "g", minimum: int = 3, **annotations: str) -> dict[str, Any]:

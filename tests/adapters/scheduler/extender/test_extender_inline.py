@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from koordpy.scheduler.extender.inline import InlineVerbProtocol
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 Running = Any
 """conftest's ``Running``: an extender served on a loopback port."""

@@ -12,7 +12,7 @@ import pytest
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.invalid_events import REASONS, NodeEventReporter
 from koordpy.scheduler.framework.cluster import ClusterState
-from koordpy.testing import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
 
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": {"containers": []}}
 HUGE = ["1e99999999", "1e400"]

@@ -20,7 +20,7 @@ from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.listeners import ListenerLimits
 from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
 from koordpy.scheduler.extender.server import build_extender, build_servers, listener_limits, serve_all
-from koordpy.testing.hostile_http import dripped_head, oversized_head
+from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
 LIMITS = ListenerLimits(max_header_bytes=16 * 1024, request_read_seconds=0.5)
 HOST = "127.0.0.1"

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from koordpy.testing import PodBuilder
+from koordpy_testkit import PodBuilder
 
 
 async def test_healthz_and_readyz_without_watches(ext: Any) -> None:

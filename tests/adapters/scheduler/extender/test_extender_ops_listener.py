@@ -31,8 +31,8 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.runtime.clock import SystemClock
 from koordpy.scheduler.extender.server import Extender, build_extender, build_servers, serve_all
-from koordpy.testing import NodeBuilder, NodeMetricBuilder
-from koordpy.testing.apiserver import ApiServerEmulator, running_apiserver, write_kubeconfig
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver, write_kubeconfig
 
 # The command registered the way cli/main.py does it (as in test_extender_cli).
 LAUNCH = (

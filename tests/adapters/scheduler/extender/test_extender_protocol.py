@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from koordpy.scheduler.framework.cluster import REASON_NODE_UNKNOWN
-from koordpy.testing import NodeBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, PodBuilder
 
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_labels, reservation_manifest
+from koordpy_testkit import PodBuilder
+from koordpy_testkit.reservations import owner_labels, reservation_manifest
 
 RESERVED = "node(s) resource was(were) reserved"
 NODES = ["held", "free"]

@@ -18,9 +18,9 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.resources import EVENTS, RESERVATIONS
 from koordpy.runtime.clock import SystemClock
-from koordpy.testing import NodeBuilder, PodBuilder
-from koordpy.testing.apiserver import ApiServerEmulator, running_apiserver
-from koordpy.testing.reservations import owner_pod, reservation_manifest
+from koordpy_testkit import NodeBuilder, PodBuilder
+from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 RESERVED = "node(s) resource was(were) reserved"
 

@@ -15,8 +15,8 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.resources import EVENTS, NODES
 from koordpy.runtime.clock import SystemClock
-from koordpy.testing import NodeBuilder, NodeMetricBuilder
-from koordpy.testing.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
 
 
 @pytest.fixture

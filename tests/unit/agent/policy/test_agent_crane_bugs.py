@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordpy.agent.policy import ActionKind, AgentState, plan
-from koordpy.testing.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
+from koordpy_testkit.builders import PodBuilder
 
 
 def be(name: str):

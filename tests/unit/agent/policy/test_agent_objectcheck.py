@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from koordpy.agent.policy.objectcheck import qos_warnings
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, PodQOS
-from koordpy.testing.agent import evict_action, qos_policy, rule, throttle_action
+from koordpy_testkit.agent import evict_action, qos_policy, rule, throttle_action
 
 
 def node_qos(name: str, *rules: dict, selector: dict | None = None, **extra: object) -> NodeQOS:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from koordpy.agent.policy import ActionKind, AgentState, PlanOptions, forget, naive_plan, plan
-from koordpy.testing.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
+from koordpy_testkit.builders import PodBuilder
 
 GiB = 1 << 30
 

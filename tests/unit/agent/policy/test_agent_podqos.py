@@ -13,8 +13,8 @@ import yaml
 
 from koordpy.agent.policy import AgentState, naive_plan, plan
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
-from koordpy.testing.agent import node_sample, pod_sample, qos_policy, rule
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import node_sample, pod_sample, qos_policy, rule
+from koordpy_testkit.builders import PodBuilder
 
 CRANE = Path(__file__).resolve().parents[3] / "fixtures" / "crane" / "be-rules.yaml"
 

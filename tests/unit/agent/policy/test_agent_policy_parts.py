@@ -13,8 +13,8 @@ from koordpy.agent.policy.metrics import CPU_TOTAL_USAGE
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, go_duration, nodemetric_status, policy_from_spec
 from koordpy.agent.policy.throttle import MIN_CAP, cpu_ceiling, cpu_floor, step_down, step_up
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
-from koordpy.testing.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
+from koordpy_testkit.builders import PodBuilder
 
 GiB = 1 << 30
 

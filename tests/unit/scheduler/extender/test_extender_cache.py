@@ -13,7 +13,7 @@ from koordpy.runtime.logging import configure_logging, get_logger
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.framework import ClusterState
 from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
-from koordpy.testing import FakeClock, NodeMetricBuilder, PodBuilder, make_node
+from koordpy_testkit import FakeClock, NodeMetricBuilder, PodBuilder, make_node
 
 
 def new_cache() -> tuple[ClusterCache, FakeClock, LoadAwarePlugin]:

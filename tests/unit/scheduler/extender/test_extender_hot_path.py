@@ -14,8 +14,8 @@ import pytest
 from koordpy.model.objects import node_from_dict, pod_from_dict
 from koordpy.scheduler.framework import ClusterState, NodeIndex
 from koordpy.scheduler.framework.cluster import REASON_NODE_UNKNOWN
-from koordpy.testing import NodeMetricBuilder, PodBuilder, make_node
-from koordpy.testing.scheduling import NOW, ClusterHarness
+from koordpy_testkit import NodeMetricBuilder, PodBuilder, make_node
+from koordpy_testkit.scheduling import NOW, ClusterHarness
 
 
 def naive(index: NodeIndex, names: list[object]) -> list[int]:

@@ -12,8 +12,8 @@ from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework import ClusterState
-from koordpy.testing import FakeClock, NodeBuilder, PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation_manifest
+from koordpy_testkit import FakeClock, NodeBuilder, PodBuilder
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 
 def new_cache() -> tuple[ClusterCache, ReservationTracker, FakeClock, list[tuple[str, str, str]]]:

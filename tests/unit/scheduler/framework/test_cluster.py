@@ -4,7 +4,7 @@ import dataclasses
 
 from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo, node_from_dict, pod_from_dict
 from koordpy.scheduler.framework import ClusterState, NodeIndex
-from koordpy.testing import PodBuilder, make_node
+from koordpy_testkit import PodBuilder, make_node
 
 
 class Recorder:

@@ -20,7 +20,7 @@ from koordpy.scheduler.framework.fit import (
     tolerates,
 )
 from koordpy.scheduler.framework.status import Code
-from koordpy.testing.builders import NodeBuilder
+from koordpy_testkit.builders import NodeBuilder
 
 GI = 1024**3
 

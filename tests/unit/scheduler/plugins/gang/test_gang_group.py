@@ -6,7 +6,7 @@ import pytest
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.scheduler.plugins.gang import GangCache
-from koordpy.testing.gangs import T0, annotated, member, podgroup
+from koordpy_testkit.gangs import T0, annotated, member, podgroup
 
 ARGS = CoschedulingArgs.model_validate({})
 GROUP = ["default/a", "other/b"]

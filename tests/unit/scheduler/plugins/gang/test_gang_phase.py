@@ -17,7 +17,7 @@ from koordpy.scheduler.plugins.gang import (
     koordinator_phase,
     x_k8s_phase,
 )
-from koordpy.testing.gangs import member, podgroup
+from koordpy_testkit.gangs import member, podgroup
 
 
 def counts(pods: int, scheduled: int = 0, running: int = 0, succeeded: int = 0, failed: int = 0) -> MemberCounts:

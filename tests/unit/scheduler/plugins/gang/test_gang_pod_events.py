@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.scheduler.plugins.gang import GangCache
-from koordpy.testing.gangs import T0, annotated, member
+from koordpy_testkit.gangs import T0, annotated, member
 
 ARGS = CoschedulingArgs.model_validate({})
 

@@ -10,7 +10,7 @@ import pytest
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.scheduler.plugins.gang import GangCache
-from koordpy.testing.gangs import T0, annotated, member
+from koordpy_testkit.gangs import T0, annotated, member
 
 ARGS = CoschedulingArgs.model_validate({})
 

@@ -7,7 +7,7 @@ import pytest
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.scheduler.plugins.gang import GangCache, gang_ref, spec_from_pod, spec_from_podgroup
 from koordpy.scheduler.plugins.gang.spec import GangRef
-from koordpy.testing.gangs import member, podgroup
+from koordpy_testkit.gangs import member, podgroup
 
 ARGS = CoschedulingArgs.model_validate({})
 SIGS = "pod-group.scheduling.sigs.k8s.io"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from koordpy.model.objects import pod_from_dict
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
-from koordpy.testing.scheduling import ClusterHarness as Harness
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
+from koordpy_testkit.scheduling import ClusterHarness as Harness
 
 BE_POD = PodBuilder("incoming").build()
 MI = 2**20

@@ -4,7 +4,7 @@ from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import ObjectError, node_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.loadaware import estimate_node, estimate_pod
 from koordpy.scheduler.plugins.loadaware.estimator import go_round
-from koordpy.testing import NodeBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, PodBuilder
 
 GI = 2**30
 DEFAULTS = validate(LoadAwareSchedulingArgs, {})

@@ -12,9 +12,9 @@ import pytest
 
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.framework import Code
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
-from koordpy.testing.scheduling import ClusterHarness as Harness
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
+from koordpy_testkit.scheduling import ClusterHarness as Harness
 
 GI = 2**30
 

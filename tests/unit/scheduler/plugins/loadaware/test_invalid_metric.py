@@ -8,9 +8,9 @@ from __future__ import annotations
 from koordpy.model.objects import NodeMetricInfo
 from koordpy.scheduler.framework.cluster import REASON_NODE_INVALID
 from koordpy.scheduler.plugins.loadaware.plugin import REASON_NODEMETRIC_INVALID
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
-from koordpy.testing.scheduling import ClusterHarness as Harness
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
+from koordpy_testkit.scheduling import ClusterHarness as Harness
 
 BE_POD = PodBuilder("incoming").build()
 DAEMON_POD = PodBuilder("ds").owner("DaemonSet", "ds").build()

@@ -14,8 +14,8 @@ import pytest
 
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vectorizer
-from koordpy.testing import NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
+from koordpy_testkit import NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
 
 VEC = Vectorizer(("cpu", "memory"))
 GI = 2**30

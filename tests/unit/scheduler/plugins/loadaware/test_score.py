@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
-from koordpy.testing.scheduling import ClusterHarness as Harness
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
+from koordpy_testkit.scheduling import ClusterHarness as Harness
 
 GUARANTEED_16C_32G = PodBuilder("p").requests(cpu="16", memory="32Gi").limits(cpu="16", memory="32Gi").build()
 

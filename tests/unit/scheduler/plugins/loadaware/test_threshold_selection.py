@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy.testing.scheduling import NOW
-from koordpy.testing.scheduling import ClusterHarness as Harness
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit.scheduling import NOW
+from koordpy_testkit.scheduling import ClusterHarness as Harness
 
 EXPIRED = "node(s) nodeMetric expired"
 CPU = "node(s) cpu usage exceed threshold"

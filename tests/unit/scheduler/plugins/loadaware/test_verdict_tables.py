@@ -22,7 +22,7 @@ from koordpy.model.objects import NodeMetricInfo, node_from_dict, nodemetric_fro
 from koordpy.model.priority import PriorityClass
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
-from koordpy.testing import NodeBuilder, NodeMetricBuilder, PodBuilder
+from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
 NOW = 1_800_000_000.0
 ARGS = {"usageThresholds": {"cpu": 65, "memory": 95}, "prodUsageThresholds": {"cpu": 55}}

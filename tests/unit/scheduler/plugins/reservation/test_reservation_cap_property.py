@@ -11,8 +11,8 @@ from koordpy.model.durations import format_rfc3339
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.scheduler.plugins.reservation.starving import allowed_node_count
-from koordpy.testing.reservations import T0, node, pod
-from koordpy.testing.reservations import settings as reservation_settings
+from koordpy_testkit.reservations import T0, node, pod
+from koordpy_testkit.reservations import settings as reservation_settings
 
 LATER = T0 + 3600.0
 

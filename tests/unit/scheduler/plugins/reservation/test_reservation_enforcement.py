@@ -19,8 +19,8 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
 )
 from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
-from koordpy.testing import PodBuilder
-from koordpy.testing.reservations import owner_pod, reservation_manifest
+from koordpy_testkit import PodBuilder
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 NOW = 1_795_255_200.0
 ALLOCATABLE = {"cpu": 8000, "memory": 32 << 30, "pods": 110}

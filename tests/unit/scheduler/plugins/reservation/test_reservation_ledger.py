@@ -11,7 +11,7 @@ from koordpy.scheduler.plugins.reservation.ledger import (
     reserved_against,
     reserved_verdict,
 )
-from koordpy.testing.reservations import T0, pod, reservation
+from koordpy_testkit.reservations import T0, pod, reservation
 
 GI = 1024**3
 NODE = {"cpu": 3000, "memory": 3 * GI}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordpy.testing.reservations import T0, decide_on, node, pod, reservation
+from koordpy_testkit.reservations import T0, decide_on, node, pod, reservation
 
 GI = 1024**3
 
@@ -100,7 +100,7 @@ def test_a_steady_reservation_writes_nothing() -> None:
 def test_apply_decision_creates_patches_and_deletes() -> None:
     from koordpy.scheduler.plugins.reservation.controller import apply_decision
     from koordpy.scheduler.plugins.reservation.spec import reservation_from_dict
-    from koordpy.testing.reservations import reservation_dict, settings
+    from koordpy_testkit.reservations import reservation_dict, settings
 
     objects = {
         "user": reservation_dict("user", cpu="1"),

@@ -41,9 +41,9 @@ from koordpy.scheduler.plugins.reservation.placement import (
 )
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
 from koordpy.scheduler.plugins.reservation.starving import Job
-from koordpy.testing.builders import NodeMetricBuilder
-from koordpy.testing.reservations import T0, node, pod, reservation
-from koordpy.testing.reservations import settings as reservation_settings
+from koordpy_testkit.builders import NodeMetricBuilder
+from koordpy_testkit.reservations import T0, node, pod, reservation
+from koordpy_testkit.reservations import settings as reservation_settings
 
 LATER = T0 + 3600.0
 

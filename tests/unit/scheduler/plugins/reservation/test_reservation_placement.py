@@ -8,8 +8,8 @@ from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import nodemetric_from_dict
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
 from koordpy.scheduler.plugins.reservation.placement import node_score, node_uses, place, unavailable_summary
-from koordpy.testing.builders import NodeMetricBuilder
-from koordpy.testing.reservations import T0, node, pod, reservation, settings
+from koordpy_testkit.builders import NodeMetricBuilder
+from koordpy_testkit.reservations import T0, node, pod, reservation, settings
 
 GI = 1024**3
 

@@ -20,7 +20,7 @@ from koordpy.scheduler.framework.fit import resources_fit
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, apply_decision, decide
 from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node, reserved_verdict
 from koordpy.scheduler.plugins.reservation.spec import reservation_from_dict
-from koordpy.testing.reservations import T0, node, pod, settings
+from koordpy_testkit.reservations import T0, node, pod, settings
 
 STEP = 100.0
 # name -> (cpu/memory units, priority, steps it runs once bound)

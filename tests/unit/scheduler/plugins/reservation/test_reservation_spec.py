@@ -8,8 +8,8 @@ import pytest
 
 from koordpy.model.objects import ObjectError, pod_from_dict
 from koordpy.scheduler.plugins.reservation.spec import expiry, is_expired, is_owner, reservation_from_dict
-from koordpy.testing.builders import PodBuilder
-from koordpy.testing.reservations import T0, reservation, reservation_dict
+from koordpy_testkit.builders import PodBuilder
+from koordpy_testkit.reservations import T0, reservation, reservation_dict
 
 
 def web_pod(**labels: str) -> Any:

@@ -16,8 +16,8 @@ from koordpy.scheduler.plugins.reservation.starving import (
     label_value,
     reservation_name,
 )
-from koordpy.testing.gangs import podgroup
-from koordpy.testing.reservations import T0, decide_on, node, pod, reservation, settings
+from koordpy_testkit.gangs import podgroup
+from koordpy_testkit.reservations import T0, decide_on, node, pod, reservation, settings
 
 LATER = T0 + 3600.0  # one hour after every pod below was created (threshold in settings(): 60 s)
 
@@ -316,7 +316,7 @@ def test_no_node_can_hold_it_warns_on_the_pod() -> None:
 
 
 def test_an_annotation_gang_is_a_job_with_the_oldest_members_min_available() -> None:
-    from koordpy.testing.gangs import annotated
+    from koordpy_testkit.gangs import annotated
 
     pods = [
         pod("a-1", "2", annotations=annotated("ring", 3), created=T0 + 5),

@@ -14,7 +14,7 @@ from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.framework import ClusterState, Status
 from koordpy.scheduler.plugins.loadaware import NAME, LoadAwarePlugin
-from koordpy.testing.clock import DEFAULT_START
+from koordpy_testkit.clock import DEFAULT_START
 
 __all__ = ["NOW", "ClusterHarness"]
 

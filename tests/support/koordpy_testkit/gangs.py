@@ -7,7 +7,7 @@ from typing import Any
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo, pod_from_dict
 from koordpy.scheduler.plugins.gang import PodGroupInfo, podgroup_from_dict
-from koordpy.testing.builders import PodBuilder
+from koordpy_testkit.builders import PodBuilder
 
 __all__ = ["T0", "annotated", "member", "podgroup"]
 

@@ -1,4 +1,4 @@
-"""``python -m koordpy.testing.apiserver``: run the emulator as a process until SIGTERM/SIGINT.
+"""``python -m koordpy_testkit.apiserver``: run the emulator as a process until SIGTERM/SIGINT.
 
 Prints the URL (``http://HOST:PORT``) on a line of its own on stdout once it accepts connections.
 ``--seed FILE`` (YAML or JSON; several documents and ``List`` objects allowed) is stored as given
@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from koordpy.testing.apiserver.server import ApiServerEmulator
-from koordpy.testing.apiserver.state import ClusterState
+from koordpy_testkit.apiserver.server import ApiServerEmulator
+from koordpy_testkit.apiserver.state import ClusterState
 
 
 def _load_seed(path: Path) -> list[dict[str, Any]]:
@@ -45,7 +45,7 @@ def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m koordpy.testing.apiserver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m koordpy_testkit.apiserver", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--record", type=Path, help="append one JSON line per API request to this file")

@@ -25,9 +25,9 @@ from typing import IO, Any, Literal
 import orjson
 from aiohttp import web
 
-from koordpy.testing.apiserver.errors import StatusError, status_body
-from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector
-from koordpy.testing.apiserver.state import RAW_EVENT, ClusterState, ResourceInfo, StoredEvent, Watcher
+from koordpy_testkit.apiserver.errors import StatusError, status_body
+from koordpy_testkit.apiserver.selectors import FieldSelector, LabelSelector
+from koordpy_testkit.apiserver.state import RAW_EVENT, ClusterState, ResourceInfo, StoredEvent, Watcher
 
 __all__ = ["ApiServerEmulator", "InjectedError"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from koordpy.testing.apiserver.errors import StatusError
+from koordpy_testkit.apiserver.errors import StatusError
 
 __all__ = ["apply_json_patch", "apply_merge_patch"]
 

@@ -691,7 +691,7 @@ def all_cases() -> dict[str, list[Case]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m koordpy.testing.hostile WORKDIR SET...``: run the sets, print outcomes as JSON lines."""
+    """``python -m koordpy_testkit.hostile WORKDIR SET...``: run the sets, print outcomes as JSON lines."""
     workdir, *names = sys.argv[1:] if argv is None else argv
     sets = all_cases()
     for name in names:

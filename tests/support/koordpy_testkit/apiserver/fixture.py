@@ -1,5 +1,5 @@
 """pytest fixtures for the emulator. Import them by name into any ``conftest.py``
-(``from koordpy.testing.apiserver.fixture import apiserver, api_client``), or list this module in
+(``from koordpy_testkit.apiserver.fixture import apiserver, api_client``), or list this module in
 ``pytest_plugins`` of the root ``conftest.py`` (pytest only honours ``pytest_plugins`` there).
 
 - ``apiserver``: a running :class:`ApiServerEmulator` (fresh state per test, bookmarks every 0.2 s).
@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
-from koordpy.testing.apiserver.server import ApiServerEmulator
+from koordpy_testkit.apiserver.server import ApiServerEmulator
 
 __all__ = ["api_client", "apiserver"]
 

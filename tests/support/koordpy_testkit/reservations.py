@@ -12,7 +12,7 @@ from koordpy.model.objects import NodeInfo, PodInfo, node_from_dict, pod_from_di
 from koordpy.scheduler.plugins.gang import PodGroupInfo
 from koordpy.scheduler.plugins.reservation.controller import ReservationDecision, ReservationInputs, decide
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
-from koordpy.testing.builders import NodeBuilder, PodBuilder
+from koordpy_testkit.builders import NodeBuilder, PodBuilder
 
 __all__ = [
     "T0",

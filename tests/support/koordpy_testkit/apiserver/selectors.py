@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordpy.testing.apiserver.errors import StatusError
+from koordpy_testkit.apiserver.errors import StatusError
 
 __all__ = ["FieldSelector", "LabelSelector", "match_label_selector_object"]
 

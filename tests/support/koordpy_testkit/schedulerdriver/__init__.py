@@ -3,7 +3,7 @@
 An adapter (aiohttp, wall clock); never imported by pure code. See ``docs/testing.md``.
 """
 
-from koordpy.testing.schedulerdriver.driver import Decision, DriverStats, SchedulerDriver
-from koordpy.testing.schedulerdriver.protocol import ExtenderConfig, ExtenderError
+from koordpy_testkit.schedulerdriver.driver import Decision, DriverStats, SchedulerDriver
+from koordpy_testkit.schedulerdriver.protocol import ExtenderConfig, ExtenderError
 
 __all__ = ["Decision", "DriverStats", "ExtenderConfig", "ExtenderError", "SchedulerDriver"]

@@ -3,11 +3,11 @@
 Two faces:
 
 - in process: ``async with running_apiserver() as api: ...`` (``api.url``, ``api.state``, ``api.seed(...)``,
-  ``api.requests``), or the pytest fixtures in :mod:`koordpy.testing.apiserver.fixture`;
-- as a process: ``python -m koordpy.testing.apiserver --host 127.0.0.1 --port N [--record FILE] [--seed FILE]``
+  ``api.requests``), or the pytest fixtures in :mod:`koordpy_testkit.apiserver.fixture`;
+- as a process: ``python -m koordpy_testkit.apiserver --host 127.0.0.1 --port N [--record FILE] [--seed FILE]``
   prints its URL on stdout when ready.
 
-It is built on aiohttp.web, not on kmock (see :mod:`koordpy.testing.apiserver.server` for why and for
+It is built on aiohttp.web, not on kmock (see :mod:`koordpy_testkit.apiserver.server` for why and for
 what is not emulated). :func:`write_kubeconfig` writes a kubeconfig pointing at it.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from koordpy.kube.connection import write_kubeconfig
-from koordpy.testing.apiserver.errors import StatusError, status_body
-from koordpy.testing.apiserver.server import ApiServerEmulator, InjectedError
-from koordpy.testing.apiserver.state import ClusterState, ResourceInfo, default_resources
+from koordpy_testkit.apiserver.errors import StatusError, status_body
+from koordpy_testkit.apiserver.server import ApiServerEmulator, InjectedError
+from koordpy_testkit.apiserver.state import ClusterState, ResourceInfo, default_resources
 
 __all__ = [
     "ApiServerEmulator",

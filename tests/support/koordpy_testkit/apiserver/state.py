@@ -9,7 +9,7 @@ can create running pods without a kubelet. Custom resources with a status subres
 on create, as the API server does; :meth:`ClusterState.seed` stores anything as given.
 
 CustomResourceDefinitions are validated as kube-apiserver does (see
-:mod:`koordpy.testing.apiserver.crdvalidation`), on create, update and :meth:`ClusterState.seed` alike.
+:mod:`koordpy_testkit.apiserver.crdvalidation`), on create, update and :meth:`ClusterState.seed` alike.
 
 Not emulated: admission, defaulting beyond ``Pod.spec.schedulerName``/``status.phase`` and the CRD names,
 validation of other objects beyond their names and label values, garbage collection of dependents
@@ -32,10 +32,10 @@ from typing import Any
 
 from koordpy.kube import resources
 from koordpy.kube.resources import ResourceRef
-from koordpy.testing.apiserver.crdvalidation import FieldError, apply_crd_defaults, crd_problems
-from koordpy.testing.apiserver.errors import StatusError
-from koordpy.testing.apiserver.patching import apply_json_patch, apply_merge_patch
-from koordpy.testing.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
+from koordpy_testkit.apiserver.crdvalidation import FieldError, apply_crd_defaults, crd_problems
+from koordpy_testkit.apiserver.errors import StatusError
+from koordpy_testkit.apiserver.patching import apply_json_patch, apply_merge_patch
+from koordpy_testkit.apiserver.selectors import FieldSelector, LabelSelector, match_label_selector_object
 
 __all__ = ["RAW_EVENT", "ClusterState", "ResourceInfo", "StoredEvent", "Watcher", "default_resources"]
 

@@ -39,13 +39,13 @@ import orjson
 
 from koordpy.model.objects import NodeInfo, ObjectError, node_from_dict
 from koordpy.model.resources import ResourceList, pod_requests
-from koordpy.testing.schedulerdriver.intree import (
+from koordpy_testkit.schedulerdriver.intree import (
     InTreeFilter,
     NodeUsage,
     least_allocated_score,
     num_feasible_nodes_to_find,
 )
-from koordpy.testing.schedulerdriver.protocol import (
+from koordpy_testkit.schedulerdriver.protocol import (
     MAX_EXTENDER_PRIORITY,
     MAX_NODE_SCORE,
     ExtenderConfig,
@@ -57,7 +57,7 @@ from koordpy.testing.schedulerdriver.protocol import (
     parse_filter_result,
     parse_prioritize_result,
 )
-from koordpy.testing.schedulerdriver.queue import SchedulingQueue
+from koordpy_testkit.schedulerdriver.queue import SchedulingQueue
 
 __all__ = ["Decision", "DriverStats", "SchedulerDriver"]
 

@@ -4,7 +4,7 @@ Builders produce raw Kubernetes JSON dicts (what the API server would send), so 
 the same conversion code as production.
 """
 
-from koordpy.testing.builders import NodeBuilder, NodeMetricBuilder, PodBuilder, make_node, make_pod
-from koordpy.testing.clock import FakeClock
+from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder, make_node, make_pod
+from koordpy_testkit.clock import FakeClock
 
 __all__ = ["FakeClock", "NodeBuilder", "NodeMetricBuilder", "PodBuilder", "make_node", "make_pod"]

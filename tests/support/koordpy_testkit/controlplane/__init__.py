@@ -1,0 +1,20 @@
+"""A real Kubernetes control plane for tests, benchmarks and a developer's terminal (see ``cluster``)."""
+
+from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries
+from koordpy_testkit.controlplane.cluster import (
+    CONTROLLERS,
+    FAKE_NODE_ANNOTATION,
+    ControlPlane,
+    fake_node,
+    write_kubeconfig,
+)
+
+__all__ = [
+    "BINARIES",
+    "CONTROLLERS",
+    "FAKE_NODE_ANNOTATION",
+    "ControlPlane",
+    "ensure_binaries",
+    "fake_node",
+    "write_kubeconfig",
+]
