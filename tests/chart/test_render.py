@@ -251,11 +251,26 @@ def test_config_changes_restart_pods() -> None:
     assert checksum(base, "koordpy-scheduler") == checksum(changed, "koordpy-scheduler")
 
 
-def test_manager_peering_object_only_with_replicas() -> None:
-    assert of_kind(render(), "ClusterKopfPeering") == []
-    (peering,) = of_kind(render_scenario("ha-values.yaml"), "ClusterKopfPeering")
-    assert peering["metadata"]["name"] == "koordpy-manager"
-    assert peering["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+def test_manager_creates_its_peering_owned_by_its_cluster_role_with_replicas() -> None:
+    """No ClusterKopfPeering in the chart (a hook races its CRD on a fresh cluster): with replicas the
+    manager's config turns peering on and names the ClusterRole that will own the object it creates."""
+    for objs in (render(), render_scenario("ha-values.yaml")):
+        assert of_kind(objs, "ClusterKopfPeering") == []
+    single = yaml.safe_load(named(render(), "ConfigMap", "-manager")["data"]["config.yaml"])
+    assert "peering" not in single or not single["peering"].get("enabled")
+    ha = yaml.safe_load(named(render_scenario("ha-values.yaml"), "ConfigMap", "-manager")["data"]["config.yaml"])
+    assert ha["peering"] == {"enabled": True, "ownerClusterRole": "koordpy-manager"}
+    (role,) = [
+        r
+        for r in of_kind(render_scenario("ha-values.yaml"), "ClusterRole")
+        if r["metadata"]["name"] == "koordpy-manager"
+    ]
+    assert {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "resourceNames": ["koordpy-manager"],
+        "verbs": ["get"],
+    } in role["rules"]
 
 
 def test_disruption_budgets_only_with_replicas() -> None:

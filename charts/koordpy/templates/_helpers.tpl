@@ -82,12 +82,18 @@ empty when extender.metricsPort is unset (then the extender listens on loopback 
 {{- with dig "extender" "metricsPort" "" .Values.scheduler.config }}{{ int . }}{{ end }}
 {{- end }}
 
-{{/* The manager's configuration file; peering is forced on when more than one replica runs. */}}
+{{/* The manager's configuration file; peering is forced on when more than one replica runs, and the
+peering object the manager creates is owned by the manager's ClusterRole (uninstall garbage-collects it). */}}
 {{- define "koordpy.manager.config" -}}
 {{- $cfg := merge (deepCopy .Values.manager.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "ManagerConfiguration") }}
 {{- if gt (int .Values.manager.replicaCount) 1 }}
 {{- $peering := merge (dict "enabled" true) (default (dict) $cfg.peering) }}
 {{- $_ := set $peering "enabled" true }}
+{{- $_ := set $cfg "peering" $peering }}
+{{- end }}
+{{- $peering := default (dict) $cfg.peering }}
+{{- if and $peering.enabled (not $peering.ownerClusterRole) }}
+{{- $_ := set $peering "ownerClusterRole" (printf "%s-manager" (include "koordpy.fullname" .)) }}
 {{- $_ := set $cfg "peering" $peering }}
 {{- end }}
 {{- toYaml $cfg }}

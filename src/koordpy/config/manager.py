@@ -109,7 +109,10 @@ class PeeringSettings(_Settings):
     enabled: bool = Field(False, strict=True)
     """Required with more than one replica; the chart forces it on then."""
     name: str = Field("koordpy-manager", min_length=1, max_length=63)
-    """Name of the ClusterKopfPeering object the replicas share."""
+    """Name of the ClusterKopfPeering object the replicas share; the manager creates it when missing."""
+    owner_cluster_role: str | None = Field(None, alias="ownerClusterRole", min_length=1, max_length=253)
+    """A ClusterRole that owns the peering object the manager creates, so that deleting the role (helm
+    uninstall) garbage-collects it. The chart sets its manager ClusterRole; unset, the object has no owner."""
 
 
 class HealthSettings(_Settings):

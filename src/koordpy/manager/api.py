@@ -10,9 +10,10 @@ dependency in one place. Must run inside the operator's tasks (kopf's credential
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import kopf
@@ -86,22 +87,53 @@ class NodeMetricWriter:
 
 
 async def ensure_peering(
-    name: str, settings: kopf.OperatorSettings, logger: logging.Logger | logging.LoggerAdapter[Any]
+    client: ApiClient,
+    name: str,
+    owner_cluster_role: str | None,
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    *,
+    attempts: int = 30,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> bool:
     """Create the ClusterKopfPeering ``name`` unless it exists; True when this call created it.
 
-    kopf does not create it: without the object every replica would see no peers and all would act.
+    kopf does not create it, and without it every replica sees no peers and acts: the manager creates it
+    before kopf starts. With ``owner_cluster_role`` the object is owned by that ClusterRole (the chart's
+    manager role), so the garbage collector deletes it when the release is uninstalled. Temporary API
+    errors are retried (``attempts`` times, backing off to 5 s); others raise.
+
+    Not guaranteed: an existing peering gains the owner (it is left as found).
     """
     res = CLUSTER_KOPF_PEERING
-    body = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name}}
-    try:
-        await kopf_api.post(
-            f"/apis/{res.group}/{res.version}/{res.plural}", payload=body, settings=settings, logger=logger
-        )
-    except kopf_errors.APIConflictError:
-        return False
-    logger.info("created ClusterKopfPeering %s", name)
-    return True
+    delay = 0.5
+    for attempt in range(1, attempts + 1):
+        try:
+            body: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name}}
+            if owner_cluster_role:
+                role = await client.request(
+                    "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{owner_cluster_role}"
+                )
+                body["metadata"]["ownerReferences"] = [
+                    {
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "ClusterRole",
+                        "name": owner_cluster_role,
+                        "uid": role["metadata"]["uid"],
+                    }
+                ]
+            await client.request("POST", f"/apis/{res.group}/{res.version}/{res.plural}", body=body)
+        except kube_errors.Conflict:
+            return False
+        except kube_errors.ApiError as exc:
+            if not kube_errors.is_temporary(exc) or attempt == attempts:
+                raise
+            logger.warning("creating ClusterKopfPeering %s: %s (attempt %d, retrying)", name, exc, attempt)
+            await sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        logger.info("created ClusterKopfPeering %s", name)
+        return True
+    raise AssertionError("unreachable")
 
 
 OWNER_PLURALS = {

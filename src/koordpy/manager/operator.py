@@ -276,23 +276,6 @@ def build_registry(
         if action is not None:
             await apply(action)
 
-    if config.peering.enabled:
-        pending: list[asyncio.Task[bool]] = []
-
-        @kopf.on.startup(registry=registry)
-        async def create_peering(
-            *, settings: kopf.OperatorSettings, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
-        ) -> None:
-            # kopf authenticates only after the startup handlers, so the object is created in the background
-            # once credentials exist. Until it exists each replica sees no peers and acts; the NodeMetric
-            # actions are idempotent, so that short overlap is harmless. (The chart also creates it.)
-            pending.append(asyncio.create_task(ensure_peering(config.peering.name, settings, logger)))
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop_peering_creation(**_: Any) -> None:
-            for task in pending:
-                task.cancel()
-
     if gangs is not None and config.pod_group.enabled:
         _register_gangs(registry, gangs)
 
@@ -420,6 +403,9 @@ async def run(
 
     async def operate() -> None:
         async with client:
+            if config.peering.enabled:
+                # Before kopf starts: until the object exists every replica would see no peers and act.
+                await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)
             await kopf.operator(
                 registry=registry,
                 settings=settings,

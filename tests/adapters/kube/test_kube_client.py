@@ -242,14 +242,17 @@ async def _running_pod(api: ApiClient, name: str, labels: dict[str, str], node: 
 async def test_eviction_honours_pdb_and_grace(api_client: ApiClient, eventually: Any) -> None:
     for i in range(3):
         await _running_pod(api_client, f"web-{i}", {"app": "web"})
-    await api_client.create(
+    pdb = await api_client.create(
         PDBS,
         {
             "metadata": {"name": "web", "namespace": "default"},
             "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
         },
     )
-    # 3 healthy, minAvailable 2 -> 1 disruption allowed
+    # 3 healthy, minAvailable 2 -> 1 disruption allowed, as the disruption controller writes it (the
+    # API server charges evictions against the status; it never computes a budget itself)
+    status = {"observedGeneration": 1, "disruptionsAllowed": 1, "desiredHealthy": 2, "currentHealthy": 3}
+    await api_client.replace_status(PDBS, {**pdb, "status": status})
     await api_client.evict("default", "web-0", grace_period_seconds=5)
     marked = await api_client.get(PODS, "web-0", "default")
     assert marked["metadata"]["deletionTimestamp"] and marked["metadata"]["deletionGracePeriodSeconds"] == 5
@@ -289,7 +292,7 @@ async def test_eviction_uses_pdb_status_and_max_unavailable(api_client: ApiClien
             "spec": {"maxUnavailable": "50%", "selector": {"matchLabels": {"app": "db"}}},
         },
     )
-    await api_client.replace_status(PDBS, {**pdb, "status": {"disruptionsAllowed": 1}})
+    await api_client.replace_status(PDBS, {**pdb, "status": {"observedGeneration": 1, "disruptionsAllowed": 1}})
     await api_client.evict("default", "db-0", grace_period_seconds=0)
     with pytest.raises(errors.NotFound):
         await api_client.get(PODS, "db-0", "default")

@@ -263,3 +263,67 @@ async def test_peering_creates_its_object_and_stands_by_for_a_higher_priority_pe
     assert created > left
     creates = [r for r in requests if r.method == "POST" and r.url.path == PEERING_URL]
     assert len(creates) == 1
+
+
+class _ScriptedApi:
+    """Answers ``request`` from a script of results (an exception is raised), recording each call."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str, object]] = []
+
+    async def request(self, method: str, path: str, *, body: object = None, **_: object) -> dict[str, object]:
+        self.calls.append((method, path, body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        assert isinstance(answer, dict)
+        return answer
+
+
+async def test_ensure_peering_owns_the_object_by_the_cluster_role_and_retries_temporary_errors() -> None:
+    from koordpy.kube import errors as kube_errors
+    from koordpy.manager.api import ensure_peering
+
+    api = _ScriptedApi(
+        kube_errors.ServerError(503, "ServiceUnavailable", "starting"),  # role read fails: retried
+        {"metadata": {"uid": "role-uid"}},
+        {},
+    )
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    created = await ensure_peering(api, "koordpy-manager", "koordpy-manager", logging.getLogger("t"), sleep=sleep)  # type: ignore[arg-type]
+    assert created is True
+    assert slept == [0.5]
+    method, path, body = api.calls[-1]
+    assert (method, path) == ("POST", "/apis/kopf.dev/v1/clusterkopfpeerings")
+    assert body == {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "ClusterKopfPeering",
+        "metadata": {
+            "name": "koordpy-manager",
+            "ownerReferences": [
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "name": "koordpy-manager",
+                    "uid": "role-uid",
+                }
+            ],
+        },
+    }
+
+
+async def test_ensure_peering_leaves_an_existing_object_and_raises_on_refusal() -> None:
+    from koordpy.kube import errors as kube_errors
+    from koordpy.manager.api import ensure_peering
+
+    exists = _ScriptedApi(kube_errors.Conflict(409, "AlreadyExists", "exists"))
+    assert await ensure_peering(exists, "p", None, logging.getLogger("t")) is False  # type: ignore[arg-type]
+    assert [c[:2] for c in exists.calls] == [("POST", "/apis/kopf.dev/v1/clusterkopfpeerings")]
+    denied = _ScriptedApi(kube_errors.Forbidden(403, "Forbidden", "no"))
+    with pytest.raises(kube_errors.Forbidden):
+        await ensure_peering(denied, "p", "role", logging.getLogger("t"))  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Sequence
@@ -146,7 +147,7 @@ def wait_http(
     timeout: float,
     proc: Proc | None = None,
     *,
-    verify: str | bool = True,
+    verify: ssl.SSLContext | bool = True,
     headers: dict[str, str] | None = None,
 ) -> None:
     """Poll ``url`` until it answers 200; fail with the process's log tail.

@@ -86,48 +86,56 @@ def test_patches() -> None:
     assert err.value.code == 422
 
 
-def _pdb_case(spec: dict[str, Any], running: int, pending: int = 0) -> int:
-    """Return the HTTP code of evicting one running pod (201 on success)."""
+def _pdb_case(status: dict[str, Any] | None, generation_bumps: int = 0) -> tuple[int, dict[str, Any]]:
+    """Evict one running pod covered by a budget whose status is ``status`` (None: never written, as
+    without a disruption controller); return the HTTP code (201 on success) and the budget's status after."""
     st = ClusterState(start_rv=1)
     pods, pdbs = st.infos[("", "pods")], st.infos[("policy", "poddisruptionbudgets")]
-    for i in range(running + pending):
-        st.seed(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"p{i}", "namespace": "d", "labels": {"app": "x"}},
-                "spec": {"nodeName": "n"},
-                "status": {"phase": "Running" if i < running else "Pending"},
-            }
-        )
-    st.create(pdbs, "d", {"metadata": {"name": "b"}, "spec": {**spec, "selector": {"matchLabels": {"app": "x"}}}})
+    st.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p0", "namespace": "d", "labels": {"app": "x"}},
+            "spec": {"nodeName": "n"},
+            "status": {"phase": "Running"},
+        }
+    )
+    pdb = st.create(
+        pdbs, "d", {"metadata": {"name": "b"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}
+    )
+    for bump in range(generation_bumps):
+        pdb = st.replace(pdbs, "d", "b", {**pdb, "spec": {**pdb["spec"], "minAvailable": 2 + bump}})
+    if status is not None:
+        pdb = st.replace(pdbs, "d", "b", {**pdb, "status": status}, subresource="status")
     try:
         st.evict("d", "p0", {"deleteOptions": {"gracePeriodSeconds": 0}})
     except StatusError as err:
-        return err.code
+        return err.code, st.get(pdbs, "d", "b").get("status") or {}
     assert "p0" not in {name for _, name in st.objects[pods.key]}
-    return 201
+    return 201, st.get(pdbs, "d", "b").get("status") or {}
 
 
 @pytest.mark.parametrize(
-    ("spec", "running", "pending", "want"),
+    ("status", "bumps", "want", "allowed_after"),
     [
-        # healthy 3, minAvailable 2: allowed = 3 - 2 = 1
-        ({"minAvailable": 2}, 3, 0, 201),
-        # healthy 2, minAvailable 2: allowed 0
-        ({"minAvailable": 2}, 2, 0, 429),
-        # expected 4 (pending counts as expected, not healthy), minAvailable 50% = 2, healthy 2: allowed 0
-        ({"minAvailable": "50%"}, 2, 2, 429),
-        # expected 3, maxUnavailable 1 -> desired healthy 2, healthy 3: allowed 1
-        ({"maxUnavailable": 1}, 3, 0, 201),
-        # expected 2, maxUnavailable 0 -> desired 2, healthy 2: allowed 0
-        ({"maxUnavailable": 0}, 2, 0, 429),
-        # expected 3, maxUnavailable 34% rounds up to 2 -> desired 1, healthy 3: allowed 2
-        ({"maxUnavailable": "34%"}, 3, 0, 201),
+        # never processed (no disruption controller wrote a status): refused, as the real server does
+        (None, 0, 429, None),
+        # processed an older generation of the spec: refused until the controller catches up
+        ({"observedGeneration": 1, "disruptionsAllowed": 3}, 1, 429, 3),
+        # processed, 1 allowed: evicted and charged (1 - 1 = 0)
+        ({"observedGeneration": 1, "disruptionsAllowed": 1}, 0, 201, 0),
+        # processed, 0 allowed: refused
+        ({"observedGeneration": 1, "disruptionsAllowed": 0, "desiredHealthy": 1, "currentHealthy": 1}, 0, 429, 0),
+        # a negative allowance is refused with 403
+        ({"observedGeneration": 1, "disruptionsAllowed": -1}, 0, 403, -1),
     ],
 )
-def test_pdb_arithmetic(spec: dict[str, Any], running: int, pending: int, want: int) -> None:
-    assert _pdb_case(spec, running, pending) == want
+def test_pdb_status_rules(status: dict[str, Any] | None, bumps: int, want: int, allowed_after: int | None) -> None:
+    code, after = _pdb_case(status, bumps)
+    assert code == want
+    assert after.get("disruptionsAllowed") == allowed_after
+    if code == 201:
+        assert list(after["disruptedPods"]) == ["p0"]
 
 
 def test_watch_history_bounds_and_too_new_versions() -> None:

@@ -163,26 +163,6 @@ def _invalid_all(info: ResourceInfo, name: str, errors: list[FieldError]) -> Sta
     )
 
 
-def _pod_is_healthy(pod: Mapping[str, Any]) -> bool:
-    if _meta(pod).get("deletionTimestamp"):
-        return False
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    for cond in status.get("conditions") or ():
-        if cond.get("type") == "Ready":
-            return bool(cond.get("status") == "True")
-    return True  # no Ready condition reported: no kubelet here, count a Running pod as healthy
-
-
-def _scaled(value: Any, total: int, *, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        pct = int(value[:-1])
-        num = pct * total
-        return -(-num // 100) if round_up else num // 100
-    return int(value)
-
-
 class ClusterState:
     """The object store. Methods raise :class:`StatusError` exactly where the API server answers an error."""
 
@@ -681,7 +661,8 @@ class ClusterState:
         self._commit(info, "MODIFIED", (namespace, name), {**pod, "spec": spec, "status": status}, pod)
 
     def evict(self, namespace: str, name: str, eviction: Mapping[str, Any]) -> None:
-        """policy/v1 eviction: refuse with 429 when a matching PodDisruptionBudget allows no disruption."""
+        """policy/v1 eviction: refused with 429 when the matching PodDisruptionBudget's status allows no
+        disruption or was never written (see :meth:`_charge_pdb`)."""
         pods = self.infos[(resources.PODS.group, resources.PODS.plural)]
         pdbs = self.infos[(resources.PDBS.group, resources.PDBS.plural)]
         pod = self.get(pods, namespace, name)
@@ -702,31 +683,31 @@ class ClusterState:
                     "InternalError",
                 )
             if matching:
-                self._charge_pdb(pdbs, pods, matching[0])
+                self._charge_pdb(pdbs, matching[0], name)
         self.delete(pods, namespace, name, options)
 
-    def _charge_pdb(self, pdbs: ResourceInfo, pods: ResourceInfo, pdb: dict[str, Any]) -> None:
+    def _charge_pdb(self, pdbs: ResourceInfo, pdb: dict[str, Any], pod_name: str) -> None:
+        """Charge one disruption to ``pdb`` from its ``status``, as kube-apiserver's eviction does.
+
+        The API server never computes a budget: the disruption controller writes ``disruptionsAllowed``
+        and ``observedGeneration``, and until it has (this emulator runs no controller: a test writes the
+        status it needs) every eviction of a covered pod is refused with 429.
+        """
         meta = _meta(pdb)
-        spec = pdb.get("spec") or {}
         status = pdb.get("status") or {}
-        ns = str(meta.get("namespace") or "")
-        selected = [
-            p
-            for (pns, _), p in self.objects[pods.key].items()
-            if pns == ns
-            and match_label_selector_object(spec.get("selector"), _meta(p).get("labels") or {})
-            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        ]
-        healthy = sum(1 for p in selected if _pod_is_healthy(p))
-        expected = len(selected)
-        if "minAvailable" in spec:
-            desired = _scaled(spec["minAvailable"], expected, round_up=True)
-        elif "maxUnavailable" in spec:
-            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, round_up=True))
-        else:
-            desired = expected - 1 if expected else 0
-        allowed = int(status["disruptionsAllowed"]) if "disruptionsAllowed" in status else max(0, healthy - desired)
-        if allowed <= 0:
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+        if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 1):
+            raise StatusError(
+                429, f"The disruption budget {name} is still being processed by the server.", "TooManyRequests"
+            )
+        allowed = int(status.get("disruptionsAllowed") or 0)
+        if allowed < 0:
+            raise StatusError(
+                403,
+                f"poddisruptionbudgets.policy {name!r} is forbidden: pdb disruptions allowed is negative",
+                "Forbidden",
+            )
+        if allowed == 0:
             raise StatusError(
                 429,
                 "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -735,12 +716,12 @@ class ClusterState:
                     "causes": [
                         {
                             "reason": "DisruptionBudget",
-                            "message": f"The disruption budget {meta.get('name')} needs {desired} healthy pods "
-                            f"and has {healthy} currently",
+                            "message": f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy "
+                            f"pods and has {status.get('currentHealthy', 0)} currently",
                         }
                     ]
                 },
             )
-        if "disruptionsAllowed" in status:
-            new_status = {**status, "disruptionsAllowed": allowed - 1}
-            self._commit(pdbs, "MODIFIED", (ns, str(meta.get("name"))), {**pdb, "status": new_status}, pdb)
+        disrupted = {**(status.get("disruptedPods") or {}), pod_name: _now_rfc3339(self.clock())}
+        new_status = {**status, "disruptionsAllowed": allowed - 1, "disruptedPods": disrupted}
+        self._commit(pdbs, "MODIFIED", (ns, name), {**pdb, "status": new_status}, pdb)

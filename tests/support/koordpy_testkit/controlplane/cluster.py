@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import ssl
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,17 +77,21 @@ STATIC_USERS = {
     "kwok": ("kwok", "system:masters"),
 }
 
-AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  # Leases are renewed every few seconds by every leader-elected component and every kwok node.
-  - level: None
-    resources: [{group: coordination.k8s.io, resources: [leases]}]
-  - level: Metadata
-    verbs: [create, update, patch, delete, deletecollection]
-  - level: None
-"""
+
+def audit_policy(watched_groups: Sequence[str]) -> str:
+    """Every request of the users in ``watched_groups`` (reads too, so a denied list shows), every write
+    of everyone else, at Metadata level (who, what, the response code); lease renewals left out."""
+    watched = ""
+    if watched_groups:
+        watched = f"  - level: Metadata\n    userGroups: {json.dumps(list(watched_groups))}\n"
+    return (
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"
+        "  # Leases are renewed every few seconds by every leader-elected component and every kwok node.\n"
+        "  - level: None\n    resources: [{group: coordination.k8s.io, resources: [leases]}]\n"
+        f"{watched}"
+        "  - level: Metadata\n    verbs: [create, update, patch, delete, deletecollection]\n"
+        "  - level: None\n"
+    )
 
 
 def write_kubeconfig(path: Path, server: str, ca_cert: Path, token: str, user: str) -> Path:
@@ -147,6 +152,8 @@ class ControlPlane:
     kwok: bool = True
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_args: tuple[str, ...] = ()
+    audited_groups: tuple[str, ...] = ()
+    """Users of these groups have every request audited, reads included (writes are audited for everyone)."""
     bin_dir: Path | None = None
     procs: dict[str, Proc] = field(default_factory=dict)
     secure_ports: dict[str, int] = field(default_factory=dict)
@@ -210,6 +217,10 @@ class ControlPlane:
         assert self.pki is not None, "start() the control plane first"
         return self.pki.ca_cert
 
+    def tls(self) -> ssl.SSLContext:
+        """A TLS context that trusts this control plane's CA."""
+        return ssl.create_default_context(cafile=str(self.ca_cert))
+
     @property
     def admin_token(self) -> str:
         return self._tokens["admin"]
@@ -228,7 +239,7 @@ class ControlPlane:
         """An HTTP client for the API server (the admin's token unless another is given)."""
         return httpx.Client(
             base_url=self.url,
-            verify=str(self.ca_cert),
+            verify=self.tls(),
             headers={"Authorization": f"Bearer {token or self.admin_token}"},
             timeout=timeout,
         )
@@ -321,7 +332,7 @@ class ControlPlane:
         assert self.pki is not None
         port = free_port()
         self.url = f"https://{LOOPBACK}:{port}"
-        (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+        (self.workdir / "audit-policy.yaml").write_text(audit_policy(self.audited_groups))
         args = [
             self._bin("kube-apiserver"),
             f"--etcd-servers={self._etcd_url}",
@@ -334,6 +345,13 @@ class ControlPlane:
             f"--tls-cert-file={self.pki.serving_cert}",
             f"--tls-private-key-file={self.pki.serving_key}",
             f"--client-ca-file={self.pki.ca_cert}",
+            # Front-proxy settings as a kubeadm cluster has them (components reading the
+            # extension-apiserver-authentication ConfigMap then find every CA they look for).
+            f"--requestheader-client-ca-file={self.pki.ca_cert}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.pki.sa_pub}",
             f"--service-account-signing-key-file={self.pki.sa_key}",
@@ -355,7 +373,7 @@ class ControlPlane:
             f"{self.url}/readyz",
             timeout,
             proc,
-            verify=str(self.pki.ca_cert),
+            verify=self.tls(),
             headers={"Authorization": f"Bearer {self.admin_token}"},
         )
 
@@ -432,6 +450,8 @@ class ControlPlane:
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--authentication-tolerate-lookup-failure=true",
+                # Tests and benchmarks read the queue and extension-point metrics without credentials.
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.workdir / (name + '-certs')}",
@@ -444,12 +464,12 @@ class ControlPlane:
         return proc
 
     def metrics(self, name: str) -> str:
-        """The Prometheus text a kube-scheduler or the kube-controller-manager exposes (admin token)."""
+        """The Prometheus text a kube-scheduler or the kube-controller-manager exposes."""
         resp = httpx.get(
             f"https://{LOOPBACK}:{self.secure_ports[name]}/metrics",
             verify=False,
             headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=30,
+            timeout=60,
         )
         resp.raise_for_status()
         return resp.text

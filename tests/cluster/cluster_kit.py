@@ -1,0 +1,533 @@
+"""koordpy on the real control plane: the chart installed with the real helm, the components as host
+processes with the configuration the chart rendered (read back from the installed ConfigMaps) and tokens of
+the chart's own ServiceAccounts, and the ``koordpy-scheduler`` kube-scheduler from the same binary the
+chart's scheduler Deployment runs, with the chart's KubeSchedulerConfiguration.
+
+The chart's own pods (scheduler and manager Deployments, agent DaemonSet) are created by the real
+controllers and "run" on kwok nodes, which runs no containers: the processes that do the work are the
+ones started here, each with the identity its pod would have. Only ports and file paths are changed:
+loopback listeners on free ports, the extender's ``urlPrefix`` in the KubeSchedulerConfiguration pointed
+at them, and ``clientConnection.kubeconfig`` for kube-scheduler.
+
+Not guaranteed: concurrent use of one control plane by two test runs (the release, its lease and its
+ClusterKopfPeering are cluster-wide).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from koordpy_testkit.controlplane import ControlPlane, fake_node
+from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HELM = BIN / "helm"
+KOORDPY = Path(os.environ.get("KOORDPY_SYSTEM_BIN") or BIN / "koordpy")
+CHART = ROOT / "charts" / "koordpy"
+RELEASE = "koordpy"
+RELEASE_NAMESPACE = "koordpy-system"
+PROFILE = "koordpy-scheduler"
+SPACE_LABEL = "koordpy.test/space"
+
+__all__ = [
+    "CHART",
+    "PROFILE",
+    "RELEASE",
+    "RELEASE_NAMESPACE",
+    "Components",
+    "Kube",
+    "Release",
+    "deep_merge",
+    "helm",
+    "poll",
+    "wait_until",
+]
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# ---- a small typed surface over the API ------------------------------------------------------
+
+_PLURALS = {
+    "Pod": ("", "v1", "pods", True),
+    "Node": ("", "v1", "nodes", False),
+    "Namespace": ("", "v1", "namespaces", False),
+    "ConfigMap": ("", "v1", "configmaps", True),
+    "Event": ("", "v1", "events", True),
+    "ServiceAccount": ("", "v1", "serviceaccounts", True),
+    "Deployment": ("apps", "v1", "deployments", True),
+    "ReplicaSet": ("apps", "v1", "replicasets", True),
+    "DaemonSet": ("apps", "v1", "daemonsets", True),
+    "Job": ("batch", "v1", "jobs", True),
+    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", True),
+    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", False),
+    "Lease": ("coordination.k8s.io", "v1", "leases", True),
+    "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "NodeMetric": ("slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
+    "Reservation": ("scheduling.koordinator.sh", "v1alpha1", "reservations", False),
+    "PodMigrationJob": ("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", False),
+    "PodGroup": ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True),
+    "ClusterKopfPeering": ("kopf.dev", "v1", "clusterkopfpeerings", False),
+}
+
+
+def _path(kind: str, namespace: str | None = None, name: str | None = None, group: str | None = None) -> str:
+    grp, version, plural, namespaced = _PLURALS[kind]
+    if group is not None:
+        grp = group
+    base = f"/api/{version}" if not grp else f"/apis/{grp}/{version}"
+    if namespaced and namespace:
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural}"
+    return base + (f"/{name}" if name else "")
+
+
+@dataclass
+class Kube:
+    """Synchronous API calls for the tests (admin unless built with another token)."""
+
+    client: httpx.Client
+
+    def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        kind = obj["kind"]
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        ns = namespace or obj.get("metadata", {}).get("namespace")
+        resp = self.client.post(_path(kind, ns, group=group), json=dict(obj))
+        if resp.status_code not in (200, 201):
+            raise AssertionError(f"create {kind} {obj['metadata'].get('name')}: {resp.status_code} {resp.text[:500]}")
+        result: dict[str, Any] = resp.json()
+        return result
+
+    def get(
+        self, kind: str, name: str, namespace: str | None = None, group: str | None = None
+    ) -> dict[str, Any] | None:
+        resp = self.client.get(_path(kind, namespace, name, group))
+        if resp.status_code == 404:
+            return None
+        resp.raise_for_status()
+        result: dict[str, Any] = resp.json()
+        return result
+
+    def list(
+        self, kind: str, namespace: str | None = None, group: str | None = None, **params: str
+    ) -> list[dict[str, Any]]:
+        resp = self.client.get(_path(kind, namespace, group=group), params=params)
+        resp.raise_for_status()
+        items: list[dict[str, Any]] = resp.json()["items"]
+        return items
+
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str = "",
+        group: str | None = None,
+    ) -> dict[str, Any]:
+        path = _path(kind, namespace, name, group) + (f"/{subresource}" if subresource else "")
+        resp = self.client.patch(path, json=dict(body), headers={"Content-Type": "application/merge-patch+json"})
+        if resp.status_code != 200:
+            raise AssertionError(f"patch {kind} {name}: {resp.status_code} {resp.text[:500]}")
+        result: dict[str, Any] = resp.json()
+        return result
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, group: str | None = None, grace: int | None = None
+    ) -> int:
+        params = {"gracePeriodSeconds": str(grace)} if grace is not None else None
+        return self.client.delete(_path(kind, namespace, name, group), params=params).status_code
+
+    def evict(self, namespace: str, name: str) -> httpx.Response:
+        return self.client.post(
+            f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+            json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}},
+        )
+
+    def events(self, namespace: str, involved: str | None = None) -> list[dict[str, Any]]:
+        params = {"fieldSelector": f"involvedObject.name={involved}"} if involved else {}
+        return self.list("Event", namespace, **params)
+
+
+def poll(what: str, check: Callable[[], Any], timeout: float = 180.0, interval: float = 0.1) -> Any:
+    """Poll ``check()`` until truthy or ``timeout``; the last value either way (the caller asserts on it).
+
+    Prints how long it waited (shown with the test's output on failure, or with ``-s``).
+    """
+    start = time.monotonic()
+    last: Any = None
+    while True:
+        last = check()
+        elapsed = time.monotonic() - start
+        if last or elapsed >= timeout:
+            print(f"[{time.strftime('%H:%M:%S')}] {what}: {'done' if last else 'NOT done'} after {elapsed:.2f} s")
+            return last
+        time.sleep(interval)
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 180.0, interval: float = 0.1) -> Any:
+    """Poll ``check()`` until truthy. ``timeout`` is a hang backstop, never an expectation of speed:
+    reaching it raises :class:`TimeoutError` (a broken precondition, not the assertion under test)."""
+    last = poll(what, check, timeout, interval)
+    if not last:
+        raise TimeoutError(f"{what}: still not true after {timeout} s (last: {last!r})")
+    return last
+
+
+# ---- helm ---------------------------------------------------------------------------------------
+
+
+def helm(plane: ControlPlane, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The real helm binary against ``plane`` as its admin (helm's own caches under the plane's directory)."""
+    assert HELM.is_file(), f"{HELM} missing: run scripts/install-helm.sh {HELM.parent.parent}"
+    home = plane.workdir / "helm"
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(plane.admin_kubeconfig),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    result = subprocess.run([str(HELM), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@dataclass
+class Release:
+    """The chart installed in ``plane`` as release ``name`` in ``namespace``."""
+
+    plane: ControlPlane
+    kube: Kube
+    name: str = RELEASE
+    namespace: str = RELEASE_NAMESPACE
+
+    def install(self, *values: str, upgrade: bool = False) -> subprocess.CompletedProcess[str]:
+        verb = ["upgrade", "--install"] if upgrade else ["install"]
+        return helm(self.plane, *verb, self.name, str(CHART), "-n", self.namespace, "--create-namespace", *values)
+
+    def uninstall(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return helm(self.plane, "uninstall", self.name, "-n", self.namespace, "--wait", *args)
+
+    def configmap(self, component: str) -> dict[str, str]:
+        obj = self.kube.get("ConfigMap", f"{self.name}-{component}", self.namespace)
+        assert obj is not None, f"ConfigMap {self.name}-{component} not installed"
+        return dict(obj.get("data") or {})
+
+    def component_config(self, component: str, key: str = "config.yaml") -> dict[str, Any]:
+        config: dict[str, Any] = yaml.safe_load(self.configmap(component)[key])
+        return config
+
+    def service_account(self, component: str) -> str:
+        return f"{self.name}-{component}"
+
+    def token(self, component: str, *, bound_pod: tuple[str, str] | None = None) -> str:
+        return self.plane.token(self.namespace, self.service_account(component), bound_pod=bound_pod)
+
+
+# ---- components ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Components:
+    """The koordpy processes of one test (stopped by :meth:`close`), logging under ``workdir``."""
+
+    plane: ControlPlane
+    release: Release
+    workdir: Path
+    procs: list[Proc] = field(default_factory=list)
+    extender_base: str = ""
+    extender_ops: str = ""
+    manager_base: str = ""
+    scheduler_proc: Proc | None = None
+
+    def _proc(self, name: str, args: list[str]) -> Proc:
+        proc = Proc(name, args, self.workdir / f"{name}.log", cwd=ROOT).start()
+        self.procs.append(proc)
+        return proc
+
+    def kubeconfig(self, component: str, token: str) -> Path:
+        return self.plane.kubeconfig(f"{component}-{uuid.uuid4().hex[:6]}", token, f"{component}-sa")
+
+    # -- extender + koordpy-scheduler --
+
+    def start_extender(self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0) -> Proc:
+        config = self.release.component_config("scheduler")
+        port, ops = free_port(), free_port()
+        ports: dict[str, Any] = {"host": LOOPBACK, "port": port}
+        if config.get("extender", {}).get("metricsPort") is not None:
+            ports |= {"metricsHost": LOOPBACK, "metricsPort": ops}
+        config = deep_merge(config, {"extender": ports, **(overrides or {})})
+        path = self.workdir / "extender-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"))
+        proc = self._proc(
+            "extender", [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig)]
+        )
+        self.extender_base = f"http://{LOOPBACK}:{port}"
+        self.extender_ops = f"http://{LOOPBACK}:{ops}" if "metricsPort" in ports else self.extender_base
+        wait_http(self.extender_base + "/readyz", timeout, proc)
+        return proc
+
+    def kube_scheduler_config(self) -> dict[str, Any]:
+        """The chart's KubeSchedulerConfiguration with the extender entries pointed at this test's extender."""
+        assert self.extender_base, "start_extender() first"
+        config: dict[str, Any] = yaml.safe_load(self.release.configmap("scheduler")["kube-scheduler.yaml"])
+        for extender in config.get("extenders") or []:
+            extender["urlPrefix"] = self.extender_base
+        return config
+
+    def start_scheduler(self, config: Mapping[str, Any] | None = None, timeout: float = 180.0) -> Proc:
+        """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token."""
+        config = config or self.kube_scheduler_config()
+        lease = (config.get("leaderElection") or {}).get("resourceName")
+        if lease:  # a previous test's scheduler may have died holding it
+            self.release.kube.delete("Lease", lease, self.release.namespace)
+        proc = self.plane.start_scheduler(
+            f"koordpy-scheduler-{uuid.uuid4().hex[:6]}",
+            config,
+            self.release.token("scheduler"),
+            user="koordpy-scheduler-sa",
+            timeout=timeout,
+            extra_args=["--v=2"],
+        )
+        self.procs.append(proc)
+        self.scheduler_proc = proc
+        return proc
+
+    def scheduler_metrics(self) -> str:
+        assert self.scheduler_proc is not None, "start_scheduler() first"
+        return self.plane.metrics(self.scheduler_proc.name)
+
+    def scheduler_queue(self) -> dict[str, int]:
+        """kube-scheduler's ``scheduler_pending_pods`` by queue (active, backoff, unschedulable, gated)."""
+        out: dict[str, int] = {}
+        for line in iter_lines(self.scheduler_metrics(), "scheduler_pending_pods{"):
+            labels, value = line.rsplit(" ", 1)
+            queue = labels.split('queue="', 1)[1].split('"', 1)[0]
+            out[queue] = out.get(queue, 0) + int(float(value))
+        return out
+
+    def parked(self, count: int) -> bool:
+        """Whether exactly ``count`` pods wait among kube-scheduler's unschedulable pods and none is active
+        or backing off (so only a cluster event or the periodic flush can move them)."""
+        queue = self.scheduler_queue()
+        return queue.get("unschedulable", 0) == count and queue.get("active", 0) == 0 and queue.get("backoff", 0) == 0
+
+    def start_scheduling(self, overrides: Mapping[str, Any] | None = None) -> None:
+        """The extender and the koordpy-scheduler kube-scheduler in front of it."""
+        self.start_extender(overrides)
+        self.start_scheduler()
+
+    def extender_metrics(self) -> str:
+        return httpx.get(self.extender_ops + "/metrics", timeout=30).text
+
+    # -- manager --
+
+    def start_manager(
+        self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0, name: str = "manager"
+    ) -> Proc:
+        config = self.release.component_config("manager")
+        port = free_port()
+        config = deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})
+        path = self.workdir / f"{name}-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        kubeconfig = self.kubeconfig(name, self.release.token("manager"))
+        proc = self._proc(name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig)])
+        self.manager_base = f"http://{LOOPBACK}:{port}"
+        wait_http(self.manager_base + "/healthz", timeout, proc)
+        return proc
+
+    # -- agent --
+
+    def agent_pod(self, node: str) -> dict[str, Any]:
+        """The chart's agent DaemonSet pod on ``node`` (created by the real DaemonSet controller)."""
+        kube = self.release.kube
+
+        def find() -> dict[str, Any] | None:
+            for pod in kube.list("Pod", self.release.namespace, fieldSelector=f"spec.nodeName={node}"):
+                if pod["metadata"]["name"].startswith(f"{self.release.name}-agent-"):
+                    return pod
+            return None
+
+        pod: dict[str, Any] = wait_until(f"agent pod on {node}", find)
+        return pod
+
+    def start_agent(self, node: str, args: Iterable[str], overrides: Mapping[str, Any] | None = None) -> Proc:
+        """``koordpy agent run`` for ``node`` with a token bound to the agent pod the DaemonSet put there."""
+        config = deep_merge(self.release.component_config("agent"), overrides or {})
+        path = self.workdir / f"agent-{node}-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        pod = self.agent_pod(node)
+        token = self.release.token("agent", bound_pod=(pod["metadata"]["name"], pod["metadata"]["uid"]))
+        kubeconfig = self.kubeconfig(f"agent-{node}", token)
+        return self._proc(
+            f"agent-{node}",
+            [
+                str(KOORDPY),
+                "agent",
+                "run",
+                "--config",
+                str(path),
+                "--node",
+                node,
+                "--kubeconfig",
+                str(kubeconfig),
+                *args,
+            ],
+        )
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        leftovers = [p.name for p in self.procs if p.group_alive()]
+        assert not leftovers, f"processes survived their stop: {leftovers}"
+
+
+# ---- per-test objects --------------------------------------------------------------------------
+
+
+@dataclass
+class Space:
+    """A namespace and the nodes of one test, removed afterwards."""
+
+    kube: Kube
+    namespace: str
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """The label every node of this space carries; pods select it unless told otherwise."""
+        return {SPACE_LABEL: self.namespace}
+
+    def node(self, suffix: str, labels: Mapping[str, str] | None = None, **kwargs: Any) -> str:
+        name = f"{self.namespace}-{suffix}"
+        self.kube.create(fake_node(name, labels={**self.selector, **(labels or {})}, **kwargs))
+        self.nodes.append(name)
+        return name
+
+    def wait_nodes_ready(self) -> None:
+        def ready() -> bool:
+            for name in self.nodes:
+                node = self.kube.get("Node", name)
+                conditions = {c["type"]: c["status"] for c in (node or {}).get("status", {}).get("conditions", [])}
+                taints = (node or {}).get("spec", {}).get("taints") or []
+                if conditions.get("Ready") != "True" or any(t["key"].startswith("node.kubernetes.io/") for t in taints):
+                    return False
+            return True
+
+        wait_until(f"nodes {self.nodes} Ready and untainted", ready)
+
+    def pod(
+        self,
+        name: str,
+        *,
+        cpu: str = "100m",
+        memory: str = "128Mi",
+        scheduler: str = PROFILE,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        priority_class: str | None = None,
+        extra_spec: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/app:1",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+        }
+        spec["nodeSelector"] = dict(self.selector if node_selector is None else node_selector)
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        spec |= dict(extra_spec or {})
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": dict(labels or {}),
+                "annotations": dict(annotations or {}),
+            },
+            "spec": spec,
+        }
+
+    def create_pod(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        return self.kube.create(self.pod(name, **kwargs))
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.kube.list("Pod", self.namespace)}
+
+    def bound(self) -> dict[str, str]:
+        """Pod name -> node, for the pods of this namespace that are bound."""
+        return {n: p["spec"]["nodeName"] for n, p in self.pods().items() if p["spec"].get("nodeName")}
+
+    def count_bound(self, count: int) -> dict[str, str] | None:
+        """The bound pods when exactly ``count`` are bound (for :func:`wait_until`), else None."""
+        bound = self.bound()
+        return bound if len(bound) == count else None
+
+    def close(self) -> None:
+        """Delete the namespace and the nodes and wait until both are gone, so the next test starts on a
+        quiet cluster (pod deletions are cluster events that move kube-scheduler's unschedulable pods)."""
+        with contextlib.suppress(httpx.HTTPError):
+            self.kube.delete("Namespace", self.namespace)
+        for name in self.nodes:
+            with contextlib.suppress(httpx.HTTPError):
+                self.kube.delete("Node", name)
+        wait_until(
+            f"namespace {self.namespace} and its nodes deleted",
+            lambda: (
+                self.kube.get("Namespace", self.namespace) is None
+                and all(self.kube.get("Node", n) is None for n in self.nodes)
+            ),
+        )
+
+
+def bindings_by_pod(plane: ControlPlane, namespace: str) -> dict[str, list[dict[str, Any]]]:
+    """Every ``pods/binding`` create the API server answered for ``namespace``, by pod, from the audit log."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in plane.audit_events():
+        ref = event.get("objectRef") or {}
+        if ref.get("subresource") == "binding" and ref.get("namespace") == namespace and event.get("verb") == "create":
+            out.setdefault(ref.get("name", ""), []).append(event)
+    return out
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True)[:4000]
+
+
+def iter_lines(text: str, prefix: str) -> Iterator[str]:
+    return (line for line in text.splitlines() if line.startswith(prefix))

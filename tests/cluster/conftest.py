@@ -1,0 +1,91 @@
+"""Fixtures of the real-cluster tier: one real control plane per session with the chart installed, a
+namespace and nodes per test, and the koordpy processes a test starts.
+
+The control plane's files (certificates, kubeconfigs, every process's log, the audit log) stay in pytest's
+temporary directory (the last three runs are kept); a failing test's report names them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Release, Space
+
+from koordpy_testkit.controlplane import ControlPlane, fake_node
+
+SYSTEM_NODE = "system-0"
+"""A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(
+        workdir=tmp_path_factory.mktemp("controlplane"),
+        allow_privileged=True,
+        audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",),
+    )
+    plane.start()
+    try:
+        with plane.client() as api:
+            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+    with control_plane.client() as client:
+        yield Kube(client)
+
+
+@pytest.fixture(scope="session")
+def release(control_plane: ControlPlane, kube: Kube) -> Release:
+    """The chart, installed with its defaults by the real helm."""
+    installed = Release(control_plane, kube)
+    installed.install()
+    return installed
+
+
+def _namespace_for(request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
+    name = name.removeprefix("test-")[:40].strip("-")
+    return f"t-{name}-{request.node.nodeid.__hash__() & 0xFFFF:04x}"
+
+
+@pytest.fixture
+def space(kube: Kube, request: pytest.FixtureRequest) -> Iterator[Space]:
+    """A fresh namespace (and room for nodes) for one test; deleted afterwards, with its nodes."""
+    namespace = _namespace_for(request)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    test_space = Space(kube, namespace)
+    try:
+        yield test_space
+    finally:
+        test_space.close()
+
+
+@pytest.fixture
+def koordpy(control_plane: ControlPlane, release: Release, tmp_path: Path) -> Iterator[Components]:
+    """The koordpy processes this test starts (none until it asks), stopped afterwards."""
+    components = Components(control_plane, release, tmp_path)
+    try:
+        yield components
+    finally:
+        components.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    report = yield
+    if getattr(report, "failed", False) and "control_plane" in getattr(item, "funcargs", {}):
+        plane: ControlPlane = item.funcargs["control_plane"]  # type: ignore[attr-defined]
+        lines = [f"{name}: {path}" for name, path in plane.logs().items()]
+        lines.append(f"audit log: {plane.audit_log}")
+        if "koordpy" in item.funcargs:  # type: ignore[attr-defined]
+            lines.append(f"koordpy process logs: {item.funcargs['koordpy'].workdir}")  # type: ignore[attr-defined]
+        report.sections.append(("real control plane files", "\n".join(lines)))  # type: ignore[attr-defined]
+    return report
