@@ -189,6 +189,7 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
             [(pool.name, pool.count) for pool in parsed.node_pools],
             HEATMAP_BUCKET_SECONDS,
             parsed.duration,
+            threshold=parsed.hot_threshold,
         )
         (out / "heatmap.png").write_bytes(picture)
     except OSError as exc:
