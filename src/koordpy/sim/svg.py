@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from koordpy.sim.heatrows import heat_rows, ramp_rgb, stack_labels
 from koordpy.sim.textmetrics import FONT_FAMILY, text_width
-from koordpy.sim.ticks import clock_label, nice_axis, tick_label, time_ticks
+from koordpy.sim.ticks import clock_label, nice_axis, tick_label, time_ticks, whole_axis
 
 __all__ = ["HOT", "MIN_HEATMAP_HEIGHT", "Series", "heatmap", "line_chart"]
 
@@ -113,7 +113,7 @@ def line_chart(
     hi = y_max if y_max is not None else (max(ys_all) if ys_all else 1.0)
     lo, hi, y_ticks = nice_axis(lo, hi if hi > lo else lo + 1.0)
     if whole_numbers and not all(float(t).is_integer() for t in y_ticks):
-        lo, hi, y_ticks = nice_axis(lo, max(hi, lo + 1.0), target=max(1, int(max(hi, lo + 1.0) - lo)))
+        lo, hi, y_ticks = whole_axis(lo, hi, y_ticks[1] - y_ticks[0] if len(y_ticks) > 1 else 1.0)
     if y_max is not None:
         hi = y_max
         y_ticks = [t for t in y_ticks if t <= y_max]

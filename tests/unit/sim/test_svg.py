@@ -169,3 +169,10 @@ def test_heatmap_labels_never_overlap_at_any_node_count(nodes: int, hours: float
     rows = {c.get("y") for c in cells}
     row_height = float(cells[0].get("height", "0"))
     assert len(rows) * row_height >= MIN_HEATMAP_HEIGHT - 1e-6  # one node is a band, not a line
+
+
+@pytest.mark.parametrize(("top", "expected"), [(0.0, ["0", "1"]), (9.0, ["0", "2", "4", "6", "8", "10"])])
+def test_a_count_axis_has_whole_number_ticks(top: float, expected: list[str]) -> None:
+    series = [Series("evictions", [0.0, 3600.0], [0.0, top], "#123456", step=True)]
+    svg = ET.fromstring(line_chart("t", series, "time", "count", time_axis=True, whole_numbers=True))
+    assert [t.text for t in svg.iterfind("s:text", NS) if t.get("text-anchor") == "end"] == expected
