@@ -191,7 +191,7 @@ def heatmaps_picture(
         for group in groups[1:]:  # a line between pools
             image[top + group.first * y_scale, x : x + panel.shape[1]] = INK
         taken = x - PANEL_GAP // 2
-        for at, label in time_ticks(0.0, duration, max_ticks=max(2, panel_w // (widest + 2 * TICK_GAP))):
+        for at, label in time_ticks(0.0, duration, max_ticks=1 + panel_w // (widest + 2 * TICK_GAP)):
             tx = x + min(round(at / span * panel.shape[1]), panel.shape[1] - 1)
             image[bottom : bottom + TICK, tx] = INK
             w = text_width(label, FONT)

@@ -263,7 +263,7 @@ def heatmap(
     span = cols * bucket_seconds if cols else 1.0
     widest = max(text_width(clock_label(duration), TEXT), text_width("0:00", TEXT))
     taken = 0.0
-    for at, label in time_ticks(0.0, duration, max_ticks=max(2, min(9, int(plot_w // (widest + 2 * TICK_GAP))))):
+    for at, label in time_ticks(0.0, duration, max_ticks=min(9, 1 + int(plot_w // (widest + 2 * TICK_GAP)))):
         x = left + min(at, span) / span * plot_w
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom:.1f}" y2="{bottom + 4:.1f}" stroke="#888"/>')
         half = text_width(label, TEXT) / 2
