@@ -50,8 +50,9 @@ def test_bundled_drain_keeps_every_workload_inside_its_budget(bundled: tuple[str
 
 
 def test_the_table_and_the_chart_follow_the_same_worst_workload(bundled: tuple[str, Path]) -> None:
-    """Each mode used to name its own worst workload in the table (arbitration: six 60-replica Deployments tie
-    at 6 unavailable and the name picked web-083) while the chart followed evict-all's (web-082)."""
+    """One workload is "the worst" everywhere: the table row, the chart and summary.json. In the bundled drain
+    six 60-replica Deployments tie at 6 unavailable under arbitration, and web-082 and web-080 tie at 18
+    under evict-all, so a per-mode choice would name different workloads in the two columns."""
     output, out = bundled
     followed = json.loads((out / "summary.json").read_text())["followedWorkload"]
     name = f"{followed['kind']} {followed['namespace']}/{followed['name']} ({followed['replicas']} replicas)"

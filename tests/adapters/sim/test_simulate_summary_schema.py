@@ -1,5 +1,6 @@
 """Every ``koordpy simulate`` mode writes a ``summary.json`` the one shipped JSON Schema accepts; the schema
-refuses the layouts the modes used to write; docs/simulate.md's key tables are the schema's."""
+refuses other layouts (snake_case keys, ``results[]``, another mode's keys, formatted numbers);
+docs/simulate.md's key tables are the schema's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""report.html says each figure once: every number a plot legend quotes is the table's cell for that policy
-(the spread legend used to say "mean 10.2" in percentage points where the table said 0.102), and the
-utilisation plot marks the hot threshold."""
+"""report.html says each figure one way: every number a plot legend quotes is the table's cell for that
+policy, in the table's unit (the spread is a fraction, 0.102, on the table, the legend and the axis, not
+10.2 percentage points on one of them), and the utilisation plot marks the hot threshold."""
 
 from __future__ import annotations
 
