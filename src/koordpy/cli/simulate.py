@@ -181,7 +181,7 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     document = summary_document(parsed, chosen_seed, runs, note, warnings)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (out / "report.html").write_text(render_html(parsed, chosen_seed, runs, note, warnings), encoding="utf-8")
         picture = heatmaps_png(
             [run.stats.heatmap() for run in runs],
@@ -189,6 +189,7 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
             [(pool.name, pool.count) for pool in parsed.node_pools],
             HEATMAP_BUCKET_SECONDS,
             parsed.duration,
+            threshold=parsed.hot_threshold,
         )
         (out / "heatmap.png").write_bytes(picture)
     except OSError as exc:

@@ -92,7 +92,7 @@ def simulate_family(family: ScenarioFamily[S, R], scenario: Path | None, out: Pa
     try:
         out.mkdir(parents=True, exist_ok=True)
         document = family.summary(parsed, chosen_seed, runs)
-        (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         (out / "report.html").write_text(family.html(parsed, chosen_seed, runs), encoding="utf-8")
     except OSError as exc:
         raise _fail(f"--out {out}: {exc.strerror or exc}") from None

@@ -48,6 +48,7 @@ __all__ = [
     "MigrationRun",
     "MigrationScenario",
     "compare",
+    "followed_workload",
     "run_migration",
 ]
 
@@ -123,6 +124,9 @@ class MigrationRun:
     unavailable: dict[str, list[int]]
     replicas: dict[str, int | None]
     names: dict[str, str]
+    """``Deployment shop/web-001 (12 replicas)``: how the table and the chart name a workload."""
+    refs: dict[str, tuple[str, str, str]]
+    """(kind, namespace, name) of each workload."""
     budget: dict[str, int]
     max_migrating: dict[str, int]
     node_limit: int | None
@@ -148,24 +152,44 @@ class MigrationRun:
         return [] if limit is None else sorted(n for n, c in self.peak_migrating_per_node.items() if c > limit)
 
     def worst(self) -> str:
-        """The workload with the most unavailable replicas at one time (ties: more replicas, then name)."""
+        """This run's workload with the most unavailable replicas at one time (ties: more replicas, then
+        the name that sorts last). Across several runs use :func:`followed_workload`."""
         return max(self.unavailable, key=lambda uid: (self.peak(uid), self.replicas[uid] or 0, self.names[uid]))
 
     def summary(self) -> dict[str, Any]:
-        worst = self.worst()
+        """This run's figures (camelCase keys, numbers as numbers; ``secondsToFinish`` null when the jobs
+        did not finish within the step limit)."""
         return {
-            "mode": self.mode,
+            "policy": self.mode,
             "jobs": self.jobs,
             "succeeded": self.succeeded,
+            "evictions": len(self.evictions),
             "workloads": len(self.unavailable),
-            "max_unavailable_of_one_workload": self.peak(worst),
-            "that_workload": self.names[worst],
-            "that_workload_replicas": self.replicas[worst],
-            "workloads_above_budget": len(self.above_budget()),
-            "workloads_above_max_migrating": len(self.above_migrating()),
-            "nodes_above_max_migrating_per_node": len(self.nodes_above_limit()),
-            "seconds_to_finish": self.seconds_to_finish,
+            "maxUnavailableOfOneWorkload": max((self.peak(uid) for uid in self.unavailable), default=0),
+            "workloadsAboveBudget": len(self.above_budget()),
+            "workloadsAboveMaxMigrating": len(self.above_migrating()),
+            "nodesAboveMaxMigratingPerNode": len(self.nodes_above_limit()),
+            "secondsToFinish": self.seconds_to_finish,
         }
+
+
+def followed_workload(runs: Sequence[MigrationRun]) -> str:
+    """The one workload a comparison follows in every run (its table row and its chart): the most
+    unavailable replicas at one time in the last run (evict-all when compared), ties broken by its peak
+    in the runs before, then by more replicas, then by the name that sorts last. Raises ValueError
+    without runs."""
+    if not runs:
+        raise ValueError("no runs to follow a workload in")
+    last = runs[-1]
+    return max(
+        last.unavailable,
+        key=lambda uid: (
+            last.peak(uid),
+            tuple(run.peak(uid) for run in reversed(runs[:-1])),
+            last.replicas[uid] or 0,
+            last.names[uid],
+        ),
+    )
 
 
 def _pod(name: str, owner_ref: tuple[str, str, str], node: str, ready_at: float) -> dict[str, Any]:
@@ -196,13 +220,14 @@ class _Cluster:
     pod_owner: dict[str, tuple[str, str, str]]  # workload UID -> (kind, name, uid) pods point at
     replicas: dict[str, int | None]
     names: dict[str, str]
+    refs: dict[str, tuple[str, str, str]]
     jobs: list[dict[str, Any]]
 
 
 def _build(scenario: MigrationScenario, rng: random.Random) -> _Cluster:
     nodes = [f"node-{i:02d}" for i in range(scenario.nodes)]
     drained = set(nodes[: scenario.drained])
-    cluster = _Cluster({}, {}, {}, {}, {}, {}, [])
+    cluster = _Cluster({}, {}, {}, {}, {}, {}, {}, [])
     sizes: list[tuple[str, int]] = [("Deployment", g.replicas) for g in scenario.deployments for _ in range(g.count)]
     sizes += [("Job", g.parallelism) for g in scenario.jobs for _ in range(g.count)]
     for index, (kind, size) in enumerate(sizes):
@@ -241,6 +266,7 @@ def _build(scenario: MigrationScenario, rng: random.Random) -> _Cluster:
             cluster.pod_owner[uid] = ("Job", name, uid)
             cluster.replicas[uid] = None
         cluster.names[uid] = f"{kind} {NAMESPACE}/{name} ({size} {'replicas' if kind == 'Deployment' else 'pods'})"
+        cluster.refs[uid] = (kind, NAMESPACE, name)
         owner_kind, owner_name, owner_uid = cluster.pod_owner[uid]
         cluster.owner_of_pod_owner[owner_uid] = uid
         for r in range(size):
@@ -361,6 +387,7 @@ def run_migration(scenario: MigrationScenario, seed: int, mode: str) -> Migratio
         unavailable=unavailable_series,
         replicas=cluster.replicas,
         names=cluster.names,
+        refs=cluster.refs,
         budget=budget,
         max_migrating=max_migrating,
         node_limit=args.max_migrating_per_node if (args.max_migrating_per_node or 0) > 0 else None,

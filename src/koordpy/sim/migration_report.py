@@ -1,8 +1,9 @@
 """summary.json, the terminal table and report.html of ``koordpy simulate --migration``.
 
-The chart follows one workload in both modes: the one with the most unavailable replicas at one time
-under evict-all (the worst case), against its ``maxUnavailablePerWorkload`` budget. Not guaranteed: the
-layout of the table and the HTML (summary.json's keys are the stable output).
+The table's "worst workload" row and the chart follow one workload in both modes, chosen once by
+:func:`koordpy.sim.migration.followed_workload` (the most unavailable replicas at one time under
+evict-all), against its ``maxUnavailablePerWorkload`` budget. Not guaranteed: the layout of the table
+and the HTML (summary.json's keys are the stable output).
 """
 
 from __future__ import annotations
@@ -12,53 +13,71 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from koordpy.sim.migration import MigrationRun, MigrationScenario
+from koordpy.sim.migration import MigrationRun, MigrationScenario, followed_workload
 from koordpy.sim.page import page_head
+from koordpy.sim.summary import summary_envelope
 from koordpy.sim.svg import Series, line_chart
-from koordpy.sim.table import html_side_by_side, side_by_side
+from koordpy.sim.table import Row, html_side_by_side, side_by_side
 
 __all__ = ["migration_html", "migration_summary", "migration_table"]
 
 COLORS = {"arbitration": "#1f77b4", "evict-all": "#d62728"}
-ROWS = (
-    ("jobs", "PodMigrationJobs"),
-    ("succeeded", "  succeeded"),
-    ("max_unavailable_of_one_workload", "most unavailable replicas of one workload"),
-    ("that_workload", "  that workload"),
-    ("workloads_above_budget", "workloads above maxUnavailablePerWorkload"),
-    ("workloads_above_max_migrating", "workloads above maxMigratingPerWorkload"),
-    ("nodes_above_max_migrating_per_node", "nodes above maxMigratingPerNode"),
-    ("seconds_to_finish", "seconds until all jobs done and replacements Ready"),
-)
+FOLLOWED_PEAK = "followedWorkloadPeakUnavailable"
 
 
-def _followed(runs: Sequence[MigrationRun]) -> str:
-    """The workload the chart follows: the worst one of the last run (evict-all when compared)."""
-    return runs[-1].worst()
+def _rows(runs: Sequence[MigrationRun]) -> tuple[Row, ...]:
+    followed = runs[-1].names[followed_workload(runs)]
+    return (
+        ("jobs", "PodMigrationJobs", "{:,}"),
+        ("succeeded", "  succeeded", "{:,}"),
+        ("maxUnavailableOfOneWorkload", "most unavailable replicas of one workload", "{:,}"),
+        (FOLLOWED_PEAK, f"  of the worst: {followed}", "{:,}"),
+        ("workloadsAboveBudget", "workloads above maxUnavailablePerWorkload", "{:,}"),
+        ("workloadsAboveMaxMigrating", "workloads above maxMigratingPerWorkload", "{:,}"),
+        ("nodesAboveMaxMigratingPerNode", "nodes above maxMigratingPerNode", "{:,}"),
+        ("secondsToFinish", "seconds until all jobs done and replacements Ready", "{:,.1f}"),
+    )
+
+
+def _policies(runs: Sequence[MigrationRun]) -> list[dict[str, Any]]:
+    """Each run's summary plus its peak for the one followed workload."""
+    followed = followed_workload(runs)
+    return [run.summary() | {FOLLOWED_PEAK: run.peak(followed)} for run in runs]
 
 
 def migration_summary(scenario: MigrationScenario, seed: int, runs: Sequence[MigrationRun]) -> dict[str, Any]:
-    followed = _followed(runs)
-    return {
-        "scenario": scenario.name,
-        "kind": "MigrationScenario",
-        "seed": seed,
-        "nodes": scenario.nodes,
-        "drained": scenario.drained,
-        "step_seconds": scenario.step_seconds,
-        "startup_seconds": list(scenario.startup_seconds),
-        "followed_workload": runs[-1].names[followed],
-        "followed_workload_budget": runs[-1].budget.get(followed),
-        "results": [run.summary() | {"followed_workload_peak_unavailable": run.peak(followed)} for run in runs],
-    }
+    followed = followed_workload(runs)
+    kind, namespace, name = runs[-1].refs[followed]
+    pods = sum(g.count * g.replicas for g in scenario.deployments) + sum(g.count * g.parallelism for g in scenario.jobs)
+    return summary_envelope(
+        "MigrationScenario",
+        scenario.name,
+        seed=seed,
+        simulated_seconds=max(run.times[-1] for run in runs),
+        nodes=scenario.nodes,
+        pods=pods,
+        policies=_policies(runs),
+        extra={
+            "drained": scenario.drained,
+            "stepSeconds": scenario.step_seconds,
+            "startupSeconds": list(scenario.startup_seconds),
+            "followedWorkload": {
+                "kind": kind,
+                "namespace": namespace,
+                "name": name,
+                "replicas": runs[-1].replicas[followed],
+                "budget": runs[-1].budget.get(followed),
+            },
+        },
+    )
 
 
 def migration_table(runs: Sequence[MigrationRun]) -> str:
-    return side_by_side([run.mode for run in runs], [run.summary() for run in runs], ROWS)
+    return side_by_side([run.mode for run in runs], _policies(runs), _rows(runs))
 
 
 def _chart(runs: Sequence[MigrationRun]) -> str:
-    followed = _followed(runs)
+    followed = followed_workload(runs)
     end = max(run.times[-1] for run in runs)
     series = [
         Series(f"{run.mode}", run.times, run.unavailable[followed], COLORS.get(run.mode, "#555"), step=True)
@@ -77,6 +96,7 @@ def _chart(runs: Sequence[MigrationRun]) -> str:
         "time since the drain started (s)",
         "unavailable replicas (pods)",
         x_range=(0.0, end),
+        whole_numbers=True,
     )
 
 
@@ -93,12 +113,12 @@ def _total_chart(runs: Sequence[MigrationRun]) -> str:
         "time since the drain started (s)",
         "unavailable replicas (pods)",
         x_range=(0.0, end),
+        whole_numbers=True,
     )
 
 
 def migration_html(scenario: MigrationScenario, seed: int, runs: Sequence[MigrationRun]) -> str:
-    summaries = [run.summary() for run in runs]
-    table = html_side_by_side([r.mode for r in runs], summaries, ROWS)
+    table = html_side_by_side([r.mode for r in runs], _policies(runs), _rows(runs))
     summary = json.dumps(migration_summary(scenario, seed, runs), indent=2)
     return f"""{page_head("koordpy simulate --migration: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
 <p>{scenario.nodes} nodes, {scenario.drained} drained at once, {runs[0].jobs} PodMigrationJobs (EvictDirectly),

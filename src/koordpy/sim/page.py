@@ -14,7 +14,7 @@ table { border-collapse: collapse; margin: 12px 0; }
 th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: right; }
 th:first-child { text-align: left; }
 section { margin: 20px 0; }
-pre { background: #f4f4f4; padding: 8px; overflow-x: auto; font-size: 12px; }
+pre { background: #f4f4f4; padding: 8px; overflow-x: auto; white-space: pre-wrap; font-size: 12px; }
 """
 
 

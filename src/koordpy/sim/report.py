@@ -19,9 +19,10 @@ from koordpy.config.scenario import Scenario
 from koordpy.sim.page import page_head
 from koordpy.sim.run import PolicyRun
 from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
-from koordpy.sim.svg import Series, heatmap, line_chart
+from koordpy.sim.summary import summary_envelope
+from koordpy.sim.svg import HOT, Series, heatmap, line_chart
 
-__all__ = ["ROWS", "render_html", "render_table", "summary_document"]
+__all__ = ["ROWS", "render_html", "render_table", "shown", "summary_document"]
 
 COLOURS = {"koordpy": "#1f6fd1", "baseline": "#d1541f"}
 
@@ -53,24 +54,32 @@ def _rows(runs: Sequence[PolicyRun]) -> tuple[tuple[str, str, str], ...]:
     return ROWS + GANG_ROWS if runs and "gangJobs" in runs[0].summary else ROWS
 
 
+_FORMATS = {key: fmt for key, _, fmt in ROWS + GANG_ROWS}
+
+
+def shown(run: PolicyRun, key: str) -> str:
+    """A figure as the table shows it; plot legends quote figures through this, so the two agree."""
+    return _FORMATS[key].format(run.summary[key])
+
+
 def summary_document(
     scenario: Scenario, seed: int, runs: Sequence[PolicyRun], qos_note: str, warnings: Sequence[str] = ()
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "koordpy.io/v1alpha1",
-        "kind": "SimulationSummary",
-        "scenario": scenario.name,
-        "seed": seed,
-        "simulatedSeconds": scenario.duration,
-        "nodes": sum(p.count for p in scenario.node_pools),
-        "pods": sum(w.pods for w in scenario.workloads),
-        "hotThresholdPercent": scenario.hot_threshold,
-        "qos": qos_note,
-        "warnings": list(warnings),
-        "policies": {
-            run.policy.name: {"placement": run.policy.placement, "qos": run.policy.qos, **run.summary} for run in runs
-        },
-    }
+    """The summary.json document (see :mod:`koordpy.sim.summary`)."""
+    return summary_envelope(
+        "Scenario",
+        scenario.name,
+        seed=seed,
+        simulated_seconds=scenario.duration,
+        nodes=sum(p.count for p in scenario.node_pools),
+        pods=sum(w.pods for w in scenario.workloads),
+        policies=[
+            {"policy": run.policy.name, "placement": run.policy.placement, "qos": run.policy.qos} | run.summary
+            for run in runs
+        ],
+        warnings=warnings,
+        extra={"hotThresholdPercent": scenario.hot_threshold, "qos": qos_note},
+    )
 
 
 def render_table(scenario: Scenario, seed: int, runs: Sequence[PolicyRun]) -> str:
@@ -142,9 +151,13 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
 
     charts: list[tuple[str, str]] = []
     cluster = [
-        over_time(r, _percent(r.stats.cluster), f"{r.policy.name} (mean {r.summary['cpuUtilisationClusterMean']:.1%})")
+        over_time(r, _percent(r.stats.cluster), f"{r.policy.name} (mean {shown(r, 'cpuUtilisationClusterMean')})")
         for r in runs
     ]
+    threshold = float(scenario.hot_threshold)
+    cluster.append(
+        Series(f"hot threshold of a node ({scenario.hot_threshold}%)", [0.0, end], [threshold] * 2, HOT, dashed=True)
+    )
     charts.append(
         (
             "Cluster CPU utilisation",
@@ -159,8 +172,7 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
         )
     )
     spread = [
-        over_time(r, _percent(r.stats.spread), f"{r.policy.name} (mean {100 * r.summary['cpuUtilisationStd']:.1f})")
-        for r in runs
+        over_time(r, list(r.stats.spread), f"{r.policy.name} (mean {shown(r, 'cpuUtilisationStd')})") for r in runs
     ]
     charts.append(
         (
@@ -169,16 +181,14 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
                 "CPU utilisation spread: standard deviation across nodes",
                 spread,
                 TIME_LABEL,
-                "std across nodes (percentage points)",
+                "std across nodes (utilisation 0-1)",
                 x_range=span,
                 time_axis=True,
             ),
         )
     )
     hot = [
-        over_time(
-            r, [float(h) for h in r.stats.hot], f"{r.policy.name} ({r.summary['hotNodeMinutes']:,.0f} node-minutes)"
-        )
+        over_time(r, [float(h) for h in r.stats.hot], f"{r.policy.name} ({shown(r, 'hotNodeMinutes')} node-minutes)")
         for r in runs
     ]
     charts.append(
@@ -191,6 +201,7 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
                 "hot nodes (count)",
                 x_range=span,
                 time_axis=True,
+                whole_numbers=True,
             ),
         )
     )
@@ -217,10 +228,13 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
         )
     if runs and "gangJobs" in runs[0].summary:
         charts.extend(_gang_charts(scenario, runs, over_time))
-    for kind, noun in (("Throttle actions", "throttle actions"), ("Evictions", "evictions")):
+    for kind, noun, key in (
+        ("Throttle actions", "throttle actions", "throttleActions"),
+        ("Evictions", "evictions", "evictions"),
+    ):
         curves = [
             Series(
-                f"{r.policy.name} ({len(_qos_times(r, kind)):,} {noun})",
+                f"{r.policy.name} ({shown(r, key)} {noun})",
                 *_downsample(*_cumulative(_qos_times(r, kind), end)),
                 colour(r),
                 step=True,
@@ -237,6 +251,7 @@ def _charts(scenario: Scenario, runs: Sequence[PolicyRun]) -> list[tuple[str, st
                     f"{noun} so far (count)",
                     x_range=span,
                     time_axis=True,
+                    whole_numbers=True,
                 ),
             )
         )
@@ -267,7 +282,7 @@ def _gang_charts(
         over_time(
             r,
             [float(j) for j in r.stats.jobs_running],
-            f"{r.policy.name} ({r.summary['gangJobsFullyRunning']:,} of {jobs:,} jobs started)",
+            f"{r.policy.name} ({shown(r, 'gangJobsFullyRunning')} of {jobs:,} jobs started)",
         )
         for r in runs
     ]
@@ -275,7 +290,7 @@ def _gang_charts(
         over_time(
             r,
             list(r.stats.partial_nodes),
-            f"{r.policy.name} ({r.summary['partialPlacementNodeMinutes']:,.0f} node-minutes)",
+            f"{r.policy.name} ({shown(r, 'partialPlacementNodeMinutes')} node-minutes)",
         )
         for r in runs
     ]
@@ -289,6 +304,7 @@ def _gang_charts(
                 "jobs fully running (count)",
                 x_range=span,
                 time_axis=True,
+                whole_numbers=True,
             ),
         ),
         (

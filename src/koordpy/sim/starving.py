@@ -384,7 +384,7 @@ class StarvingRun:
 
         capacity = self.capacity_cpu_seconds or 1.0
         return {
-            "mode": self.mode,
+            "policy": self.mode,
             "bigJobs": len(self.jobs),
             "bigJobsStarted": int(latency.size),
             "bigJobsNeverStarted": len(self.jobs) - int(latency.size),

@@ -12,43 +12,52 @@ from typing import Any
 
 from koordpy.sim.page import page_head
 from koordpy.sim.starving import StarvingRun, StarvingScenario
+from koordpy.sim.summary import summary_envelope
 from koordpy.sim.svg import Series, line_chart
-from koordpy.sim.table import cell, html_side_by_side, side_by_side
+from koordpy.sim.table import Row, cell, html_side_by_side, side_by_side
 
 __all__ = ["charts", "starving_html", "starving_summary", "starving_table"]
 
 COLORS = {"koordpy": "#1f77b4", "baseline": "#d62728"}
-ROWS = (
-    ("bigJobs", "big jobs"),
-    ("bigJobsStarted", "  started within the run"),
-    ("bigJobsNeverStarted", "  never started"),
-    ("bigJobStartLatencyP50Seconds", "big-job start latency p50 (s)"),
-    ("bigJobStartLatencyMaxSeconds", "big-job start latency max (s)"),
-    ("smallPods", "small pods"),
-    ("smallPendingP50Seconds", "small-pod pending p50 (s)"),
-    ("smallPendingP95Seconds", "small-pod pending p95 (s)"),
-    ("smallPendingMaxSeconds", "small-pod pending max (s)"),
-    ("smallPodsPendingAtEnd", "small pods pending at the end"),
-    ("idleHeldCpuSeconds", "idle held capacity (cpu·s)"),
-    ("idleHeldCpuPercent", "  % of the cluster's cpu·s"),
-    ("maxNodesHeld", "most nodes held at once"),
-    ("partialJobCpuSeconds", "cpu·s bound to jobs not started"),
-    ("requestedCpuPercentMean", "requested cpu, mean % of allocatable"),
-    ("reservationsCreated", "Reservations created"),
+ROWS: tuple[Row, ...] = (
+    ("bigJobs", "big jobs", "{:,}"),
+    ("bigJobsStarted", "  started within the run", "{:,}"),
+    ("bigJobsNeverStarted", "  never started", "{:,}"),
+    ("bigJobStartLatencyP50Seconds", "big-job start latency p50 (s)", "{:,.1f}"),
+    ("bigJobStartLatencyMaxSeconds", "big-job start latency max (s)", "{:,.1f}"),
+    ("smallPods", "small pods", "{:,}"),
+    ("smallPendingP50Seconds", "small-pod pending p50 (s)", "{:,.1f}"),
+    ("smallPendingP95Seconds", "small-pod pending p95 (s)", "{:,.1f}"),
+    ("smallPendingMaxSeconds", "small-pod pending max (s)", "{:,.1f}"),
+    ("smallPodsPendingAtEnd", "small pods pending at the end", "{:,}"),
+    ("idleHeldCpuSeconds", "idle held capacity (cpu·s)", "{:,.1f}"),
+    ("idleHeldCpuPercent", "  % of the cluster's cpu·s", "{:,.2f}"),
+    ("maxNodesHeld", "most nodes held at once", "{:,}"),
+    ("partialJobCpuSeconds", "cpu·s bound to jobs not started", "{:,.1f}"),
+    ("requestedCpuPercentMean", "requested cpu, mean % of allocatable", "{:,.2f}"),
+    ("reservationsCreated", "Reservations created", "{:,}"),
 )
 
 
+def _policies(runs: Sequence[StarvingRun]) -> list[dict[str, Any]]:
+    return [run.summary() | {"jobs": run.job_table()} for run in runs]
+
+
 def starving_summary(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> dict[str, Any]:
+    """The summary.json document; ``reservation`` holds the settings the koordpy run used, without
+    ``loadAware`` (the model has no NodeMetric, so it never applies)."""
     settings = scenario.settings()
-    return {
-        "scenario": scenario.name,
-        "kind": "StarvingScenario",
-        "seed": seed,
-        "durationSeconds": scenario.duration_seconds,
-        "nodes": scenario.nodes.count,
-        "reservation": settings.model_dump(by_alias=True),
-        "results": [run.summary() | {"jobs": run.job_table()} for run in runs],
-    }
+    pods = runs[0].small_pods + sum(job.members for job in runs[0].jobs) if runs else 0
+    return summary_envelope(
+        "StarvingScenario",
+        scenario.name,
+        seed=seed,
+        simulated_seconds=scenario.duration_seconds,
+        nodes=scenario.nodes.count,
+        pods=pods,
+        policies=_policies(runs),
+        extra={"reservation": settings.model_dump(by_alias=True, exclude={"load_aware"})},
+    )
 
 
 def starving_table(runs: Sequence[StarvingRun]) -> str:
@@ -70,7 +79,13 @@ def _jobs_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str:
         for run in runs
     ]
     return line_chart(
-        "Big jobs started", series, "time since the start (h:mm)", "jobs", x_range=(0.0, end), time_axis=True
+        "Big jobs started",
+        series,
+        "time since the start (h:mm)",
+        "jobs",
+        x_range=(0.0, end),
+        time_axis=True,
+        whole_numbers=True,
     )
 
 
@@ -83,6 +98,7 @@ def _small_chart(scenario: StarvingScenario, runs: Sequence[StarvingRun]) -> str
         "pods",
         x_range=(0.0, scenario.duration_seconds),
         time_axis=True,
+        whole_numbers=True,
     )
 
 
@@ -112,16 +128,15 @@ def _start(start: float | None) -> float | None:
 
 
 def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[StarvingRun]) -> str:
-    summaries = [run.summary() for run in runs]
-    table = html_side_by_side([r.mode for r in runs], summaries, ROWS)
+    table = html_side_by_side([r.mode for r in runs], [run.summary() for run in runs], ROWS)
     job_head = "".join(f"<th>start {html.escape(r.mode)} (s)</th>" for r in runs)
     job_rows = "".join(
-        "<tr><th>{}</th><td>{}</td><td>{}</td><td>{:g}</td>{}</tr>".format(
+        "<tr><th>{}</th><td>{}</td><td>{}</td><td>{:,.1f}</td>{}</tr>".format(
             html.escape(job.name),
             html.escape(job.kind),
             job.members,
             job.arrival,
-            "".join(f"<td>{html.escape(cell(_start(r.jobs[i].start)))}</td>" for r in runs),
+            "".join(f"<td>{html.escape(cell(_start(r.jobs[i].start), '{:,.1f}'))}</td>" for r in runs),
         )
         for i, job in enumerate(runs[0].jobs)
     )
@@ -129,7 +144,7 @@ def starving_html(scenario: StarvingScenario, seed: int, runs: Sequence[Starving
     summary = json.dumps(starving_summary(scenario, seed, runs), indent=2)
     figures = charts(scenario, runs)
     return f"""{page_head("koordpy simulate --starving: " + scenario.name)}<p>{html.escape(scenario.description)}</p>
-<p>{scenario.nodes.count} nodes, {runs[0].small_pods} small pods, {len(scenario.big_jobs)} big jobs,
+<p>{scenario.nodes.count:,} nodes, {runs[0].small_pods:,} small pods, {len(scenario.big_jobs)} big jobs,
 {scenario.duration_seconds:g} s, seed {seed}. <b>baseline</b>: kube-scheduler's NodeResourcesFit and
 LeastAllocated on requests; <b>koordpy</b>: the same plus the manager's reservation decision every
 {settings.interval_seconds:g} s (starvingJobTimeThreshold {settings.starving_job_time_threshold} s,

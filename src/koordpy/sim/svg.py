@@ -6,10 +6,14 @@ of its own between the title and the plot area, so it never covers a curve. The 
 ``<g class="legend">`` whose first child is its bounding ``<rect class="legend-box">``; the plot
 area is ``<rect class="plot-area">``.
 
-Heat maps: rows grouped by pool (names on the left), time ticks, a colour scale with % ticks.
+Heat maps: rows grouped by pool (names on the left), time ticks, a colour scale with % ticks and
+the hot threshold marked on it (a dark bar labelled "hot above 65%"; hot cells are outlined in the
+same colour). The plot is at least ``MIN_HEATMAP_HEIGHT`` px high whatever the node count, and
+labels are placed from the font's advance widths (:mod:`koordpy.sim.textmetrics`): pool labels are
+stacked, time ticks spaced by their widest label (a label that would still touch the one before
+is left out).
 
-Not guaranteed: text widths are estimated (about 6.2 px per character at 11 px), so a very long
-legend label may wrap earlier or later than needed.
+Not guaranteed: text widths in a font other than DejaVu Sans (the first the SVG asks for).
 """
 
 from __future__ import annotations
@@ -22,15 +26,22 @@ import numpy as np
 import numpy.typing as npt
 
 from koordpy.sim.heatrows import heat_rows, ramp_rgb, stack_labels
-from koordpy.sim.ticks import nice_axis, tick_label, time_ticks
+from koordpy.sim.textmetrics import FONT_FAMILY, text_width
+from koordpy.sim.ticks import clock_label, nice_axis, tick_label, time_ticks, whole_axis
 
-__all__ = ["Series", "heatmap", "line_chart"]
+__all__ = ["HOT", "MIN_HEATMAP_HEIGHT", "Series", "heatmap", "line_chart"]
 
 WIDTH = 720
 LEFT, RIGHT, TITLE_BAND, BOTTOM = 64, 16, 28, 44
 LEGEND_ROW = 16
 LABEL_LINE = 13
-CHAR_WIDTH = 6.2
+TEXT = 11
+"""Font size (px) of labels; counts under pool names are 10 px."""
+MIN_HEATMAP_HEIGHT = 120
+"""A heat map's rows take at least this many pixels in all (one node is a band, not a line)."""
+TICK_GAP = 8
+HOT = "#400"
+"""The hot threshold's colour: heat-map outlines and mark, the threshold line of the report's plots."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +63,14 @@ def _legend(series: Sequence[Series], top: float, width: float) -> tuple[list[st
     items: list[tuple[float, int, Series]] = []
     x, row = 0.0, 0
     for s in series:
-        item_w = 24 + CHAR_WIDTH * len(s.label) + 18
+        item_w = 24 + text_width(s.label, TEXT) + 18
         if x > 0 and x + item_w > width:
             x, row = 0.0, row + 1
         items.append((x, row, s))
         x += item_w
     rows = row + 1 if series else 0
     height = rows * LEGEND_ROW + 4 if rows else 0.0
-    used = max((x + 24 + CHAR_WIDTH * len(s.label) for x, _, s in items), default=0.0)
+    used = max((x + 24 + text_width(s.label, TEXT) for x, _, s in items), default=0.0)
     parts = [
         '<g class="legend">',
         f'<rect class="legend-box" x="{LEFT}" y="{_num(top)}" width="{_num(used + 8)}" height="{_num(height)}"'
@@ -87,10 +98,12 @@ def line_chart(
     y_max: float | None = None,
     x_range: tuple[float, float] | None = None,
     time_axis: bool = False,
+    whole_numbers: bool = False,
     plot_height: int = 190,
 ) -> str:
     """``time_axis``: xs are seconds since the start, ticks on round minutes/hours within ``x_range``
-    (default: the data's range). Otherwise round value ticks inside the x range."""
+    (default: the data's range). Otherwise round value ticks inside the x range. ``whole_numbers``:
+    the y values are counts, so y ticks are whole numbers (0 and 1 when every value is 0)."""
     xs_all = [x for s in series for x in s.xs]
     ys_all = [y for s in series for y in s.ys]
     x0, x1 = x_range if x_range is not None else ((min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0))
@@ -99,6 +112,8 @@ def line_chart(
     lo = y_min if y_min is not None else (min(ys_all) if ys_all else 0.0)
     hi = y_max if y_max is not None else (max(ys_all) if ys_all else 1.0)
     lo, hi, y_ticks = nice_axis(lo, hi if hi > lo else lo + 1.0)
+    if whole_numbers and not all(float(t).is_integer() for t in y_ticks):
+        lo, hi, y_ticks = whole_axis(lo, hi, y_ticks[1] - y_ticks[0] if len(y_ticks) > 1 else 1.0)
     if y_max is not None:
         hi = y_max
         y_ticks = [t for t in y_ticks if t <= y_max]
@@ -115,7 +130,7 @@ def line_chart(
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_num(height)}" width="{WIDTH}"'
-        f' height="{_num(height)}" role="img" aria-label="{html.escape(title)}">',
+        f' height="{_num(height)}" font-family="{FONT_FAMILY}" role="img" aria-label="{html.escape(title)}">',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
         f'<rect class="plot-area" x="{LEFT}" y="{_num(top)}" width="{plot_w}" height="{plot_height}"'
         ' fill="#fafafa" stroke="#ccc"/>',
@@ -176,11 +191,12 @@ def heatmap(
     max_rows: int = 200,
 ) -> str:
     """Rows = nodes grouped by pool (hottest first in each), columns = time buckets; cells above
-    ``threshold`` (percent) get a dark outline."""
+    ``threshold`` (percent) get a dark outline, and the colour scale marks the threshold."""
     order, groups = heat_rows(matrix, pools, max_rows)
     cols = matrix.shape[1]
+    rows = max(len(order), 1)
     shown = matrix[order] if cols else np.zeros((len(order), 0))
-    cell_h = max(1.0, min(8.0, 300 / max(len(order), 1)))
+    cell_h = max(1.0, min(8.0, 300 / rows), MIN_HEATMAP_HEIGHT / rows)
     smallest = min((g.shown for g in groups), default=1)
     cell_h = max(cell_h, min(16.0, LABEL_LINE / max(smallest, 1)))  # room for one label line per pool
     top = TITLE_BAND + 6
@@ -193,11 +209,14 @@ def heatmap(
     ]
     two_lines = [y1 - y0 >= 2 * LABEL_LINE for y0, y1 in spans]
     label_tops = stack_labels(spans, [LABEL_LINE * (2 if two else 1) for two in two_lines], gap=0)
-    label_chars = [
-        max(len(g.name), len(count)) if two else len(g.name) + len(count) + 3
+    label_widths = [
+        max(text_width(g.name, TEXT), text_width(count, 10))
+        if two
+        else text_width(g.name, TEXT) + text_width(f" ({count})", 10)
         for g, count, two in zip(groups, counts, two_lines, strict=True)
     ]
-    left = max(100, round(CHAR_WIDTH * max(label_chars, default=0) + 24))
+    scale_name = "CPU utilisation"
+    left = round(max(100.0, max(label_widths, default=0.0) + 24, text_width(scale_name, TEXT) + 6 + 8))
     plot_w = WIDTH - left - RIGHT
     cell_w = plot_w / max(cols, 1)
     xs = [round(left + c * cell_w, 1) for c in range(cols + 1)]  # shared edges: no seams between cells
@@ -205,18 +224,19 @@ def heatmap(
         (y + LABEL_LINE * (2 if two else 1) for y, two in zip(label_tops, two_lines, strict=True)), default=0
     )
     bottom = max(bottom, label_bottom)
-    height = bottom + 100
+    bar_x, bar_y, bar_w, bar_h = float(left), bottom + 60, min(300.0, float(plot_w)), 12.0
+    height = bar_y + bar_h + 44
     colours = ramp_rgb(shown)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}"'
-        f' height="{height:.0f}" role="img" aria-label="{html.escape(title)}">',
+        f' height="{height:.0f}" font-family="{FONT_FAMILY}" role="img" aria-label="{html.escape(title)}">',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
     ]
     parts.append('<g shape-rendering="crispEdges">')
     for r in range(len(order)):
         y = top + r * cell_h
         for c in range(cols):
-            stroke = ' stroke="#400" stroke-width="0.3"' if float(shown[r, c]) * 100 > threshold else ""
+            stroke = f' stroke="{HOT}" stroke-width="0.3"' if float(shown[r, c]) * 100 > threshold else ""
             parts.append(
                 f'<rect x="{xs[c]:g}" y="{y:.1f}" width="{xs[c + 1] - xs[c]:.1f}" height="{cell_h:.2f}"'
                 f' fill="{_hex(colours[r, c])}"{stroke}/>'
@@ -231,47 +251,59 @@ def heatmap(
         name = html.escape(g.name)
         if two:
             parts.append(
-                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}</text>'
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="{TEXT}" text-anchor="end">{name}</text>'
                 f'<text x="{left - 12}" y="{ly + 10 + LABEL_LINE:.1f}" font-size="10" fill="#666" text-anchor="end">'
                 f"{count}</text>"
             )
         else:
             parts.append(
-                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="11" text-anchor="end">{name}'
+                f'<text x="{left - 12}" y="{ly + 10:.1f}" font-size="{TEXT}" text-anchor="end">{name}'
                 f' <tspan fill="#666" font-size="10">({count})</tspan></text>'
             )
     span = cols * bucket_seconds if cols else 1.0
-    for at, label in time_ticks(0.0, duration, max_ticks=9):
+    widest = max(text_width(clock_label(duration), TEXT), text_width("0:00", TEXT))
+    taken = 0.0
+    for at, label in time_ticks(0.0, duration, max_ticks=min(9, 1 + int(plot_w // (widest + 2 * TICK_GAP)))):
         x = left + min(at, span) / span * plot_w
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom:.1f}" y2="{bottom + 4:.1f}" stroke="#888"/>')
-        parts.append(f'<text x="{x:.1f}" y="{bottom + 16:.1f}" font-size="11" text-anchor="middle">{label}</text>')
+        half = text_width(label, TEXT) / 2
+        if x - half < taken:  # would touch the label before: the tick stays, its label goes
+            continue
+        parts.append(f'<text x="{x:.1f}" y="{bottom + 16:.1f}" font-size="{TEXT}" text-anchor="middle">{label}</text>')
+        taken = x + half + TICK_GAP
     parts.append(
-        f'<text x="{left + plot_w / 2:.0f}" y="{bottom + 32:.0f}" font-size="11" text-anchor="middle">'
+        f'<text x="{left + plot_w / 2:.0f}" y="{bottom + 32:.0f}" font-size="{TEXT}" text-anchor="middle">'
         "time since start (h:mm); rows: nodes by pool, hottest first</text>"
     )
-    # colour scale: 50 steps 0..100 %, ticks every 25 %, the hot threshold marked
-    bar_x, bar_y, bar_w, bar_h = left, bottom + 48, 300.0, 12.0
-    ramp = ramp_rgb(np.linspace(0.0, 1.0, 50))
-    for i in range(50):
-        parts.append(
-            f'<rect x="{bar_x + i * bar_w / 50:.1f}" y="{bar_y:.0f}" width="{bar_w / 50 + 0.3:.2f}"'
-            f' height="{bar_h:.0f}" fill="{_hex(ramp[i])}"/>'
-        )
-    for percent in (0, 25, 50, 75, 100):
-        x = bar_x + percent / 100 * bar_w
-        parts.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bar_y + bar_h:.0f}" y2="{bar_y + bar_h + 4:.0f}" stroke="#222"/>'
-            f'<text x="{x:.1f}" y="{bar_y + bar_h + 16:.0f}" font-size="11" text-anchor="middle">{percent}%</text>'
-        )
-    parts.append(
-        f'<text x="{bar_x - 6:.0f}" y="{bar_y + 10:.0f}" font-size="11" text-anchor="end">CPU utilisation</text>'
-    )
-    tx = bar_x + threshold / 100 * bar_w
-    parts.append(
-        f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{bar_y - 3:.0f}" y2="{bar_y + bar_h:.0f}" stroke="#400"'
-        ' stroke-width="2"/>'
-        f'<text x="{bar_x + bar_w + 12:.0f}" y="{bar_y + 10:.0f}" font-size="11">outlined cells and the mark:'
-        f" hot (above {threshold:g}%)</text>"
-    )
+    parts.extend(_colour_scale(threshold, x0=bar_x, y0=bar_y, width=bar_w, height=bar_h, name=scale_name))
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _colour_scale(threshold: float, *, x0: float, y0: float, width: float, height: float, name: str) -> list[str]:
+    """50 steps 0..100 %, ticks every 25 % under the bar, the hot threshold as a dark bar across it
+    labelled above it, and a line under the ticks saying what the outlines mean."""
+    ramp = ramp_rgb(np.linspace(0.0, 1.0, 50))
+    parts = [
+        f'<rect x="{x0 + i * width / 50:.1f}" y="{y0:.0f}" width="{width / 50 + 0.3:.2f}"'
+        f' height="{height:.0f}" fill="{_hex(ramp[i])}"/>'
+        for i in range(50)
+    ]
+    for percent in (0, 25, 50, 75, 100):
+        x = x0 + percent / 100 * width
+        parts.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0 + height:.0f}" y2="{y0 + height + 4:.0f}" stroke="#222"/>'
+            f'<text x="{x:.1f}" y="{y0 + height + 16:.0f}" font-size="{TEXT}" text-anchor="middle">{percent}%</text>'
+        )
+    parts.append(f'<text x="{x0 - 6:.0f}" y="{y0 + 10:.0f}" font-size="{TEXT}" text-anchor="end">{name}</text>')
+    tx = x0 + min(max(threshold, 0.0), 100.0) / 100 * width
+    mark = f"hot above {threshold:g}%"
+    half = text_width(mark, TEXT) / 2
+    label_x = min(max(tx, half + 4), WIDTH - 4 - half)  # centred on the mark, inside the picture
+    parts.append(
+        f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{y0 - 3:.0f}" y2="{y0 + height:.0f}" stroke="{HOT}" stroke-width="2"/>'
+        f'<text x="{label_x:.1f}" y="{y0 - 6:.0f}" font-size="{TEXT}" text-anchor="middle" fill="{HOT}">{mark}</text>'
+        f'<text x="{x0:.0f}" y="{y0 + height + 34:.0f}" font-size="{TEXT}">cells above {threshold:g}% (hot) are'
+        f" outlined in the mark's colour</text>"
+    )
+    return parts

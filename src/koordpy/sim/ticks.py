@@ -2,6 +2,7 @@
 
 * ``nice_axis``: a value axis widened to round bounds, ticks at 1, 2, 2.5 or 5 × 10^k apart
   (0, 25, 50, 75, 100 rather than 0, 23.7, 47.4, ...).
+* ``whole_axis``: the same for counts: whole-number steps of 1, 2 or 5 × 10^k only.
 * ``time_ticks``: ticks on round minutes or hours of elapsed time, inside the run only, labelled
   ``h:mm``.
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["TIME_STEPS_MINUTES", "clock_label", "nice_axis", "nice_step", "tick_label", "time_ticks"]
+__all__ = ["TIME_STEPS_MINUTES", "clock_label", "nice_axis", "nice_step", "tick_label", "time_ticks", "whole_axis"]
 
 TIME_STEPS_MINUTES = (1, 2, 5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
 _MANTISSAS = (1.0, 2.0, 2.5, 5.0, 10.0)
@@ -40,6 +41,19 @@ def nice_axis(lo: float, hi: float, target: int = 4) -> tuple[float, float, list
     first = math.floor(lo / step + 1e-9)
     last = math.ceil(hi / step - 1e-9)
     ticks = [_clean(k * step) for k in range(first, last + 1)]
+    return ticks[0], ticks[-1], ticks
+
+
+def whole_axis(lo: float, hi: float, step: float) -> tuple[float, float, list[float]]:
+    """``(lo', hi', ticks)`` for a count axis: the largest 1/2/5 × 10^k step not above ``step`` (at
+    least 1), bounds widened to its multiples, at least one step between them (0 and 1 for all zeros)."""
+    whole, magnitude = 1.0, 1.0
+    while magnitude <= step:
+        whole = max([whole, *(m * magnitude for m in (1.0, 2.0, 5.0) if m * magnitude <= step)])
+        magnitude *= 10.0
+    first = math.floor(lo / whole + 1e-9)
+    last = max(math.ceil(hi / whole - 1e-9), first + 1)
+    ticks = [_clean(k * whole) for k in range(first, last + 1)]
     return ticks[0], ticks[-1], ticks
 
 

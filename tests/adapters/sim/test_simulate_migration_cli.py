@@ -35,17 +35,33 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 def test_bundled_drain_keeps_every_workload_inside_its_budget(bundled: tuple[str, Path]) -> None:
     output, out = bundled
     summary = json.loads((out / "summary.json").read_text())
+    assert (summary["kind"], summary["scenarioKind"]) == ("SimulationSummary", "MigrationScenario")
     assert summary["scenario"] == "migration" and summary["drained"] == 3 and summary["nodes"] == 12
-    arbitrated, evict_all = summary["results"]
-    assert [arbitrated["mode"], evict_all["mode"]] == ["arbitration", "evict-all"]
+    assert list(summary["policies"]) == ["arbitration", "evict-all"]
+    arbitrated, evict_all = summary["policies"]["arbitration"], summary["policies"]["evict-all"]
     assert arbitrated["jobs"] == evict_all["jobs"] >= 300  # a few hundred PodMigrationJobs
     assert arbitrated["succeeded"] == arbitrated["jobs"] and evict_all["succeeded"] == evict_all["jobs"]
-    assert arbitrated["workloads_above_budget"] == 0 < evict_all["workloads_above_budget"]
-    assert arbitrated["workloads_above_max_migrating"] == 0 < evict_all["workloads_above_max_migrating"]
-    assert arbitrated["nodes_above_max_migrating_per_node"] == 0 < evict_all["nodes_above_max_migrating_per_node"]
-    budget = summary["followed_workload_budget"]
-    assert arbitrated["followed_workload_peak_unavailable"] <= budget < evict_all["followed_workload_peak_unavailable"]
+    assert arbitrated["workloadsAboveBudget"] == 0 < evict_all["workloadsAboveBudget"]
+    assert arbitrated["workloadsAboveMaxMigrating"] == 0 < evict_all["workloadsAboveMaxMigrating"]
+    assert arbitrated["nodesAboveMaxMigratingPerNode"] == 0 < evict_all["nodesAboveMaxMigratingPerNode"]
+    budget = summary["followedWorkload"]["budget"]
+    assert arbitrated["followedWorkloadPeakUnavailable"] <= budget < evict_all["followedWorkloadPeakUnavailable"]
     assert "workloads above maxUnavailablePerWorkload" in output and "wrote" in output
+
+
+def test_the_table_and_the_chart_follow_the_same_worst_workload(bundled: tuple[str, Path]) -> None:
+    """One workload is "the worst" everywhere: the table row, the chart and summary.json. In the bundled drain
+    six 60-replica Deployments tie at 6 unavailable under arbitration, and web-082 and web-080 tie at 18
+    under evict-all, so a per-mode choice would name different workloads in the two columns."""
+    output, out = bundled
+    followed = json.loads((out / "summary.json").read_text())["followedWorkload"]
+    name = f"{followed['kind']} {followed['namespace']}/{followed['name']} ({followed['replicas']} replicas)"
+    report = (out / "report.html").read_text()
+    (chart,) = re.findall(r"<h2>The worst workload</h2>\n(<svg.*?</svg>)", report, flags=re.S)
+    assert f"Unavailable replicas of {name}</text>" in chart
+    named = [line for line in output.splitlines() + re.findall(r"<th>([^<]*)</th>", report) if "shop/" in line]
+    assert named and all(name in line for line in named)  # the terminal and HTML tables name only that one
+    assert len(re.findall(r"shop/web-\d+", report)) == report.count(f"shop/{followed['name']}")
 
 
 def _box(svg: str, css_class: str) -> tuple[float, float, float, float]:

@@ -53,10 +53,12 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 def test_bundled_big_jobs_start_far_sooner_with_reservations(bundled: tuple[str, Path]) -> None:
     output, out = bundled
     summary = json.loads((out / "summary.json").read_text())
+    assert (summary["kind"], summary["scenarioKind"]) == ("SimulationSummary", "StarvingScenario")
     assert summary["scenario"] == "starving" and summary["nodes"] == 20
     assert summary["reservation"]["enabled"] is True and summary["reservation"]["reservedNodePercent"] == 20
-    koordpy, baseline = summary["results"]
-    assert [koordpy["mode"], baseline["mode"]] == ["koordpy", "baseline"]
+    assert list(summary["policies"]) == ["koordpy", "baseline"]
+    koordpy, baseline = summary["policies"]["koordpy"], summary["policies"]["baseline"]
+    assert [koordpy["policy"], baseline["policy"]] == ["koordpy", "baseline"]
     assert koordpy["bigJobs"] == baseline["bigJobs"] == 6
     assert koordpy["bigJobsNeverStarted"] == 0
     # clearly lower: the slowest job with reservations starts before the quickest one without
@@ -80,14 +82,15 @@ def test_docs_name_every_summary_key(bundled: tuple[str, Path]) -> None:
     _, out = bundled
     summary = json.loads((out / "summary.json").read_text())
     section = _doc_section()
-    keys = [k for k in summary if k != "results"] + list(summary["results"][0])
+    keys = ["reservation", *summary["policies"]["koordpy"]]
     assert [k for k in keys if f"`{k}`" not in section] == []
 
 
 def test_docs_figures_are_the_bundled_runs(bundled: tuple[str, Path]) -> None:
     """The table in docs/reservations.md quotes the committed scenario's run (seed 2)."""
     _, out = bundled
-    koordpy, baseline = json.loads((out / "summary.json").read_text())["results"]
+    policies = json.loads((out / "summary.json").read_text())["policies"]
+    koordpy, baseline = policies["koordpy"], policies["baseline"]
     section = _doc_section()
     assert f"| big-job start latency p50 | {koordpy['bigJobStartLatencyP50Seconds']:,.0f} s" in section
     assert f"| {baseline['bigJobStartLatencyP50Seconds']:,.0f} s" in section

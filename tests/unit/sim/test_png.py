@@ -3,6 +3,7 @@ around panels whose pixels follow the utilisation ramp; and the bitmap font that
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 
@@ -11,7 +12,7 @@ import pytest
 
 from koordpy.sim.bitmapfont import CELL_WIDTH, GLYPH_HEIGHT, draw_text, text_mask, text_width
 from koordpy.sim.heatrows import heat_rows, stack_labels
-from koordpy.sim.png import FONT, PAD, TITLE, heatmaps_png
+from koordpy.sim.png import FONT, HOT, MIN_PLOT_HEIGHT, PAD, TITLE, Label, heatmaps_picture, heatmaps_png
 
 
 def _decode(data: bytes) -> np.ndarray:
@@ -59,12 +60,12 @@ def test_panels_keep_the_ramp_and_hottest_row_first() -> None:
     image = _picture()
     ys, xs = _pixels(image, RED)
     top, left = int(ys.min()), int(xs.min())  # the first red pixel: node 1, column 0 of the first panel
-    # the cell: 2 columns stretched to the 160-pixel minimum panel → 80 wide; the pool's 2 rows stretched to
-    # one 16-pixel label line → 8 high
-    cell = (image[top : top + 8, left : left + 80] == np.array(RED, np.uint8)).all(axis=-1)
+    # the cell: 2 columns stretched to the 160-pixel minimum panel → 80 wide; 2 rows stretched to the
+    # 200-pixel minimum panel height → 100 high
+    cell = (image[top : top + 100, left : left + 80] == np.array(RED, np.uint8)).all(axis=-1)
     assert cell.all()
     assert image[top, left + 80].tolist() == YELLOW  # 50% → yellow, next column
-    assert image[top + 8, left].tolist() == BLUE  # 0% → pale blue, the row below (cooler node)
+    assert image[top + 100, left].tolist() == BLUE  # 0% → pale blue, the row below (cooler node)
 
 
 def test_margins_hold_title_panel_names_pool_label_ticks_and_colour_scale() -> None:
@@ -72,8 +73,8 @@ def test_margins_hold_title_panel_names_pool_label_ticks_and_colour_scale() -> N
     height, width, _ = image.shape
     ys, xs = _pixels(image, RED)
     cell_top, cell_left = int(ys.min()), int(xs.min())
-    panel_h, line = 2 * 8, GLYPH_HEIGHT * FONT
-    # margins around two 160 × 16 panels
+    panel_h, line = MIN_PLOT_HEIGHT, GLYPH_HEIGHT * FONT
+    # margins around two 160 × 200 panels
     assert width >= text_width(TITLE, FONT) + 2 * PAD
     assert cell_top >= 2 * line  # title and panel names above
     assert height - (cell_top + panel_h) >= 2 * line  # tick labels and caption below
@@ -134,13 +135,82 @@ def test_pool_labels_never_overlap() -> None:
 
 
 def test_a_short_run_on_small_pools_is_stretched_to_stay_readable() -> None:
-    # one 5-minute column, twelve one-node pools: cells stretch to a 160-pixel panel and 16-pixel rows
-    # (one text line each), so panel names, pool labels and ticks have room
+    # one 5-minute column, twelve one-node pools: cells stretch to a 160-pixel panel and 17-pixel rows
+    # (ceil(200 / 12) for the minimum height; one 16-pixel text line each), so every label has room
     matrix = np.full((12, 1), 0.5)
     pools = [(f"pool-{i}", 1) for i in range(12)]
     image = _decode(heatmaps_png([matrix, matrix], ["koordpy", "baseline"], pools, 300.0, 240.0))
     ys, xs = _pixels(image, YELLOW)
     first_panel = xs < int(xs.min()) + 170  # the second panel starts 16 pixels after the first
     assert int(xs[first_panel].max()) - int(xs.min()) + 1 == 160  # ceil(160 / 1 column) pixels wide
-    assert int(ys.max()) - int(ys.min()) + 1 == 12 * 16  # ceil(16 / 1 row) pixels per node, one label line each
+    assert int(ys.max()) - int(ys.min()) + 1 == 12 * 17  # ceil(200 / 12) pixels per node
     assert image.shape[0] >= int(ys.max()) + 2 * GLYPH_HEIGHT * FONT  # room for ticks and caption below
+
+
+# node count → pools: one pool, or pools of very different sizes (a one-node pool among big ones)
+POOLS: dict[int, list[tuple[str, int]]] = {
+    1: [("node", 1)],
+    3: [("gpu", 1), ("cpu-large", 2)],
+    10: [("a", 1), ("b", 2), ("general-purpose", 7)],
+    100: [("node", 100)],
+    1000: [("tiny", 1), ("small", 9), ("big", 990)],
+}
+MIN_GAP = 2  # pixels between any two labels' boxes
+
+
+def _apart(a: Label, b: Label) -> bool:
+    """The two boxes, each grown by MIN_GAP / 2 on every side, do not overlap."""
+    return (
+        a.x + a.width + MIN_GAP <= b.x
+        or b.x + b.width + MIN_GAP <= a.x
+        or a.y + a.height + MIN_GAP <= b.y
+        or b.y + b.height + MIN_GAP <= a.y
+    )
+
+
+@pytest.mark.parametrize("nodes", sorted(POOLS))
+@pytest.mark.parametrize(("hours", "threshold"), [(0.25, 70.0), (6.0, 65.0), (48.0, 98.0), (2.0, 3.0)])
+def test_no_two_labels_touch_at_any_node_count(nodes: int, hours: float, threshold: float) -> None:
+    cols = round(hours * 12)
+    matrix = np.linspace(0.0, 1.0, nodes * cols).reshape(nodes, cols)
+    image, labels = heatmaps_picture(
+        [matrix, matrix[::-1]], ["koordpy", "baseline"], POOLS[nodes], 300.0, hours * 3600, threshold=threshold
+    )
+    height, width, _ = image.shape
+    close = [(a.text, b.text) for a, b in itertools.combinations(labels, 2) if not _apart(a, b)]
+    assert close == []
+    for label in labels:  # inside the picture, and the font drew it inside its box
+        assert min(label.x, label.y) >= 0
+        assert label.x + label.width <= width and label.y + label.height <= height
+        assert _ink(image, label.y, label.x, label.y + label.height, label.x + label.width) > 0, label.text
+    texts = [label.text for label in labels]
+    assert TITLE.upper() in texts and texts.count("KOORDPY") == 1 and "CPU" in texts
+    assert f"HOT >{threshold:g}%" in texts
+    assert texts.count("0:00") == 2  # every panel keeps its first time label
+    assert {name.upper() for name, _ in POOLS[nodes]} <= {t.split(" (")[0] for t in texts}
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_a_small_cluster_gets_the_minimum_height_and_the_threshold_mark(nodes: int) -> None:
+    matrix = np.full((nodes, 24), 0.5)
+    image, labels = heatmaps_picture([matrix], ["koordpy"], POOLS[nodes], 300.0, 7200.0, threshold=65.0)
+    ys, xs = _pixels(image, YELLOW)
+    panel_h = int(ys.max()) - int(ys.min()) + 1
+    assert panel_h == -(-MIN_PLOT_HEIGHT // nodes) * nodes  # 200 (1 node), 3 × 67 = 201 (3 nodes)
+    # the mark: the threshold's colour across the colour scale, at 65% of its height from the bottom
+    hot_ys, hot_xs = _pixels(image, list(HOT))
+    bar = hot_xs > int(xs.max())
+    bottom = int(ys.max())
+    level = bottom - round(0.65 * (panel_h - 1))
+    assert abs(int(np.median(hot_ys[bar])) - level) <= 1
+    (mark,) = [label for label in labels if label.text == "HOT >65%"]
+    assert mark.y <= level <= mark.y + mark.height  # its label beside it
+    # 75% and 50% keep their labels (25 points = 50+ pixels from the mark's), so does every other tick
+    assert {"0%", "25%", "50%", "75%", "100%"} <= {label.text for label in labels}
+
+
+def test_a_tick_label_that_would_touch_the_thresholds_label_is_left_out() -> None:
+    # threshold 72: 3 points (6 pixels) under the 75% tick, whose 14-pixel label would overlap "HOT >72%"
+    _, labels = heatmaps_picture([np.full((1, 12), 0.5)], ["p"], [("n", 1)], 300.0, 3600.0, threshold=72.0)
+    texts = {label.text for label in labels}
+    assert "HOT >72%" in texts and "75%" not in texts and {"0%", "25%", "50%", "100%"} <= texts

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from koordpy.descheduler import arbitration, lifecycle
 from koordpy.sim import migration
-from koordpy.sim.migration import MigrationRun, MigrationScenario, compare, run_migration
+from koordpy.sim.migration import MigrationRun, MigrationScenario, compare, followed_workload, run_migration
 
 # 4 nodes, node-00 drained: Deployments of 2, 5, 12 and 30 replicas (x2) and one Job of 6 pods.
 SMALL: dict[str, Any] = {
@@ -141,3 +141,45 @@ def test_bad_scenarios_are_refused(changes: dict[str, Any], field: str) -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="mode"):
         run_migration(_scenario(), 5, "gentle")
+
+
+def _run(mode: str, unavailable: dict[str, list[int]], replicas: dict[str, int | None]) -> MigrationRun:
+    return MigrationRun(
+        mode=mode,
+        times=[0.0, 1.0],
+        unavailable=unavailable,
+        replicas=replicas,
+        names={uid: f"Deployment shop/{uid}" for uid in unavailable},
+        refs={uid: ("Deployment", "shop", uid) for uid in unavailable},
+        budget={},
+        max_migrating={},
+        node_limit=None,
+        peak_migrating={},
+        peak_migrating_per_node={},
+        jobs=0,
+        succeeded=0,
+        seconds_to_finish=None,
+    )
+
+
+def test_one_followed_workload_for_every_run() -> None:
+    replicas: dict[str, int | None] = {"web-1": 60, "web-2": 60, "web-3": 40}
+    # the last run: web-1 and web-2 tie at 18; the run before breaks the tie (web-1 peaked at 6, web-2 at 4)
+    arbitrated = _run("arbitration", {"web-1": [0, 6], "web-2": [4, 0], "web-3": [9, 0]}, replicas)
+    evict_all = _run("evict-all", {"web-1": [18, 0], "web-2": [0, 18], "web-3": [12, 0]}, replicas)
+    assert followed_workload([arbitrated, evict_all]) == "web-1"
+    # each run's own worst differs (arbitration's is web-3): followed_workload is what table and chart use
+    assert arbitrated.worst() == "web-3" and evict_all.worst() == "web-2"
+    # all tied: more replicas, then the name that sorts last
+    tied = _run("evict-all", {"web-1": [5], "web-2": [5], "web-3": [5]}, replicas)
+    assert followed_workload([tied]) == "web-2"
+    with pytest.raises(ValueError, match="no runs"):
+        followed_workload([])
+
+
+def test_the_summary_counts_the_most_unavailable_of_any_workload(small_runs: list[MigrationRun]) -> None:
+    for run in small_runs:
+        summary = run.summary()
+        assert summary["policy"] == run.mode
+        assert summary["maxUnavailableOfOneWorkload"] == max(max(series) for series in run.unavailable.values())
+        assert summary["evictions"] == len(run.evictions) == run.succeeded

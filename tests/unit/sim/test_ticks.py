@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordpy.sim.ticks import clock_label, nice_axis, nice_step, tick_label, time_ticks
+from koordpy.sim.ticks import clock_label, nice_axis, nice_step, tick_label, time_ticks, whole_axis
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,18 @@ def test_tick_label(value: float, text: str) -> None:
 @pytest.mark.parametrize(("seconds", "text"), [(0, "0:00"), (90 * 60, "1:30"), (86400, "24:00"), (300, "0:05")])
 def test_clock_label(seconds: float, text: str) -> None:
     assert clock_label(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "step", "expected"),
+    [
+        (0.0, 1.0, 0.25, [0.0, 1.0]),  # all zeros: 0 and 1, never 0.25
+        (0.0, 2.0, 0.5, [0.0, 1.0, 2.0]),
+        (0.0, 10.0, 2.5, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),  # 2.5 → 2: the largest whole 1/2/5 step below
+        (0.0, 1.5, 0.5, [0.0, 1.0, 2.0]),  # widened to a multiple of the step
+        (0.0, 75.0, 25.0, [0.0, 20.0, 40.0, 60.0, 80.0]),
+    ],
+)
+def test_whole_axis_has_whole_ticks_only(lo: float, hi: float, step: float, expected: list[float]) -> None:
+    low, high, ticks = whole_axis(lo, hi, step)
+    assert ticks == expected and (low, high) == (expected[0], expected[-1])
