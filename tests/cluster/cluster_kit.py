@@ -276,7 +276,9 @@ class Components:
 
     # -- extender + koordpy-scheduler --
 
-    def start_extender(self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0) -> Proc:
+    def start_extender(
+        self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0, *, wait_ready: bool = True
+    ) -> Proc:
         config = self.release.component_config("scheduler")
         port, ops = free_port(), free_port()
         ports: dict[str, Any] = {"host": LOOPBACK, "port": port}
@@ -291,7 +293,10 @@ class Components:
         )
         self.extender_base = f"http://{LOOPBACK}:{port}"
         self.extender_ops = f"http://{LOOPBACK}:{ops}" if "metricsPort" in ports else self.extender_base
-        wait_http(self.extender_base + "/readyz", timeout, proc)
+        if wait_ready:
+            wait_http(self.extender_base + "/readyz", timeout, proc)
+        else:
+            wait_http(self.extender_base + "/healthz", timeout, proc)
         return proc
 
     def kube_scheduler_config(self) -> dict[str, Any]:

@@ -16,8 +16,15 @@ from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Release, Space
 
 from koordpy_testkit.controlplane import ControlPlane, fake_node
 
+LAST = "test_no_component_request_was_denied"
+"""Runs after every other test of the session: it checks the requests they all made."""
+
 SYSTEM_NODE = "system-0"
 """A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.name == LAST)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from system_cluster import Cluster
 from system_harness import LOOPBACK, Proc, free_port, wait_http
 
 from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
+from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 __all__ = [
@@ -118,35 +118,6 @@ async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> 
 
 def per_node(placements: Mapping[str, str]) -> Counter[str]:
     return Counter(placements.values())
-
-
-class BusyProc:
-    """A fabricated ``/proc`` whose cpu counters advance in the background at a settable busy fraction."""
-
-    def __init__(self, root: Path, cpus: int, mem_total_kib: int, mem_avail_kib: int) -> None:
-        self.root, self.cpus = root, cpus
-        self.mem = (mem_total_kib, mem_avail_kib)
-        self.busy_fraction = 0.1
-        self.total = self.busy = 0
-        self.tick()
-
-    def tick(self) -> None:
-        step = 100 * self.cpus  # one second of jiffies on every cpu
-        self.total += step
-        self.busy += int(step * self.busy_fraction)
-        write_procfs(
-            self.root,
-            cpus=self.cpus,
-            busy_jiffies=self.busy,
-            total_jiffies=self.total,
-            mem_total_kib=self.mem[0],
-            mem_avail_kib=self.mem[1],
-        )
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(0.1)
-            self.tick()
 
 
 def start_agent(cluster: Cluster, node_name: str, workdir: Path, busy: BusyProc) -> Proc:

@@ -11,10 +11,11 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
-__all__ = ["FakeCgroupTree", "write_procfs"]
+__all__ = ["BusyProc", "FakeCgroupTree", "write_procfs"]
 
 _TOPS = {"cgroupfs": "kubepods", "systemd": "kubepods.slice"}
 
@@ -136,3 +137,32 @@ def write_procfs(
     (root / "meminfo").write_text(
         f"MemTotal:       {mem_total_kib} kB\nMemFree: 0 kB\nMemAvailable:   {mem_avail_kib} kB\n"
     )
+
+
+class BusyProc:
+    """A fabricated ``/proc`` whose cpu counters advance in the background at a settable busy fraction."""
+
+    def __init__(self, root: Path, cpus: int, mem_total_kib: int, mem_avail_kib: int) -> None:
+        self.root, self.cpus = root, cpus
+        self.mem = (mem_total_kib, mem_avail_kib)
+        self.busy_fraction = 0.1
+        self.total = self.busy = 0
+        self.tick()
+
+    def tick(self) -> None:
+        step = 100 * self.cpus  # one second of jiffies on every cpu
+        self.total += step
+        self.busy += int(step * self.busy_fraction)
+        write_procfs(
+            self.root,
+            cpus=self.cpus,
+            busy_jiffies=self.busy,
+            total_jiffies=self.total,
+            mem_total_kib=self.mem[0],
+            mem_avail_kib=self.mem[1],
+        )
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            self.tick()
