@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit bench clean image image-push image-ref image-oci
+.PHONY: demo test lint unit bench clean image image-push image-ref image-oci cluster k8s-binaries
 
 # The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
 # tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
@@ -31,6 +31,15 @@ lint: $(STAMP)
 
 test: lint
 	bash scripts/run-tests.sh $(BIN)
+
+# The pinned Kubernetes, etcd and kwok binaries of the real-cluster tier (built once per machine).
+k8s-binaries:
+	bash tools/build.sh
+
+# A real control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok, kube-scheduler)
+# for poking at by hand: prints a kubeconfig and runs until Ctrl-C. NODES=3 adds kwok nodes.
+cluster: $(STAMP)
+	KOORDPY_K8S_BIN=$$(bash tools/build.sh) $(BIN)/python -m koordpy_testkit.controlplane --nodes $(or $(NODES),0)
 
 bench: $(STAMP)
 	$(BIN)/python bench/extender.py
