@@ -24,6 +24,8 @@ SA_PREFIX = "system:serviceaccount:koordpy-system:"
 
 
 def denied(control_plane: ControlPlane) -> list[tuple[str, str, str, str, int]]:
+    """Requests of the release's ServiceAccounts the authorizer refused (``authorization.k8s.io/decision:
+    forbid``); a 403 from admission, such as a write into a namespace being deleted, is not a denial."""
     return [
         (
             e["user"]["username"].removeprefix(SA_PREFIX),
@@ -33,7 +35,8 @@ def denied(control_plane: ControlPlane) -> list[tuple[str, str, str, str, int]]:
             e["responseStatus"]["code"],
         )
         for e in control_plane.audit_events()
-        if e["user"]["username"].startswith(SA_PREFIX) and e["responseStatus"]["code"] in (401, 403)
+        if e["user"]["username"].startswith(SA_PREFIX)
+        and (e.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid"
     ]
 
 
