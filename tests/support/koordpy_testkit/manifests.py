@@ -1,0 +1,126 @@
+"""The manifests the project shows its users: the files under ``examples/`` and the YAML blocks of the
+documentation, found and sorted into what each one is.
+
+A YAML document with ``apiVersion`` and ``kind`` is either a **Kubernetes object** (something ``kubectl
+apply`` sends to an API server) or one of koordpy's own **file formats** (``koordpy.io/*``: the
+components' configuration files, simulator scenarios and summaries), which no API server serves. A
+YAML block of ``docs/install.md`` without ``apiVersion`` is a set of chart values.
+
+Not guaranteed: blocks are found by their fence (a line starting with three backticks and ``yaml``);
+an indented fence (inside a list item) is found too, and its indentation removed.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "DOCS",
+    "EXAMPLES",
+    "FILE_FORMAT_GROUPS",
+    "INSTALL_DOC",
+    "ROOT",
+    "VALUES",
+    "Block",
+    "doc_blocks",
+    "doc_objects",
+    "example_files",
+    "is_file_format",
+    "is_object",
+    "kube_objects",
+    "object_id",
+    "values_files",
+]
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+VALUES = EXAMPLES / "values"
+INSTALL_DOC = ROOT / "docs" / "install.md"
+DOCS: tuple[Path, ...] = (*sorted((ROOT / "docs").glob("*.md")), ROOT / "charts" / "koordpy" / "README.md")
+"""The pages whose YAML blocks are checked: every docs/*.md and the chart's README."""
+
+FILE_FORMAT_GROUPS = frozenset({"koordpy.io"})
+"""API groups of koordpy's own file formats (configuration files, scenarios, summaries)."""
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block of a page: where it is (``path:line``), its language and its text."""
+
+    path: Path
+    line: int
+    lang: str
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+    def documents(self) -> list[Any]:
+        return [doc for doc in yaml.safe_load_all(self.text) if doc is not None]
+
+
+def doc_blocks(path: Path, lang: str = "yaml") -> list[Block]:
+    """The fenced blocks of ``path`` in language ``lang``, in page order."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for match in _FENCE.finditer(text):
+        if match.group("lang") != lang:
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        out.append(Block(path, line, lang, textwrap.dedent(match.group("body"))))
+    return out
+
+
+def _group(doc: dict[str, Any]) -> str:
+    api_version = str(doc["apiVersion"])
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def is_file_format(doc: Any) -> bool:
+    """A koordpy file (``koordpy.io/*`` configuration, scenario or summary), not an API object."""
+    return isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc and _group(doc) in FILE_FORMAT_GROUPS
+
+
+def is_object(doc: Any) -> bool:
+    """A Kubernetes object: ``apiVersion`` and ``kind``, and not one of koordpy's own file formats."""
+    return isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc and not is_file_format(doc)
+
+
+def kube_objects(text: str) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a YAML text (every document that :func:`is_object`)."""
+    return [doc for doc in yaml.safe_load_all(text) if is_object(doc)]
+
+
+def object_id(doc: dict[str, Any]) -> str:
+    """``apiVersion kind namespace/name`` (namespace empty when the object names none)."""
+    meta = doc.get("metadata") or {}
+    return f"{doc['apiVersion']} {doc['kind']} {meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def example_files() -> list[Path]:
+    """Every manifest under ``examples/`` (the values files under ``examples/values/`` excluded)."""
+    return sorted(p for p in EXAMPLES.glob("*.yaml"))
+
+
+def values_files() -> list[Path]:
+    """The chart values under ``examples/values/``."""
+    return sorted(VALUES.glob("*.yaml"))
+
+
+def doc_objects() -> Iterator[tuple[Block, list[dict[str, Any]]]]:
+    """Every YAML block of the documentation that holds Kubernetes objects, with them."""
+    for page in DOCS:
+        for block in doc_blocks(page):
+            objects = [doc for doc in block.documents() if is_object(doc)]
+            if objects:
+                yield block, objects
