@@ -19,44 +19,25 @@ from __future__ import annotations
 
 import json
 import os
-import pkgutil
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster_kit import Kube, Release, wait_until
 
-import koordpy.crds
-from koordpy.crds import Resource, crd_manifest
+from koordpy.crds import crd_manifest
 from koordpy_testkit.controlplane import ControlPlane
-from koordpy_testkit.manifests import ROOT, Block, doc_objects, example_files, kube_objects
+from koordpy_testkit.manifests import ROOT, Block, doc_objects, example_files, gvk, known_models, kube_objects
 
 pytestmark = pytest.mark.cluster
 
 VOLCANO = "scheduling.volcano.sh"
 POD_OWNERS = frozenset({"Job", "Deployment"})
 """Kinds whose controller creates pods (a Job's carry the ``job-name`` label)."""
-
-
-def known_models() -> dict[tuple[str, str, str], Resource]:
-    """Every custom resource koordpy has a model of, installed by the chart or not, by (group, version, kind)."""
-    out: dict[tuple[str, str, str], Resource] = {}
-    for info in pkgutil.iter_modules(koordpy.crds.__path__):
-        module = import_module(f"koordpy.crds.{info.name}")
-        for value in vars(module).values():
-            if isinstance(value, Resource):
-                out[(value.group, value.version, value.kind)] = value
-    return out
-
-
-def _gvk(obj: dict[str, Any]) -> tuple[str, str, str]:
-    group, _, version = str(obj["apiVersion"]).rpartition("/")
-    return group, version, str(obj["kind"])
 
 
 @dataclass
@@ -88,14 +69,14 @@ class ExampleCluster:
     created_namespaces: list[str] = field(default_factory=list)
     served: set[tuple[str, str, str]] = field(default_factory=set)
 
-    def serves(self, gvk: tuple[str, str, str]) -> bool:
-        group, version, kind = gvk
-        if gvk in self.served:
+    def serves(self, kind: tuple[str, str, str]) -> bool:
+        group, version, name = kind
+        if kind in self.served:
             return True
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         resp = self.kube.client.get(path)
-        if resp.status_code == 200 and any(r["kind"] == kind for r in resp.json()["resources"]):
-            self.served.add(gvk)
+        if resp.status_code == 200 and any(r["kind"] == name for r in resp.json()["resources"]):
+            self.served.add(kind)
             return True
         return False
 
@@ -103,18 +84,18 @@ class ExampleCluster:
         """Serve every kind of ``objects``; the ones that cannot be served, as ``group/version kind``."""
         models = known_models()
         missing = []
-        for gvk in sorted({_gvk(o) for o in objects}):
-            if self.serves(gvk):
+        for kind in sorted({gvk(o) for o in objects}):
+            if self.serves(kind):
                 continue
-            model = models.get(gvk)
+            model = models.get(kind)
             if model is None:
-                missing.append(f"{gvk[0]}/{gvk[1]} {gvk[2]}")
+                missing.append(f"{kind[0]}/{kind[1]} {kind[2]}")
                 continue
             self.kube.client.post(
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd_manifest(model)
             ).raise_for_status()
             self.installed_crds.append(model.name)
-            wait_until(f"{model.name} served", lambda gvk=gvk: self.serves(gvk))
+            wait_until(f"{model.name} served", lambda kind=kind: self.serves(kind))
         return missing
 
     def ensure_namespaces(self, objects: Sequence[dict[str, Any]]) -> None:
@@ -176,7 +157,7 @@ def _example_params() -> list[Any]:
     params = []
     for path in example_files():
         marks = []
-        if any(_gvk(o)[0] == VOLCANO for o in kube_objects(path.read_text(encoding="utf-8"))):
+        if any(gvk(o)[0] == VOLCANO for o in kube_objects(path.read_text(encoding="utf-8"))):
             marks.append(
                 pytest.mark.xfail(
                     strict=True,
@@ -196,7 +177,7 @@ def _doc_params() -> list[Any]:
 def test_the_documentation_has_manifests_to_check() -> None:
     """The collection itself: a broken fence pattern would otherwise check nothing and pass."""
     pages = {block.path.name for block, _ in doc_objects()}
-    assert {"agent.md", "descheduler.md", "reservations.md", "install.md"} <= pages, sorted(pages)
+    assert {"agent.md", "descheduler.md", "reservations.md"} <= pages, sorted(pages)
     assert len(example_files()) >= 12, example_files()
 
 

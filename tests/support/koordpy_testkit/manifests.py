@@ -12,14 +12,19 @@ an indented fence (inside a list item) is found too, and its indentation removed
 
 from __future__ import annotations
 
+import pkgutil
 import re
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+import koordpy.crds
+from koordpy.crds import Resource
 
 __all__ = [
     "DOCS",
@@ -32,8 +37,10 @@ __all__ = [
     "doc_blocks",
     "doc_objects",
     "example_files",
+    "gvk",
     "is_file_format",
     "is_object",
+    "known_models",
     "kube_objects",
     "object_id",
     "values_files",
@@ -81,14 +88,9 @@ def doc_blocks(path: Path, lang: str = "yaml") -> list[Block]:
     return out
 
 
-def _group(doc: dict[str, Any]) -> str:
-    api_version = str(doc["apiVersion"])
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
-
-
 def is_file_format(doc: Any) -> bool:
     """A koordpy file (``koordpy.io/*`` configuration, scenario or summary), not an API object."""
-    return isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc and _group(doc) in FILE_FORMAT_GROUPS
+    return isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc and gvk(doc)[0] in FILE_FORMAT_GROUPS
 
 
 def is_object(doc: Any) -> bool:
@@ -99,6 +101,23 @@ def is_object(doc: Any) -> bool:
 def kube_objects(text: str) -> list[dict[str, Any]]:
     """The Kubernetes objects of a YAML text (every document that :func:`is_object`)."""
     return [doc for doc in yaml.safe_load_all(text) if is_object(doc)]
+
+
+def gvk(doc: dict[str, Any]) -> tuple[str, str, str]:
+    """``(group, version, kind)`` of an object (group empty for the core API)."""
+    group, _, version = str(doc["apiVersion"]).rpartition("/")
+    return group, version, str(doc["kind"])
+
+
+def known_models() -> dict[tuple[str, str, str], Resource]:
+    """Every custom resource koordpy has a model of (``koordpy.crds``), installed by the chart or not."""
+    out: dict[tuple[str, str, str], Resource] = {}
+    for info in pkgutil.iter_modules(koordpy.crds.__path__):
+        module = import_module(f"koordpy.crds.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Resource):
+                out[(value.group, value.version, value.kind)] = value
+    return out
 
 
 def object_id(doc: dict[str, Any]) -> str:
