@@ -1,5 +1,5 @@
-"""docs/install.md on real control planes: what it says a conflict looks like and how to check is what the
-real helm, kube-apiserver and kubectl print.
+"""docs/install.md and docs/upgrading.md on real control planes: what they say a conflict looks like and how
+to check is what the real helm, kube-apiserver and kubectl print.
 
 * A cluster that already runs Koordinator and Crane (their eight CRDs created outside Helm, as their own
   charts leave them): a plain ``helm install`` fails with exactly the message the page shows; two values
@@ -8,6 +8,9 @@ real helm, kube-apiserver and kubectl print.
 * On the session's cluster, with koordpy's manager and agent running for a kwok node: the page's
   managed-fields command prints the writers it shows for a NodeMetric (``kopf`` keeps the spec, ``koordpy``
   reports the status) and ``kopf Update status`` for a PodGroup.
+* The upgrade note on the manager's ClusterKopfPeering: an object the old chart's hook created (no owner)
+  is used as found, and the page's owner check prints nothing for it and ``ClusterRole`` for one the
+  manager creates.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Space, helm, wait_until
+from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Release, Space, helm, wait_until
 
 from koordpy.crds import RESOURCES, crd_manifest
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
-from koordpy_testkit.manifests import INSTALL_DOC, VALUES, doc_blocks, is_object
+from koordpy_testkit.manifests import INSTALL_DOC, ROOT, VALUES, doc_blocks, is_object
 from koordpy_testkit.processes import LOOPBACK, free_port, wait_http
 
 pytestmark = pytest.mark.cluster
@@ -54,16 +57,16 @@ def kubectl(plane: ControlPlane, command: str) -> str:
     return result.stdout
 
 
-def page_command(marker: str) -> tuple[str, list[str]]:
+def page_command(marker: str, page: Path = INSTALL_DOC) -> tuple[str, list[str]]:
     """The first command of the page's console or sh block containing ``marker``, and the lines it shows
     as output (console blocks: the lines after the ``$`` line)."""
     for lang in ("console", "sh"):
-        for block in doc_blocks(INSTALL_DOC, lang):
+        for block in doc_blocks(page, lang):
             lines = block.text.rstrip("\n").splitlines()
             for i, line in enumerate(lines):
                 if marker in line:
                     return line.removeprefix("$ "), lines[i + 1 :] if lang == "console" else []
-    raise AssertionError(f"docs/install.md shows no command with {marker!r}")
+    raise AssertionError(f"{page.name} shows no command with {marker!r}")
 
 
 def page_values(markers: tuple[str, ...], tmp: Path) -> Path:
@@ -213,3 +216,38 @@ def test_managed_fields_name_the_writers_the_page_shows(
     wait_until("the PodGroup's status", lambda: (kube.get("PodGroup", "writers", space.namespace) or {}).get("status"))
     on_podgroup = command.replace("nodemetric NODE", f"podgroups.scheduling.sigs.k8s.io writers -n {space.namespace}")
     assert "kopf Update status" in kubectl(control_plane, on_podgroup).splitlines()
+
+
+# ---- the upgrade note on the peering object ---------------------------------------------------------
+
+UPGRADING = ROOT / "docs" / "upgrading.md"
+
+
+def test_peering_object_of_the_old_hook_is_used_as_found(
+    control_plane: ControlPlane, koordpy: Components, release: Release, kube: Kube
+) -> None:
+    peering = {"peering": {"enabled": True, "name": "koordpy-manager", "ownerClusterRole": f"{RELEASE}-manager"}}
+    check, _ = page_command("ownerReferences", UPGRADING)
+    delete, _ = page_command("kubectl delete clusterkopfpeering", UPGRADING)
+    # What the previous chart's post-install hook left: the object, with labels but no owner.
+    kube.create(
+        {
+            "apiVersion": "kopf.dev/v1",
+            "kind": "ClusterKopfPeering",
+            "metadata": {"name": "koordpy-manager", "labels": {"app.kubernetes.io/component": "manager"}},
+        }
+    )
+    try:
+        manager = koordpy.start_manager(peering, name="manager-old-peering")
+        # kopf keeps each peer's heartbeat in the object's status: the manager has gone past creating it.
+        wait_until("the manager peers", lambda: (kube.get("ClusterKopfPeering", "koordpy-manager") or {}).get("status"))
+        assert kubectl(control_plane, check) == "\n"  # still no owner: it outlives an uninstall
+        manager.stop()
+
+        kubectl(control_plane, delete)
+        koordpy.start_manager(peering, name="manager-new-peering")
+        assert wait_until("the manager's own peering object", lambda: kube.get("ClusterKopfPeering", "koordpy-manager"))
+        assert kubectl(control_plane, check) == "ClusterRole\n"
+    finally:
+        kube.delete("ClusterKopfPeering", "koordpy-manager")
+        wait_until("peering object gone", lambda: kube.get("ClusterKopfPeering", "koordpy-manager") is None)
