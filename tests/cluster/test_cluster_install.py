@@ -162,8 +162,9 @@ def test_the_pages_values_for_both_install_and_leave_foreign_crds_alone(occupied
 
 
 def test_managed_fields_name_the_writers_the_page_shows(
-    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube, tmp_path: Path
+    control_plane: ControlPlane, space: Space, koordpy: Components, kube: Kube, tmp_path: Path
 ) -> None:
+    # ``space`` before ``koordpy``: the manager stops before the namespace goes (it posts Events there).
     node = space.node("writers", cpu="16", memory="64Gi")
     space.wait_nodes_ready()
     koordpy.start_manager({"nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1}})
