@@ -7,7 +7,8 @@ to check is what the real helm, kube-apiserver and kubectl print.
   leave the foreign CRDs unowned, and the page's ownership command tells the two apart.
 * On the session's cluster, with koordpy's manager and agent running for a kwok node: the page's
   managed-fields command prints the writers it shows for a NodeMetric (``kopf`` keeps the spec, ``koordpy``
-  reports the status) and ``kopf Update status`` for a PodGroup.
+  reports the status), ``kopf Update status`` for a PodGroup and ``koordpy Update status`` for a
+  Reservation the manager placed.
 * The upgrade note on the manager's ClusterKopfPeering: an object the old chart's hook created (no owner)
   is used as found, and the page's owner check prints nothing for it and ``ClusterRole`` for one the
   manager creates.
@@ -217,6 +218,35 @@ def test_managed_fields_name_the_writers_the_page_shows(
     wait_until("the PodGroup's status", lambda: (kube.get("PodGroup", "writers", space.namespace) or {}).get("status"))
     on_podgroup = command.replace("nodemetric NODE", f"podgroups.scheduling.sigs.k8s.io writers -n {space.namespace}")
     assert "kopf Update status" in kubectl(control_plane, on_podgroup).splitlines()
+
+    # A user Reservation the manager places (its reservation round runs every intervalSeconds).
+    kube.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": f"{space.namespace}-writers"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeSelector": space.selector,
+                        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
+                    }
+                },
+                "owners": [{"labelSelector": {"matchLabels": {"app": "writers"}}}],
+            },
+        }
+    )
+    try:
+        wait_until(
+            "the Reservation placed",
+            lambda: (kube.get("Reservation", f"{space.namespace}-writers") or {}).get("status", {}).get("nodeName"),
+        )
+        on_reservation = command.replace(
+            "nodemetric NODE", f"reservations.scheduling.koordinator.sh {space.namespace}-writers"
+        )
+        assert "koordpy Update status" in kubectl(control_plane, on_reservation).splitlines()
+    finally:
+        kube.delete("Reservation", f"{space.namespace}-writers")
 
 
 # ---- the upgrade note on the peering object ---------------------------------------------------------
