@@ -254,12 +254,11 @@ def test_managed_fields_name_the_writers_the_page_shows(
 UPGRADING = ROOT / "docs" / "upgrading.md"
 
 
-def test_peering_object_of_the_old_hook_is_used_as_found(
+def test_peering_object_of_the_old_hook_is_adopted(
     control_plane: ControlPlane, koordpy: Components, release: Release, kube: Kube
 ) -> None:
     peering = {"peering": {"enabled": True, "name": "koordpy-manager", "ownerClusterRole": f"{RELEASE}-manager"}}
     check, _ = page_command("ownerReferences", UPGRADING)
-    delete, _ = page_command("kubectl delete clusterkopfpeering", UPGRADING)
     # What the previous chart's post-install hook left: the object, with labels but no owner.
     kube.create(
         {
@@ -268,17 +267,12 @@ def test_peering_object_of_the_old_hook_is_used_as_found(
             "metadata": {"name": "koordpy-manager", "labels": {"app.kubernetes.io/component": "manager"}},
         }
     )
+    assert kubectl(control_plane, check) == "\n"
     try:
-        manager = koordpy.start_manager(peering, name="manager-old-peering")
-        # kopf keeps each peer's heartbeat in the object's status: the manager has gone past creating it.
+        koordpy.start_manager(peering, name="manager-old-peering")
+        # kopf keeps each peer's heartbeat in the object's status: the manager has gone past adopting it.
         wait_until("the manager peers", lambda: (kube.get("ClusterKopfPeering", "koordpy-manager") or {}).get("status"))
-        assert kubectl(control_plane, check) == "\n"  # still no owner: it outlives an uninstall
-        manager.stop()
-
-        kubectl(control_plane, delete)
-        koordpy.start_manager(peering, name="manager-new-peering")
-        assert wait_until("the manager's own peering object", lambda: kube.get("ClusterKopfPeering", "koordpy-manager"))
-        assert kubectl(control_plane, check) == "ClusterRole\n"
+        assert kubectl(control_plane, check) == "ClusterRole\n"  # adopted: it goes with the release
     finally:
         kube.delete("ClusterKopfPeering", "koordpy-manager")
         wait_until("peering object gone", lambda: kube.get("ClusterKopfPeering", "koordpy-manager") is None)

@@ -99,21 +99,23 @@ async def ensure_peering(
 
     kopf does not create it, and without it every replica sees no peers and acts: the manager creates it
     before kopf starts. With ``owner_cluster_role`` the object is owned by that ClusterRole (the chart's
-    manager role), so the garbage collector deletes it when the release is uninstalled. Temporary API
+    manager role), so the garbage collector deletes it when the release is uninstalled; an existing object
+    without any owner (made by hand, or by an older chart's hook) is adopted the same way. Temporary API
     errors are retried (``attempts`` times, backing off to 5 s); others raise.
 
-    Not guaranteed: an existing peering gains the owner (it is left as found).
+    Not guaranteed: an object with another owner is changed (it is left as found).
     """
     res = CLUSTER_KOPF_PEERING
+    collection = f"/apis/{res.group}/{res.version}/{res.plural}"
     delay = 0.5
     for attempt in range(1, attempts + 1):
         try:
             body: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name}}
+            owners: list[dict[str, Any]] = []
             if owner_cluster_role:
-                role = await client.request(
-                    "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{owner_cluster_role}"
-                )
-                body["metadata"]["ownerReferences"] = [
+                role_path = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{owner_cluster_role}"
+                role = await client.request("GET", role_path)
+                owners = [
                     {
                         "apiVersion": "rbac.authorization.k8s.io/v1",
                         "kind": "ClusterRole",
@@ -121,9 +123,13 @@ async def ensure_peering(
                         "uid": role["metadata"]["uid"],
                     }
                 ]
-            await client.request("POST", f"/apis/{res.group}/{res.version}/{res.plural}", body=body)
-        except kube_errors.Conflict:
-            return False
+                body["metadata"]["ownerReferences"] = owners
+            try:
+                await client.request("POST", collection, body=body)
+            except kube_errors.Conflict:
+                if owners:
+                    await _adopt_peering(client, f"{collection}/{name}", owners, logger)
+                return False
         except kube_errors.ApiError as exc:
             if not kube_errors.is_temporary(exc) or attempt == attempts:
                 raise
@@ -134,6 +140,19 @@ async def ensure_peering(
         logger.info("created ClusterKopfPeering %s", name)
         return True
     raise AssertionError("unreachable")
+
+
+async def _adopt_peering(
+    client: ApiClient, path: str, owners: list[dict[str, Any]], logger: logging.Logger | logging.LoggerAdapter[Any]
+) -> None:
+    """Give an existing, ownerless peering object ``owners`` (a merge patch guarded by its resourceVersion)."""
+    existing = await client.request("GET", path)
+    meta = existing.get("metadata") or {}
+    if meta.get("ownerReferences"):
+        return
+    patch = {"metadata": {"ownerReferences": owners, "resourceVersion": meta.get("resourceVersion")}}
+    await client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+    logger.info("adopted ClusterKopfPeering %s (owned by ClusterRole %s)", meta.get("name"), owners[0]["name"])
 
 
 OWNER_PLURALS = {

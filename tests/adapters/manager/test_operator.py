@@ -317,13 +317,27 @@ async def test_ensure_peering_owns_the_object_by_the_cluster_role_and_retries_te
     }
 
 
-async def test_ensure_peering_leaves_an_existing_object_and_raises_on_refusal() -> None:
+async def test_ensure_peering_adopts_an_ownerless_object_and_raises_on_refusal() -> None:
     from koordpy.kube import errors as kube_errors
     from koordpy.manager.api import ensure_peering
 
+    path = "/apis/kopf.dev/v1/clusterkopfpeerings"
     exists = _ScriptedApi(kube_errors.Conflict(409, "AlreadyExists", "exists"))
     assert await ensure_peering(exists, "p", None, logging.getLogger("t")) is False  # type: ignore[arg-type]
-    assert [c[:2] for c in exists.calls] == [("POST", "/apis/kopf.dev/v1/clusterkopfpeerings")]
+    assert [c[:2] for c in exists.calls] == [("POST", path)]  # no owner asked for: left as found
+
+    role = {"metadata": {"uid": "role-uid"}}
+    conflict = kube_errors.Conflict(409, "AlreadyExists", "exists")
+    ownerless = _ScriptedApi(role, conflict, {"metadata": {"name": "p", "resourceVersion": "7"}}, {})
+    assert await ensure_peering(ownerless, "p", "role", logging.getLogger("t")) is False  # type: ignore[arg-type]
+    method, patched, body = ownerless.calls[-1]
+    assert (method, patched) == ("PATCH", f"{path}/p")
+    owner = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "role", "uid": "role-uid"}
+    assert body == {"metadata": {"ownerReferences": [owner], "resourceVersion": "7"}}
+
+    owned = _ScriptedApi(role, conflict, {"metadata": {"name": "p", "ownerReferences": [{"kind": "Other"}]}})
+    assert await ensure_peering(owned, "p", "role", logging.getLogger("t")) is False  # type: ignore[arg-type]
+    assert [c[0] for c in owned.calls] == ["GET", "POST", "GET"]  # another owner: left as found
     denied = _ScriptedApi(kube_errors.Forbidden(403, "Forbidden", "no"))
     with pytest.raises(kube_errors.Forbidden):
         await ensure_peering(denied, "p", "role", logging.getLogger("t"))  # type: ignore[arg-type]
