@@ -2,7 +2,7 @@
 5xx, never ``internal error``, and the cluster behind it holds the hostile objects of issue 14.
 
 One extender (no API client, a recording binder) serves every example through ``httpx.ASGITransport``
-in one event loop. Bounded and reproducible: ``derandomize``, ``max_examples``, ``deadline``.
+in one event loop. Bounded and reproducible: ``derandomize``, ``max_examples``, CPU seconds per example.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -22,10 +21,11 @@ from hypothesis import strategies as st
 from koordpy.config import SchedulerConfiguration, validate
 from koordpy.scheduler.extender.server import Extender, build_extender
 from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.bounds import cpu_bounded
 
 FUZZ = settings(
     max_examples=250,
-    deadline=timedelta(seconds=2),
+    deadline=None,  # wall-clock time; each example is bounded in CPU seconds (cpu_bounded)
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,
@@ -150,6 +150,7 @@ def _json(resp: httpx.Response) -> Any:
 @given(st.one_of(args.map(_dumps), st.binary(max_size=64)))
 @example(orjson.dumps({"Pod": POD_1E400, "NodeNames": NODES}))
 @example(orjson.dumps({"Pod": {"metadata": {"name": "p"}, "spec": {}}, "NodeNames": NODES}))
+@cpu_bounded(2)
 def test_filter_answers_cleanly(served: Served, body: bytes) -> None:
     answer = _json(served.post("filter", body))
     assert isinstance(answer, dict) and isinstance(answer.get("Error", ""), str)
@@ -165,6 +166,7 @@ def test_filter_answers_cleanly(served: Served, body: bytes) -> None:
 @FUZZ
 @given(st.one_of(args.map(_dumps), st.binary(max_size=64)))
 @example(orjson.dumps({"Pod": {"metadata": {"name": "p"}, "spec": {}}, "NodeNames": NODES}))
+@cpu_bounded(2)
 def test_prioritize_answers_valid_json(served: Served, body: bytes) -> None:
     resp = served.post("prioritize", body)
     answer = _json(resp)
@@ -178,6 +180,7 @@ def test_prioritize_answers_valid_json(served: Served, body: bytes) -> None:
 @FUZZ
 @given(bind_args.map(_dumps))
 @example(orjson.dumps({"PodName": "p", "PodNamespace": "..", "PodUID": "u", "Node": "n0"}))
+@cpu_bounded(2)
 def test_bind_checks_names_before_binding(served: Served, body: bytes) -> None:
     binder = served.extender.service.binder
     assert isinstance(binder, RecordingBinder)

@@ -2,14 +2,13 @@
 
 Objects are drawn around the real shapes (so the fuzzer reaches the quantity and resource code, not
 just the first type check) with any JSON value, hostile quantity or Unicode digit in any slot.
-Bounded and reproducible as the quantity fuzz tests (``derandomize``, ``max_examples``, ``deadline``).
+Bounded and reproducible as the quantity fuzz tests (``derandomize``, ``max_examples``, CPU seconds per example).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -22,10 +21,11 @@ from koordpy.model.objects import (
     nodemetric_from_dict,
     pod_from_dict,
 )
+from koordpy_testkit.bounds import cpu_bounded
 
 FUZZ = settings(
     max_examples=300,
-    deadline=timedelta(milliseconds=500),
+    deadline=None,  # wall-clock time; each example is bounded in CPU seconds (cpu_bounded)
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,
@@ -183,6 +183,7 @@ nodemetrics = st.fixed_dictionaries(
 @example({"metadata": {"name": "p"}, "spec": {"containers": [None, 5]}})
 @example({"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"limits": {"cpu": "1e400"}}}]}})
 @example({"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "1e99999999"}}}]}})
+@cpu_bounded(0.5)
 def test_pod_conversion_raises_only_object_error(raw: Any) -> None:
     with contextlib.suppress(ObjectError):
         pod_from_dict(raw)
@@ -193,6 +194,7 @@ def test_pod_conversion_raises_only_object_error(raw: Any) -> None:
 @example({"metadata": {"name": "n", "annotations": {ANNOTATION_RAW_ALLOCATABLE: '{"cpu":"1e99999999"}'}}})
 @example({"metadata": {"name": "n", "annotations": {ANNOTATION_RAW_ALLOCATABLE: '{"cpu":"1e400"}'}}})
 @example({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e400"}}})
+@cpu_bounded(0.5)
 def test_node_conversion_raises_only_object_error(raw: Any) -> None:
     with contextlib.suppress(ObjectError):
         node_from_dict(raw)
@@ -203,6 +205,7 @@ def test_node_conversion_raises_only_object_error(raw: Any) -> None:
 @example({"metadata": {"name": "n"}, "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "1e99999999"}}}}})
 @example({"metadata": {"name": "n"}, "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "1e400"}}}}})
 @example({"metadata": {"name": "n"}, "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "-1"}}}}})
+@cpu_bounded(0.5)
 def test_nodemetric_conversion_raises_only_object_error(raw: Any) -> None:
     try:
         metric = nodemetric_from_dict(raw)

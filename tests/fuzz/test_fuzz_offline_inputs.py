@@ -5,8 +5,8 @@
 * ``validate`` of a Scenario / AgentConfiguration / SchedulerConfiguration only ``ConfigError``.
 
 Inputs are the hostile-suite base documents with one field replaced by a hostile value (or a
-random shape), plus free-form YAML-ish text. Bounded: explicit ``max_examples``, a deadline and
-derandomised runs, so the tier takes the same few seconds every time. The fixed cases of
+random shape), plus free-form YAML-ish text. Bounded: explicit ``max_examples``, 5 CPU seconds per
+example and derandomised runs, so the tier does the same work every time. The fixed cases of
 :mod:`koordpy_testkit.hostile` run first as explicit examples.
 
 Not covered here: ``1e99999999``-style quantities (the bounded quantity parser's own fuzz tier).
@@ -14,7 +14,6 @@ Not covered here: ``1e99999999``-style quantities (the bounded quantity parser's
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -27,6 +26,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.scheduler.explain import ExplainError, explain
+from koordpy_testkit.bounds import cpu_bounded
 from koordpy_testkit.hostile import (
     ALIAS_BOMB,
     LONG_INT,
@@ -40,7 +40,7 @@ from koordpy_testkit.hostile import (
 
 BOUNDED = settings(
     max_examples=100,
-    deadline=timedelta(seconds=5),
+    deadline=None,  # wall-clock time; each example is bounded in CPU seconds (cpu_bounded)
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -94,6 +94,7 @@ SCENARIO = base_scenario()
 @example("[" * 5000)
 @example("x: " + LONG_INT)
 @example("a: !!binary aGk=\n")
+@cpu_bounded(5)
 def test_reader_raises_only_input_error(text: str) -> None:
     for json_only in (False, True):
         try:
@@ -104,6 +105,7 @@ def test_reader_raises_only_input_error(text: str) -> None:
 
 @BOUNDED
 @given(mutated(CLUSTER))
+@cpu_bounded(5)
 def test_explain_raises_only_explain_error(document: Any) -> None:
     try:
         explain([("dump.yaml", document)], "default/p", SCHEDULER, NOW_EPOCH)
@@ -128,6 +130,7 @@ def test_explain_fixed_cases_through_the_reader() -> None:
 
 @BOUNDED
 @given(mutated(AGENT_DUMP))
+@cpu_bounded(5)
 def test_offline_plan_raises_only_offline_error(document: Any) -> None:
     try:
         offline_plan([("dump.yaml", document)], "n1", NOW_EPOCH)
@@ -137,6 +140,7 @@ def test_offline_plan_raises_only_offline_error(document: Any) -> None:
 
 @BOUNDED
 @given(mutated(SCENARIO))
+@cpu_bounded(5)
 def test_scenario_validation_raises_only_config_error(document: Any) -> None:
     try:
         validate(Scenario, document, "s.yaml")
@@ -153,6 +157,7 @@ def test_scenario_validation_raises_only_config_error(document: Any) -> None:
     ),
     st.dictionaries(st.sampled_from(["loadAware", "extender", "kind"]), VALUES, max_size=3),
 )
+@cpu_bounded(5)
 def test_config_validation_raises_only_config_error(agent: dict[str, Any], scheduler: dict[str, Any]) -> None:
     for model, data in ((AgentConfiguration, agent), (SchedulerConfiguration, scheduler)):
         try:

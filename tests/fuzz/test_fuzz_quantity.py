@@ -2,24 +2,25 @@
 valid quantities round-trip and stay within int64.
 
 Bounded and reproducible: ``derandomize=True`` (the examples follow from the test's source), a fixed
-``max_examples`` and a per-example ``deadline``. The deadline is hypothesis' own failure signal for a
-single slow example (the 10**99999999 freeze took minutes), not a timing assertion.
+``max_examples`` and 0.5 CPU seconds per example (``cpu_bounded``): an input that makes the parser compute
+10**N exactly takes minutes, far over it, while a loaded machine cannot push a fast parse near it.
+(hypothesis' own ``deadline`` counts wall-clock time, which a busy machine stretches: it is off.)
 """
 
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
 from fractions import Fraction
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from koordpy.model.quantity import INT64_MAX, QuantityError, milli_value, parse_quantity, resource_value, value
+from koordpy_testkit.bounds import cpu_bounded
 
 FUZZ = settings(
     max_examples=300,
-    deadline=timedelta(milliseconds=500),
+    deadline=None,  # wall-clock time; each example is bounded in CPU seconds (cpu_bounded)
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,
@@ -74,6 +75,7 @@ def _check(raw: object) -> Fraction | None:
 @example("\u0663Gi")
 @example("1e9999999999999999999")
 @example("-16Ei")
+@cpu_bounded(0.5)
 def test_quantity_shaped_strings(text: str) -> None:
     result = _check(text)
     if result is None:
@@ -92,6 +94,7 @@ def test_quantity_shaped_strings(text: str) -> None:
 
 @FUZZ
 @given(st.one_of(unicode_noise, st.sampled_from(FIXED)))
+@cpu_bounded(0.5)
 def test_any_text(text: str) -> None:
     _check(text)
     for resource in ("cpu", "memory"):
@@ -113,6 +116,7 @@ def test_any_text(text: str) -> None:
 @example(10**400)
 @example(1e300)
 @example(float("nan"))
+@cpu_bounded(0.5)
 def test_any_json_value(raw: object) -> None:
     _check(raw)
     with contextlib.suppress(QuantityError):

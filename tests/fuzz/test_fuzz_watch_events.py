@@ -1,7 +1,7 @@
 """Fuzz: arbitrary watch lines and list items through the client's decoder and the reflector's list and
 watch paths never raise, and a good event after them is always applied with its resourceVersion.
 
-Bounded: explicit ``max_examples`` and ``deadline``, derandomized (the same examples on every run).
+Bounded: explicit ``max_examples`` and CPU seconds per example, derandomized (the same examples on every run).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from koordpy.kube.client import ListResult, _decode_event
 from koordpy.kube.reflector import Reflector
 from koordpy.kube.resources import NODES
+from koordpy_testkit.bounds import cpu_bounded
 
 SENTINEL = "zz-last-good"  # random names below use [a-c] only, so never this one
 SENTINEL_RV = "99999999"
 BOUNDED = settings(
     max_examples=150,
-    deadline=2000,
+    deadline=None,  # wall-clock time; each example is bounded in CPU seconds (cpu_bounded)
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -107,6 +108,7 @@ def run(items: list[Any], raw_events: list[Any], *, last_good: bool = True) -> t
     items=[],
     raw_events=[{"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": 7}}}],
 )
+@cpu_bounded(2)
 def test_malformed_events_never_raise_and_never_block_a_later_good_event(
     items: list[Any], raw_events: list[Any]
 ) -> None:
@@ -119,6 +121,7 @@ def test_malformed_events_never_raise_and_never_block_a_later_good_event(
 
 @settings(BOUNDED, max_examples=75)
 @given(raw_events=st.lists(events, max_size=10))
+@cpu_bounded(2)
 def test_a_skipped_event_with_a_string_resource_version_advances_it(raw_events: list[Any]) -> None:
     poison = {"type": "MODIFIED", "object": {"metadata": {"name": 5, "resourceVersion": "4242"}}}
     reflector, delivered = run([], [*raw_events, poison], last_good=False)

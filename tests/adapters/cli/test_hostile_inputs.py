@@ -1,24 +1,28 @@
 """Hostile inputs for ``explain``, ``agent plan`` and ``simulate``: exit 2, one line, bounded.
 
 Every case of :mod:`koordpy_testkit.hostile` (about 100 explain dumps, 50 agent plan dumps and
-configs, 100 scenarios) runs as its own process under ``RLIMIT_AS`` = 300 MB and a 5 s timeout.
-To keep the file fast the processes are forks of one warm interpreter (imports paid once); a few
-cases also run through the real ``koordpy`` console script from a fresh process.
+configs, 100 scenarios) runs as its own process bounded by what the input can make it do: 10 CPU
+seconds (``RLIMIT_CPU``) and 300 MB of address space (``RLIMIT_AS``), limits set in the child. Wall-clock
+time is no bound (a loaded machine stretches it at will); a run still alive after the hang backstop
+(:data:`koordpy_testkit.bounds.HANG_BACKSTOP`) is killed and fails as hung. To keep the file fast the
+processes are forks of one warm interpreter (imports paid once); a few cases also run through the real
+``koordpy`` console script from a fresh process.
 """
 
 from __future__ import annotations
 
 import json
-import resource
+import os
+import signal
 import subprocess
 import sys
-import time
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from koordpy_testkit.hostile import MEMORY_LIMIT, TIMEOUT, Case, Outcome, all_cases, materialise
+from koordpy_testkit.bounds import HANG_BACKSTOP, cpu_seconds_of, limit_child
+from koordpy_testkit.hostile import CPU_LIMIT, HANG_SECONDS, MEMORY_LIMIT, Case, Outcome, all_cases, materialise
 
 SETS = all_cases()
 KOORDPY = Path(sys.executable).parent / "koordpy"
@@ -46,7 +50,8 @@ def outcomes(set_name: str, workdir: str) -> dict[str, Outcome]:
     for name in (set_name, *(n for n in ("explain", "plan", "simulate") if set_name != "huge")):
         _start(name, workdir)
     driver = _RUNNING[set_name]
-    stdout, stderr = driver.communicate(timeout=len(SETS[set_name]) * (TIMEOUT + 1) + 60)
+    # A hang backstop only: every case is bounded by its own limits and backstop.
+    stdout, stderr = driver.communicate(timeout=len(SETS[set_name]) * HANG_SECONDS + HANG_BACKSTOP)
     assert driver.returncode == 0, stderr[-2000:]
     rows = [Outcome(**json.loads(line)) for line in stdout.splitlines()]
     assert [r.name for r in rows] == [c.name for c in SETS[set_name]]
@@ -58,8 +63,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("hostile"))
 
 
-def check(case: Case, outcome: Outcome) -> None:
-    assert outcome.code is not None, f"{case.name}: still running after {TIMEOUT} s (killed)"
+def check(case: Case, outcome: Outcome, cpu_limit: float = CPU_LIMIT) -> None:
+    assert outcome.code is not None, f"{case.name}: still alive after {HANG_SECONDS:.0f} s, not computing (hung)"
+    assert outcome.code != -signal.SIGXCPU, f"{case.name}: over its {cpu_limit} CPU seconds (killed)"
+    assert outcome.code != -signal.SIGKILL, f"{case.name}: killed ({outcome.cpu_seconds:.1f} CPU seconds)"
     assert "Traceback" not in outcome.stderr, outcome.stderr[-2000:]
     allowed = (0, 2) if case.may_succeed else (2,)
     assert outcome.code in allowed, f"{case.name}: exit {outcome.code}: {outcome.stderr[-500:]}"
@@ -125,33 +132,32 @@ def test_error_lines_name_the_file_and_the_field(workdir: str):
     assert "s.yaml: duration: duration out of range" in simulate["simulate-duration-inf"].stderr
 
 
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
 @cache
-def startup_seconds() -> float:
-    """How long a bare ``koordpy scheduler --help`` takes on this machine now."""
-    started = time.monotonic()
-    subprocess.run([str(KOORDPY), "scheduler", "--help"], capture_output=True, timeout=120, check=True)
-    return time.monotonic() - started
+def startup_cpu_seconds() -> float:
+    """The CPU seconds a bare ``koordpy scheduler --help`` uses (imports and start-up, not input)."""
+    proc = subprocess.Popen([str(KOORDPY), "scheduler", "--help"], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    return cpu_seconds_of(usage)
 
 
 @pytest.mark.parametrize("name", ["explain-alias-bomb", "explain-dev-zero"])
 def test_through_the_console_script(name: str, tmp_path: Path):
-    """The same bounds on a fresh ``koordpy`` process (``preexec_fn`` sets the address-space limit).
+    """The same bounds on a fresh ``koordpy`` process (``preexec_fn`` sets the limits).
 
-    The time bound is 5 s on top of what starting ``koordpy --help`` takes on this machine right now
-    (imports alone take seconds on a loaded shared machine; they are not what the bound is about).
+    Its CPU limit is the forked runs' plus twice what starting ``koordpy scheduler --help`` uses here
+    (imports are not what the bound is about; a slow CPU pays more for them).
     """
     case = next(c for c in SETS["explain"] if c.name == name)
     args = materialise(case, str(tmp_path))
+    cpu_limit = CPU_LIMIT + 2 * int(startup_cpu_seconds() + 1)
     run = subprocess.run(
         [str(KOORDPY), *args],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT + startup_seconds(),
-        preexec_fn=_limited,
+        timeout=HANG_SECONDS,
+        preexec_fn=limit_child(cpu_limit, MEMORY_LIMIT),
         check=False,
     )
-    check(case, Outcome(name, run.returncode, run.stdout, run.stderr, 0.0))
+    check(case, Outcome(name, run.returncode, run.stdout, run.stderr, 0.0), cpu_limit)

@@ -16,7 +16,6 @@ import copy
 import dataclasses
 import json
 import os
-import resource
 import signal
 import sys
 import time
@@ -24,6 +23,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from koordpy_testkit.bounds import HANG_BACKSTOP, cpu_seconds_of, limit_child
 
 __all__ = [
     "ALIAS_BOMB",
@@ -590,17 +591,23 @@ def scenario_cases() -> list[Case]:
 
 MEMORY_LIMIT = 300 * 1024 * 1024
 """Address-space limit of every run (``RLIMIT_AS``)."""
-TIMEOUT = 5.0
-"""Seconds a run may take before it is killed (and counted as a failure)."""
+CPU_LIMIT = 10
+"""CPU seconds a run may use (``RLIMIT_CPU``; the forked runs start with their imports done). Every case
+needs well under one CPU second; a parser that goes super-linear on a hostile input needs far more.
+CPU time, unlike wall-clock time, does not grow with the machine's load."""
+HANG_SECONDS = HANG_BACKSTOP
+"""Wall-clock seconds after which a run that is still alive is killed as hung (blocked, not computing:
+a computing run meets :data:`CPU_LIMIT` first). Only a backstop: no healthy run gets near it."""
 
 
 @dataclass(frozen=True)
 class Outcome:
     name: str
-    code: int | None  # None: killed at the timeout
+    code: int | None  # None: killed as hung after HANG_SECONDS; -SIGXCPU: over CPU_LIMIT
     stdout: str
     stderr: str
-    seconds: float
+    cpu_seconds: float
+    """CPU time the run used (user + system)."""
 
 
 def materialise(case: Case, directory: str) -> list[str]:
@@ -615,6 +622,15 @@ def materialise(case: Case, directory: str) -> list[str]:
     return [arg.replace("{dir}", directory) for arg in case.args]
 
 
+_LAZY_IMPORTS = (
+    "koordpy.agent.policy.offline",
+    "koordpy.cli.live",
+    "koordpy.kube.resources",
+    "koordpy.kube.client",
+    "koordpy.scheduler.explain",
+)
+
+
 def fork_run(cases: list[Case], workdir: str) -> list[Outcome]:
     """Run each case in a forked child of this (already imported) process, under the limits.
 
@@ -622,12 +638,17 @@ def fork_run(cases: list[Case], workdir: str) -> list[Outcome]:
     ``koordpy`` entry point, without paying the import time once per case. The limit counts the
     inherited address space too, so it is stricter than the same limit on a fresh process.
     """
+    import importlib
+
     import typer.main
 
-    import koordpy.agent.policy.offline  # noqa: F401  (imported lazily by the CLI: warm it before forking)
-    from koordpy.cli.main import app
+    from koordpy.cli.main import COMMANDS, app
 
     command = typer.main.get_command(app)  # built once: what ``koordpy`` builds at every start
+    for name in COMMANDS:  # the sub-commands load lazily: load them once here, not in every child
+        command.get_command(None, name)  # type: ignore[attr-defined]
+    for module in _LAZY_IMPORTS:  # imported inside the commands' functions
+        importlib.import_module(module)
     outcomes = []
     for i, case in enumerate(cases):
         directory = os.path.join(workdir, f"case-{i}")
@@ -637,7 +658,7 @@ def fork_run(cases: list[Case], workdir: str) -> list[Outcome]:
         code: int | None = 70
         if pid == 0:  # pragma: no cover - the child
             try:
-                resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+                limit_child(CPU_LIMIT, MEMORY_LIMIT)()
                 out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
                 err_fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
                 os.dup2(out_fd, 1)
@@ -654,27 +675,28 @@ def fork_run(cases: list[Case], workdir: str) -> list[Outcome]:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(70 if code is None else code)
-        started = time.monotonic()
-        deadline = started + TIMEOUT
-        status: int | None = None
-        while time.monotonic() < deadline:
-            done, raw = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = raw
-                break
-            time.sleep(0.005)
-        if status is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            code = None
-        else:
-            code = os.waitstatus_to_exitcode(status)
+        code, cpu = _wait_bounded(pid)
         with open(out_path, encoding="utf-8", errors="replace") as fh:
             stdout = fh.read(100_000)
         with open(err_path, encoding="utf-8", errors="replace") as fh:
             stderr = fh.read(100_000)
-        outcomes.append(Outcome(case.name, code, stdout, stderr, time.monotonic() - started))
+        outcomes.append(Outcome(case.name, code, stdout, stderr, cpu))
     return outcomes
+
+
+def _wait_bounded(pid: int) -> tuple[int | None, float]:
+    """Wait for the child; its exit code (None when killed as hung) and the CPU seconds it used."""
+    deadline = time.monotonic() + HANG_SECONDS
+    pause = 0.001
+    while time.monotonic() < deadline:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), cpu_seconds_of(usage)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    os.kill(pid, signal.SIGKILL)
+    _, _, usage = os.wait4(pid, 0)
+    return None, cpu_seconds_of(usage)
 
 
 def all_cases() -> dict[str, list[Case]]:
