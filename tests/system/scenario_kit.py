@@ -14,6 +14,7 @@ import yaml
 from system_cluster import Cluster
 from system_harness import LOOPBACK, Proc, free_port, wait_http
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
@@ -137,5 +138,5 @@ def start_agent(cluster: Cluster, node_name: str, workdir: Path, busy: BusyProc)
     path.write_text(yaml.safe_dump(config))
     args = ["--config", str(path), "--node", node_name, "--cgroup-root", str(tree.root), "--proc-root", str(busy.root)]
     agent = cluster.start_agent(args)
-    wait_http(f"http://{LOOPBACK}:{port}/readyz", 60, agent)
+    wait_http(f"http://{LOOPBACK}:{port}/readyz", HANG_BACKSTOP, agent)
     return agent

@@ -26,6 +26,7 @@ from rbac_check import Call, call_from_http
 from system_harness import BIN, KOORDPY, LOOPBACK, ROOT, Proc, free_port, wait_http
 
 from koordpy.kube.connection import write_kubeconfig
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 HELM = BIN / "helm"
 CHART = ROOT / "charts" / "koordpy"
@@ -71,7 +72,7 @@ def render_chart(*extra: str) -> RenderedChart:
         check=True,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_BACKSTOP,
     )
     docs = [d for d in yaml.safe_load_all(out.stdout) if isinstance(d, dict)]
     return RenderedChart(out.stdout, docs)
@@ -103,7 +104,7 @@ class Cluster:
 
     # ---- emulator ----------------------------------------------------------------------
 
-    def start_emulator(self, timeout: float = 30.0) -> None:
+    def start_emulator(self, timeout: float = HANG_BACKSTOP) -> None:
         port = free_port()
         self.emulator = self._proc(
             "apiserver",
@@ -132,7 +133,7 @@ class Cluster:
 
     def admin(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            base_url=self.url, headers={"Authorization": f"Bearer {user_token('admin')}"}, timeout=30.0
+            base_url=self.url, headers={"Authorization": f"Bearer {user_token('admin')}"}, timeout=HANG_BACKSTOP
         )
 
     # ---- components --------------------------------------------------------------------
@@ -156,7 +157,7 @@ class Cluster:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
-    def start_extender(self, config: Path, timeout: float = 60.0) -> tuple[Proc, str]:
+    def start_extender(self, config: Path, timeout: float = HANG_BACKSTOP) -> tuple[Proc, str]:
         settings = yaml.safe_load(config.read_text())["extender"]
         proc = self._proc(
             "extender",
@@ -168,11 +169,13 @@ class Cluster:
             wait_http(f"http://{LOOPBACK}:{int(settings['metricsPort'])}/readyz", timeout, proc)
         return proc, base
 
-    def restart(self, proc: Proc, ready_url: str, timeout: float = 60.0) -> None:
+    def restart(self, proc: Proc, ready_url: str, timeout: float = HANG_BACKSTOP) -> None:
         proc.start()
         wait_http(ready_url, timeout, proc)
 
-    def start_manager(self, overrides: Mapping[str, Any] | None = None, timeout: float = 60.0) -> tuple[Proc, str]:
+    def start_manager(
+        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP
+    ) -> tuple[Proc, str]:
         config = self.chart.component_config("-manager")
         port = free_port()
         config = _deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})

@@ -15,6 +15,7 @@ from system_cluster import Cluster
 from system_harness import LOOPBACK
 
 from koordpy.model.objects import nodemetric_from_dict
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.builders import PodBuilder
 from koordpy_testkit.cgroupfs import FakeCgroupTree
 
@@ -68,7 +69,7 @@ async def test_agent_process_throttles_survives_restart_and_restores_exactly(clu
     try:
         agent = start_agent(cluster, NODE, tmp_path, busy)
         # 3.0 cores x (1 - 50 %) = 1.5 cores -> 150000 us per 100000 us period
-        await wait_for(lambda: tree.quota(rel) != "max 100000", 30, "the agent process throttles the pod")
+        await wait_for(lambda: tree.quota(rel) != "max 100000", HANG_BACKSTOP, "the agent process throttles the pod")
         first = tree.quota(rel)
         quota, period = (int(x) for x in first.split())
         assert period == 100000 and 10000 <= quota <= 200000, first
@@ -84,7 +85,7 @@ async def test_agent_process_throttles_survives_restart_and_restores_exactly(clu
                         return
                     await asyncio.sleep(0.1)
 
-            await asyncio.wait_for(poll_metric(), 30)
+            await asyncio.wait_for(poll_metric(), HANG_BACKSTOP)
             info = nodemetric_from_dict(reported)
             assert info.node_usage is not None and info.update_time is not None
             assert 7000 <= info.node_usage["cpu"] <= 9000  # 50 % of 16 cores
@@ -100,7 +101,9 @@ async def test_agent_process_throttles_survives_restart_and_restores_exactly(clu
         # Load drops: after 2 consecutive samples below the line the cap steps up back to exactly "max".
         busy.busy_fraction = 0.05
         pod_cores["value"] = 0.2
-        await wait_for(lambda: tree.quota(rel) == "max 100000", 60, "the agent restores the original cpu.max")
+        await wait_for(
+            lambda: tree.quota(rel) == "max 100000", HANG_BACKSTOP, "the agent restores the original cpu.max"
+        )
     finally:
         ticker.cancel()
     deletes = [r for r in cluster.recorded_requests() if r.get("user") == "agent" and r.get("verb") == "delete"]

@@ -7,7 +7,6 @@ reaction against ``extender-protocol-and-ecosystem.md`` §1.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +21,7 @@ from scenario_kit import PODS_PATH, create, node, pod
 from system_cluster import Cluster
 from system_harness import LOOPBACK, free_port
 
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 Handler = Callable[["FakeExtender", dict[str, Any]], Awaitable[Any]]
@@ -44,7 +44,9 @@ class FakeExtender:
             "metadata": {"name": args["PodName"], "namespace": args["PodNamespace"], "uid": args["PodUID"]},
             "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
         }
-        async with httpx.AsyncClient(base_url=self.api_url, headers={"Authorization": "Bearer fake-extender"}) as api:
+        async with httpx.AsyncClient(
+            base_url=self.api_url, headers={"Authorization": "Bearer fake-extender"}, timeout=HANG_BACKSTOP
+        ) as api:
             resp = await api.post(
                 f"/api/v1/namespaces/{args['PodNamespace']}/pods/{args['PodName']}/binding", json=body
             )
@@ -104,7 +106,9 @@ async def fake(cluster: Cluster) -> AsyncIterator[tuple[FakeExtender, str]]:
         await runner.cleanup()
 
 
-def _driver(cluster: Cluster, url: str, timeout: str = "2s", weight: int = 1) -> SchedulerDriver:
+def _driver(cluster: Cluster, url: str, timeout: str = "60s", weight: int = 1) -> SchedulerDriver:
+    """A driver of ``url``. The default ``httpTimeout`` is a hang backstop; the tests of the timeout itself
+    pass a short one and make the late answer wait for the driver's timeout (a condition, not a sleep)."""
     config = ExtenderConfig.from_dict(
         {
             "urlPrefix": url,
@@ -136,7 +140,7 @@ async def test_requests_are_exactly_kube_schedulers(cluster: Cluster, fake: tupl
     await _nodes(cluster, "n1", "n2")
     async with _driver(cluster, url) as driver, cluster.admin() as admin:
         created = await create(admin, PODS_PATH, pod("p"))
-        await driver.wait_until(lambda: len(driver.bound()) == 1, 30, "pod bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 1, HANG_BACKSTOP, "pod bound")
     verbs = ext.verbs()
     assert verbs == ["filter", "prioritize", "bind"]
     filter_args = ext.requests[0][1]
@@ -166,7 +170,7 @@ async def test_unknown_node_name_is_a_filter_error_with_backoff(
     ext.on_filter = liar
     async with _driver(cluster, url) as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
-        await driver.wait_until(lambda: driver.stats.errors["filter"] >= 3, 30, "three failed attempts")
+        await driver.wait_until(lambda: driver.stats.errors["filter"] >= 3, HANG_BACKSTOP, "three failed attempts")
         times = [d.filter_sent for d in driver.decisions]
     assert all(d.outcome == "filter-error" and "not found in the input node list" in d.error for d in driver.decisions)
     assert "bind" not in ext.verbs() and "prioritize" not in ext.verbs()
@@ -199,10 +203,10 @@ async def test_null_node_names_means_no_node_and_one_node_skips_prioritize(
     ext.on_filter = scripted
     async with _driver(cluster, url) as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
-        await driver.wait_until(lambda: driver.stats.unschedulable == 1, 30, "first attempt unschedulable")
+        await driver.wait_until(lambda: driver.stats.unschedulable == 1, HANG_BACKSTOP, "first attempt unschedulable")
         # An unschedulable pod waits for a cluster event: add a node.
         await create(admin, "/api/v1/nodes", node("n4"))
-        await driver.wait_until(lambda: len(driver.bound()) == 1, 30, "pod bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 1, HANG_BACKSTOP, "pod bound")
     first, second = driver.decisions[0], driver.decisions[1]
     assert first.outcome == "unschedulable" and first.passed == [] and first.error == ""
     assert second.node == "n2" and second.unresolvable == {"n1": "y", "n3": "z"} and second.failed == {}
@@ -228,7 +232,7 @@ async def test_extender_scores_are_not_clamped(cluster: Cluster, fake: tuple[Fak
     ext.on_prioritize = loud
     async with _driver(cluster, url) as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
-        await driver.wait_until(lambda: len(driver.bound()) == 1, 30, "pod bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 1, HANG_BACKSTOP, "pod bound")
     decision = driver.decisions[0]
     assert decision.node == "n2"
     assert decision.totals["n2"] - decision.totals["n1"] > 900  # 100 × 1 × 10 minus the LeastAllocated gap
@@ -243,14 +247,16 @@ async def test_bind_timeout_after_binding_is_not_requeued(cluster: Cluster, fake
 
     async def slow(ext: FakeExtender, args: dict[str, Any]) -> Any:
         await ext.bind_in_api(args)
-        await asyncio.sleep(3.0)  # answer after httpTimeout (2 s)
-        return {"Error": ""}
+        await eventually(lambda: driver.stats.timeouts["bind"] == 1, "the driver gave up on the bind")
+        return {"Error": ""}  # answered after httpTimeout, however long that took
 
     ext.on_bind = slow
-    async with _driver(cluster, url, timeout="2s") as driver, cluster.admin() as admin:
+    # httpTimeout 5 s: the one wall-clock margin here is the watch delivering the binding to the driver
+    # within it (as kube-scheduler's informer must); the late answer itself waits for the timeout.
+    async with _driver(cluster, url, timeout="5s") as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
-        await driver.wait_until(lambda: driver.stats.binds_failed == 1, 30, "bind timed out")
-        await asyncio.sleep(2.5)  # a requeued pod would be retried within its 1 s backoff
+        await driver.wait_until(lambda: driver.stats.binds_failed == 1, HANG_BACKSTOP, "bind timed out")
+    # The requeue decision is taken when the bind fails (counted there): not requeued, already bound.
     assert driver.stats.timeouts["bind"] == 1
     assert driver.stats.bind_failed_already_bound == 1 and driver.stats.requeued_after_bind_failure == 0
     assert ext.verbs().count("bind") == 1 and ext.verbs().count("filter") == 1
@@ -274,7 +280,9 @@ async def test_bind_error_forgets_and_requeues(cluster: Cluster, fake: tuple[Fak
     async with _driver(cluster, url) as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
         await driver.wait_until(
-            lambda: len(driver.bound()) == 1 and driver.stats.binds_ok == 1, 30, "pod bound on the second try"
+            lambda: len(driver.bound()) == 1 and driver.stats.binds_ok == 1,
+            HANG_BACKSTOP,
+            "pod bound on the second try",
         )
     assert driver.stats.requeued_after_bind_failure == 1 and driver.stats.binds_ok == 1
     assert [d.bind_outcome for d in driver.decisions] == ["error", "ok"]
@@ -293,7 +301,7 @@ async def test_filter_timeout_fails_the_attempt_and_prioritize_errors_are_ignore
     async def slow_filter(ext: FakeExtender, args: dict[str, Any]) -> Any:
         if slow_once:
             slow_once.pop()
-            await asyncio.sleep(1.5)  # longer than httpTimeout (1 s)
+            await eventually(lambda: driver.stats.timeouts["filter"] == 1, "the driver gave up on the filter")
         return await _pass_all(ext, args)
 
     async def broken(ext: FakeExtender, args: dict[str, Any]) -> Any:
@@ -301,10 +309,12 @@ async def test_filter_timeout_fails_the_attempt_and_prioritize_errors_are_ignore
 
     ext.on_filter = slow_filter
     ext.on_prioritize = broken
-    async with _driver(cluster, url, timeout="1s") as driver, cluster.admin() as admin:
+    async with _driver(cluster, url, timeout="5s") as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("p"))
         await driver.wait_until(
-            lambda: len(driver.bound()) == 1 and driver.stats.binds_ok == 1, 30, "pod bound on the second attempt"
+            lambda: len(driver.bound()) == 1 and driver.stats.binds_ok == 1,
+            HANG_BACKSTOP,
+            "pod bound on the second attempt",
         )
     first, second = driver.decisions
     assert first.outcome == "filter-error" and "timeout" in first.error and first.node is None
@@ -312,6 +322,16 @@ async def test_filter_timeout_fails_the_attempt_and_prioritize_errors_are_ignore
     assert driver.stats.timeouts == {"filter": 1}
     assert driver.stats.errors == {"filter": 1, "prioritize": 1}
     assert ext.verbs() == ["filter", "filter", "prioritize", "bind"]
+
+
+def _tried_and_backed_off(driver: SchedulerDriver, pod: str) -> bool:
+    """``pod`` had a cycle and its backoff is over: the next move puts it in activeQ at once, ahead of a
+    pod whose bind fails now (that one starts a new backoff)."""
+    tried = [d for d in driver.decisions if d.pod == pod and d.outcome]
+    queued = driver.queue.pods.get(tried[0].uid) if tried else None
+    if queued is None:
+        return False
+    return driver.queue.clock() >= queued.timestamp + driver.queue.backoff_duration(queued.attempts)
 
 
 @pytest.mark.system
@@ -328,20 +348,24 @@ async def test_assumed_pod_holds_its_resources_until_its_bind_fails(
         await create(admin, "/api/v1/nodes", node("n1", cpu=2, memory_gi=8))
 
     async def hold_then_fail_a(ext: FakeExtender, args: dict[str, Any]) -> Any:
-        if args["PodName"] == "a":
-            await asyncio.sleep(1.0)
+        if args["PodName"] == "a":  # held until b was tried while a was assumed and b's backoff is over
+            await eventually(lambda: _tried_and_backed_off(driver, "default/b"), "b tried and its backoff over")
             return {"Error": "gang did not assemble"}
         return await _bind(ext, args)
 
     ext.on_bind = hold_then_fail_a
-    async with _driver(cluster, url, timeout="3s") as driver, cluster.admin() as admin:
+    async with _driver(cluster, url) as driver, cluster.admin() as admin:
         await create(admin, PODS_PATH, pod("a", cpu="1500m", memory="1Gi"))
-        await driver.wait_until(lambda: any(d.bind_sent for d in driver.decisions), 30, "a's bind sent")
+        await driver.wait_until(lambda: any(d.bind_sent for d in driver.decisions), HANG_BACKSTOP, "a's bind sent")
         await create(admin, PODS_PATH, pod("b", cpu="1500m", memory="1Gi"))
         await driver.wait_until(
-            lambda: len(driver.bound()) == 1 and not driver.binds_in_flight(), 30, "b bound after a's bind failed"
+            lambda: len(driver.bound()) == 1 and not driver.binds_in_flight(),
+            HANG_BACKSTOP,
+            "b bound after a's bind failed",
         )
-        await driver.wait_until(lambda: sum(d.pod == "default/a" for d in driver.decisions) >= 2, 30, "a retried")
+        await driver.wait_until(
+            lambda: sum(d.pod == "default/a" for d in driver.decisions) >= 2, HANG_BACKSTOP, "a retried"
+        )
     by_pod: dict[str, list[Any]] = {}
     for d in driver.decisions:
         by_pod.setdefault(d.pod, []).append(d)

@@ -31,6 +31,8 @@ import yaml
 from system_cluster import Cluster
 from system_harness import LOOPBACK, ROOT, Proc, wait_http
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 pytestmark = pytest.mark.system
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -241,7 +243,7 @@ def test_venv_holds_the_wheel_without_dev_dependencies(image: InstalledImage) ->
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BACKSTOP,
         check=True,
     ).stdout.split()
     assert "koordpy" in listed
@@ -251,7 +253,7 @@ def test_venv_holds_the_wheel_without_dev_dependencies(image: InstalledImage) ->
         [str(image.venv / "bin" / "python"), "-c", "import koordpy; print(koordpy.__file__)"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BACKSTOP,
         check=True,
     ).stdout.strip()
     assert Path(where).is_relative_to(image.venv), where
@@ -271,7 +273,7 @@ def test_venv_holds_the_wheel_without_dev_dependencies(image: InstalledImage) ->
         check=False,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BACKSTOP,
         env={"PATH": os.environ.get("PATH", ""), "HOME": str(image.venv)},
     )
     assert probe.returncode != 0 and "No module named 'koordpy_testkit'" in probe.stderr, probe.stderr
@@ -311,8 +313,8 @@ def test_extender_from_the_image_answers_healthz_and_writes_nothing_into_it(
     )
     cluster.procs.append(proc.start())
     port = int(yaml.safe_load(config.read_text())["extender"]["port"])
-    wait_http(f"http://{LOOPBACK}:{port}/healthz", 60, proc)
-    assert httpx.get(f"http://{LOOPBACK}:{port}/healthz", timeout=5).status_code == 200
+    wait_http(f"http://{LOOPBACK}:{port}/healthz", HANG_BACKSTOP, proc)
+    assert httpx.get(f"http://{LOOPBACK}:{port}/healthz", timeout=HANG_BACKSTOP).status_code == 200
     proc.stop()
     for args in (["--version"], ["manager", "--help"], ["agent", "run", "--help"]):
         assert image.run(*args).returncode == 0

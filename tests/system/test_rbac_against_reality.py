@@ -29,6 +29,7 @@ from scenario_kit import (
 from system_cluster import Cluster, RenderedChart
 
 from koordpy.kube.resources import RESERVATIONS
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 
@@ -70,7 +71,7 @@ async def _short_run(cluster: Cluster) -> None:
         async with driver:
             for i in range(5):
                 await create(admin, PODS_PATH, pod(f"rbac-{i}"))
-            await driver.wait_until(lambda: len(driver.bound()) == 5, 60, "5 pods bound")
+            await driver.wait_until(lambda: len(driver.bound()) == 5, HANG_BACKSTOP, "5 pods bound")
         # A gang: the manager writes its PodGroup's status and posts an Event (1 of 2 members exist).
         await create(
             admin,
@@ -88,7 +89,7 @@ async def _short_run(cluster: Cluster) -> None:
         await create(admin, PODS_PATH, member)
         # A node without a NodeMetric: the manager creates one with the collect policy.
         await create(admin, "/api/v1/nodes", node("rbac-new"))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG_BACKSTOP
         while (await admin.get(f"{NODEMETRICS}/rbac-new")).status_code != 200:
             assert time.monotonic() < deadline, "the manager did not create the NodeMetric of a new node"
             await asyncio.sleep(0.1)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from rbac_check import Call, Grant, Rule, allows, call_from_http, check, rendered_grants, without_rule
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 ROOT = Path(__file__).resolve().parents[2]
 HELM = Path(sys.executable).parent / "helm"
 CHART = ROOT / "charts" / "koordpy"
@@ -98,7 +100,7 @@ def render_chart() -> str:
         check=True,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_BACKSTOP,
     )
     return out.stdout
 

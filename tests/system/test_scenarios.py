@@ -38,6 +38,7 @@ from system_cluster import Cluster
 
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.quantity import resource_value
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 GiB = 1 << 30
 CPU_MILLI = 16000
@@ -65,14 +66,16 @@ async def _populate(
     return nodes, metrics
 
 
-async def _wait_extender_rejects(extender_url: str, node_name: str, reason: str, timeout: float = 15.0) -> None:
+async def _wait_extender_rejects(
+    extender_url: str, node_name: str, reason: str, timeout: float = HANG_BACKSTOP
+) -> None:
     """Ask the extender's /filter (as kube-scheduler would) until it fails ``node_name`` for ``reason``."""
     probe = pod("probe")
     probe["metadata"]["uid"] = "probe-uid"
     body = {"Pod": probe, "Nodes": None, "NodeNames": [node_name]}
     deadline = time.monotonic() + timeout
     last: object = None
-    async with httpx.AsyncClient(base_url=extender_url, timeout=5.0) as client:
+    async with httpx.AsyncClient(base_url=extender_url, timeout=HANG_BACKSTOP) as client:
         while time.monotonic() < deadline:
             resp = await client.post(
                 "/filter", content=orjson.dumps(body), headers={"Content-Type": "application/json"}
@@ -86,7 +89,7 @@ async def _wait_extender_rejects(extender_url: str, node_name: str, reason: str,
 
 async def _extender_requests(extender_url: str) -> dict[tuple[str, str], int]:
     """``koordpy_extender_requests_total`` from the extender's /metrics: (verb, outcome) → count (non-zero only)."""
-    async with httpx.AsyncClient(base_url=extender_url, timeout=5.0) as client:
+    async with httpx.AsyncClient(base_url=extender_url, timeout=HANG_BACKSTOP) as client:
         text = (await client.get("/metrics")).text
     out: dict[tuple[str, str], int] = {}
     for line in text.splitlines():
@@ -127,7 +130,7 @@ async def test_load_aware_placement_on_50_nodes(cluster: Cluster) -> None:
             raw = await create(admin, PODS_PATH, pod(f"web-{i:03d}"))
             created[raw["metadata"]["uid"]] = raw
         await driver.wait_until(
-            lambda: len(driver.bound()) == 200 and not driver.binds_in_flight(), 180, "all 200 pods bound"
+            lambda: len(driver.bound()) == 200 and not driver.binds_in_flight(), HANG_BACKSTOP, "all 200 pods bound"
         )
         final = await bound_pods(admin)
         served = await _extender_requests(extender_url)
@@ -186,7 +189,7 @@ async def test_stale_nodemetric_gets_no_pods(cluster: Cluster) -> None:
     async with driver, cluster.admin() as admin:
         for i in range(20):
             await create(admin, PODS_PATH, pod(f"before-{i:02d}"))
-        await driver.wait_until(lambda: len(driver.bound()) == 20, 120, "first 20 pods bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 20, HANG_BACKSTOP, "first 20 pods bound")
         before = Counter(driver.bound().values())
         assert before["node-00"] > 0, before  # the coldest node was taking pods while its metric was fresh
 
@@ -203,7 +206,7 @@ async def test_stale_nodemetric_gets_no_pods(cluster: Cluster) -> None:
         for i in range(20):
             await create(admin, PODS_PATH, pod(f"after-{i:02d}"))
         await driver.wait_until(
-            lambda: len(driver.bound()) == 40 and not driver.binds_in_flight(), 120, "all 40 pods bound"
+            lambda: len(driver.bound()) == 40 and not driver.binds_in_flight(), HANG_BACKSTOP, "all 40 pods bound"
         )
         final = await bound_pods(admin)
 
@@ -233,7 +236,7 @@ async def test_extender_killed_and_restarted(cluster: Cluster) -> None:
         for i in range(100):
             raw = await create(admin, PODS_PATH, pod(f"job-{i:03d}"))
             created[raw["metadata"]["uid"]] = raw
-        await driver.wait_until(lambda: len(driver.bound()) >= 40, 120, "40 pods bound before the kill")
+        await driver.wait_until(lambda: len(driver.bound()) >= 40, HANG_BACKSTOP, "40 pods bound before the kill")
         proc.kill()
         bound_at_kill = len(driver.bound())
         errors_at_kill = sum(driver.stats.errors.values())
@@ -241,14 +244,16 @@ async def test_extender_killed_and_restarted(cluster: Cluster) -> None:
             raw = await create(admin, PODS_PATH, pod(f"job-{i:03d}"))
             created[raw["metadata"]["uid"]] = raw
         await driver.wait_until(
-            lambda: driver.stats.errors["filter"] >= 2, 30, "the driver sees filter failures while the extender is down"
+            lambda: driver.stats.errors["filter"] >= 2,
+            HANG_BACKSTOP,
+            "the driver sees filter failures while the extender is down",
         )
         bound_while_down = len(driver.bound())
         await asyncio.sleep(1.0)
         cluster.restart(proc, extender_url + "/readyz")
         await driver.wait_until(
             lambda: len(driver.bound()) == total and not driver.binds_in_flight(),
-            180,
+            HANG_BACKSTOP,
             f"all {total} pods bound after the restart",
         )
         final = await bound_pods(admin)
@@ -305,7 +310,7 @@ async def test_agent_report_steers_the_extender(cluster: Cluster, tmp_path: Path
                 for i in range(6):
                     await create(admin, PODS_PATH, pod(f"cold-{i}"))
                 await driver.wait_until(
-                    lambda: len(driver.bound()) == 6 and not driver.binds_in_flight(), 60, "6 pods bound"
+                    lambda: len(driver.bound()) == 6 and not driver.binds_in_flight(), HANG_BACKSTOP, "6 pods bound"
                 )
                 cold = Counter(driver.bound().values())
                 assert cold["node-agent"] > 0, cold  # the coldest node, by the agent's own report
@@ -317,7 +322,7 @@ async def test_agent_report_steers_the_extender(cluster: Cluster, tmp_path: Path
                 for i in range(6):
                     await create(admin, PODS_PATH, pod(f"hot-{i}"))
                 await driver.wait_until(
-                    lambda: len(driver.bound()) == 12 and not driver.binds_in_flight(), 60, "12 pods bound"
+                    lambda: len(driver.bound()) == 12 and not driver.binds_in_flight(), HANG_BACKSTOP, "12 pods bound"
                 )
                 final = await bound_pods(admin)
     finally:
@@ -332,7 +337,9 @@ async def test_agent_report_steers_the_extender(cluster: Cluster, tmp_path: Path
     )
 
 
-async def _wait_metric(admin: httpx.AsyncClient, name: str, cpu_ok: Callable[[int], bool], timeout: float = 30) -> None:
+async def _wait_metric(
+    admin: httpx.AsyncClient, name: str, cpu_ok: Callable[[int], bool], timeout: float = HANG_BACKSTOP
+) -> None:
     """Wait until the NodeMetric's reported cpu (millicores) satisfies ``cpu_ok``."""
     deadline = time.monotonic() + timeout
     last: object = None

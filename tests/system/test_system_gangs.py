@@ -8,7 +8,6 @@ of the extender's ``create pods/binding`` calls, so a partial bind could not hid
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -20,6 +19,7 @@ from scenario_kit import PODS_PATH, create, create_metric, driver_for, metric, n
 from system_cluster import Cluster
 
 from koordpy.scheduler.plugins.gang import keys
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually_awaited
 from koordpy_testkit.schedulerdriver import SchedulerDriver
 
 GiB = 1 << 30
@@ -89,16 +89,16 @@ async def test_a_gang_of_five_binds_only_after_the_fifth_member_exists(cluster: 
     _, _, driver = start(cluster)
     names = [f"train-{i}" for i in range(5)]
     async with driver, cluster.admin() as admin:
-        for name in names[:4]:
+        for name in names[:4]:  # one at a time: each is tried before the next exists
             await create(admin, PODS_PATH, member(name, "train", 5))
-            await asyncio.sleep(0.3)
+            await driver.wait_until(lambda n=name: attempted(driver, n) > 0, HANG_BACKSTOP, f"{name} tried")  # type: ignore[misc]
         # every early member was tried and refused at quorum (unresolvable), none bound
-        await driver.wait_until(lambda: all(attempted(driver, n) for n in names[:4]), 30, "4 members tried")
+        await driver.wait_until(lambda: all(attempted(driver, n) for n in names[:4]), HANG_BACKSTOP, "4 members tried")
         refused = [d for d in driver.decisions if d.outcome == "unschedulable"]
         assert refused and all("gang default/train: " in next(iter(d.unresolvable.values())) for d in refused)
         assert driver.bound() == {} and bindings(cluster) == Counter()
         await create(admin, PODS_PATH, member(names[4], "train", 5))
-        await driver.wait_until(lambda: len(driver.bound()) == 5, 60, "all 5 members bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 5, HANG_BACKSTOP, "all 5 members bound")
     assert sorted(bindings(cluster)) == names
     assert set(bindings(cluster).values()) == {1}
 
@@ -113,8 +113,9 @@ async def test_a_strict_gang_that_cannot_fit_releases_every_hold_and_binds_nothi
         for i in range(3):
             await create(admin, PODS_PATH, member(f"big-{i}", "big", 3, cpu="10", waiting_time="3s"))
         # held binds answered with an error (expired, then the Strict cascade): at least 2 releases
-        await driver.wait_until(lambda: driver.stats.binds_failed >= 2, 60, "held members released")
-        await asyncio.sleep(2.0)
+        await driver.wait_until(lambda: driver.stats.binds_failed >= 2, HANG_BACKSTOP, "held members released")
+        cycles = len(driver.decisions)
+        await driver.wait_until(lambda: len(driver.decisions) >= cycles + 3, HANG_BACKSTOP, "3 more cycles")
         assert driver.bound() == {}
     errors = [d.error for d in driver.decisions if d.bind_outcome == "error"]
     assert any("waited 3s" in e for e in errors), errors
@@ -131,11 +132,11 @@ async def test_a_gang_group_binds_only_when_both_gangs_are_satisfied(cluster: Cl
         for name, gang in (("ga-0", "ga"), ("ga-1", "ga"), ("gb-0", "gb")):
             await create(admin, PODS_PATH, member(name, gang, 2, groups=groups))
         await driver.wait_until(
-            lambda: all(attempted(driver, n) for n in ("ga-0", "ga-1", "gb-0")), 30, "3 members tried"
+            lambda: all(attempted(driver, n) for n in ("ga-0", "ga-1", "gb-0")), HANG_BACKSTOP, "3 members tried"
         )
         assert driver.bound() == {}
         await create(admin, PODS_PATH, member("gb-1", "gb", 2, groups=groups))
-        await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the whole GangGroup bound")
+        await driver.wait_until(lambda: len(driver.bound()) == 4, HANG_BACKSTOP, "the whole GangGroup bound")
     assert sorted(bindings(cluster)) == ["ga-0", "ga-1", "gb-0", "gb-1"]
 
 
@@ -150,21 +151,26 @@ async def test_extender_killed_while_binds_are_held(cluster: Cluster) -> None:
         for name in names[:3]:
             await create(admin, PODS_PATH, member(name, "mpi", 4, mode="NonStrict", waiting_time="10m"))
         await create(admin, PODS_PATH, member(names[3], "mpi", 4, cpu="12", mode="NonStrict", waiting_time="10m"))
-        async with httpx.AsyncClient(base_url=url, timeout=5) as http:
-            for _ in range(300):
-                gang = (await http.get("/debug/gangs/default/mpi")).json()
-                if len(gang.get("held", [])) == 3:
-                    break
-                await asyncio.sleep(0.1)
-            assert len(gang["held"]) == 3, gang
+        async with httpx.AsyncClient(base_url=url, timeout=HANG_BACKSTOP) as http:
+
+            async def three_held() -> dict[str, Any] | None:
+                gang: dict[str, Any] = (await http.get("/debug/gangs/default/mpi")).json()
+                return gang if len(gang.get("held", [])) == 3 else None
+
+            await eventually_awaited(three_held, "3 members held at the barrier", interval=0.1)
         proc.kill()
-        await driver.wait_until(lambda: driver.stats.binds_failed >= 3, 30, "held binds fail with the extender")
+        await driver.wait_until(
+            lambda: driver.stats.binds_failed >= 3, HANG_BACKSTOP, "held binds fail with the extender"
+        )
         assert driver.bound() == {}
         cluster.restart(proc, url + "/readyz")
-        await asyncio.sleep(1.0)
+        cycles = len(driver.decisions)
+        await driver.wait_until(
+            lambda: len(driver.decisions) >= cycles + 3, HANG_BACKSTOP, "3 cycles after the restart"
+        )
         assert driver.bound() == {} and bindings(cluster) == Counter()
         # 32 cpu: the 12-cpu member's estimate (85 % → 10.2 cpu) + 5 % usage stays under the 65 % threshold
         await add_node(admin, "big", cpu=32)
-        await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the gang completes after the restart")
+        await driver.wait_until(lambda: len(driver.bound()) == 4, HANG_BACKSTOP, "the gang completes after the restart")
     assert sorted(bindings(cluster)) == names
     assert set(bindings(cluster).values()) == {1}

@@ -16,6 +16,8 @@ from scenario_kit import create
 from system_cluster import Cluster
 from system_harness import BIN
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 KUBECTL = BIN / "kubectl"
 PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 PDBS = "/apis/policy/v1/namespaces/shop/poddisruptionbudgets"
@@ -76,7 +78,7 @@ def kubectl_apply(cluster: Cluster, path: Path) -> None:
         [str(KUBECTL), "--kubeconfig", str(cluster.kubeconfig("admin")), "apply", "-f", str(path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BACKSTOP,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -91,7 +93,7 @@ def phase(job: dict[str, Any]) -> str:
     return str((job.get("status") or {}).get("phase") or "Pending")
 
 
-async def wait_phases(admin: httpx.AsyncClient, expected: str, count: int, timeout: float = 60) -> None:
+async def wait_phases(admin: httpx.AsyncClient, expected: str, count: int, timeout: float = HANG_BACKSTOP) -> None:
     deadline = time.monotonic() + timeout
     while True:
         found = await jobs(admin)
@@ -126,7 +128,7 @@ async def test_kubectl_apply_then_eviction_api(cluster: Cluster, tmp_path: Path)
         _, base = cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml", ["web-1"]))
         await wait_phases(admin, "Succeeded", 1)
-        async with httpx.AsyncClient(base_url=base, timeout=10) as scrape:
+        async with httpx.AsyncClient(base_url=base, timeout=HANG_BACKSTOP) as scrape:
             exposition = (await scrape.get("/metrics")).text
         assert 'koordpy_migration_evictions_total{evictor="Eviction",outcome="evicted"} 1.0' in exposition
         assert (await admin.get("/api/v1/namespaces/shop/pods/web-1")).status_code == 404
@@ -150,7 +152,7 @@ async def test_pdb_429_is_retried_until_the_budget_allows(cluster: Cluster, tmp_
         await create(admin, PDBS, pdb)
         cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml", ["db-1"]))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_BACKSTOP
         while evictions(cluster, "db-1") < 2:  # refused (429) and retried after the 1 s backoff
             assert time.monotonic() < deadline, "the manager did not retry the refused eviction"
             await asyncio.sleep(0.1)
@@ -176,7 +178,7 @@ async def test_many_jobs_at_once_keep_max_migrating_per_node(cluster: Cluster, t
         cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml", names))
         peak = 0
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_BACKSTOP
         while True:
             found = await jobs(admin)
             pods = {p["metadata"]["name"] for p in (await admin.get(SHOP_PODS)).json()["items"]}
@@ -197,7 +199,7 @@ async def test_killed_manager_is_replaced_and_adopts_its_jobs(cluster: Cluster, 
         await running(admin, controlled_pod("slow-1", grace=4))
         proc, _ = cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml", ["slow-1"]))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_BACKSTOP
         while evictions(cluster, "slow-1") < 1:
             assert time.monotonic() < deadline, "no eviction"
             await asyncio.sleep(0.05)

@@ -24,6 +24,8 @@ from scenario_kit import create, node
 from system_cluster import Cluster
 from test_system_migration import FAST, evictions, kubectl_apply, shop
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
 SHOP_PODS = "/api/v1/namespaces/shop/pods"
@@ -93,7 +95,7 @@ async def reservations(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
     return items
 
 
-async def until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 60) -> None:
+async def until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = HANG_BACKSTOP) -> None:
     deadline = time.monotonic() + timeout
     while not await check():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
@@ -161,7 +163,13 @@ async def test_reservation_first_reserves_evicts_and_waits_for_the_ready_replace
         assert terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
             {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
         ]
-        await asyncio.sleep(1.0)  # several rounds (200 ms) while the Reservation is not placed
+        # several rounds (each lists the Reservations) while the Reservation is not placed: no eviction
+        listed = manager_calls(cluster, "list", "reservations")
+
+        async def rounds_ran() -> bool:
+            return manager_calls(cluster, "list", "reservations") >= listed + 5
+
+        await until("five more migration rounds", rounds_ran)
         assert evictions(cluster, "web-1") == 0
         assert (await job(admin))["spec"]["reservationOptions"]["reservationRef"]["name"] == uid
 

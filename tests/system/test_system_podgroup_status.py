@@ -18,6 +18,8 @@ import pytest
 from scenario_kit import PODS_PATH, create, driver_for, node, pod
 from system_cluster import Cluster
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 PODGROUPS = "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/default/podgroups"
 EVENTS = "/api/v1/namespaces/default/events"
 LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -54,7 +56,7 @@ async def events(admin: httpx.AsyncClient) -> list[dict[str, Any]]:
     return list(resp.json()["items"])
 
 
-async def until(check: Any, what: str, timeout: float = 60.0) -> Any:
+async def until(check: Any, what: str, timeout: float = HANG_BACKSTOP) -> Any:
     """Poll the async ``check`` until it returns truthy; a deadline, not a timing assertion."""
     deadline = time.monotonic() + timeout
     while True:
@@ -105,7 +107,7 @@ async def test_podgroup_status_and_events(cluster: Cluster) -> None:
 
             # The third member: all three get bound (the driver binds through the extender).
             await create(admin, PODS_PATH, member("mpi-2", "mpi"))
-            await driver.wait_until(lambda: len(driver.bound()) == 3, 120, "3 members bound")
+            await driver.wait_until(lambda: len(driver.bound()) == 3, HANG_BACKSTOP, "3 members bound")
 
             async def scheduled() -> dict[str, Any] | None:
                 got = await status(admin, "mpi")

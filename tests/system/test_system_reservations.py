@@ -32,6 +32,7 @@ from system_harness import BIN, Proc
 
 from koordpy.kube.resources import EVENTS, RESERVATIONS
 from koordpy_testkit import PodBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.schedulerdriver import SchedulerDriver
 
 KUBECTL = BIN / "kubectl"
@@ -102,7 +103,7 @@ async def blocks(url: str, node_name: str, cpu: str = "2") -> bool:
     """True when the extender's /filter fails a non-owner probe pod on ``node_name`` for the reservation."""
     probe = PodBuilder("probe").requests(cpu=cpu).build()
     body = orjson.dumps({"Pod": probe, "Nodes": None, "NodeNames": ["n0", "n1"]})
-    async with httpx.AsyncClient(base_url=url, timeout=5) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=HANG_BACKSTOP) as http:
         resp = await http.post("/filter", content=body, headers=JSON)
     return bool(resp.json()["FailedNodes"].get(node_name) == RESERVED)
 
@@ -130,7 +131,7 @@ def kubectl(cluster: Cluster, *args: str) -> str:
         [str(KUBECTL), "--kubeconfig", str(cluster.kubeconfig("admin")), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BACKSTOP,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -166,7 +167,7 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
         big = pod("big", cpu="6", memory="1Gi")
         big["spec"]["priority"] = 100
         await create(admin, PODS_PATH, big)
-        res = await until(lambda: placed_reservation(admin), 60, "a starving-job Reservation placed")
+        res = await until(lambda: placed_reservation(admin), HANG_BACKSTOP, "a starving-job Reservation placed")
         assert res["status"]["phase"] == "Waiting"  # 6 cpu of 8 allocatable, only 2 free yet
         reserved = res["status"]["nodeName"]
         other = "n1" if reserved == "n0" else "n0"
@@ -174,26 +175,28 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
             proc.kill()  # mid-story: the Reservation created and placed, the job not started
             restart_index = len(cluster.recorded_requests())
             proc, manager_url = cluster.start_manager(MANAGER)
-            await until(lambda: rounds_since(cluster, restart_index), 60, "two rounds after the restart")
+            await until(lambda: rounds_since(cluster, restart_index), HANG_BACKSTOP, "two rounds after the restart")
             assert [r["metadata"]["uid"] for r in await reservations(admin)] == [res["metadata"]["uid"]]
-        await until(lambda: blocks(extender_url, reserved), 30, f"the extender blocks {reserved}")
+        await until(lambda: blocks(extender_url, reserved), HANG_BACKSTOP, f"the extender blocks {reserved}")
         assert not await blocks(extender_url, other)
         # one filler ends on each node: 4 cpu free on both, but on R 6 of them are reserved for big
         await delete_pod(admin, f"fill-{reserved}-0")
         await delete_pod(admin, f"fill-{other}-0")
         for i in range(2):
             await create(admin, PODS_PATH, pod(f"stream-{i}", cpu="2", memory="1Gi"))
-        await driver.wait_until(lambda: {"stream-0", "stream-1"} <= set(placed(driver)), 60, "stream pods bound")
+        await driver.wait_until(
+            lambda: {"stream-0", "stream-1"} <= set(placed(driver)), HANG_BACKSTOP, "stream pods bound"
+        )
         stream = {name: placed(driver)[name] for name in ("stream-0", "stream-1")}
         assert "big" not in placed(driver)
         # R drains: big (the owner) binds there
         for i in (1, 2):
             await delete_pod(admin, f"fill-{reserved}-{i}")
-        await driver.wait_until(lambda: "big" in placed(driver), 60, "big bound")
+        await driver.wait_until(lambda: "big" in placed(driver), HANG_BACKSTOP, "big bound")
         big_node = placed(driver)["big"]
         decisions = list(driver.decisions)
-    await until(lambda: no_starving_reservations(admin), 60, "the starving-job Reservation deleted")
-    async with httpx.AsyncClient(base_url=manager_url, timeout=10) as scrape:
+    await until(lambda: no_starving_reservations(admin), HANG_BACKSTOP, "the starving-job Reservation deleted")
+    async with httpx.AsyncClient(base_url=manager_url, timeout=HANG_BACKSTOP) as scrape:
         exposition = (await scrape.get("/metrics")).text
 
     async def released() -> list[Raw]:
@@ -202,7 +205,7 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
         mine = [e for e in items if e.get("reportingComponent") == "koordpy-manager"]
         return mine if any(e["reason"] == "StarvingJobReleased" for e in mine) else []
 
-    events = await until(released, 30, "the StarvingJobReleased Event")
+    events = await until(released, HANG_BACKSTOP, "the StarvingJobReleased Event")
     return {
         "reservation": res,
         "reserved": reserved,
@@ -299,25 +302,25 @@ async def test_a_kubectl_applied_reservation_is_placed_and_consumed_by_its_owner
             found = kubectl_reservation(cluster)
             return found if (found.get("status") or {}).get("phase") == "Available" else None
 
-        res = await until(available, 60, "hold-web Available")
+        res = await until(available, HANG_BACKSTOP, "hold-web Available")
         reserved = res["status"]["nodeName"]
         other = "n1" if reserved == "n0" else "n0"
         assert res["status"]["allocatable"]["cpu"] == "6"
         assert {c["type"]: c["status"] for c in res["status"]["conditions"]} == {"Scheduled": "True", "Ready": "True"}
-        await until(lambda: blocks(extender_url, reserved, cpu="4"), 30, f"the extender blocks {reserved}")
+        await until(lambda: blocks(extender_url, reserved, cpu="4"), HANG_BACKSTOP, f"the extender blocks {reserved}")
         async with driver:
             await create(admin, PODS_PATH, pod("other", cpu="4", memory="1Gi"))
-            await driver.wait_until(lambda: "other" in placed(driver), 60, "other bound")
+            await driver.wait_until(lambda: "other" in placed(driver), HANG_BACKSTOP, "other bound")
             assert placed(driver)["other"] == other
             await create(admin, PODS_PATH, pod("web", cpu="6", memory="1Gi"))
-            await driver.wait_until(lambda: "web" in placed(driver), 60, "web bound")
+            await driver.wait_until(lambda: "web" in placed(driver), HANG_BACKSTOP, "web bound")
             assert placed(driver)["web"] == reserved
 
         async def succeeded() -> Raw | None:
             found = kubectl_reservation(cluster)
             return found if (found.get("status") or {}).get("phase") == "Succeeded" else None
 
-        done = await until(succeeded, 60, "hold-web Succeeded")
+        done = await until(succeeded, HANG_BACKSTOP, "hold-web Succeeded")
     assert [o["name"] for o in done["status"]["currentOwners"]] == ["web"]
     assert done["status"]["allocated"]["cpu"] == "6"
     assert manager_calls(cluster, "create") == 0  # the user's Reservation: only its status is the manager's

@@ -13,7 +13,7 @@ node (LeastAllocated alone would put pods there first). They fit two per node on
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 import httpx
 import orjson
@@ -23,6 +23,7 @@ from system_cluster import Cluster
 
 from koordpy.kube.resources import RESERVATIONS
 from koordpy_testkit import PodBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually_awaited
 from koordpy_testkit.reservations import owner_pod, reservation_manifest
 from koordpy_testkit.schedulerdriver import SchedulerDriver
 
@@ -49,13 +50,13 @@ async def extender_blocks_n1(url: str) -> None:
     """Poll the extender's /filter with a 4-cpu probe pod until its watch delivered the reservation."""
     probe = PodBuilder("probe").requests(cpu="4").build()
     body = orjson.dumps({"Pod": probe, "Nodes": None, "NodeNames": ["n0", "n1", "n2"]})
-    async with httpx.AsyncClient(base_url=url, timeout=5) as http:
-        for _ in range(200):
-            resp = await http.post("/filter", content=body, headers={"Content-Type": "application/json"})
-            if resp.json()["FailedNodes"] == {"n1": RESERVED}:
-                return
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"the extender never blocked n1: {resp.json()}")
+    async with httpx.AsyncClient(base_url=url, timeout=HANG_BACKSTOP) as http:
+
+        async def blocked() -> Any:
+            failed = (await http.post("/filter", content=body, headers={"Content-Type": "application/json"})).json()
+            return failed["FailedNodes"] == {"n1": RESERVED} or None
+
+        await eventually_awaited(blocked, "the extender blocks n1", interval=0.05)
 
 
 def placed(driver: SchedulerDriver) -> dict[str, str]:
@@ -84,13 +85,13 @@ async def test_non_owners_avoid_the_reserved_node_and_the_owner_lands_there(clus
         async with driver:
             for name in SMALL:
                 await create(admin, PODS_PATH, pod(name, cpu="4", memory="1Gi"))
-            await driver.wait_until(lambda: len(driver.bound()) == 4, 60, "the small pods bound")
+            await driver.wait_until(lambda: len(driver.bound()) == 4, HANG_BACKSTOP, "the small pods bound")
             small = placed(driver)
             assert sorted(small) == [f"default/{n}" for n in SMALL]
             assert "n1" not in small.values(), small
             assert sorted(small.values()) == ["n0", "n0", "n2", "n2"]
             await create(admin, PODS_PATH, pod("big", cpu="14", memory="1Gi"))
-            await driver.wait_until(lambda: len(driver.bound()) == 5, 60, "big bound")
+            await driver.wait_until(lambda: len(driver.bound()) == 5, HANG_BACKSTOP, "big bound")
             assert placed(driver)["default/big"] == "n1"
         # every filter answer for a small pod kept n1 out with the reservation's reason
         small_filters = [d for d in driver.decisions if d.pod in small and "n1" in d.failed]

@@ -14,6 +14,7 @@ import yaml
 from test_agent_loop import Node, make_agent  # same directory (pytest prepend import mode)
 
 from koordpy.kube import resources
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 from koordpy_testkit.builders import NodeBuilder, PodBuilder
 
 CRANE = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
@@ -24,12 +25,13 @@ def crane_objects() -> list[dict]:
 
 
 async def wait_for(predicate, what: str):
-    for _ in range(200):
-        value = await predicate()
-        if value:
-            return value
+    """Poll the async ``predicate`` until it returns something truthy; the hang backstop only."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + HANG_BACKSTOP
+    while not (value := await predicate()):
+        assert loop.time() < end, f"{what}: not reached after {HANG_BACKSTOP:.0f} s (hang backstop)"
         await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return value
 
 
 async def test_nodeqos_and_podqos_evict_only_besteffort_pods(apiserver, api_client, tmp_path):
@@ -60,7 +62,7 @@ async def test_nodeqos_and_podqos_evict_only_besteffort_pods(apiserver, api_clie
     uweb, ube = web["metadata"]["uid"], be["metadata"]["uid"]
     node = Node(tmp_path, [web, be])
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     try:
         assert set(agent.node_qos) == {"eviction-on-high-usage", "broken"}
         assert set(agent.pod_qos) == {"all-be-pods"}
@@ -118,13 +120,10 @@ async def test_deleting_the_podqos_stops_the_evictions(apiserver, api_client, tm
     apiserver.seed(NodeBuilder("node-1").build(), *crane_objects(), invalid, be)
     node = Node(tmp_path, [be])
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     try:
         await api_client.delete(resources.PODQOSS, "all-be-pods")
-        for _ in range(200):
-            if not agent.pod_qos:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: not agent.pod_qos, "the PodQOS deletion seen by the agent")
         assert agent.pod_qos == {}
         await agent.tick()
         for _ in range(2):

@@ -6,6 +6,7 @@ Time is driven by the test (wall and monotonic clocks are injected); nothing sle
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -17,6 +18,7 @@ from koordpy.config.errors import validate
 from koordpy.kube import resources
 from koordpy.model.objects import nodemetric_from_dict
 from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually, eventually_awaited
 from koordpy_testkit.builders import NodeBuilder, PodBuilder
 from koordpy_testkit.cgroupfs import FakeCgroupTree, write_procfs
 from koordpy_testkit.hostile_http import dripped_head, oversized_head
@@ -135,7 +137,7 @@ async def test_throttle_restart_readopt_and_restore_exactly(apiserver, api_clien
     ua, ub, udns = (p["metadata"]["uid"] for p in pods)
     node = Node(tmp_path, pods)
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     first = await agent.tick()  # first sample: no CPU deltas yet
     assert first.actions == () and any(e.reason == "MetricMissing" for e in first.events)
 
@@ -153,7 +155,7 @@ async def test_throttle_restart_readopt_and_restore_exactly(apiserver, api_clien
     # The agent restarts: both caps are re-adopted (not restored, not forgotten).
     await agent.shutdown()
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     assert set(agent.state.throttled) == {ua, ub}
     assert node.tree.quota(node.rel[ua]) == "150000 100000"
 
@@ -185,7 +187,7 @@ async def test_eviction_nodemetric_events_and_endpoints(apiserver, api_client, t
     node.tree.set_memory(node.rel[ub], 1 * GiB, 0)
     node.memory_used = 22 * GiB  # line 20 GiB -> gap 2 GiB: a (6 GiB) alone closes it
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     http = TestClient(TestServer(agent.app()))
     await http.start_server()
     try:
@@ -195,11 +197,12 @@ async def test_eviction_nodemetric_events_and_endpoints(apiserver, api_client, t
         result = await agent.tick()
         agent.ready = True
         assert [(str(a.kind), a.pod, a.grace_seconds) for a in result.actions] == [("evict", "default/a", 3)]
-        for _ in range(100):
+
+        async def terminating() -> Any:
             pod = await api_client.get(resources.PODS, "a", "default")
-            if pod["metadata"].get("deletionTimestamp"):
-                break
-            await asyncio.sleep(0.02)
+            return pod if pod["metadata"].get("deletionTimestamp") else None
+
+        pod = await eventually_awaited(terminating, "pod a terminating")
         assert pod["metadata"]["deletionGracePeriodSeconds"] == 3
         assert not any(r["verb"] == "delete" and r["resource"] == "pods" for r in apiserver.requests)
         # Next tick: a still present (terminating): neither picked again nor is b evicted.
@@ -245,7 +248,7 @@ async def test_cap_of_a_pod_that_leaves_is_not_orphaned(apiserver, api_client, t
     ua, ub, udns = (p["metadata"]["uid"] for p in pods)
     node = Node(tmp_path, pods)
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     await agent.tick()
     busy = {ua: 3.0, ub: 1.0, udns: 1.5}
     for _ in range(2):
@@ -254,10 +257,7 @@ async def test_cap_of_a_pod_that_leaves_is_not_orphaned(apiserver, api_client, t
     assert set(agent.writer.originals) == {ua, ub}
     # b is deleted and its cgroup removed: the next tick drops it from the ledger and from the writer.
     await api_client.delete(resources.PODS, "b", "default", grace_period_seconds=0)
-    for _ in range(100):
-        if ub not in agent.pods:
-            break
-        await asyncio.sleep(0.02)
+    await eventually(lambda: ub not in agent.pods, "b's deletion seen by the agent's watch")
     node.tree.remove(node.rel[ub])
     node.step(10, 6.0, {ua: 1.5, udns: 1.5})
     await agent.tick()
@@ -292,7 +292,7 @@ async def test_unusable_pods_and_policies_are_skipped_and_the_ticks_go_on(apiser
     ua, ub, udns = (p["metadata"]["uid"] for p in pods)
     node = Node(tmp_path, [*pods, huge, malformed])
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     assert "refused" not in agent.policies
     assert malformed["metadata"]["uid"] not in agent.pods
 
@@ -331,24 +331,20 @@ async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apise
     apiserver.seed(NodeBuilder("node-1").build(), policy, throttle, evict, *pods)
     node = Node(tmp_path, pods)
     agent = make_agent(tmp_path, api_client, node)
-    await agent.start(sync_timeout=5)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
     pods_reflector = agent.reflectors[0]
     apiserver.inject_watch_event("pods", {"type": "MODIFIED", "object": {"metadata": "oops"}})
     late = PodBuilder("late", "default").node("node-1").build()
     await api_client.create(resources.PODS, late)
-    for _ in range(250):
-        if any(p.name == "late" for p in agent.pods.values()):
-            break
-        await asyncio.sleep(0.02)
-    assert any(p.name == "late" for p in agent.pods.values())
+    await eventually(lambda: any(p.name == "late" for p in agent.pods.values()), "the late pod seen")
     # a pod the agent cannot convert is the agent's own skip (one log line, metric and Event), not the watch's
     garbled = PodBuilder("garbled", "default").node("node-1").requests(cpu="garbage").build()
     await api_client.create(resources.PODS, garbled)
-    for _ in range(250):
-        events = (await api_client.list(resources.EVENTS, namespace="default")).items
-        if events:
-            break
-        await asyncio.sleep(0.02)
+
+    async def some_events() -> Any:
+        return (await api_client.list(resources.EVENTS, namespace="default")).items
+
+    events = await eventually_awaited(some_events, "an Event in default")
     assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [("garbled", "SkippedByAgent")]
     assert pods_reflector.bad_objects == {"bad_metadata": 1} and pods_reflector.errors == 0
     await agent.tick()
@@ -366,7 +362,7 @@ async def test_poison_watch_events_are_skipped_and_the_listener_is_bounded(apise
         assert big.closed and big.sent < 16 * 1024 * 1024
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        text = (await asyncio.wait_for(reader.read(), 10)).decode()
+        text = (await asyncio.wait_for(reader.read(), HANG_BACKSTOP)).decode()
         writer.close()
         assert 'koordpy_agent_watch_bad_objects_total{reason="bad_metadata",resource="pods"} 1.0' in text
         assert 'koordpy_agent_skipped_objects_total{kind="Pod"} 1.0' in text

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from koordpy.cli.main import COMMANDS, load_command
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 ROOT = Path(__file__).resolve().parents[3]
 KOORDPY = Path(sys.executable).parent / "koordpy"
@@ -41,7 +42,7 @@ SERVICES = [["extender"], ["manager"], ["agent", "run", "--node", "node-1"]]
 
 def koordpy(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(KOORDPY), *args], capture_output=True, text=True, timeout=120, check=False, env=env, cwd=ROOT
+        [str(KOORDPY), *args], capture_output=True, text=True, timeout=HANG_BACKSTOP, check=False, env=env, cwd=ROOT
     )
 
 
@@ -55,7 +56,7 @@ def test_version_prints_the_package_version() -> None:
 def test_python_dash_m_is_the_same_command() -> None:
     for args in (["--version"], ["--help"], ["agent", "plan", "-h"]):
         module = subprocess.run(
-            [sys.executable, "-m", "koordpy", *args], capture_output=True, text=True, timeout=120, check=False
+            [sys.executable, "-m", "koordpy", *args], capture_output=True, text=True, timeout=HANG_BACKSTOP, check=False
         )
         script = koordpy(*args)
         assert module.returncode == script.returncode == 0
@@ -105,7 +106,7 @@ def test_top_level_help_and_version_import_no_sub_command() -> None:
             [sys.executable, "-X", "importtime", "-m", "koordpy", *args],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=HANG_BACKSTOP,
             check=False,
         )
         assert result.returncode == 0

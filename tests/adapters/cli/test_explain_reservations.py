@@ -21,6 +21,7 @@ from koordpy.cli.main import app
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.model.durations import parse_rfc3339
 from koordpy_testkit import NodeBuilder, PodBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 runner = CliRunner()
@@ -155,14 +156,14 @@ def test_live_mode_lists_the_reservations_too(tmp_path: Path) -> None:
         assert proc.stdout is not None
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
-            assert sel.select(timeout=30), "the emulator printed no URL within 30 s"
+            assert sel.select(timeout=HANG_BACKSTOP), "the emulator printed no URL within 30 s"
         url = proc.stdout.readline().strip()
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url, token="t0k")
         args = ["scheduler", "explain", "--kubeconfig", str(kubeconfig), "--pod", "default/c", "--now", NOW]
         live = runner.invoke(app, args)
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_BACKSTOP)
         if proc.stdout is not None:
             proc.stdout.close()
     assert live.exit_code == 0, live.stderr

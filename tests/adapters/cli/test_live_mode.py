@@ -19,6 +19,7 @@ from test_explain_kube_scheduler import STAMP, dump
 from koordpy.cli.kubectl import translate
 from koordpy.cli.main import EXAMPLES
 from koordpy.kube.connection import write_kubeconfig
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 BIN = Path(sys.executable).parent
 KOORDPY = BIN / "koordpy"
@@ -55,19 +56,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert proc.stdout is not None
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
-            assert sel.select(timeout=30), "the emulator printed no URL within 30 s"
+            assert sel.select(timeout=HANG_BACKSTOP), "the emulator printed no URL within 30 s"
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), url
         yield write_kubeconfig(tmp_path / "kubeconfig", url, token="t0k")
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_BACKSTOP)
         if proc.stdout is not None:
             proc.stdout.close()
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120, env=env, check=False)
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=HANG_BACKSTOP, env=env, check=False
+    )
 
 
 def test_explain_reads_the_cluster(cluster: Path) -> None:

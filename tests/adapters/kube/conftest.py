@@ -8,13 +8,14 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 __all__ = ["api_client", "apiserver", "eventually"]
 
 Eventually = Callable[..., Awaitable[None]]
 
 
-async def _eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+async def _eventually(predicate: Callable[[], bool], timeout: float = HANG_BACKSTOP) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)

@@ -12,6 +12,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import NotFound
 from koordpy.kube.resources import PODMIGRATIONJOBS
 from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 
 async def test_kopf_operator_lifecycle(apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Any) -> None:
@@ -50,7 +51,7 @@ async def test_kopf_operator_lifecycle(apiserver: ApiServerEmulator, api_client:
             obj = await api_client.get(PODMIGRATIONJOBS, "j1")
             phases.append(obj.get("status", {}).get("phase", ""))
 
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(HANG_BACKSTOP):
             while not phases or phases[-1] != "Pending":
                 await phase()
                 await asyncio.sleep(0.05)
@@ -66,12 +67,12 @@ async def test_kopf_operator_lifecycle(apiserver: ApiServerEmulator, api_client:
                 return True
             return False
 
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(HANG_BACKSTOP):
             while not await gone():
                 await asyncio.sleep(0.05)
     finally:
         stop.set()
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
     assert seen == [("create", "j1"), ("delete", "j1")]
     manager_calls = {(r["verb"], r["resource"], r["subresource"]) for r in apiserver.requests if r["user"] == "manager"}
     assert ("patch", "podmigrationjobs", "status") in manager_calls

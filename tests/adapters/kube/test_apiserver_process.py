@@ -11,6 +11,7 @@ from pathlib import Path
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection, write_kubeconfig
 from koordpy.kube.resources import NODES, PODS
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 
 async def test_process_entry_point(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ status: {phase: Running}
     )
     try:
         assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        line = await asyncio.wait_for(proc.stdout.readline(), HANG_BACKSTOP)
         url = line.decode().strip()
         assert url.startswith("http://127.0.0.1:")
         kubeconfig = write_kubeconfig(tmp_path / "kc", url, token="secret-1")
@@ -60,7 +61,7 @@ status: {phase: Running}
             await client.evict("default", "p1", grace_period_seconds=0)
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 30)
+        code = await asyncio.wait_for(proc.wait(), HANG_BACKSTOP)
     assert code == 0
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(c["user"], c["verb"], c["resource"], c["subresource"]) for c in calls] == [

@@ -12,6 +12,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.resources import ALL, EVENTS, NODEMETRICS, NODES, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 
 def pod(name: str, ns: str = "default", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -271,7 +272,7 @@ async def test_eviction_honours_pdb_and_grace(api_client: ApiClient, eventually:
             await asyncio.sleep(0.02)
         deleted.set()
 
-    await asyncio.wait_for(poll(), 10)
+    await asyncio.wait_for(poll(), HANG_BACKSTOP)
     assert deleted.is_set()
 
     # 2 healthy, minAvailable 2 -> 0 allowed -> 429 with a Status body naming the budget

@@ -19,6 +19,7 @@ from koordpy.scheduler.framework import ClusterState as SchedulerState
 from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
 from koordpy_testkit import FakeClock
 from koordpy_testkit.apiserver import ApiServerEmulator, ClusterState
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 Eventually = Callable[..., Awaitable[None]]
 
@@ -69,7 +70,7 @@ async def test_initial_list_then_live_events(api_client: ApiClient, eventually: 
     reflector = fast(api_client, NODES, rec, page_size=2)  # the initial list takes two pages
     assert not reflector.synced.is_set()
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         assert rec.kinds() == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]  # all delivered before synced
         await api_client.patch(NODES, "b", {"metadata": {"labels": {"x": "1"}}})
         await api_client.delete(NODES, "a")
@@ -87,7 +88,7 @@ async def test_resume_after_watch_timeout_without_duplicates(
     rec = Recorder()
     reflector = fast(api_client, PODS, rec, watch_timeout_seconds=1)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         for i in range(3):
             await api_client.create(PODS, pod(f"p{i}"))
             starts = reflector.restarts
@@ -104,7 +105,7 @@ async def test_bookmarks_advance_resource_version_without_deliveries(
     rec = Recorder()
     reflector = fast(api_client, PODS, rec)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         listed = int(reflector.resource_version)
         # writes to another resource move the global resourceVersion; pods only learn of it by bookmark
         for i in range(3):
@@ -124,7 +125,7 @@ async def test_gone_relists_and_delivers_the_diff(
     rec = Recorder()
     reflector = fast(api_client, NODES, rec)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         await apiserver.stop()  # the reflector loses its watch and backs off
         await eventually(lambda: reflector.errors >= 1)
         apiserver.state.history_size = 2  # compact history so the reflector's resourceVersion is too old
@@ -153,7 +154,7 @@ async def test_fresh_server_on_same_port_forces_relist(apiserver: ApiServerEmula
         rec = Recorder()
         reflector = fast(client, NODES, rec)
         async with running(reflector):
-            await asyncio.wait_for(reflector.synced.wait(), 10)
+            await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
             await apiserver.stop()
             apiserver.state = ClusterState()  # a new incarnation: all versions of the old one are unknown
             apiserver.seed(node("fresh"))
@@ -168,7 +169,7 @@ async def test_outage_backs_off_then_resumes_from_resource_version(
     rec = Recorder()
     reflector = fast(api_client, PODS, rec)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         await apiserver.stop()
         await eventually(lambda: reflector.errors >= 3)  # keeps retrying while the port is closed
         await api_client_write_while_down(apiserver)
@@ -195,7 +196,7 @@ async def test_synced_waits_for_a_successful_list(
     rec = Recorder()
     reflector = fast(api_client, NODES, rec)
     async with running(reflector):
-        await wait_synced([reflector], timeout=10)
+        await wait_synced([reflector], timeout=HANG_BACKSTOP)
         assert reflector.errors == 2 and len(rec.events) == 2
         # a later relist keeps synced set
         apiserver.state.history_size = 1
@@ -226,7 +227,7 @@ async def test_handler_errors_do_not_stop_the_reflector(api_client: ApiClient, e
 
     reflector = fast(api_client, NODES, flaky)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         await api_client.create(NODES, node("bad"))
         await api_client.create(NODES, node("good"))
         await eventually(lambda: seen == ["bad", "good"])
@@ -242,7 +243,7 @@ async def test_selector_reflector_sees_objects_leave(api_client: ApiClient, even
     everything = fast(api_client, NODES, other)
     task = asyncio.create_task(run_reflectors([reflector, everything]))
     try:
-        await wait_synced([reflector, everything], timeout=10)
+        await wait_synced([reflector, everything], timeout=HANG_BACKSTOP)
         await api_client.patch(NODES, "a", {"metadata": {"labels": {"pool": "y"}}})
         await eventually(lambda: len(rec.events) == 2 and len(other.events) == 3)
     finally:
@@ -293,7 +294,7 @@ async def test_deleted_during_a_gap_arrives_as_a_tombstone_the_extender_cache_un
 
     reflector = fast(api_client, PODS, record)
     async with running(reflector):
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         assert created["metadata"]["uid"] in cache.state.assigned
         # the reflector remembers the pod's identity only, never its spec
         assert reflector.known["default/placed"] == {

@@ -18,6 +18,7 @@ from koordpy.kube.resources import EVENTS, NODES, PODS
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.runtime.metrics import new_registry
 from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 Eventually = Callable[..., Awaitable[None]]
 
@@ -69,7 +70,7 @@ def make(client: ApiClient, handler: Any, resource: Any = NODES, **kw: Any) -> R
 async def running(reflector: Reflector) -> AsyncIterator[None]:
     task = asyncio.create_task(reflector.run())
     try:
-        await asyncio.wait_for(reflector.synced.wait(), 10)
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
         yield
     finally:
         task.cancel()

@@ -43,6 +43,7 @@ from koordpy.scheduler.plugins.reservation.controller import (
 from koordpy.scheduler.plugins.reservation.starving import LABEL_STARVING_JOB
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.reservations import reservation_dict
 
@@ -455,12 +456,12 @@ async def test_the_operator_places_a_user_reservation_from_its_node_timer(
     stop = asyncio.Event()
     task = asyncio.create_task(run(config, stop_flag=stop, liveness=False))
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(HANG_BACKSTOP):
             while ((await api_client.get(RESERVATIONS, "hold")).get("status") or {}).get("phase") != "Available":
                 await asyncio.sleep(0.1)
     finally:
         stop.set()
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
     placed = await api_client.get(RESERVATIONS, "hold")
     assert placed["status"]["nodeName"] == "n1"
     # one timer per Node: kopf's per-invocation success line is filtered out, the round's own line is not

@@ -26,6 +26,7 @@ import yaml
 from koordpy.config.errors import validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.manager.operator import run
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 NODES = "v1/nodes"
 NODEMETRICS = "slo.koordinator.sh/v1alpha1/nodemetrics"
@@ -111,14 +112,14 @@ async def running_manager(raw: dict[str, Any], liveness: bool = False) -> AsyncI
     ready = asyncio.Event()
     task = asyncio.create_task(run(config, stop_flag=stop, ready_flag=ready, liveness=liveness))
     try:
-        await asyncio.wait_for(ready.wait(), 30)
+        await asyncio.wait_for(ready.wait(), HANG_BACKSTOP)
         yield
     finally:
         stop.set()
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
 
 
-async def eventually(check: Callable[[], Any], what: str, deadline: float = 20.0) -> None:
+async def eventually(check: Callable[[], Any], what: str, deadline: float = HANG_BACKSTOP) -> None:
     """Poll ``check`` until it returns truthy; fail naming ``what``. A deadline, not a timing assertion."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline

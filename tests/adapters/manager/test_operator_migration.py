@@ -16,6 +16,7 @@ from koordpy.kube.resources import PODMIGRATIONJOBS, PODS
 from koordpy.manager.operator import run
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 __all__ = ["api_client", "apiserver"]
 
@@ -63,7 +64,7 @@ async def test_operator_arbitrates_and_migrates_without_finalizers(
             }
             await api_client.create(PODMIGRATIONJOBS, body)
         phases: list[str] = []
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(HANG_BACKSTOP):
             while not phases or not all(p in ("Succeeded", "Failed") for p in phases):
                 await asyncio.sleep(0.1)
                 items = (await api_client.list(PODMIGRATIONJOBS)).items
@@ -80,7 +81,7 @@ async def test_operator_arbitrates_and_migrates_without_finalizers(
             await api_client.get(PODMIGRATIONJOBS, "m0")
     finally:
         stop.set()
-        await asyncio.wait_for(task, 30)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
     calls = {(r["verb"], r["resource"], r["subresource"]) for r in apiserver.requests if r["user"] == "manager"}
     assert ("create", "pods", "eviction") in calls
     assert ("delete", "pods", None) not in calls

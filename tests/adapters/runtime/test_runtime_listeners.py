@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
 HOST = "127.0.0.1"
@@ -68,7 +69,7 @@ async def test_a_connection_that_sends_nothing_is_closed() -> None:
     async with health() as port:
         reader, writer = await asyncio.open_connection(HOST, port)
         try:
-            assert await asyncio.wait_for(reader.read(1024), 10) == b""
+            assert await asyncio.wait_for(reader.read(1024), HANG_BACKSTOP) == b""
         finally:
             writer.close()
 

@@ -31,6 +31,7 @@ __all__ = [
     "cpu_bounded",
     "cpu_seconds_of",
     "eventually",
+    "eventually_awaited",
     "eventually_sync",
     "limit_child",
     "within_backstop",
@@ -90,6 +91,21 @@ async def eventually(
     end = loop.time() + backstop
     while True:
         value = check()
+        if value:
+            return value
+        if loop.time() >= end:
+            raise AssertionError(f"{what}: not reached after {backstop:.0f} s (hang backstop; last: {value!r})")
+        await asyncio.sleep(interval)
+
+
+async def eventually_awaited(
+    check: Callable[[], Awaitable[T]], what: str, *, backstop: float = HANG_BACKSTOP, interval: float = 0.02
+) -> T:
+    """:func:`eventually` for an async ``check`` (an API call, an HTTP probe)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + backstop
+    while True:
+        value = await check()
         if value:
             return value
         if loop.time() >= end:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 LOOPBACK = "127.0.0.1"
 
 __all__ = ["LOOPBACK", "Proc", "free_port", "wait_http"]
@@ -111,7 +113,7 @@ class Proc:
         """SIGKILL the whole group and reap it."""
         self._signal_group(signal.SIGKILL)
         if self.popen is not None:
-            self.popen.wait(timeout=10)
+            self.popen.wait(timeout=HANG_BACKSTOP)
 
     def stop(self, grace: float = 5.0) -> None:
         """SIGTERM the group, SIGKILL after ``grace`` seconds; always reaps, and kills leftovers."""
@@ -124,7 +126,7 @@ class Proc:
         # Children that outlived the leader (same group) go too.
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
+            self.popen.wait(timeout=HANG_BACKSTOP)
 
     def wait_for_log(self, needle: str, timeout: float) -> str:
         """Wait until a log line (of the current start) contains ``needle``; return that line."""
@@ -160,7 +162,7 @@ def wait_http(
         if proc is not None and not proc.alive():
             raise RuntimeError(f"{proc.name} exited ({proc.popen and proc.popen.returncode}):\n{proc.tail()}")
         try:
-            resp = httpx.get(url, timeout=5.0, verify=verify, headers=headers)
+            resp = httpx.get(url, timeout=HANG_BACKSTOP, verify=verify, headers=headers)
             if resp.status_code == 200:
                 return
             last = f"{resp.status_code} {resp.text[:200]}"

@@ -22,6 +22,7 @@ from koordpy.kube.errors import ApiError
 from koordpy.scheduler.extender.inline import inline_verb_protocol
 from koordpy.scheduler.extender.server import Extender, build_extender
 from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 
 CONFIG = {
     "loadAware": {
@@ -107,16 +108,13 @@ async def start(
         )
     )
     task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
+    await eventually(lambda: server.started or task.done(), "uvicorn started", interval=0.01)
+    if task.done():
+        task.result()
     assert server.started, "uvicorn did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    http = httpx.AsyncClient(base_url=url, timeout=30.0)
+    http = httpx.AsyncClient(base_url=url, timeout=HANG_BACKSTOP)
     running = Running(extender, clock, binder, http, url, server)
     running.task = task  # type: ignore[attr-defined]
     return running

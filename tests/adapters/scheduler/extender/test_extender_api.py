@@ -23,6 +23,7 @@ from koordpy.runtime.clock import SystemClock
 from koordpy.scheduler.extender.server import build_extender
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 CPU_FAIL = "node(s) cpu usage exceed threshold"
 
@@ -46,7 +47,7 @@ def new_pod(api: ApiServerEmulator, name: str) -> dict[str, Any]:
     return stored
 
 
-async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+async def wait_for(predicate: Any, timeout: float = HANG_BACKSTOP) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
@@ -159,7 +160,7 @@ async def test_gc_is_frozen_after_the_first_lists(api: ApiServerEmulator) -> Non
     try:
         async with extender.app.router.lifespan_context(extender.app):
             assert extender.synced is not None
-            await asyncio.wait_for(extender.synced.wait(), 10)
+            await asyncio.wait_for(extender.synced.wait(), HANG_BACKSTOP)
             assert gc.get_freeze_count() > before
     finally:
         gc.unfreeze()

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from koordpy.cli import extender
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder
 from koordpy_testkit.apiserver import running_apiserver, write_kubeconfig
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 # A koordpy-like app with the command registered the way cli/main.py does it.
 LAUNCH = (
@@ -106,8 +107,8 @@ async def test_the_process_serves_survives_garbage_and_stops_cleanly(tmp_path: P
             env=env,
         )
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-                deadline = time.monotonic() + 30
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=HANG_BACKSTOP) as http:
+                deadline = time.monotonic() + HANG_BACKSTOP
                 while True:
                     try:
                         if (await http.get("/readyz")).status_code == 200:
@@ -130,7 +131,7 @@ async def test_the_process_serves_survives_garbage_and_stops_cleanly(tmp_path: P
                 assert result["NodeNames"] == ["n1"] and list(result["FailedNodes"]) == ["n2"]
         finally:
             proc.send_signal(signal.SIGTERM)
-            _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+            _, stderr = await asyncio.wait_for(proc.communicate(), HANG_BACKSTOP)
         # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status says why it stopped
         assert proc.returncode in (0, -signal.SIGTERM), stderr.decode()[-2000:]
         events = [json.loads(line)["event"] for line in stderr.decode().splitlines() if line.startswith("{")]

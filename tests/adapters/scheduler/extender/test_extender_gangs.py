@@ -8,6 +8,7 @@ advance is acted on promptly. Holds are observed through the barrier's ``held`` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ import orjson
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.plugins.gang import keys
 from koordpy_testkit import PodBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 
 
 def member(name: str, gang: str = "g", minimum: int = 3, **annotations: str) -> dict[str, Any]:
@@ -44,12 +46,8 @@ def setup(ext: Any, *pods: dict[str, Any]) -> None:
         ext.pod_event("ADDED", raw)
 
 
-async def until(predicate: Any, what: str, rounds: int = 500) -> None:
-    for _ in range(rounds):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+async def until(predicate: Any, what: str) -> None:
+    await eventually(predicate, what, interval=0.01)
 
 
 def held(ext: Any) -> set[str]:
@@ -136,15 +134,17 @@ async def test_answer_deadline_renews_before_the_binder_timeout(make_ext: Any) -
 async def test_an_abandoned_request_is_never_bound(ext: Any) -> None:
     a, b, c = member("a", mode="NonStrict"), member("b"), member("c")
     setup(ext, a, b, c)
-    async with httpx.AsyncClient(base_url=ext.url, timeout=0.3) as impatient:
-        try:
-            await impatient.post(
+    async with httpx.AsyncClient(base_url=ext.url, timeout=HANG_BACKSTOP) as impatient:
+        request = asyncio.create_task(
+            impatient.post(
                 "/bind", content=orjson.dumps(bind_args(a, "n1")), headers={"Content-Type": "application/json"}
             )
-        except httpx.TimeoutException:
-            pass
-        else:
-            raise AssertionError("the held bind answered before the gang was complete")
+        )
+        await until(lambda: held(ext) == {"team/a"}, "a held")
+        assert not request.done(), "the held bind answered before the gang was complete"
+        request.cancel()  # the client gives up (as kube-scheduler's timeout does): its connection closes
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
     await until(lambda: "team/a" not in held(ext), "a's abandoned hold dropped")
     second = asyncio.create_task(ext.post("bind", bind_args(b, "n2")))
     third = asyncio.create_task(ext.post("bind", bind_args(c, "n1")))
@@ -280,7 +280,7 @@ async def test_nonstrict_deadlock_releases_one_gang_with_an_event(ext: Any) -> N
 
 
 async def until_one(tasks: dict[str, asyncio.Task[Any]]) -> tuple[str, Any]:
-    await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED, timeout=10)
+    await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED, timeout=HANG_BACKSTOP)
     finished = [(n, t.result()) for n, t in tasks.items() if t.done()]
     assert len(finished) == 1, finished
     return finished[0]

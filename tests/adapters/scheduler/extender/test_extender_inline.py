@@ -15,6 +15,7 @@ import orjson
 
 from koordpy.scheduler.extender.inline import InlineVerbProtocol
 from koordpy_testkit import PodBuilder
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 
 Running = Any
 """conftest's ``Running``: an extender served on a loopback port."""
@@ -62,11 +63,11 @@ def request(path: str, body: bytes, *headers: bytes, chunked: bool = False) -> b
 
 
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[bytes, bytes], bytes]:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HANG_BACKSTOP)
     lines = head.split(b"\r\n")
     status = int(lines[0].split()[1])
     headers = dict(line.lower().split(b": ", 1) for line in lines[1:] if line)
-    body = await asyncio.wait_for(reader.readexactly(int(headers[b"content-length"])), 10)
+    body = await asyncio.wait_for(reader.readexactly(int(headers[b"content-length"])), HANG_BACKSTOP)
     return status, headers, body
 
 
@@ -131,7 +132,7 @@ async def test_connection_close_is_answered_then_closed(make_ext: Make) -> None:
         writer.write(request("/filter", args(), b"connection: close"))
         status, headers, _ = await read_response(reader)
         assert (status, headers[b"connection"]) == (200, b"close")
-        assert await asyncio.wait_for(reader.read(10), 10) == b""
+        assert await asyncio.wait_for(reader.read(10), HANG_BACKSTOP) == b""
     finally:
         writer.close()
 
@@ -182,7 +183,7 @@ async def test_expect_100_continue_goes_the_asgi_way(make_ext: Make) -> None:
         body = args()
         head = request("/filter", b"", b"expect: 100-continue").rsplit(b"content-length: 0", 1)[0]
         writer.write(head + b"content-length: %d\r\n\r\n" % len(body))
-        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 100")
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HANG_BACKSTOP)).startswith(b"HTTP/1.1 100")
         writer.write(body)
         status, _, answer = await read_response(reader)
     finally:
@@ -206,11 +207,7 @@ def bind_body(name: str = "p", uid: str = "uid-p") -> bytes:
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for: {what}")
+    await eventually(check, what, interval=0.01)
 
 
 async def test_bind_answers_equal_the_asgi_path(make_ext: Make) -> None:
@@ -271,6 +268,6 @@ async def test_a_bind_in_flight_at_shutdown_is_answered_then_the_connection_clos
         running.binder.gate.set()
         status, headers, body = await read_response(reader)
         assert (status, body, headers[b"connection"]) == (200, b'{"Error":""}', b"close")
-        assert await asyncio.wait_for(reader.read(10), 10) == b""
+        assert await asyncio.wait_for(reader.read(10), HANG_BACKSTOP) == b""
     finally:
         writer.close()

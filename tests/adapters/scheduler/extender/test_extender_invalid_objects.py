@@ -13,6 +13,7 @@ from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.invalid_events import REASONS, NodeEventReporter
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy_testkit import FakeClock, NodeBuilder, NodeMetricBuilder
+from koordpy_testkit.bounds import eventually
 
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": {"containers": []}}
 HUGE = ["1e99999999", "1e400"]
@@ -136,10 +137,7 @@ async def test_reporter_posts_one_warning_per_transition_to_unreadable() -> None
         cache.handler("nodemetrics")("MODIFIED", raw)
     sink = FakeSink()
     task = asyncio.create_task(reporter.run(sink))
-    for _ in range(100):
-        if sink.events:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: sink.events, "the report sent", interval=0.01)
     task.cancel()
     assert len(sink.events) == 1
     obj, reason, message, kind = sink.events[0]
@@ -168,10 +166,7 @@ async def test_reporter_survives_a_failing_api() -> None:
     reporter.report("nodes", "n1", "boom")
     reporter.report("nodes", "n2", "boom")
     task = asyncio.create_task(reporter.run(FakeSink(fail=True)))
-    for _ in range(100):
-        if reporter.failed == 2:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: reporter.failed == 2, "both reports failed", interval=0.01)
     task.cancel()
     assert reporter.failed == 2 and Log.lines == ["event.failed", "event.failed"]
 

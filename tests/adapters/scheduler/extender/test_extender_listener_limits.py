@@ -20,6 +20,7 @@ from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.listeners import ListenerLimits
 from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
 from koordpy.scheduler.extender.server import build_extender, build_servers, listener_limits, serve_all
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
 LIMITS = ListenerLimits(max_header_bytes=16 * 1024, request_read_seconds=0.5)
@@ -27,23 +28,20 @@ HOST = "127.0.0.1"
 
 
 @asynccontextmanager
-async def listeners() -> AsyncIterator[tuple[int, int]]:
-    """The main and the ops listener of an extender without an API server, with ``LIMITS``."""
+async def listeners(limits: ListenerLimits = LIMITS) -> AsyncIterator[tuple[int, int]]:
+    """The main and the ops listener of an extender without an API server, with ``limits``."""
     extender = build_extender(validate(SchedulerConfiguration, {}), None, clock=SystemClock(), freeze_gc=False)
-    servers = build_servers(extender, HOST, 0, metrics_host=HOST, metrics_port=0, limits=LIMITS)
+    servers = build_servers(extender, HOST, 0, metrics_host=HOST, metrics_port=0, limits=limits)
     task = asyncio.create_task(serve_all(servers))
     try:
-        for _ in range(1000):
-            if all(server.started for server in servers) or task.done():
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: all(server.started for server in servers) or task.done(), "uvicorn started")
         assert all(server.started for server in servers), "uvicorn did not start"
         main, ops = (server.servers[0].sockets[0].getsockname()[1] for server in servers)
         yield main, ops
     finally:
         for server in servers:
             server.should_exit = True
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
 
 
 @pytest.mark.parametrize("which", ["main", "ops"])
@@ -53,7 +51,7 @@ async def test_a_head_over_the_bound_is_answered_431_and_closed(which: str) -> N
         outcome = await oversized_head(HOST, port, 20 * 1024)  # 20 KiB head > 16 KiB bound, in one piece
         assert outcome.status_line == b"HTTP/1.1 431 Request Header Fields Too Large"
         assert outcome.closed
-        async with httpx.AsyncClient(timeout=10) as http:  # the listener still serves normal requests
+        async with httpx.AsyncClient(timeout=HANG_BACKSTOP) as http:  # the listener still serves normal requests
             assert (await http.get(f"http://{HOST}:{port}/healthz")).status_code == 200
 
 
@@ -88,7 +86,7 @@ async def test_a_connection_that_sends_nothing_is_closed() -> None:
     async with listeners() as (_, ops):
         reader, writer = await asyncio.open_connection(HOST, ops)
         try:
-            assert await asyncio.wait_for(reader.read(1024), 10) == b""  # closed by the server, not by us
+            assert await asyncio.wait_for(reader.read(1024), HANG_BACKSTOP) == b""  # closed by the server, not by us
         finally:
             writer.close()
 
@@ -99,7 +97,12 @@ async def test_big_bodies_and_several_requests_on_one_connection_still_work() ->
     names = [f"node-{i:04d}-" + "x" * 590 for i in range(2000)]
     body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
     assert len(body) > 1_000_000
-    async with listeners() as (main, _), httpx.AsyncClient(base_url=f"http://{HOST}:{main}", timeout=10) as http:
+    # The head bound as above; the read bound generous: moving 1.2 MB is not what is tested here, and a
+    # loaded machine may take longer than 0.5 s to move it through one event loop.
+    async with (
+        listeners(ListenerLimits(max_header_bytes=LIMITS.max_header_bytes, request_read_seconds=60)) as (main, _),
+        httpx.AsyncClient(base_url=f"http://{HOST}:{main}", timeout=HANG_BACKSTOP) as http,
+    ):
         for _ in range(3):  # kept alive between requests
             resp = await http.post("/filter", content=body, headers={"Content-Type": "application/json"})
             assert resp.status_code == 200

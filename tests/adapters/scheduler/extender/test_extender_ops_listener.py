@@ -33,6 +33,7 @@ from koordpy.runtime.clock import SystemClock
 from koordpy.scheduler.extender.server import Extender, build_extender, build_servers, serve_all
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver, write_kubeconfig
+from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
 
 # The command registered the way cli/main.py does it (as in test_extender_cli).
 LAUNCH = (
@@ -78,18 +79,15 @@ def sigterm_recorder() -> Iterator[list[int]]:
 
 async def wait_started(servers: list[uvicorn.Server], task: asyncio.Task[None]) -> list[str]:
     """The base URLs of the started servers, in order (main first)."""
-    for _ in range(1000):
-        if all(server.started for server in servers):
-            break
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
+    await eventually(lambda: all(server.started for server in servers) or task.done(), "uvicorn started", interval=0.01)
+    if task.done():
+        task.result()
     assert all(server.started for server in servers), "uvicorn did not start"
     return [f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}" for server in servers]
 
 
 async def refused(url: str) -> bool:
-    async with httpx.AsyncClient(timeout=5) as http:
+    async with httpx.AsyncClient(timeout=HANG_BACKSTOP) as http:
         try:
             await http.get(url + "/healthz")
         except httpx.ConnectError:
@@ -110,11 +108,11 @@ async def test_ops_port_serves_health_readiness_and_metrics_only_and_stops_with_
         main_url, ops_url = await wait_started(servers, task)
         assert main_url != ops_url
         async with (
-            httpx.AsyncClient(base_url=main_url, timeout=10) as main,
-            httpx.AsyncClient(base_url=ops_url, timeout=10) as ops,
+            httpx.AsyncClient(base_url=main_url, timeout=HANG_BACKSTOP) as main,
+            httpx.AsyncClient(base_url=ops_url, timeout=HANG_BACKSTOP) as ops,
         ):
             assert extender.synced is not None
-            await asyncio.wait_for(extender.synced.wait(), 10)  # the main server's lifespan runs the watches
+            await asyncio.wait_for(extender.synced.wait(), HANG_BACKSTOP)  # the main server's lifespan runs the watches
             assert (await ops.get("/healthz")).text == "ok"
             assert (await ops.get("/readyz")).text == "ok"
 
@@ -137,7 +135,7 @@ async def test_ops_port_serves_health_readiness_and_metrics_only_and_stops_with_
             assert (await main.get("/debug/nodes/n1")).status_code == 200
 
             os.kill(os.getpid(), signal.SIGTERM)
-            await asyncio.wait_for(task, 15)
+            await asyncio.wait_for(task, HANG_BACKSTOP)
         assert sigterm_recorder == [signal.SIGTERM]  # re-raised once, after both shut down
         assert all(server.should_exit for server in servers)
         assert await refused(main_url) and await refused(ops_url)
@@ -154,7 +152,7 @@ async def test_readiness_is_the_same_on_both_ports() -> None:
     task = asyncio.create_task(serve_all(servers))
     urls = await wait_started(servers, task)
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=HANG_BACKSTOP) as http:
             not_ready(extender, "waiting for the first list of pods")
             for url in urls:
                 resp = await http.get(url + "/readyz")
@@ -162,7 +160,7 @@ async def test_readiness_is_the_same_on_both_ports() -> None:
                 assert (await http.get(url + "/healthz")).status_code == 200
     finally:
         servers[1].should_exit = True  # either server stopping stops both
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, HANG_BACKSTOP)
     assert servers[0].should_exit
     assert await refused(urls[0]) and await refused(urls[1])
 
@@ -177,7 +175,7 @@ async def test_an_ops_port_in_use_stops_the_main_server_and_exits_with_uvicorns_
         servers = build_servers(extender, "127.0.0.1", main_port, metrics_host="127.0.0.1", metrics_port=port)
         # awaited in this task: a SystemExit raised in another task would escape the event loop
         with pytest.raises(SystemExit) as exited:
-            async with asyncio.timeout(15):
+            async with asyncio.timeout(HANG_BACKSTOP):
                 await serve_all(servers)
     assert exited.value.code == 3  # uvicorn's STARTUP_FAILURE
     assert servers[0].should_exit
@@ -209,8 +207,8 @@ async def test_the_process_serves_the_ops_port_and_stops_both_on_sigterm(tmp_pat
         )
         main_url, ops_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}"
         try:
-            async with httpx.AsyncClient(base_url=ops_url, timeout=10) as ops:
-                deadline = time.monotonic() + 30
+            async with httpx.AsyncClient(base_url=ops_url, timeout=HANG_BACKSTOP) as ops:
+                deadline = time.monotonic() + HANG_BACKSTOP
                 while True:
                     try:
                         if (await ops.get("/readyz")).status_code == 200:
@@ -223,12 +221,12 @@ async def test_the_process_serves_the_ops_port_and_stops_both_on_sigterm(tmp_pat
                 assert (await ops.get("/healthz")).text == "ok"
                 assert "koordpy_extender_watch_restarts_total" in (await ops.get("/metrics")).text
                 assert (await ops.post("/filter", content=FILTER, headers=JSON)).status_code == 404
-                async with httpx.AsyncClient(base_url=main_url, timeout=10) as main:
+                async with httpx.AsyncClient(base_url=main_url, timeout=HANG_BACKSTOP) as main:
                     result = orjson.loads((await main.post("/filter", content=FILTER, headers=JSON)).content)
                 assert result["NodeNames"] == ["n1"]
         finally:
             proc.send_signal(signal.SIGTERM)
-            _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+            _, stderr = await asyncio.wait_for(proc.communicate(), HANG_BACKSTOP)
         assert proc.returncode in (0, -signal.SIGTERM), stderr.decode()[-2000:]
         events = [json.loads(line)["event"] for line in stderr.decode().splitlines() if line.startswith("{")]
         assert sum(e.startswith("Uvicorn running on") for e in events) == 2

@@ -20,6 +20,7 @@ from koordpy.kube.resources import EVENTS, RESERVATIONS
 from koordpy.runtime.clock import SystemClock
 from koordpy_testkit import NodeBuilder, PodBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 RESERVED = "node(s) resource was(were) reserved"
@@ -31,7 +32,7 @@ async def api() -> AsyncIterator[ApiServerEmulator]:
         yield emulator
 
 
-async def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+async def wait_for(predicate: Any, timeout: float = HANG_BACKSTOP) -> None:
     """A bound, not a speed claim."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -17,6 +17,7 @@ from koordpy.kube.resources import EVENTS, NODES
 from koordpy.runtime.clock import SystemClock
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ async def api() -> AsyncIterator[ApiServerEmulator]:
         yield emulator
 
 
-async def wait_for(predicate: Any, timeout: float = 20.0) -> None:
+async def wait_for(predicate: Any, timeout: float = HANG_BACKSTOP) -> None:
     """A bound, not a speed claim."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane.binaries import ensure_binaries
 from koordpy_testkit.controlplane.pki import Pki, make_pki
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
@@ -469,7 +470,7 @@ class ControlPlane:
             f"https://{LOOPBACK}:{self.secure_ports[name]}/metrics",
             verify=False,
             headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=60,
+            timeout=HANG_BACKSTOP,
         )
         resp.raise_for_status()
         return resp.text
@@ -485,7 +486,7 @@ class ControlPlane:
 
     # ---- convenience ----------------------------------------------------------------------
 
-    def wait_for(self, what: str, check: Any, timeout: float = 120.0, interval: float = 0.2) -> Any:
+    def wait_for(self, what: str, check: Any, timeout: float = HANG_BACKSTOP, interval: float = 0.2) -> Any:
         """Poll ``check()`` until it returns something truthy; ``timeout`` is a hang backstop."""
         deadline = time.monotonic() + timeout
         last: Any = None

@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 __all__ = ["Pki", "make_pki"]
 
 DAYS = "10"
@@ -30,7 +32,9 @@ class Pki:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        ["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=HANG_BACKSTOP, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"openssl {' '.join(args[:2])} failed ({result.returncode}):\n{result.stderr}")
 

@@ -39,6 +39,7 @@ import orjson
 
 from koordpy.model.objects import NodeInfo, ObjectError, node_from_dict
 from koordpy.model.resources import ResourceList, pod_requests
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.schedulerdriver.intree import (
     InTreeFilter,
     NodeUsage,
@@ -190,7 +191,7 @@ class SchedulerDriver:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def start(self, sync_timeout: float = 30.0) -> None:
+    async def start(self, sync_timeout: float = HANG_BACKSTOP) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         self._api = aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(limit=0))
         # Like Go's transport: keep-alive, no limit on connections (bind calls may block).
