@@ -1,8 +1,8 @@
 """CLI start-up benchmark (not a test): wall time of ``koordpy --version`` and ``koordpy --help``.
 
 Each command runs N times as a fresh subprocess (the venv's ``koordpy`` console script); the median is
-reported next to ``python -c pass`` (the interpreter's own floor) and the ratio to it. The goal of
-issue 9 is under 0.5 s for both; sub-command help (which imports the command's module) is shown too.
+reported next to ``python -c pass`` (the interpreter's own floor) and the ratio to it. The goal is
+under 0.5 s for both on a quiet machine; sub-command help (which imports the command's module) is shown too.
 
 Run: ``.venv/bin/python bench/cli_startup.py [--runs N]``. Prints a table and writes
 ``bench/results/cli_startup.json``.

@@ -612,7 +612,7 @@ def print_size(result: dict[str, Any], local: dict[str, Any]) -> None:
 
 
 def watch_events(samples: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The watch-event figures with NodeMetrics of 10 pods (the node's own) and of 20 (issue 13's wording), and
+    """The watch-event figures with NodeMetrics of 10 pods (the node's own) and of 20 (a busier node), and
     the koordlet-shaped NodeMetric figure."""
     results = []
     for metric_pods in (PODS_PER_NODE, 20):

@@ -1,7 +1,8 @@
-"""Quantity benchmark (not a test): time to parse (or refuse) the quantities of issue 14 and common ones.
+"""Quantity benchmark (not a test): time to parse (or refuse) hostile quantities (``1e99999999``, ``1e400``) and
+common ones.
 
-Before the bounds, ``"1e99999999"`` computed 10**99999999 (minutes on the extender's event loop); now
-every string is decided in time linear in its length, the exponent checked before any arithmetic.
+Without bounds, ``"1e99999999"`` would compute 10**99999999 (minutes on the extender's event loop); every
+string is decided in time linear in its length, the exponent checked before any arithmetic.
 Memoisation is bypassed (``_parse_text`` directly) so each call does the whole work.
 
 Run: ``.venv/bin/python bench/quantity.py [--repeat N]``. Prints a table and writes

@@ -360,20 +360,29 @@ def test_values_yaml_and_scenarios_satisfy_the_schema() -> None:
         jsonschema.validate(merged(values, yaml.safe_load(path.read_text(encoding="utf-8"))), schema)
 
 
-def test_notes_render_for_an_install() -> None:
+def _install_notes(*values: str) -> str:
     proc = subprocess.run(
-        [str(helm_binary()), "install", "koordpy", str(CHART), "--dry-run=client", "-n", NAMESPACE],
+        [str(helm_binary()), "install", "koordpy", str(CHART), "--dry-run=client", "-n", NAMESPACE, *values],
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "KUBECONFIG": "/nonexistent"},
     )
     assert proc.returncode == 0, proc.stderr
-    notes = proc.stdout.split("NOTES:", 1)[1]
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_render_for_an_install() -> None:
+    notes = _install_notes()
     assert "schedulerName: koordpy-scheduler" in notes
     assert "127.0.0.1:10262" in notes
     assert "port 10263 (Service port http-metrics)" in notes  # the default ops listener
     assert "manager.config.reservation.enabled (now: false)" in notes
+    # the migration mode the manager applies: koordpy's default, the one the values choose
+    default = validate(ManagerConfiguration, {}).migration_controller.default_job_mode
+    assert f"(a job without spec.mode:\n{default})" in notes
+    chosen = _install_notes("--set", "manager.config.migrationController.defaultJobMode=EvictDirectly")
+    assert "(a job without spec.mode:\nEvictDirectly)" in chosen
 
 
 def test_deploy_manifests_are_rendered_from_the_chart(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ exponents = st.one_of(
 
 @st.composite
 def quantity_like(draw: st.DrawFn) -> str:
-    """Strings shaped like quantities, including every hostile case of issue 14."""
+    """Strings shaped like quantities, including the hostile ones (1e99999999, 1e400)."""
     sign = draw(st.sampled_from(["", "+", "-"]))
     whole = draw(digits)
     frac = draw(st.one_of(st.none(), digits))

@@ -24,7 +24,7 @@ def chart() -> RenderedChart:
 
 @pytest.fixture(scope="session")
 def session_calls() -> list[Call]:
-    """Every API call recorded by every cluster of this session (filled as clusters close)."""
+    """Every API call recorded by every cluster of this pytest session (filled as clusters close)."""
     return []
 
 

@@ -1,4 +1,4 @@
-"""Issue 14, end to end: NodeMetrics and node annotations carrying 1e99999999 and 1e400, in the extender's
+"""Hostile quantities end to end: NodeMetrics and node annotations carrying 1e99999999 and 1e400, in the extender's
 first list and then over its watch. The extender process stays ready, /healthz keeps answering (polled
 throughout), the whole run costs the extender a bounded number of CPU seconds (an exact 10**99999999 costs
 minutes of CPU), /prioritize stays valid JSON, and every bad node is reported (a Warning Event in the

@@ -1,4 +1,4 @@
-"""RBAC against reality (issue 3 §4): every API call each component made is allowed by its chart role.
+"""RBAC against reality: every API call each component made is allowed by its chart role.
 
 Runs after the scenarios (``conftest.py`` orders it last) and checks the calls they recorded, plus
 its own short run of every component, so it also holds when run alone. The chart is rendered by the

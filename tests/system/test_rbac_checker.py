@@ -113,7 +113,7 @@ def _service_account(grants: dict[str, list[Grant]], suffix: str) -> str:
 
 @pytest.mark.chart
 def test_checker_reports_a_missing_binding_rule() -> None:
-    """The demonstration issue 3 asks for: drop ``create pods/binding`` from the extender's role → violation."""
+    """The checker fails on a missing rule: drop ``create pods/binding`` from the extender's role → violation."""
     rendered = render_chart()
     binding = Call("extender", "create", "", "pods", "binding", "default", "web-1")
     grants = rendered_grants(rendered)

@@ -1,5 +1,5 @@
 """PodMigrationJobs end to end: the real kubectl applies manifests to the emulator, the real ``koordpy
-manager`` process arbitrates and migrates through the Eviction API (issue 12 §6)."""
+manager`` process arbitrates and migrates through the Eviction API."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ReservationFirst PodMigrationJobs end to end: the real kubectl applies the job (mode unset: the default
 ReservationFirst), the real ``koordpy manager`` process creates the Reservation, evicts once it is
-Available on another node and finishes when the replacement that bound it is Ready (issue 12 §3).
+Available on another node and finishes when the replacement that bound it is Ready.
 
 In the first three tests there are no Node objects, so the manager's reservation controller (a timer
 on Nodes) never runs and the test writes the Reservation's placement (its status) as that controller

@@ -1,5 +1,5 @@
 """(e) PodGroup status and gang Events with real processes: API emulator, manager, extender and the
-kube-scheduler driver configured from the chart (issue 10, system tier).
+kube-scheduler driver configured from the chart.
 
 The emulator serves ``scheduling.sigs.k8s.io`` PodGroups but not ``scheduling.x-k8s.io``: the manager
 runs without that CRD, as on a cluster without scheduler-plugins. There is no kubelet: the test sets pod

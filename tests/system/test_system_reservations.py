@@ -1,4 +1,4 @@
-"""Reservations through real processes (issue 11 §7): the emulator, the manager (places Reservations, keeps
+"""Reservations through real processes: the emulator, the manager (places Reservations, keeps
 their status, reserves for starving jobs), the extender (enforces them) and the scheduler driver playing
 kube-scheduler; the real kubectl where a user would use it.
 

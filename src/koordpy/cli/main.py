@@ -33,7 +33,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "manager": LazyCommand(
         "koordpy.cli.manager",
-        "Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes.",
+        "Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.",
     ),
     "descheduler": LazyCommand("koordpy.cli.descheduler", "Descheduler tools: PodMigrationJob arbitration."),
     "simulate": LazyCommand(

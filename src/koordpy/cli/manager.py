@@ -1,4 +1,4 @@
-"""``koordpy manager``: the kopf operator that keeps one NodeMetric per node."""
+"""``koordpy manager``: the kopf operator (NodeMetrics, PodGroup status, PodMigrationJobs, Reservations)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ def manager_command(
         typer.Option("--kubeconfig", metavar="FILE", help="kubeconfig file; default: in-cluster service account."),
     ] = None,
 ) -> None:
-    """Run the manager: NodeMetric per node with the configured collect policy; /healthz for probes."""
+    """Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.
+
+    One process keeps a NodeMetric per node (the configured collect policy), writes PodGroup status and gang
+    Events, arbitrates and carries out PodMigrationJobs, and places Reservations (and reserves nodes for
+    starving jobs with reservation.enabled)."""
     try:
         cfg = load_manager_config(config)
     except (InputError, ConfigError) as exc:

@@ -1,4 +1,4 @@
-"""``reservation:`` section of the manager configuration: starving-job reservations (issue 11).
+"""``reservation:`` section of the manager configuration: starving-job reservations.
 
 .. code-block:: yaml
 

@@ -32,7 +32,7 @@ jobs are ordered by name, so ties are deterministic (upstream's queue order is n
 * otherwise ``pass``: the caller sets ``descheduler.koordinator.sh/passed-arbitration``.
 
 Counting is arbitration-aware: a Pending job counts only once it passed, and a job that passes in this
-round counts for the jobs after it (the fix for deadlock #1150). Filters named in ``skipEvictionGates``
+round counts for the jobs after it (Koordinator's fix for its deadlock #1150). Filters named in ``skipEvictionGates``
 are skipped.
 
 Cost (``bench/arbitration.py``): each job's pod is looked up once; the sorts are stable sorts of one

@@ -196,7 +196,7 @@ class MigrationJob:
 
     @property
     def active(self) -> bool:
-        """Counts against limits: Running, or Pending once it passed arbitration (the fix for #1150)."""
+        """Counts against limits: Running, or Pending once it passed arbitration (Koordinator's fix for #1150)."""
         if self.phase == "Running":
             return True
         return self.phase in ("", "Pending") and self.passed_arbitration

@@ -1,4 +1,4 @@
-"""The ``starving`` simulation: a few big jobs among a steady stream of small short pods (issue 11, seed 002).
+"""The ``starving`` simulation: a few big jobs among a steady stream of small short pods.
 
 Nearly full nodes keep a little room free at every moment, and each time room frees up a small pod
 takes it before a big job (a gang of whole-node pods, or one big pod with a priority class) can ever

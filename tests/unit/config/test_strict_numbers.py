@@ -1,5 +1,5 @@
 """Every configuration model refuses NaN, infinity, booleans for numbers, huge durations and values
-out of their documented range, naming the field path (issue 14, point 5)."""
+out of their documented range, naming the field path."""
 
 from __future__ import annotations
 

@@ -239,7 +239,7 @@ def test_models_are_base_models() -> None:
 
 @pytest.mark.parametrize("bad", ["1e99999999", "1e400", "\uff11", "\u0663Gi", 2**64])
 def test_resource_map_quantities_are_bounded_when_validated(bad: object) -> None:
-    # Issue 14: the CRD pattern admits 1e99999999; validation through the model refuses it by the
+    # Hostile quantities: the CRD pattern admits 1e99999999; validation through the model refuses it by the
     # same bounds as every reader (koordpy.model.quantity), and keeps good values as written.
     assert ResourceMap.model_validate({"resources": {"cpu": "1500m"}}).resources == {"cpu": "1500m"}
     with pytest.raises(ValidationError, match="out of range|not a quantity"):

@@ -337,7 +337,7 @@ def test_max_migrating_per_node_default_two() -> None:
 
 
 def test_pending_jobs_count_only_once_passed_deadlock_1150() -> None:
-    """Four Pending jobs on one node that have not passed do not block each other (issue #1150)."""
+    """Four Pending jobs on one node that have not passed do not block each other (Koordinator issue #1150)."""
     owner, workload = rs("big", 100)
     pods = [pod(f"p{i}", owner=owner) for i in range(5)]
     waiting = [job(f"j{i}", f"p{i}", created=100.0 - i) for i in range(4)]

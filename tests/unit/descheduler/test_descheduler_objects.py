@@ -166,7 +166,7 @@ def test_job_from_dict() -> None:
     [
         ("", False, True, False),
         ("Pending", False, True, False),
-        ("Pending", True, False, True),  # passed: counts (the #1150 fix)
+        ("Pending", True, False, True),  # passed: counts (Koordinator's #1150 fix)
         ("Running", True, False, True),
         ("Running", False, False, True),
         ("Succeeded", True, False, False),

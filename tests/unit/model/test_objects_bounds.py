@@ -1,4 +1,5 @@
-"""Object conversion turns every bad quantity or shape into an ObjectError naming the field (issue 14)."""
+"""Object conversion turns every bad quantity or shape into an ObjectError naming the field
+(hostile quantities such as 1e99999999 and 1e400 included)."""
 
 import pytest
 

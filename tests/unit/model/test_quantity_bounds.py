@@ -57,7 +57,7 @@ def test_values_at_the_bounds(text: str | float, expected: Fraction) -> None:
         ("9223372036854775808", "out of range"),
         # 1e19 > 2^63-1.
         ("1e19", "out of range"),
-        # The two values of issue 14: refused from the exponent, before any arithmetic.
+        # The two hostile values: refused from the exponent, before any arithmetic.
         ("1e400", "out of range"),
         ("1e99999999", "out of range"),
         (1e300, "out of range"),

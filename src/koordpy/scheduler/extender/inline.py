@@ -12,7 +12,8 @@ writes the reply when ``ExtenderService.bind`` returns; the client closing the c
 the service's ``gone`` event, as the ASGI route's disconnect watcher does. Meanwhile a stand-in cycle
 marks the connection busy, so requests pipelined behind the bind queue in uvicorn's pipeline and are
 answered after it, in order (kube-scheduler never pipelines; this is for other clients). Measured with
-``bench/scheduler_path.py``: the ASGI cycle cost about 0.2 ms per bind.
+``bench/scheduler_path.py`` on the 2-core development machine: the ASGI cycle cost about 0.2 ms per bind (more
+on a slower or busier machine).
 
 A request is answered inline only when nothing about it needs the general path: method ``POST``, a path
 of exactly ``/filter``, ``/prioritize`` or ``/bind``, no response in flight on the connection (no pipelining

@@ -1,4 +1,4 @@
-"""Issue 14 over HTTP: a Node or NodeMetric that cannot be read is the safe side (filtered with a reason,
+"""Unreadable objects over HTTP: a Node or NodeMetric that cannot be read is the safe side (filtered with a reason,
 score 0, reported), a hostile pod gets a clean answer, prioritize stays valid JSON, bind checks names."""
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class ReservationDecision:
     actions: tuple[Action, ...] = ()
 
     def report(self) -> dict[str, Any]:
-        """Issue 11's JSON: ``{"starving": [...], "reservations": [...], "actions": [...]}``."""
+        """The decision as JSON: ``{"starving": [...], "reservations": [...], "actions": [...]}``."""
         return {
             "starving": [
                 {

@@ -2,7 +2,7 @@
 
 Reads Nodes, Pods, PodGroups (both API groups), Reservations and NodeMetrics, converts them with the
 same readers as the services, and runs :func:`.controller.decide` once at ``now``. The report is
-:meth:`.controller.ReservationDecision.report` (issue 11's JSON)::
+:meth:`.controller.ReservationDecision.report`::
 
     {"starving": [{"job", "priority", "waitingSeconds", "minMember", "ready", "reserved"}],
      "reservations": [{"name", "job", "node", "phase", "requests": {resource: quantity}}],
