@@ -8,6 +8,7 @@ summaries live in :data:`COMMANDS` for that reason; a test keeps them equal to e
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -157,6 +158,39 @@ class LazyGroup(TyperGroup):
         rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """As typer's, but a usage error is one ``error: ...`` line on stderr (exit 2), spelt like every
+        other error koordpy prints, instead of click's usage block and ``Error: ...``."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as exc:  # a group or command run bare: its help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except UsageError as exc:
+            typer.echo(usage_error_line(exc.format_message(), exc.ctx.command_path if exc.ctx else None), err=True)
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            typer.echo(usage_error_line(exc.format_message(), None), err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_error_line(message: str, command_path: str | None) -> str:
+    """``error: <message> (see '<command> -h')``: one line, lower-case start (``No such option`` -> ``no such
+    option``) unless the message starts with an option or a name."""
+    text = " ".join(message.split()).rstrip(".")
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    hint = f" (see '{command_path} -h')" if command_path else ""
+    return f"error: {text}{hint}"
 
 
 app = typer.Typer(

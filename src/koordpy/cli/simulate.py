@@ -2,7 +2,8 @@
 
 ``koordpy simulate --migration [SCENARIO]`` runs a ``kind: MigrationScenario`` instead (see
 :mod:`koordpy.cli.simulate_families`); ``koordpy simulate --starving [SCENARIO]`` a ``kind:
-StarvingScenario`` (see :mod:`koordpy.cli.simulate_families`).
+StarvingScenario``. Without the option, such a file (or the bundled ``migration`` / ``starving``) is
+recognised by its ``kind:`` and run the same way, with a note on stderr.
 
 Runs a scenario (the bundled default without an argument) through the simulator, prints a summary
 table and writes ``report.html``, ``summary.json`` and ``heatmap.png`` (per-node utilisation, one
@@ -23,7 +24,7 @@ from typing import Annotated
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.simulate_families import MIGRATION, STARVING, simulate_family
+from koordpy.cli.simulate_families import FAMILIES, MIGRATION, STARVING, simulate_family
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -42,15 +43,33 @@ BASELINES = {"baseline": BASELINE}
 
 def scenario_source(path: Path | None) -> Path:
     """The file to read: ``path`` when it exists; else the bundled scenario of that name
-    (``default``, ``gangs``); no argument: the bundled default. Anything else is returned as given
-    (reading it then fails naming it)."""
+    (``default``, ``gangs``, ``migration``, ``starving``); no argument: the bundled default. A missing
+    bare name (no directory, no suffix) raises InputError listing the bundled names; any other path is
+    returned as given (reading it then fails naming it)."""
     if path is None:
         return DEFAULT_SCENARIO
     if not path.exists():
         bundled = bundled_scenario(str(path))
         if bundled is not None:
             return bundled
+        if path.parent == Path() and not path.suffix:
+            import difflib
+
+            names = ", ".join(BUNDLED_SCENARIOS)
+            close = difflib.get_close_matches(str(path), BUNDLED_SCENARIOS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"{path}: no such file, and no bundled scenario of that name (bundled: {names}){hint}")
     return path
+
+
+def scenario_kind(source: Path) -> str | None:
+    """The ``kind:`` of a readable scenario file (None when unreadable or absent: loading reports that)."""
+    try:
+        document = read_mapping(source)
+    except InputError:
+        return None
+    kind = document.get("kind")
+    return kind if isinstance(kind, str) else None
 
 
 def load_scenario(path: Path | None) -> Scenario:
@@ -115,8 +134,8 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
         Path | None,
         typer.Argument(
             metavar="SCENARIO",
-            help=f"Scenario YAML (kind: Scenario) or a bundled scenario's name ({', '.join(BUNDLED_SCENARIOS)});"
-            " the bundled default if omitted.",
+            help="Scenario YAML (kind: Scenario, MigrationScenario or StarvingScenario) or a bundled scenario's"
+            f" name ({', '.join(BUNDLED_SCENARIOS)}); the bundled default if omitted.",
         ),
     ] = None,
     compare: Annotated[
@@ -149,15 +168,23 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     """Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed)."""
     if migration and starving:
         raise _fail("--migration and --starving: choose one")
-    if starving:
+    try:
+        source = scenario_source(scenario) if scenario is not None else None
+    except InputError as exc:
+        raise _fail(str(exc)) from None
+    kind = scenario_kind(source) if source is not None else None
+    chosen = STARVING if starving else MIGRATION if migration else None
+    family = chosen or FAMILIES.get(kind or "")
+    if family is not None:
+        if kind is not None and kind != family.kind:
+            other = FAMILIES.get(kind)
+            fix = f"use {other.option}" if other is not None else f"run it without {family.option}"
+            raise _fail(f"{source}: a {kind}, not a {family.kind}: {fix}")
         if compare is not None:
-            raise _fail("--compare: not used with --starving (it always compares koordpy with the baseline)")
-        simulate_family(STARVING, scenario, out, seed)
-        return
-    if migration:
-        if compare is not None:
-            raise _fail("--compare: not used with --migration (it always compares arbitration with evict-all)")
-        simulate_family(MIGRATION, scenario, out, seed)
+            raise _fail(f"--compare: not used with a {family.kind} (it always compares {family.compares})")
+        if chosen is None:
+            typer.echo(f"note: {scenario} is a {family.kind}: running it as with {family.option}", err=True)
+        simulate_family(family, source, out, seed)
         return
     if compare is not None and compare not in BASELINES:
         raise _fail(f"--compare: unknown baseline {compare!r} (known: {', '.join(sorted(BASELINES))})")

@@ -27,7 +27,7 @@ from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.config.errors import ConfigError, validate
 from koordpy.sim import migration, migration_report, starving, starving_report
 
-__all__ = ["MIGRATION", "STARVING", "ScenarioFamily", "simulate_family"]
+__all__ = ["FAMILIES", "MIGRATION", "STARVING", "ScenarioFamily", "simulate_family"]
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "sim" / "scenarios"
 
@@ -48,6 +48,12 @@ class ScenarioFamily(Generic[S, R]):
     table: Callable[[Sequence[R]], str]
     seed: Callable[[S], int]
     """The scenario's own seed (used without ``--seed``)."""
+    kind: str
+    """The ``kind:`` of its scenario files."""
+    option: str
+    """The ``koordpy simulate`` option that selects it."""
+    compares: str
+    """What its two runs are, for messages."""
 
     def load(self, path: Path | None) -> S:
         """The scenario file (or the bundled one). Raises InputError/ConfigError naming the file."""
@@ -63,6 +69,9 @@ MIGRATION: ScenarioFamily[migration.MigrationScenario, migration.MigrationRun] =
     migration_report.migration_html,
     migration_report.migration_table,
     lambda scenario: scenario.seed,
+    kind="MigrationScenario",
+    option="--migration",
+    compares="arbitration with evict-all",
 )
 STARVING: ScenarioFamily[starving.StarvingScenario, starving.StarvingRun] = ScenarioFamily(
     starving.StarvingScenario,
@@ -72,7 +81,12 @@ STARVING: ScenarioFamily[starving.StarvingScenario, starving.StarvingRun] = Scen
     starving_report.starving_html,
     starving_report.starving_table,
     lambda scenario: scenario.seed,
+    kind="StarvingScenario",
+    option="--starving",
+    compares="koordpy with the baseline",
 )
+FAMILIES = {family.kind: family for family in (MIGRATION, STARVING)}
+"""The comparison families by the ``kind:`` of their scenario files."""
 
 
 def _fail(message: str) -> typer.Exit:

@@ -66,6 +66,9 @@ def _bounded(seconds: float, raw: object) -> float:
     return seconds
 
 
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def parse_rfc3339(raw: str) -> float:
     """Parse ``2026-11-21T10:00:00Z`` (fractions and offsets allowed) into epoch seconds."""
     if raw[-1:] == "Z":  # the API server's form: ``fromisoformat`` reads the Z itself (3.11+), zone included
@@ -80,8 +83,10 @@ def parse_rfc3339(raw: str) -> float:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise DurationError(f"not an RFC 3339 timestamp: {raw!r}") from exc
+    if _DATE_ONLY.fullmatch(text):
+        raise DurationError(f"not an RFC 3339 timestamp: {raw!r} is a date without a time (say {text}T00:00:00Z)")
     if moment.tzinfo is None:
-        raise DurationError(f"RFC 3339 timestamp needs a zone: {raw!r}")
+        raise DurationError(f"RFC 3339 timestamp needs a zone: {raw!r} (Z or +hh:mm, say {text}Z)")
     return moment.timestamp()
 
 

@@ -183,4 +183,32 @@ def test_service_with_unusable_kubeconfig_fails_with_one_line_and_exit_2(
 def test_a_mistyped_command_suggests_the_lazy_one() -> None:
     result = koordpy("extendr")
     assert result.returncode == 2
-    assert "No such command 'extendr'. Did you mean 'extender'?" in result.stderr
+    assert result.stderr == "error: no such command 'extendr'. Did you mean 'extender'? (see 'koordpy -h')\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["simulate", "--bogus"],
+            "error: no such option: --bogus (Possible options: --out) (see 'koordpy simulate -h')",
+        ),
+        (["scheduler", "explain"], "error: missing option '--pod' (see 'koordpy scheduler explain -h')"),
+        (
+            ["simulate", "--seed", "-1"],
+            "error: invalid value for '--seed': Input should be greater than or equal to 0 (see 'koordpy simulate -h')",
+        ),
+        (
+            ["scheduler", "explain", "-f", "x.yaml", "--pod", "a/b", "--now", "2026-01-01"],
+            "error: --now: not an RFC 3339 timestamp: '2026-01-01' is a date without a time (say 2026-01-01T00:00:00Z)",
+        ),
+    ],
+    ids=["unknown-option", "missing-option", "bad-value", "date-only-now"],
+)
+def test_usage_errors_are_one_error_line_like_every_other(args: list[str], line: str, tmp_path: Path) -> None:
+    """click's usage block and ``Error:`` become the one ``error: ...`` line every koordpy error is."""
+    (tmp_path / "x.yaml").write_text("kind: List\nitems: []\n")
+    result = subprocess.run(
+        [str(KOORDPY), *args], capture_output=True, text=True, timeout=HANG_BACKSTOP, check=False, cwd=tmp_path
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", line + "\n")

@@ -25,6 +25,23 @@ def test_bad_durations(bad: object) -> None:
         parse_duration(bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("2026-01-01", "not an RFC 3339 timestamp: '2026-01-01' is a date without a time (say 2026-01-01T00:00:00Z)"),
+        (
+            "2026-01-01T10:00:00",
+            "RFC 3339 timestamp needs a zone: '2026-01-01T10:00:00' (Z or +hh:mm, say 2026-01-01T10:00:00Z)",
+        ),
+        ("yesterday", "not an RFC 3339 timestamp: 'yesterday'"),
+    ],
+)
+def test_rfc3339_errors_say_what_is_missing(raw: str, message: str) -> None:
+    with pytest.raises(DurationError) as caught:
+        parse_rfc3339(raw)
+    assert str(caught.value) == message
+
+
 def test_rfc3339_round_trip_and_zones() -> None:
     epoch = parse_rfc3339("2026-11-21T10:00:00Z")
     assert epoch == 1795255200.0
