@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -159,15 +160,23 @@ class LazyGroup(TyperGroup):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         """As typer's, but a usage error is one ``error: ...`` line on stderr (exit 2), spelt like every
         other error koordpy prints, instead of click's usage block and ``Error: ...``."""
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except NoArgsIsHelpError as exc:  # a group or command run bare: its help, as click shows it
             exc.show()
             sys.exit(exc.exit_code)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.simulate_families import FAMILIES, MIGRATION, STARVING, simulate_family
+from koordpy.cli.simulate_families import FAMILIES, MIGRATION, STARVING, ScenarioFamily, simulate_family
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
@@ -173,7 +173,7 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     except InputError as exc:
         raise _fail(str(exc)) from None
     kind = scenario_kind(source) if source is not None else None
-    chosen = STARVING if starving else MIGRATION if migration else None
+    chosen: ScenarioFamily[Any, Any] | None = STARVING if starving else MIGRATION if migration else None
     family = chosen or FAMILIES.get(kind or "")
     if family is not None:
         if kind is not None and kind != family.kind:

@@ -85,7 +85,7 @@ STARVING: ScenarioFamily[starving.StarvingScenario, starving.StarvingRun] = Scen
     option="--starving",
     compares="koordpy with the baseline",
 )
-FAMILIES = {family.kind: family for family in (MIGRATION, STARVING)}
+FAMILIES: dict[str, ScenarioFamily[Any, Any]] = {family.kind: family for family in (MIGRATION, STARVING)}
 """The comparison families by the ``kind:`` of their scenario files."""
 
 
