@@ -15,7 +15,7 @@ import functools
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,11 +157,21 @@ class Cluster:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
-    def start_extender(self, config: Path, timeout: float = HANG_BACKSTOP) -> tuple[Proc, str]:
+    def start_extender(
+        self, config: Path, timeout: float = HANG_BACKSTOP, extra_args: Sequence[str] = ()
+    ) -> tuple[Proc, str]:
         settings = yaml.safe_load(config.read_text())["extender"]
         proc = self._proc(
             "extender",
-            [str(KOORDPY), "extender", "--config", str(config), "--kubeconfig", str(self.kubeconfig("extender"))],
+            [
+                str(KOORDPY),
+                "extender",
+                "--config",
+                str(config),
+                "--kubeconfig",
+                str(self.kubeconfig("extender")),
+                *extra_args,
+            ],
         )
         base = f"http://{LOOPBACK}:{int(settings['port'])}"
         wait_http(base + "/readyz", timeout, proc)
@@ -174,7 +184,10 @@ class Cluster:
         wait_http(ready_url, timeout, proc)
 
     def start_manager(
-        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float = HANG_BACKSTOP,
+        extra_args: Sequence[str] = (),
     ) -> tuple[Proc, str]:
         config = self.chart.component_config("-manager")
         port = free_port()
@@ -183,7 +196,15 @@ class Cluster:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         proc = self._proc(
             "manager",
-            [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(self.kubeconfig("manager"))],
+            [
+                str(KOORDPY),
+                "manager",
+                "--config",
+                str(path),
+                "--kubeconfig",
+                str(self.kubeconfig("manager")),
+                *extra_args,
+            ],
         )
         base = f"http://{LOOPBACK}:{port}"
         wait_http(base + "/healthz", timeout, proc)  # the manager's liveness endpoint

@@ -12,7 +12,7 @@ import typer
 
 from koordpy.cli.connection import require_connection
 from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
-from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext, Output
+from koordpy.cli.options import DumpFiles, Kubeconfig, KubeContext, LogFormatOption, Output, log_format
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.model.durations import DurationError, parse_rfc3339
@@ -163,7 +163,7 @@ def plan_command(  # noqa: PLR0917 - typer maps each parameter to an option
 
 
 @app.command("run")
-def run_command(
+def run_command(  # noqa: PLR0917 - typer maps each parameter to an option
     config: Annotated[Path, typer.Option("--config", metavar="FILE", help="AgentConfiguration file.")],
     node: Annotated[
         str, typer.Option("--node", metavar="NAME", help="This node's name (downward API: spec.nodeName).")
@@ -175,10 +175,10 @@ def run_command(
         str, typer.Option("--cgroup-root", metavar="DIR", help="cgroupfs mount.")
     ] = "/sys/fs/cgroup",
     proc_root: Annotated[str, typer.Option("--proc-root", metavar="DIR", help="procfs mount (the host's).")] = "/proc",
+    log_format_name: LogFormatOption = "json",
 ) -> None:
     """Run the node agent: collection, NodeMetric reporting and waterline QoS, with /healthz, /readyz, /metrics."""
     import asyncio
-    import logging
     import signal
 
     from aiohttp import web
@@ -186,12 +186,15 @@ def run_command(
     from koordpy.agent.loop import Agent
     from koordpy.kube.client import ApiClient
 
+    fmt = log_format(log_format_name)
     try:
         cfg = load_agent_config(config)
     except (InputError, ConfigError) as exc:
         raise fail(str(exc)) from None
     connection = require_connection(kubeconfig)
-    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from koordpy.runtime.logging import configure_logging
+
+    configure_logging(cfg.log_level, fmt=fmt)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -9,6 +9,7 @@ import typer
 
 from koordpy.cli.connection import require_connection
 from koordpy.cli.files import InputError
+from koordpy.cli.options import LogFormatOption, log_format
 from koordpy.cli.scheduler import load_scheduler_config
 from koordpy.config.errors import ConfigError
 
@@ -31,11 +32,13 @@ def extender_command(
     port: Annotated[
         int | None, typer.Option("--port", metavar="PORT", help="Listen port (overrides extender.port).")
     ] = None,
+    log_format_name: LogFormatOption = "json",
 ) -> None:
     """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster.
 
     With extender.metricsPort set, /healthz, /readyz and /metrics are served on that port as well.
     """
+    fmt = log_format(log_format_name)
     try:
         cfg = load_scheduler_config(config)
     except (InputError, ConfigError) as exc:
@@ -54,7 +57,7 @@ def extender_command(
     from koordpy.scheduler.extender.server import serve
 
     client = ApiClient(require_connection(str(kubeconfig) if kubeconfig is not None else None))
-    configure_logging(cfg.extender.log_level)
+    configure_logging(cfg.extender.log_level, fmt=fmt)
     serve(
         cfg,
         client,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +11,7 @@ import typer
 
 from koordpy.cli.connection import require_connection
 from koordpy.cli.files import InputError, read_mapping
+from koordpy.cli.options import LogFormatOption, log_format
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.manager import ManagerConfiguration
 
@@ -29,12 +29,14 @@ def manager_command(
         Path | None,
         typer.Option("--kubeconfig", metavar="FILE", help="kubeconfig file; default: in-cluster service account."),
     ] = None,
+    log_format_name: LogFormatOption = "json",
 ) -> None:
     """Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.
 
     One process keeps a NodeMetric per node (the configured collect policy), writes PodGroup status and gang
     Events, arbitrates and carries out PodMigrationJobs, and places Reservations (and reserves nodes for
     starving jobs with reservation.enabled)."""
+    fmt = log_format(log_format_name)
     try:
         cfg = load_manager_config(config)
     except (InputError, ConfigError) as exc:
@@ -48,8 +50,10 @@ def manager_command(
         os.environ["KUBECONFIG"] = str(kubeconfig)
     # kopf would retry a missing login forever with a traceback per attempt: check it once, up front.
     require_connection(str(kubeconfig) if kubeconfig is not None else None)
-    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from koordpy.manager.operator import run
+    from koordpy.runtime.logging import configure_logging
+
+    configure_logging(cfg.log_level, fmt=fmt)
 
     asyncio.run(run(cfg))
 

@@ -23,10 +23,12 @@ __all__ = [
     "DumpFiles",
     "KubeContext",
     "Kubeconfig",
+    "LogFormatOption",
     "Now",
     "Output",
     "RequiredDumpFiles",
     "evaluation_instant",
+    "log_format",
 ]
 
 NOTE_NEWEST = "note: evaluated at the newest timestamp in the input (not the clock); pass --now"
@@ -51,6 +53,23 @@ Kubeconfig = Annotated[
 KubeContext = Annotated[
     str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
 ]
+LogFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        metavar="json|text",
+        help="Log lines as JSON objects (default) or key=value text; the same fields either way.",
+    ),
+]
+"""The services' ``--log-format`` (see :mod:`koordpy.runtime.logging`)."""
+
+
+def log_format(value: str) -> Any:
+    """``--log-format``'s value, or ``typer.Exit(2)`` after one ``error:`` line."""
+    if value not in ("json", "text"):
+        typer.echo(f"error: --log-format: expected json or text, got {value!r}", err=True)
+        raise typer.Exit(2)
+    return value
 
 
 def evaluation_instant(

@@ -50,7 +50,7 @@ from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, PodGroupError, gang_ref, podgroup_from_dict
 
-__all__ = ["GangStatusKeeper", "QuietNodeTimer", "build_registry", "operator_settings", "run"]
+__all__ = ["GangStatusKeeper", "QuietNodeTimer", "build_registry", "health_report", "operator_settings", "run"]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
@@ -341,6 +341,23 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
             task.cancel()
 
 
+def health_report(started: bool, gates: Mapping[str, RoundGate]) -> dict[str, Any]:
+    """The manager's ``/healthz`` body. ``status`` is ``ok`` whenever the endpoint answers: answering at all
+    means the operator's event loop runs (as kopf's own liveness endpoint judged). ``checks`` says what was
+    looked at: the event loop, whether kopf finished starting, and each round's last outcome and age.
+
+    Not guaranteed: a failed or old round makes the status fail. A round fails on API errors, which a
+    restart does not mend, and a standby replica (peering) runs no rounds at all."""
+    rounds = {f"{name}Rounds": gate.health() for name, gate in gates.items()}
+    return {"status": "ok", "checks": {"eventLoop": "ok", "operator": "running" if started else "starting", **rounds}}
+
+
+def _is_set(flag: Any) -> bool:
+    """An asyncio or threading Event (``is_set``) or a Future (``done``), as kopf accepts for ``ready_flag``."""
+    is_set = getattr(flag, "is_set", None)
+    return bool(is_set()) if callable(is_set) else bool(flag.done())
+
+
 class QuietNodeTimer(logging.Filter):
     """Drops kopf's ``Timer 'reservation_round' succeeded.`` lines: every Node carries the timer, so they
     would be one line per node per interval (the round logs what it does itself). Failures still log."""
@@ -375,8 +392,8 @@ async def run(
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
-    runs (200 ``{}``, the answer of kopf's liveness endpoint, which it replaces), bounded by ``limits``
-    (default: from ``config.health``), and ``GET /metrics`` with the migration and reservation metrics.
+    runs, bounded by ``limits`` (default: from ``config.health``), and ``GET /metrics`` with the migration
+    and reservation metrics. ``/healthz`` answers 200 with what it checked (:func:`health_report`).
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
@@ -400,6 +417,9 @@ async def run(
     )
     rounds = reservation_gate(reservations, config.reservation.interval_seconds)
     registry = build_registry(config, writer.apply, gate, gangs, rounds)
+    if ready_flag is None:
+        ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
+    started = ready_flag
 
     async def operate() -> None:
         async with client:
@@ -420,8 +440,8 @@ async def run(
         await operate()
         return
 
-    async def alive() -> bool:
-        return True  # answering at all means the operator's event loop runs, as with kopf's endpoint
+    async def alive() -> dict[str, Any]:
+        return health_report(_is_set(started), {"migration": gate, "reservation": rounds})
 
     if limits is None:
         limits = ListenerLimits(

@@ -34,6 +34,8 @@ class RoundGate:
         self.outcome = outcome
         self._lock = asyncio.Lock()
         self._last: float | None = None
+        self.last_outcome: str | None = None
+        """``done`` or ``error``: how the last round that ran ended (None before the first ended)."""
 
     async def knock(self) -> bool:
         """Run a round unless one runs now or ran less than ``interval`` ago; True when this call ran it."""
@@ -47,9 +49,18 @@ class RoundGate:
             try:
                 await self.round()
             except Exception:
-                if self.outcome is not None:
-                    self.outcome("error")
+                self._ended("error")
                 raise
-            if self.outcome is not None:
-                self.outcome("done")
+            self._ended("done")
             return True
+
+    def _ended(self, outcome: str) -> None:
+        self.last_outcome = outcome
+        if self.outcome is not None:
+            self.outcome(outcome)
+
+    def health(self) -> dict[str, object]:
+        """What ``/healthz`` reports about these rounds: the interval, how the last one ended and how long
+        ago the last one started (None: none yet)."""
+        ago = None if self._last is None else round(self.clock() - self._last, 1)
+        return {"intervalSeconds": self.interval, "lastOutcome": self.last_outcome, "lastStartedSecondsAgo": ago}

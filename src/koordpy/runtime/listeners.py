@@ -19,7 +19,7 @@ on a handler's own run time once the request was read.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,19 +65,21 @@ def aiohttp_handler_args(limits: ListenerLimits = DEFAULT_LIMITS) -> dict[str, A
 async def health_listener(
     host: str,
     port: int,
-    healthy: Callable[[], Awaitable[bool]],
+    healthy: Callable[[], Awaitable[bool | Mapping[str, Any]]],
     *,
     limits: ListenerLimits = DEFAULT_LIMITS,
     path: str = "/healthz",
     metrics: Callable[[], tuple[bytes, str]] | None = None,
 ) -> AsyncIterator[web.AppRunner]:
-    """Serve ``GET path`` on ``host:port`` for as long as the block runs: 200 ``{}`` when ``healthy()``
-    says so, 503 otherwise (the shape of kopf's liveness endpoint, which it replaces: kopf's has no
-    bounds). With ``metrics`` (body and content type), ``GET /metrics`` serves them too."""
+    """Serve ``GET path`` on ``host:port`` for as long as the block runs (kopf's liveness endpoint, which it
+    replaces, has no bounds). ``healthy()`` returns a bool (body ``{"status": "ok"}`` or ``"failing"``) or
+    the body itself, a mapping whose ``status`` is ``ok`` when healthy; the answer is 200 when healthy, else
+    503. With ``metrics`` (body and content type), ``GET /metrics`` serves them too."""
 
     async def health(_: web.Request) -> web.Response:
-        ok = await healthy()
-        return web.json_response({}, status=200 if ok else 503)
+        verdict = await healthy()
+        body = dict(verdict) if isinstance(verdict, Mapping) else {"status": "ok" if verdict else "failing"}
+        return web.json_response(body, status=200 if body.get("status") == "ok" else 503)
 
     app = web.Application(handler_args=aiohttp_handler_args(limits))
     app.router.add_get(path, health)

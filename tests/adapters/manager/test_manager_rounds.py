@@ -45,3 +45,24 @@ async def test_outcomes_are_reported_and_an_error_reaches_the_knocker() -> None:
     with pytest.raises(RuntimeError, match="list failed"):
         await gate.knock()  # t=10: runs and fails
     assert heard == ["done", "error"]
+
+
+async def test_health_reports_the_last_round() -> None:
+    now = [100.0]
+    fail = False
+
+    async def round_() -> None:
+        if fail:
+            raise RuntimeError("list failed")
+
+    gate = RoundGate(round_, interval=10.0, clock=lambda: now[0])
+    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": None, "lastStartedSecondsAgo": None}
+    assert await gate.knock() is True
+    now[0] = 104.25
+    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": "done", "lastStartedSecondsAgo": 4.2}
+    fail = True
+    now[0] = 110.0
+    with pytest.raises(RuntimeError):
+        await gate.knock()
+    now[0] = 113.0
+    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": "error", "lastStartedSecondsAgo": 3.0}

@@ -168,9 +168,14 @@ async def test_start_up_creates_fixes_and_garbage_collects(
         await eventually(lambda: policy_of(emulator, "batch-1") == BATCH_POLICY, "batch-1 NodeMetric created")
         await eventually(lambda: policy_of(emulator, "web-1") == DEFAULT_POLICY, "web-1 policy restored")
         await eventually(lambda: stored(emulator, NODEMETRICS, "ghost") is None, "ghost NodeMetric deleted")
-        # the liveness endpoint (in place of kopf's), which the chart's livenessProbe calls.
+        # the liveness endpoint (in place of kopf's), which the chart's livenessProbe calls: what it checked.
         async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as resp:
             assert resp.status == 200
+            body = await resp.json()
+        assert body["status"] == "ok"
+        assert body["checks"]["eventLoop"] == "ok" and body["checks"]["operator"] == "running"
+        assert set(body["checks"]) == {"eventLoop", "operator", "migrationRounds", "reservationRounds"}
+        assert body["checks"]["reservationRounds"]["intervalSeconds"] == 10
 
     # The drifted object was patched, not replaced: the foreign key was removed by the merge-patch.
     patches = [r for r in emulator if r.method == "PATCH" and r.url.path == f"{NM_URL}/web-1"]

@@ -32,11 +32,23 @@ async def status_and_body(port: int) -> tuple[int, object]:
         return resp.status, await resp.json()
 
 
-async def test_health_answers_like_kopf_did() -> None:
+async def test_health_says_its_status() -> None:
     async with health() as port:
-        assert await status_and_body(port) == (200, {})
+        assert await status_and_body(port) == (200, {"status": "ok"})
     async with health(healthy=False) as port:
-        assert await status_and_body(port) == (503, {})
+        assert await status_and_body(port) == (503, {"status": "failing"})
+
+
+async def test_health_serves_a_report_and_answers_by_its_status() -> None:
+    reports = [{"status": "ok", "checks": {"eventLoop": "ok"}}, {"status": "failing", "checks": {"x": "stuck"}}]
+
+    async def check() -> dict[str, object]:
+        return reports.pop(0)
+
+    async with health_listener(HOST, 0, check, limits=LIMITS) as runner:
+        port = int(runner.addresses[0][1])
+        assert await status_and_body(port) == (200, {"status": "ok", "checks": {"eventLoop": "ok"}})
+        assert await status_and_body(port) == (503, {"status": "failing", "checks": {"x": "stuck"}})
 
 
 @pytest.mark.parametrize("size", [20 * 1024, 40 * 1024 * 1024])
