@@ -16,6 +16,7 @@ __all__ = [
     "MAX_DURATION_SECONDS",
     "DurationError",
     "format_rfc3339",
+    "human_duration",
     "parse_duration",
     "parse_rfc3339",
 ]
@@ -88,6 +89,37 @@ def parse_rfc3339(raw: str) -> float:
     if moment.tzinfo is None:
         raise DurationError(f"RFC 3339 timestamp needs a zone: {raw!r} (Z or +hh:mm, say {text}Z)")
     return moment.timestamp()
+
+
+def human_duration(seconds: float) -> str:
+    """A duration as kubectl prints ages: ``45s``, ``3m20s``, ``40m``, ``5h10m``, ``30h``, ``6d1h``, ``40d``,
+    ``2y30d``, ``9y``. The rules of ``HumanDuration`` in Kubernetes' apimachinery
+    (``pkg/util/duration/duration.go``): two units while the larger is small, one unit after. A negative
+    duration (a clock behind the object's) reads ``0s``."""
+    total = max(int(seconds), 0)
+    if total < 120:
+        return f"{total}s"
+    minutes = total // 60
+    if minutes < 10:
+        rest = total % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = total // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
 
 
 def format_rfc3339(epoch: float) -> str:

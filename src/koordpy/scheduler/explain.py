@@ -58,7 +58,7 @@ from typing import Any
 
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.dumps import DumpError, newest_timestamp, sort_dump
-from koordpy.model.durations import format_rfc3339
+from koordpy.model.durations import format_rfc3339, human_duration
 from koordpy.model.objects import (
     NodeInfo,
     NodeMetricInfo,
@@ -411,10 +411,8 @@ def _describe_load(detail: LoadDetail, status: Status | None, expiration: float,
 
 
 def _seconds(value: float) -> str:
-    value = max(value, 0.0)
-    if value >= 120:
-        return f"{value / 60:.0f}m"
-    return f"{value:.0f}s"
+    """As kubectl prints ages (``40m``, ``6d1h``; see :func:`koordpy.model.durations.human_duration`)."""
+    return human_duration(value)
 
 
 def _apply(where: str, what: str, step: Callable[[], object]) -> None:

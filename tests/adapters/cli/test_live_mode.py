@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from test_explain_kube_scheduler import STAMP, dump
 from koordpy.cli.kubectl import translate
 from koordpy.cli.main import EXAMPLES
 from koordpy.kube.connection import write_kubeconfig
+from koordpy.model.durations import format_rfc3339, parse_rfc3339
 from koordpy_testkit.bounds import HANG_BACKSTOP
 
 BIN = Path(sys.executable).parent
@@ -114,6 +116,26 @@ def test_live_without_now_uses_the_clock(cluster: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["nowFrom"] == "clock"
     assert "newest timestamp" not in done.stderr
+
+
+AGE = re.compile(r"updated (\S+) ago")
+
+
+def test_live_ages_read_like_kubectl(cluster: Path) -> None:
+    """Live, the clock is days past the seeded NodeMetrics: ages read ``6d1h``, not ``8754m``."""
+    done = run(KOORDPY, "scheduler", "explain", "--kubeconfig", cluster, "--pod", "default/web-big")
+    assert done.returncode == 0, done.stderr
+    ages = AGE.findall(done.stdout)
+    assert ages, done.stdout
+    for age in ages:
+        assert re.fullmatch(r"\d+[smhdy](\d+[smhd])?", age), age
+        assert not re.fullmatch(r"\d{3,}m", age), age  # minutes only below 3 hours
+    # the same instant in a file run: exactly kubectl's form
+    later = format_rfc3339(parse_rfc3339(STAMP) + 8754 * 60)
+    seed = cluster.parent / "seed.yaml"
+    from_file = run(KOORDPY, "scheduler", "explain", "-f", seed, "--pod", "default/web-big", "--now", later)
+    assert from_file.returncode == 0, from_file.stderr
+    assert "NodeMetric expired (updated 6d1h ago, expiration 3m)" in from_file.stdout
 
 
 def test_files_and_cluster_are_exclusive(cluster: Path, tmp_path: Path) -> None:

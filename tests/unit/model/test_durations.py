@@ -6,6 +6,7 @@ from koordpy.model.durations import (
     DURATION_PATTERN,
     DurationError,
     format_rfc3339,
+    human_duration,
     parse_duration,
     parse_rfc3339,
 )
@@ -87,3 +88,30 @@ def test_rfc3339_utc_forms_equal_the_explicit_offset(text: str, same_as: str) ->
 def test_rfc3339_a_bad_utc_form_is_refused(bad: str) -> None:
     with pytest.raises(DurationError, match="RFC 3339 timestamp"):  # unreadable, or a date without a zone
         parse_rfc3339(bad)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        # kubectl's HumanDuration: seconds under 2 minutes, then m+s under 10 minutes, m under 3 hours,
+        # h+m under 8 hours, h under 2 days, d+h under 8 days, d under 2 years, y+d under 8 years.
+        (-5, "0s"),
+        (0, "0s"),
+        (45.9, "45s"),
+        (119, "119s"),
+        (120, "2m"),
+        (200, "3m20s"),
+        (2400, "40m"),
+        (10799, "179m"),
+        (10800, "3h"),
+        (18600, "5h10m"),
+        (30 * 3600, "30h"),
+        (8754 * 60, "6d1h"),  # 525,240 s = 6 days 1 hour 54 minutes
+        (6 * 86400, "6d"),
+        (40 * 86400, "40d"),
+        ((2 * 365 + 30) * 86400, "2y30d"),
+        (9 * 365 * 86400, "9y"),
+    ],
+)
+def test_human_duration_reads_like_kubectl(seconds: float, shown: str) -> None:
+    assert human_duration(seconds) == shown
