@@ -15,7 +15,7 @@ import typer
 if TYPE_CHECKING:
     from koordpy.kube.connection import ConnectionInfo
 
-__all__ = ["connection_source", "require_connection"]
+__all__ = ["connection_source", "one_line_reason", "require_connection"]
 
 
 def connection_source(kubeconfig: str | None) -> str:
@@ -37,13 +37,15 @@ def require_connection(kubeconfig: str | None) -> ConnectionInfo:
         return load_connection(kubeconfig)
     except Exception as exc:  # the kubernetes loader raises ConfigException, OSError or a YAML error
         typer.echo(
-            f"error: cannot load Kubernetes connection settings from {connection_source(kubeconfig)}: {_one_line(exc)}",
+            f"error: cannot load Kubernetes connection settings from {connection_source(kubeconfig)}: "
+            f"{one_line_reason(exc)}",
             err=True,
         )
         raise typer.Exit(2) from None
 
 
-def _one_line(exc: Exception) -> str:
+def one_line_reason(exc: Exception) -> str:
+    """The loader's reason in one line (a YAML error as its line and problem)."""
     mark = getattr(exc, "problem_mark", None)
     if mark is not None:  # a YAML error: its first line ("while parsing ...") says little
         return f"invalid YAML at line {mark.line + 1}: {getattr(exc, 'problem', '')}"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-__all__ = ["COMMANDS", "EXAMPLES", "app", "main", "package_version"]
+__all__ = ["COMMANDS", "EXAMPLES", "LazyGroup", "app", "main", "package_version", "show_version"]
 
 
 class LazyCommand(NamedTuple):
@@ -211,7 +211,8 @@ app = typer.Typer(
 )
 
 
-def _show_version(value: bool) -> None:
+def show_version(value: bool) -> None:
+    """``--version``'s callback (also the kubectl plugin's)."""
     if value:
         typer.echo(f"koordpy {package_version()}")
         raise typer.Exit()
@@ -221,7 +222,7 @@ def _show_version(value: bool) -> None:
 def root(
     show_version: Annotated[
         bool,
-        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+        typer.Option("--version", is_eager=True, callback=show_version, help="Print the version and exit."),
     ] = False,
 ) -> None:
     """koordpy: load-aware scheduling and node QoS for Kubernetes.

@@ -2,7 +2,7 @@
 the instant they are judged at (``--now``).
 
 Not guaranteed: that a command accepts both sources; ``koordpy.cli.live.read_input`` refuses ``-f``
-together with ``--kubeconfig``/``--context``.
+together with ``--kubeconfig``/``--context``, and reads the cluster kubectl would read without ``-f``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ NOTE_NEWEST = "note: evaluated at the newest timestamp in the input (not the clo
 NOTE_CLOCK = "note: the input carries no timestamp: evaluated at the clock"
 
 DumpFiles = Annotated[
-    list[Path] | None, typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
+    list[Path] | None,
+    typer.Option(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="YAML or JSON dump; repeatable. Without -f the cluster is read, as kubectl finds it.",
+    ),
 ]
 RequiredDumpFiles = Annotated[
     list[Path], typer.Option("-f", "--filename", metavar="FILE", help="YAML or JSON dump; repeatable.")
@@ -48,10 +54,12 @@ Now = Annotated[
 Output = Annotated[str, typer.Option("-o", "--output", metavar="json|table", help="json or table.")]
 Kubeconfig = Annotated[
     str | None,
-    typer.Option("--kubeconfig", metavar="FILE", help="Read the cluster this kubeconfig names instead of files."),
+    typer.Option(
+        "--kubeconfig", metavar="FILE", help="Kubeconfig of the cluster to read; default: $KUBECONFIG, ~/.kube/config."
+    ),
 ]
 KubeContext = Annotated[
-    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context (implies live mode).")
+    str | None, typer.Option("--context", metavar="NAME", help="Kubeconfig context; default: the current one.")
 ]
 LogFormatOption = Annotated[
     str,

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from koordpy.cli.kubectl import translate
 from koordpy.kube.connection import write_kubeconfig
 from koordpy_testkit.bounds import HANG_BACKSTOP
 
 BIN = Path(sys.executable).parent
 KOORDPY = BIN / "koordpy"
 LABEL = "pod-group.scheduling.sigs.k8s.io"
+NOW = "2026-11-21T10:00:00Z"
 
 
 def member(name: str, node: str | None = None) -> dict[str, Any]:
@@ -131,5 +131,8 @@ def test_gangs_refuses_files_and_a_cluster_together(cluster: Path, tmp_path: Pat
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_kubectl_shortcut() -> None:
-    assert translate(["gangs", "--context", "c"]) == ["scheduler", "gangs", "--context", "c"]
+def test_kubectl_shortcut(cluster: Path) -> None:
+    plugin = run(KOORDPY.parent / "kubectl-koordpy", "gangs", "--kubeconfig", cluster, "--now", NOW, "-o", "json")
+    direct = run(KOORDPY, "scheduler", "gangs", "--kubeconfig", cluster, "--now", NOW, "-o", "json")
+    assert plugin.returncode == direct.returncode == 0, plugin.stderr
+    assert json.loads(plugin.stdout) == json.loads(direct.stdout)

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from test_explain_kube_scheduler import STAMP, dump
 
-from koordpy.cli.kubectl import translate
-from koordpy.cli.main import EXAMPLES
+from koordpy.cli.kubectl import SHORTCUTS
+from koordpy.cli.main import COMMANDS, EXAMPLES, load_command
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.model.durations import format_rfc3339, parse_rfc3339
 from koordpy_testkit.bounds import HANG_BACKSTOP
@@ -186,9 +186,13 @@ def test_agent_plan_reads_the_cluster(cluster: Path) -> None:
     assert json.loads(done.stdout) == json.loads(from_file.stdout)
 
 
+def plugin_env(home: Path, **extra: str) -> dict[str, str]:
+    """kubectl with ``kubectl-koordpy`` on PATH, a HOME of its own, no kube settings but ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "KUBERNETES_"))}
+    return {**env, "HOME": str(home), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
+
+
 def test_kubectl_plugin(cluster: Path) -> None:
-    assert translate(["explain", "--pod", "a/b"]) == ["scheduler", "explain", "--pod", "a/b"]
-    assert translate(["agent", "plan"]) == ["agent", "plan"]
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     listed = run(KUBECTL, "plugin", "list", env=env)
     assert str(BIN / "kubectl-koordpy") in listed.stdout, listed.stdout + listed.stderr
@@ -226,3 +230,59 @@ def test_kubectl_plugin(cluster: Path) -> None:
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.splitlines()[0] == "node node-1"
     assert any(line.startswith("evict      batch/batch-a") for line in plan.stdout.splitlines())
+
+
+def test_kubectl_plugin_reads_kubeconfig_and_its_current_context_alone(cluster: Path, tmp_path: Path) -> None:
+    """``kubectl koordpy explain --pod NS/NAME`` with only ``KUBECONFIG`` set, as any kubectl plugin."""
+    env = plugin_env(tmp_path, KUBECONFIG=str(cluster))
+    done = run(KUBECTL, "koordpy", "explain", "--pod", "default/web-big", "--now", STAMP, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "pod default/web-big: selected cool"
+    gangs = run(KUBECTL, "koordpy", "gangs", "-o", "json", env=env)
+    assert gangs.returncode == 0, gangs.stderr
+    assert json.loads(gangs.stdout)["gangs"] == []
+
+
+def test_kubectl_plugin_follows_the_current_context_and_context(cluster: Path, tmp_path: Path) -> None:
+    """Two contexts: the current one is the emulator; ``--context`` picks the other (nothing listens)."""
+    config = yaml.safe_load(cluster.read_text(encoding="utf-8"))
+    config["clusters"].append({"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}})
+    config["contexts"].append({"name": "gone", "context": {"cluster": "gone", "user": config["users"][0]["name"]}})
+    both = tmp_path / "two-contexts"
+    both.write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = plugin_env(tmp_path, KUBECONFIG=str(both))
+    current = run(KUBECTL, "koordpy", "explain", "--pod", "default/web-big", "--now", STAMP, env=env)
+    assert current.returncode == 0 and "selected cool" in current.stdout, current.stderr
+    other = run(KUBECTL, "koordpy", "explain", "--context", "gone", "--pod", "default/web-big", env=env)
+    assert other.returncode == 2
+    (line,) = other.stderr.splitlines()
+    assert line.startswith("error: cluster") and "127.0.0.1:9" in line  # the context's server, not the current one
+    config["current-context"] = "gone"
+    both.write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert run(KUBECTL, "koordpy", "explain", "--pod", "default/web-big", env=env).returncode == 2
+    chosen = run(KUBECTL, "koordpy", "explain", "--context", "koordpy", "--pod", "default/web-big", env=env)
+    assert chosen.returncode == 0, chosen.stderr
+
+
+def test_without_f_and_without_any_cluster_one_line_says_where_it_looked(tmp_path: Path) -> None:
+    done = run(KUBECTL, "koordpy", "explain", "--pod", "default/p", env=plugin_env(tmp_path))
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        f"error: cannot load Kubernetes connection settings from {tmp_path / '.kube' / 'config'} "
+        "(no --kubeconfig, no $KUBECONFIG, not in a pod): "
+    )
+
+
+def test_kubectl_plugin_help_lists_its_commands(tmp_path: Path) -> None:
+    env = plugin_env(tmp_path)
+    top = run(KUBECTL, "koordpy", "-h", env=env)
+    assert top.returncode == 0, top.stderr
+    assert top.stdout.startswith("Usage: kubectl koordpy [OPTIONS] COMMAND [ARGS]...")
+    listed = re.findall(r"^  (\S+)\s", top.stdout.split("Commands:", 1)[1], re.M)
+    assert listed == [*SHORTCUTS, *COMMANDS]
+    assert "$KUBECONFIG" in top.stdout
+    explain = run(KUBECTL, "koordpy", "explain", "-h", env=env)
+    assert explain.stdout.startswith("Usage: kubectl koordpy explain [OPTIONS]")
+    for name, shortcut in SHORTCUTS.items():  # each shortcut is that command, not a copy
+        assert load_command(shortcut.group).commands[shortcut.command].name == name
