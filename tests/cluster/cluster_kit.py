@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import yaml
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane, fake_node
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 
@@ -173,7 +174,7 @@ class Kube:
         return self.list("Event", namespace, **params)
 
 
-def poll(what: str, check: Callable[[], Any], timeout: float = 180.0, interval: float = 0.1) -> Any:
+def poll(what: str, check: Callable[[], Any], timeout: float = HANG_BACKSTOP, interval: float = 0.1) -> Any:
     """Poll ``check()`` until truthy or ``timeout``; the last value either way (the caller asserts on it).
 
     Prints how long it waited (shown with the test's output on failure, or with ``-s``).
@@ -189,7 +190,7 @@ def poll(what: str, check: Callable[[], Any], timeout: float = 180.0, interval: 
         time.sleep(interval)
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float = 180.0, interval: float = 0.1) -> Any:
+def wait_until(what: str, check: Callable[[], Any], timeout: float = HANG_BACKSTOP, interval: float = 0.1) -> Any:
     """Poll ``check()`` until truthy. ``timeout`` is a hang backstop, never an expectation of speed:
     reaching it raises :class:`TimeoutError` (a broken precondition, not the assertion under test)."""
     last = poll(what, check, timeout, interval)
@@ -277,7 +278,7 @@ class Components:
     # -- extender + koordpy-scheduler --
 
     def start_extender(
-        self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0, *, wait_ready: bool = True
+        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, *, wait_ready: bool = True
     ) -> Proc:
         config = self.release.component_config("scheduler")
         port, ops = free_port(), free_port()
@@ -307,7 +308,7 @@ class Components:
             extender["urlPrefix"] = self.extender_base
         return config
 
-    def start_scheduler(self, config: Mapping[str, Any] | None = None, timeout: float = 180.0) -> Proc:
+    def start_scheduler(self, config: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP) -> Proc:
         """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token."""
         config = config or self.kube_scheduler_config()
         lease = (config.get("leaderElection") or {}).get("resourceName")
@@ -350,12 +351,12 @@ class Components:
         self.start_scheduler()
 
     def extender_metrics(self) -> str:
-        return httpx.get(self.extender_ops + "/metrics", timeout=30).text
+        return httpx.get(self.extender_ops + "/metrics", timeout=HANG_BACKSTOP).text
 
     # -- manager --
 
     def start_manager(
-        self, overrides: Mapping[str, Any] | None = None, timeout: float = 180.0, name: str = "manager"
+        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, name: str = "manager"
     ) -> Proc:
         config = self.release.component_config("manager")
         port = free_port()

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from cluster_kit import Kube, Space, wait_until
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port
 
 pytestmark = pytest.mark.cluster
@@ -37,7 +38,9 @@ def emulator(tmp_path: Path) -> Iterator[httpx.Client]:
         line = proc.wait_for_log("http://", 120)
         url = re.search(r"http://[0-9.]+:\d+", line)
         assert url, line
-        with httpx.Client(base_url=url.group(0), timeout=60, headers={"Authorization": "Bearer admin"}) as client:
+        with httpx.Client(
+            base_url=url.group(0), timeout=HANG_BACKSTOP, headers={"Authorization": "Bearer admin"}
+        ) as client:
             yield client
     finally:
         proc.stop()

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
 ROOT = Path(__file__).resolve().parents[2]
 
 OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared/reference")
@@ -54,7 +56,7 @@ NOT_YET = {
 def tracked_text_files() -> list[str]:
     """Every tracked file that is text, except raw measurement data (``bench/results/*.json``)."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=120
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=HANG_BACKSTOP
     ).stdout.decode()
     paths = []
     for path in sorted(filter(None, listed.split("\0"))):
