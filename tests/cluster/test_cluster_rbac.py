@@ -1,4 +1,4 @@
-"""The chart's roles checked by the real authorizer: every request koordpy's components made in this session
+"""The chart's roles checked by the real authorizer: every request koordpy's components made in this pytest session
 (the audit log records every request of the release namespace's ServiceAccounts, reads included) was
 allowed, and a role with one rule removed makes the component fail visibly.
 
