@@ -37,8 +37,10 @@ def _run(code: str, cpu_seconds: int) -> tuple[int, float, str]:
 
 def test_a_busy_loop_is_stopped_by_its_cpu_seconds() -> None:
     code, cpu, _ = _run("while True: pass", cpu_seconds=1)
-    assert code == -signal.SIGXCPU
-    assert cpu >= 0.9  # about its full second of CPU (kernel accounting is coarse), however long that took
+    # SIGXCPU: the kernel stopped it for its CPU seconds (wall-clock time plays no part, however loaded the
+    # machine). The rusage figure is not compared with the limit: under load the kernel's split of run time
+    # into user and system ticks can report less than the second the limit counted.
+    assert code == -signal.SIGXCPU and cpu > 0
     with pytest.raises(AssertionError, match="over its 1 CPU seconds"):
         check(CASE, Outcome("synthetic", code, "", "", cpu), cpu_limit=1)
 
