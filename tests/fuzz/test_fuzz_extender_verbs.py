@@ -38,9 +38,14 @@ NODES = ["n0", "n1", "n2", "n3", "n4"]
 class RecordingBinder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str]] = []
+        self.annotations: list[dict[str, str]] = []
+        """The annotations each call's Binding carried, in call order."""
 
-    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    async def create_binding(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         self.calls.append((namespace, name, uid, node))
+        self.annotations.append(dict(annotations or {}))
         return {}
 
 

@@ -6,12 +6,15 @@ In the first three tests there are no Node objects, so the manager's reservation
 on Nodes) never runs and the test writes the Reservation's placement (its status) as that controller
 would; the last test creates Nodes and the manager's own reservation controller places the Reservation
 and marks it consumed. The replacement pod is always created and bound by the test, standing in for the
-ReplicaSet controller and the scheduler.
+ReplicaSet controller and the scheduler whose binder (koordpy's extender) records the Reservation it
+allocates on the pod (``scheduling.koordinator.sh/reservation-allocated``). A sibling of the same
+ReplicaSet already runs, Ready, on the node the Reservation takes: it must never complete the job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +27,7 @@ from scenario_kit import create, node
 from system_cluster import Cluster
 from test_system_migration import FAST, evictions, kubectl_apply, shop
 
+from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit.bounds import HANG_BACKSTOP
 
 PMJS = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
@@ -32,11 +36,20 @@ SHOP_PODS = "/api/v1/namespaces/shop/pods"
 RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "uid-web-rs", "controller": True}
 
 
-async def pod_on(admin: httpx.AsyncClient, name: str, node: str, *, ready: bool = True) -> None:
+async def pod_on(
+    admin: httpx.AsyncClient, name: str, node: str, *, ready: bool = True, through: str | None = None
+) -> None:
+    """A pod of the ReplicaSet on ``node``; ``through``: the Reservation it was bound through."""
+    annotations = {}
+    if through is not None:
+        res = (await admin.get(f"{RESERVATIONS}/{through}")).json()
+        record = json.dumps({"name": through, "uid": res["metadata"]["uid"]}, separators=(",", ":"))
+        annotations[ANNOTATION_RESERVATION_ALLOCATED] = record
+    meta = {"name": name, "namespace": "shop", "labels": {"app": "web"}, "ownerReferences": [RS]}
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}, "ownerReferences": [RS]},
+        "metadata": {**meta, "annotations": annotations},
         "spec": {
             "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}],
             "nodeName": node,
@@ -110,8 +123,10 @@ def manager_calls(cluster: Cluster, verb: str, resource: str) -> int:
     )
 
 
-async def drive_to_success(admin: httpx.AsyncClient, res_name: str) -> dict[str, Any]:
-    """Place the Reservation on n2, let the manager evict, bring up the replacement, wait for Succeeded."""
+async def drive_to_success(admin: httpx.AsyncClient, cluster: Cluster, res_name: str) -> dict[str, Any]:
+    """Place the Reservation on n2 (where the sibling web-0 runs), let the manager evict, bring up the
+    replacement, wait for Succeeded."""
+    await pod_on(admin, "web-0", "n2")
     await place(admin, res_name, "n2")
 
     async def evicted() -> bool:
@@ -124,7 +139,16 @@ async def drive_to_success(admin: httpx.AsyncClient, res_name: str) -> dict[str,
         return any(c.get("reason") == "WaitForPodBindReservation" for c in conditions)
 
     await until("the job waits for a pod to bind the Reservation", waiting_for_bind)
-    await pod_on(admin, "web-2", "n2", ready=False)
+    # five more rounds (each lists the Reservations) with the Ready sibling web-0 on n2
+    listed = manager_calls(cluster, "list", "reservations")
+
+    async def rounds_ran() -> bool:
+        return manager_calls(cluster, "list", "reservations") >= listed + 5
+
+    await until("five more migration rounds", rounds_ran)
+    still = (await job(admin))["status"]
+    assert still["phase"] == "Running" and "podRef" not in still
+    await pod_on(admin, "web-2", "n2", ready=False, through=res_name)
 
     async def waiting_for_ready() -> bool:
         conditions = (await job(admin)).get("status", {}).get("conditions") or []
@@ -173,7 +197,7 @@ async def test_reservation_first_reserves_evicts_and_waits_for_the_ready_replace
         assert evictions(cluster, "web-1") == 0
         assert (await job(admin))["spec"]["reservationOptions"]["reservationRef"]["name"] == uid
 
-        done = await drive_to_success(admin, uid)
+        done = await drive_to_success(admin, cluster, uid)
     status = done["status"]
     assert (status["status"], status["nodeName"], status["podRef"]["name"]) == ("Complete", "n2", "web-2")
     assert status["message"] == f'Bind Pod "shop/web-2" in Reservation "{uid}"'
@@ -196,7 +220,7 @@ async def test_manager_killed_after_reserving_adopts_its_reservation(cluster: Cl
         proc.kill()  # mid-migration: Reservation created, not yet placed
         uid = (await job(admin))["metadata"]["uid"]
         cluster.start_manager(FAST)
-        done = await drive_to_success(admin, uid)
+        done = await drive_to_success(admin, cluster, uid)
         assert [r["metadata"]["name"] for r in await reservations(admin)] == [uid]  # never a second one
     assert done["status"]["phase"] == "Succeeded"
     assert evictions(cluster, "web-1") == 1
@@ -258,7 +282,7 @@ async def test_manager_reservation_controller_places_and_consumes_the_reservatio
         (res,) = await reservations(admin)
         assert (res["status"]["phase"], res["status"]["nodeName"]) == ("Available", "n3")
         assert (await job(admin))["status"]["nodeName"] == "n3"
-        await pod_on(admin, "web-2", "n3", ready=False)
+        await pod_on(admin, "web-2", "n3", ready=False, through=res["metadata"]["name"])
 
         async def consumed() -> bool:
             (res,) = await reservations(admin)

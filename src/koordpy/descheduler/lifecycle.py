@@ -11,8 +11,8 @@ and carries out the returned value; time is an argument.
 the Reservation (:mod:`koordpy.descheduler.reservation_first`: the pod's template, owned by its
 controller, excluding the current node; or the job's ``reservationRef``) → wait until it is Available
 on another node → evict (the same evictor path and rate limits as ``EvictDirectly``) → wait until a
-replacement pod has bound the Reservation (``status.currentOwners``, or the ledger finds an owner pod on
-its node) → wait until that pod is Ready → Succeeded with ``status.podRef`` and ``status.nodeName``.
+replacement pod has bound the Reservation (``status.currentOwners``, or the ledger finds a pod on its
+node bound through it) → wait until that pod is Ready → Succeeded with ``status.podRef`` and ``status.nodeName``.
 
 Where koordpy differs, deliberately:
 

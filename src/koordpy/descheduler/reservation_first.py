@@ -272,7 +272,8 @@ def read_reservation(raw: Mapping[str, Any], now: float) -> ReservationState:
 
 @dataclass(frozen=True)
 class BoundPod:
-    """The pod that took the Reservation (its ``status.currentOwners[0]``, or the ledger's first owner)."""
+    """The pod that took the Reservation (its ``status.currentOwners[0]``, or the first pod the ledger
+    finds bound through it)."""
 
     namespace: str
     name: str
@@ -285,8 +286,10 @@ class BoundPod:
 
 def bound_pod(raw: Mapping[str, Any], node_pods: Sequence[PodInfo], now: float) -> BoundPod | None:
     """Who bound the Reservation ``raw``: ``status.currentOwners[0]`` (set by the manager when an
-    allocateOnce Reservation is consumed), else the first owner pod the ledger finds on its node among
-    ``node_pods`` (the manager may not have written the status yet). None while nobody has."""
+    allocateOnce Reservation is consumed), else the first pod among ``node_pods`` the ledger finds bound
+    through it (its reservation-allocated annotation names it; the manager may not have written the
+    status yet). None while nobody has: an owner that runs on the node without having been bound
+    through the Reservation (a sibling of the same workload) never is."""
     status = raw.get("status") or {}
     for owner in status.get("currentOwners") or ():
         if isinstance(owner, Mapping) and owner.get("name"):

@@ -440,13 +440,24 @@ class ApiClient:
         )
 
     async def create_binding(
-        self, namespace: str, name: str, uid: str | None, node: str, *, timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None,
+        node: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         """POST ``pods/{name}/binding`` (what a scheduler's binder does). ``uid`` guards against a pod that was
-        deleted and recreated under the same name (the server answers 409). Already bound → Conflict."""
+        deleted and recreated under the same name (the server answers 409). Already bound → Conflict.
+        ``annotations`` are set on the pod in the same write as its node (the API server copies a
+        Binding's annotations onto the pod)."""
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if uid:
             meta["uid"] = uid
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

@@ -11,7 +11,9 @@ fit. The same stream is run twice:
   creates, status updates and deletes are applied to the in-memory Reservations as the manager
   writes them), the extender's :func:`~koordpy.scheduler.plugins.reservation.ledger.reserved_verdict`
   on every node holding a Reservation in the filter, and the extender's owner preference
-  (:func:`~koordpy.scheduler.plugins.reservation.enforcement.owner_prefers`) in the score.
+  (:func:`~koordpy.scheduler.plugins.reservation.enforcement.owner_prefers`) in the score; a pod bound
+  on a held node allocates what the extender's bind would record
+  (:func:`~koordpy.scheduler.plugins.reservation.ledger.to_allocate`).
 
 Event order at one instant: completions, arrivals, the reservation controller (koordpy), then one
 scheduling cycle over the whole queue, highest priority first, then first queued (every instant
@@ -63,8 +65,8 @@ from koordpy.model.resources import ResourceList, parse_resource_list
 from koordpy.scheduler.plugins.gang.keys import ANNOTATION_MIN_AVAILABLE, ANNOTATION_NAME
 from koordpy.scheduler.plugins.reservation.controller import ReservationInputs, decide
 from koordpy.scheduler.plugins.reservation.enforcement import OWNER_SCORE, owner_prefers
-from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_node, reserved_verdict
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.ledger import Holding, holdings_on_node, reserved_verdict, to_allocate
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, allocated_annotations, reservation_from_dict
 from koordpy.sim.kubescheduler import RequestsFit
 
 __all__ = [
@@ -572,7 +574,11 @@ class _Simulation:
         self.bound_at[pod] = now
         self.fit.bind(row, self.vectors[pod])
         self.on_node[row].add(pod)
-        self.info[pod] = dataclasses.replace(self.info[pod], node_name=self.node_names[row], phase="Running")
+        info = dataclasses.replace(self.info[pod], node_name=self.node_names[row], phase="Running")
+        chosen = to_allocate(info, self.holdings[row]) if row in self.holdings else None
+        if chosen is not None:  # the extender's bind records the Reservation the pod allocates
+            info = dataclasses.replace(info, annotations={**info.annotations, **allocated_annotations(chosen)})
+        self.info[pod] = info
         self.shapes_queued[self.trace.shape[pod]] -= 1
         job = self.trace.job[pod]
         if job < 0:

@@ -234,6 +234,26 @@ async def test_binding_sets_node_and_condition_and_rejects_conflicts(api_client:
         await api_client.create_binding("default", "ghost", None, "n1")
 
 
+async def test_a_bindings_annotations_land_on_the_pod_with_its_node(api_client: ApiClient) -> None:
+    body = pod("p")
+    body["metadata"]["annotations"] = {"kept": "yes"}
+    created = await api_client.create(PODS, body)
+    record = '{"name":"r","uid":"u"}'
+    await api_client.create_binding(
+        "default",
+        "p",
+        created["metadata"]["uid"],
+        "n1",
+        annotations={"scheduling.koordinator.sh/reservation-allocated": record},
+    )
+    bound = await api_client.get(PODS, "p", "default")
+    assert bound["spec"]["nodeName"] == "n1"
+    assert bound["metadata"]["annotations"] == {
+        "kept": "yes",
+        "scheduling.koordinator.sh/reservation-allocated": record,
+    }
+
+
 async def _running_pod(api: ApiClient, name: str, labels: dict[str, str], node: str = "n1") -> dict[str, Any]:
     created = await api.create(PODS, pod(name, labels=labels, terminationGracePeriodSeconds=30))
     await api.create_binding("default", name, created["metadata"]["uid"], node)

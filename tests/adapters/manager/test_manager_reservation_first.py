@@ -14,6 +14,11 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODMIGRATIONJOBS, PODS, RESERVATIONS
 from koordpy.manager.api import KubeMigrationApi
 from koordpy.manager.migration import MigrationController
+from koordpy.scheduler.plugins.reservation.spec import (
+    allocated_annotations,
+    reservation_allocated,
+    reservation_from_dict,
+)
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
@@ -33,7 +38,11 @@ class Clock:
         return time.time() + self.offset
 
 
-async def pod_on(api: ApiClient, name: str, node: str, *, ready: bool = True) -> dict[str, Any]:
+async def pod_on(
+    api: ApiClient, name: str, node: str, *, ready: bool = True, through: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A pod of the ReplicaSet bound to ``node``; ``through``: the Reservation its binding allocates
+    (the annotation the extender's binding carries), None: bound outside every Reservation."""
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -44,7 +53,8 @@ async def pod_on(api: ApiClient, name: str, node: str, *, ready: bool = True) ->
         },
     }
     created = await api.create(PODS, body)
-    await api.create_binding("shop", name, created["metadata"]["uid"], node)
+    annotations = allocated_annotations(reservation_from_dict(through)) if through is not None else None
+    await api.create_binding("shop", name, created["metadata"]["uid"], node, annotations=annotations)
     conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
     return await api.patch_status(
         PODS, name, {"status": {"phase": "Running", "conditions": conditions}}, namespace="shop"
@@ -90,6 +100,7 @@ def calls(server: ApiServerEmulator, verb: str, resource: str, subresource: str 
 
 async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
     await pod_on(api_client, "web-1", "n1")
+    await pod_on(api_client, "web-0", "n2")  # a sibling, Ready, on the node the Reservation will take
     job = await pmj(api_client, "m1", "web-1")
     clock = Clock()
     controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
@@ -127,9 +138,17 @@ async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client
     assert condition(status, "Eviction")["reason"] == "EvictComplete"
     assert condition(status, "PodBoundReservation")["reason"] == "WaitForPodBindReservation"
 
-    # the ReplicaSet's replacement lands on n2 (not Ready yet); the manager has not written currentOwners
-    # yet, so the ledger finds it among the pods on n2
-    await pod_on(api_client, "web-2", "n2", ready=False)
+    # the sibling web-0 on n2 did not bind through the Reservation: the job keeps waiting
+    clock.offset += 4
+    await controller.run_round(None)
+    status = await job_status(api_client, "m1")
+    assert status["phase"] == "Running" and "podRef" not in status
+    assert condition(status, "PodBoundReservation")["reason"] == "WaitForPodBindReservation"
+
+    # the ReplicaSet's replacement binds on n2 through the Reservation (not Ready yet); the manager has not
+    # written currentOwners yet, so the ledger finds it among the pods on n2 by its annotation
+    web2 = await pod_on(api_client, "web-2", "n2", ready=False, through=await api_client.get(RESERVATIONS, res_name))
+    assert reservation_allocated(web2["metadata"]["annotations"]) is not None  # the binding wrote it
     clock.offset += 4
     await controller.run_round(None)
     status = await job_status(api_client, "m1")

@@ -40,6 +40,7 @@ from koordpy.scheduler.plugins.reservation.controller import (
     ReservationInputs,
     StatusUpdate,
 )
+from koordpy.scheduler.plugins.reservation.spec import allocated_annotations, reservation_from_dict
 from koordpy.scheduler.plugins.reservation.starving import LABEL_STARVING_JOB
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
@@ -400,9 +401,19 @@ async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client:
     placed = await api_client.get(RESERVATIONS, "hold-web")
     assert placed["status"]["phase"] == "Available"  # 1 cpu free on either node covers 1 cpu
     node = placed["status"]["nodeName"]
-    web = PodBuilder("web").requests(cpu="1", memory="1Gi").node(node).phase("Running").build()
+    # an owner created straight on the node (not bound through the Reservation) allocates nothing
+    early = PodBuilder("web").requests(cpu="1", memory="1Gi").node(node).phase("Running").build()
+    early["metadata"].pop("uid")
+    early = await api_client.create(PODS, early)
+    await controller.run_round()
+    assert (await api_client.get(RESERVATIONS, "hold-web"))["status"]["phase"] == "Available"
+    await api_client.delete(PODS, "web", "default", grace_period_seconds=0)
+    # the owner bound through it, as the extender binds (the binding carries the reservation-allocated record)
+    web = PodBuilder("web").requests(cpu="1", memory="1Gi").build()
     web["metadata"].pop("uid")
     web = await api_client.create(PODS, web)
+    through = allocated_annotations(reservation_from_dict(placed))
+    await api_client.create_binding("default", "web", web["metadata"]["uid"], node, annotations=through)
     await controller.run_round()
     consumed = await api_client.get(RESERVATIONS, "hold-web")
     assert consumed["status"]["phase"] == "Succeeded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -11,11 +12,16 @@ from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.gang import PodGroupInfo
 from koordpy.scheduler.plugins.reservation.controller import ReservationDecision, ReservationInputs, decide
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import (
+    ANNOTATION_RESERVATION_ALLOCATED,
+    ReservationInfo,
+    reservation_from_dict,
+)
 from koordpy_testkit.builders import NodeBuilder, PodBuilder
 
 __all__ = [
     "T0",
+    "allocated",
     "decide_on",
     "node",
     "owner_labels",
@@ -29,6 +35,13 @@ __all__ = [
 
 T0 = 1_800_000_000.0
 """An arbitrary instant the tables count from."""
+
+
+def allocated(name: str, uid: str | None = None) -> dict[str, str]:
+    """The annotations of a pod bound through Reservation ``name`` (uid ``uid-<name>`` as
+    :func:`reservation_dict` makes it, unless given), as the extender writes them at bind."""
+    record = json.dumps({"name": name, "uid": uid if uid is not None else f"uid-{name}"}, separators=(",", ":"))
+    return {ANNOTATION_RESERVATION_ALLOCATED: record}
 
 
 def node(name: str, cpu: str = "3", memory: str = "3Gi", *, cordoned: bool = False) -> NodeInfo:

@@ -32,6 +32,7 @@ from koordpy.descheduler.reservation_first import (
 )
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import pod_from_dict
+from koordpy.scheduler.plugins.reservation.spec import allocated_annotations, reservation_from_dict
 
 T0 = 1795255200.0  # 2026-11-21T10:00:00Z, the job's creation time
 SETTINGS = LifecycleSettings()  # defaultJobMode ReservationFirst, defaultJobTTL 5m
@@ -484,10 +485,18 @@ def test_evicted_pod_gone_without_any_eviction_is_missing_pod() -> None:
 DONE = [cond("Eviction", "True", "EvictComplete")]
 
 
-def replacement(*, ready: bool, uid: str = "u-new", node: str = "n2") -> dict[str, Any]:
+def replacement(
+    *, ready: bool, uid: str = "u-new", node: str = "n2", name: str = "web-2", through: str | None = "job-uid-1"
+) -> dict[str, Any]:
+    """A pod of the same ReplicaSet on ``node``; ``through``: the Reservation it was bound through (its
+    reservation-allocated annotation, as the extender writes it), None: bound without one."""
     pod = raw_pod(uid=uid, node=node)
-    pod["metadata"]["name"] = "web-2"
+    pod["metadata"]["name"] = name
     pod["metadata"]["creationTimestamp"] = format_rfc3339(T0 + 30)
+    if through is not None:
+        pod["metadata"].setdefault("annotations", {}).update(
+            allocated_annotations(reservation_from_dict(reservation(name=through)))
+        )
     pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     return pod
 
@@ -531,8 +540,28 @@ def test_bound_found_by_the_ledger_before_the_manager_writes_current_owners() ->
     assert isinstance(decision, Finish) and decision.status["phase"] == "Succeeded"
 
 
+def test_a_sibling_already_on_the_reserved_node_never_completes_the_job() -> None:
+    # The reproduction: web-0 (same ReplicaSet, Ready) ran on n2 before the Reservation existed; the
+    # replacement web-2 is Pending. The job must wait, not succeed with web-0.
+    sibling = replacement(ready=True, uid="u-sibling", name="web-0", through=None)
+    sibling["metadata"]["creationTimestamp"] = format_rfc3339(T0 - 3600)
+    node_pods = [pod_from_dict(sibling)]
+    res = reservation()
+    assert bound_pod(res, node_pods, T0 + 40) is None
+    the_job = job(options=OURS, conditions=DONE, extra_status=SCHEDULED)
+    waiting = decide(the_job, None, T0 + 40, SETTINGS, reservation=res, node_pods=node_pods, replacement=view(sibling))
+    assert isinstance(waiting, Wait) and waiting.status is not None
+    assert "podRef" not in waiting.status
+    bound = last(waiting, "PodBoundReservation")
+    assert (bound["status"], bound["reason"]) == ("False", "WaitForPodBindReservation")
+    # the replacement binds through the Reservation next to the sibling: it, and only it, is the bound pod
+    node_pods.append(pod_from_dict(replacement(ready=True)))
+    found = bound_pod(res, node_pods, T0 + 50)
+    assert found is not None and (found.key, found.uid) == ("shop/web-2", "u-new")
+
+
 def test_a_pod_that_is_not_an_owner_does_not_bind() -> None:
-    stranger = replacement(ready=True)
+    stranger = replacement(ready=True, through=None)
     stranger["metadata"]["ownerReferences"] = [dict(RS, uid="other-rs")]
     assert bound_pod(reservation(), [pod_from_dict(stranger)], T0 + 40) is None
 

@@ -62,7 +62,9 @@ QUORUM_MEMORY = 4096
 
 
 class GangBinder(Protocol):
-    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> Any: ...
+    async def create_binding(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
+    ) -> Any: ...
 
 
 class EventPoster(Protocol):
@@ -181,6 +183,8 @@ class GangBarrier:
         """hold id → the parked request's answer ("" bound, else the ``Error`` text)."""
         self.held: dict[str, tuple[int, str]] = {}
         """pod key → (hold id, node) of its open bind request."""
+        self.annotations: dict[int, dict[str, str]] = {}
+        """hold id → the annotations its binding carries (the Reservation it allocates), when any."""
         self._quorum: OrderedDict[str, str] = OrderedDict()
         self._failures: dict[str, str] = {}
         """pod key → the Unschedulable condition already reported (message and time)."""
@@ -257,8 +261,17 @@ class GangBarrier:
 
     # ---- the barrier -----------------------------------------------------------------------
 
-    async def hold(self, pod_key: str, uid: str, node: str, gone: asyncio.Event | None = None) -> str:
-        """Park a member's bind until its GangGroup binds or it is released; "" when bound, else the error."""
+    async def hold(
+        self,
+        pod_key: str,
+        uid: str,
+        node: str,
+        gone: asyncio.Event | None = None,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> str:
+        """Park a member's bind until its GangGroup binds or it is released; "" when bound, else the error.
+        ``annotations`` go on the pod with its binding (the Reservation it allocates)."""
         self._ensure_timer()
         loop = asyncio.get_running_loop()
         hold, permit = self.cache.hold(pod_key, uid, node, self.clock.now())
@@ -266,6 +279,8 @@ class GangBarrier:
             return f"pod {pod_key} is in no gang"
         answer: asyncio.Future[str] = loop.create_future()
         self.waiters[hold.hold_id] = answer
+        if annotations:
+            self.annotations[hold.hold_id] = dict(annotations)
         self.held[pod_key] = (hold.hold_id, node)
         self.log.info("gang.hold", pod=pod_key, node=node, gang=hold.gang_id, verdict=permit.verdict)
         self.pump()
@@ -287,6 +302,7 @@ class GangBarrier:
             if watcher is not None:
                 watcher.cancel()
             self.waiters.pop(hold.hold_id, None)
+            self.annotations.pop(hold.hold_id, None)
             if self.held.get(pod_key, (0, ""))[0] == hold.hold_id:
                 del self.held[pod_key]
 
@@ -349,7 +365,9 @@ class GangBarrier:
                 break
             try:
                 async with asyncio.timeout(self.bind_timeout):
-                    await binder.create_binding(namespace, name, hold.uid, hold.node)
+                    await binder.create_binding(
+                        namespace, name, hold.uid, hold.node, annotations=self.annotations.get(hold.hold_id)
+                    )
             except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, ApiError) and exc.status in (404, 409, 422):

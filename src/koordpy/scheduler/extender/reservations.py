@@ -16,6 +16,10 @@ like ``HostFragments``; it neither filters nor scores there). It keeps:
   expiry among its holdings. The verdicts on an account are cached by (pod requests, ownership of each
   holding) until the account or the node's allocatable changes.
 
+``annotations_for_bind`` (at ``/bind``) names the Reservation an owner pod allocates on the chosen node
+(the ledger's ``to_allocate``), as the annotation the binding writes on the pod; only pods bound that
+way allocate a Reservation.
+
 ``refine`` (after the plugins' ``/filter``) fails, among the nodes that passed, those with holdings
 where the ledger's ``reserved_verdict`` blocks the pod: reason ``node(s) resource was(were) reserved``
 (the detail with the numbers is in the status, as for load-aware failures; ``failedNodes`` carries the
@@ -46,7 +50,8 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
     node_verdict,
     owner_prefers,
 )
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_owner
+from koordpy.scheduler.plugins.reservation.ledger import to_allocate
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, allocated_annotations, is_owner
 
 __all__ = ["VERDICTS_PER_NODE", "ReservationTracker"]
 
@@ -185,6 +190,14 @@ class ReservationTracker:
         return status
 
     # ---- verbs -------------------------------------------------------------------------
+
+    def annotations_for_bind(self, pod: PodInfo, node: str, now: float) -> dict[str, str]:
+        """The reservation-allocated annotation ``pod`` gets when bound to ``node``: {} when it binds
+        outside every Reservation there."""
+        if node not in self.by_node:
+            return {}
+        chosen = to_allocate(pod, self.account(node, now).holdings)
+        return allocated_annotations(chosen) if chosen is not None else {}
 
     def _held_positions(self, indices: npt.NDArray[np.int64]) -> list[tuple[int, str]]:
         """(position in ``indices``, node name) of the nodes with placed reservations: one gather."""

@@ -15,6 +15,7 @@ counts its estimate before the watch reports it (it is counted, and logged, once
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ from koordpy.scheduler.extender.protocol import (
     require_strings,
 )
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.reservation.spec import reservation_allocated
 
 __all__ = ["Binder", "ExtenderService", "Reply"]
 
@@ -59,7 +61,9 @@ RECENT_PODS = 2048
 class Binder(Protocol):
     """What bind needs from the API client (``koordpy.kube.client.ApiClient`` has it)."""
 
-    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> Any: ...
+    async def create_binding(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,26 +295,35 @@ class ExtenderService:
         namespace, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
         pod = self._known_pod(namespace, name, uid) if uid else None
         placed: PodInfo | None = None
+        annotations: dict[str, str] = {}
         if pod is not None:
             self._note_foreign(pod, "bind")
+            now = self.clock.now()
+            if self.cache.reservations is not None:
+                # the Reservation this bind allocates is recorded on the pod in the binding's own write
+                annotations = self.cache.reservations.annotations_for_bind(pod, node, now)
+                if annotations:
+                    pod = dataclasses.replace(pod, annotations={**pod.annotations, **annotations})
             if uid not in self.state.assigned:  # already assigned: the watch knows better than we do
-                placed = self.state.assume(pod, node, self.clock.now())
+                placed = self.state.assume(pod, node, now)
         else:
             self.metrics.binds_unassumed.inc()
         if self.gangs is not None and self.gangs.is_member(where):
-            return await self._gang_bind(args, where, started, placed, gone)
+            return await self._gang_bind(args, where, started, placed, gone, annotations=annotations)
         if self.binder is None:
             error: BaseException | None = RuntimeError("no API client configured")
         else:
             error = None
             try:
                 async with asyncio.timeout(self.settings.bind_timeout_seconds):
-                    await self.binder.create_binding(namespace, name, uid, node)
+                    await self.binder.create_binding(namespace, name, uid, node, annotations=annotations or None)
             except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
                 error = exc
         if error is None:
             self._finish("bind", "ok", started)
-            self.log.info("bind", pod=where, uid=uid, node=node, assumed=placed is not None)
+            self.log.info(
+                "bind", pod=where, uid=uid, node=node, assumed=placed is not None, reservation=_reservation(annotations)
+            )
             return Reply(200, encode_bind_result(""))
         if placed is not None and self.state.assigned.get(uid) is placed:
             self.state.remove_pod(uid)  # un-assume; the watch corrects anything else later
@@ -322,13 +335,20 @@ class ExtenderService:
         return Reply(200, encode_bind_result(message))
 
     async def _gang_bind(
-        self, args: BindArgs, where: str, started: float, placed: PodInfo | None, gone: asyncio.Event | None
+        self,
+        args: BindArgs,
+        where: str,
+        started: float,
+        placed: PodInfo | None,
+        gone: asyncio.Event | None,
+        *,
+        annotations: Mapping[str, str],
     ) -> Reply:
         """Hold the request at the gang barrier; the placement stays recorded while it is held."""
         assert self.gangs is not None
         uid, node = args.pod_uid, args.node
         try:
-            error = await self.gangs.hold(where, uid, node, gone)
+            error = await self.gangs.hold(where, uid, node, gone, annotations=annotations)
         except asyncio.CancelledError:
             self._unassume(uid, placed)
             raise
@@ -343,6 +363,11 @@ class ExtenderService:
     def _unassume(self, uid: str, placed: PodInfo | None) -> None:
         if placed is not None and self.state.assigned.get(uid) is placed:
             self.state.remove_pod(uid)  # the watch corrects anything else later
+
+
+def _reservation(annotations: Mapping[str, str]) -> str | None:
+    record = reservation_allocated(annotations)
+    return record.name if record is not None else None
 
 
 def _failure_kind(error: BaseException) -> str:

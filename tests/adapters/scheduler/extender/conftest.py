@@ -38,11 +38,16 @@ class FakeBinder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str]] = []
+        self.annotations: list[dict[str, str]] = []
+        """The annotations each call's Binding carried, in call order."""
         self.fail_with: ApiError | None = None
         self.gate: asyncio.Event | None = None
 
-    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    async def create_binding(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         self.calls.append((namespace, name, uid, node))
+        self.annotations.append(dict(annotations or {}))
         if self.gate is not None:
             await self.gate.wait()
         if self.fail_with is not None:

@@ -16,8 +16,10 @@ import orjson
 
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.plugins.gang import keys
+from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit import PodBuilder
 from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
+from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
 
 def member(name: str, gang: str = "g", minimum: int = 3, **annotations: str) -> dict[str, Any]:
@@ -209,11 +211,11 @@ async def test_a_binding_that_keeps_failing_is_retried_and_the_partial_gang_repo
     setup(ext, a, b)
     original = ext.binder.create_binding
 
-    async def flaky(namespace: str, name: str, uid: str, node: str) -> Any:
+    async def flaky(namespace: str, name: str, uid: str, node: str, *, annotations: Any = None) -> Any:
         if name == "b":
             ext.binder.calls.append((namespace, name, uid, node))
             raise ApiError(500, "InternalError", "etcd is unhappy")
-        return await original(namespace, name, uid, node)
+        return await original(namespace, name, uid, node, annotations=annotations)
 
     ext.binder.create_binding = flaky
     ext.extender.gangs.retry_delay = 0.01
@@ -284,3 +286,20 @@ async def until_one(tasks: dict[str, asyncio.Task[Any]]) -> tuple[str, Any]:
     finished = [(n, t.result()) for n, t in tasks.items() if t.done()]
     assert len(finished) == 1, finished
     return finished[0]
+
+
+async def test_a_gang_member_bound_through_its_reservation_carries_the_record(ext: Any) -> None:
+    """Reservation ``r-a`` on n1 is owned by member a: a's held binding carries Koordinator's
+    reservation-allocated record when the gang binds; b, bound outside every reservation, carries none."""
+    a, b = member("a", minimum=2), member("b", minimum=2)
+    setup(ext, a, b)
+    raw = reservation_manifest("r-a", node="n1", owners=[owner_pod("team", "a")], created=ext.clock.now() - 60, cpu="1")
+    ext.extender.cache.handler("reservations")("ADDED", raw)
+    first = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held")
+    assert (await ext.post("bind", bind_args(b, "n2"))).json() == {"Error": ""}
+    assert (await first).json() == {"Error": ""}
+    by_pod = {call[1]: annotations for call, annotations in zip(ext.binder.calls, ext.binder.annotations, strict=True)}
+    record = f'{{"name":"r-a","uid":"{raw["metadata"]["uid"]}"}}'
+    assert by_pod == {"a": {ANNOTATION_RESERVATION_ALLOCATED: record}, "b": {}}
+    assert ext.extender.gangs.annotations == {}  # nothing kept once answered

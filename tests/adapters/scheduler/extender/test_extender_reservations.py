@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit import PodBuilder
 from koordpy_testkit.reservations import owner_labels, reservation_manifest
 
@@ -112,6 +113,34 @@ async def test_an_owner_bind_allocates_before_the_next_filter(ext: Any) -> None:
     assert (await scores(ext, second, NODES))["held"] < 10
     holding = ext.extender.cache.reservations.account("held", ext.clock.now()).holdings[0]
     assert holding.owners == ("default/big-0",) and holding.consumed
+    # the binding carried Koordinator's record of the Reservation, so the pod says it on the API server
+    uid = holding.reservation.uid
+    assert ext.binder.annotations == [{ANNOTATION_RESERVATION_ALLOCATED: f'{{"name":"r1","uid":"{uid}"}}'}]
+    # the second owner, bound elsewhere, carries nothing
+    await filtered(ext, second)
+    assert await bind(ext, second, "free") == ""
+    assert ext.binder.annotations[-1] == {}
+
+
+async def test_a_sibling_already_on_the_node_does_not_consume_the_reservation(ext: Any) -> None:
+    """An owner (label job=big, 1 cpu) that ran on held before the reservation, bound without it:
+    free on held for a non-owner = 8 - 3 (x and the sibling) - 4 (still reserved) = 1 cpu."""
+    seed(ext)
+    sibling = PodBuilder("big-old").requests(cpu="1").label("job", "big").node("held").phase("Running").build()
+    ext.pod_event("ADDED", sibling)
+    blocked = await filtered(ext, pod("c", "2"))
+    assert blocked["FailedNodes"] == {"held": RESERVED}
+    fits = await filtered(ext, pod("d", "1"))  # 1 <= 1
+    assert fits["FailedNodes"] == {}
+    holding = ext.extender.cache.reservations.account("held", ext.clock.now()).holdings[0]
+    assert holding.owners == () and holding.remaining == {"cpu": 4000}
+    # the owner still binds through it next to its sibling, and then it is consumed
+    owner = pod("big-1", "4", owner=True)
+    assert (await scores(ext, owner, NODES))["held"] == 10
+    await filtered(ext, owner)
+    assert await bind(ext, owner, "held") == ""
+    holding = ext.extender.cache.reservations.account("held", ext.clock.now()).holdings[0]
+    assert holding.owners == ("default/big-1",) and holding.consumed
 
 
 async def test_a_failed_owner_bind_gives_the_reservation_back(ext: Any) -> None:

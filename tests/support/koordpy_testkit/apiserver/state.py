@@ -647,7 +647,15 @@ class ClusterState:
         if bound:
             raise _conflict(info, name, f"pod {name} is already assigned to node {bound!r}")
         spec = {**(pod.get("spec") or {}), "nodeName": node}
+        # setPodNodeAndMetadata: the Binding's annotations and labels are merged into the pod's, in the
+        # same write as the node; nominatedNodeName is cleared (ClearingNominatedNodeNameAfterBinding).
+        new_meta = dict(meta)
+        for key in ("annotations", "labels"):
+            extra = _meta(binding).get(key)
+            if isinstance(extra, Mapping) and extra:
+                new_meta[key] = {**(meta.get(key) or {}), **{str(k): str(v) for k, v in extra.items()}}
         status = dict(pod.get("status") or {})
+        status.pop("nominatedNodeName", None)
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
         conditions.append(
             {
@@ -658,7 +666,9 @@ class ClusterState:
             }
         )
         status["conditions"] = conditions
-        self._commit(info, "MODIFIED", (namespace, name), {**pod, "spec": spec, "status": status}, pod)
+        self._commit(
+            info, "MODIFIED", (namespace, name), {**pod, "metadata": new_meta, "spec": spec, "status": status}, pod
+        )
 
     def evict(self, namespace: str, name: str, eviction: Mapping[str, Any]) -> None:
         """policy/v1 eviction: refused with 429 when the matching PodDisruptionBudget's status allows no

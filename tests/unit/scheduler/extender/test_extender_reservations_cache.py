@@ -6,12 +6,14 @@ account of a node no event touched stays the very same object (no recomputation)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.framework import ClusterState
+from koordpy.scheduler.plugins.reservation.spec import ReservationAllocated, reservation_allocated
 from koordpy_testkit import FakeClock, NodeBuilder, PodBuilder
 from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
@@ -94,9 +96,27 @@ def test_an_owner_bind_assumed_by_the_state_allocates_at_once() -> None:
     assert tracker.account("n1", now).holdings[0].remaining == {"cpu": 4000}
     big = PodBuilder("big").requests(cpu="4").build()
     cache.handler("pods")("ADDED", big)
-    cache.state.assume(cache.pending[big["metadata"]["uid"]], "n1", now)  # what a bind does
+    pending = cache.pending[big["metadata"]["uid"]]
+    annotations = tracker.annotations_for_bind(pending, "n1", now)
+    assert reservation_allocated(annotations) == ReservationAllocated("r1", hold("r1", "n1")["metadata"]["uid"])
+    assert tracker.annotations_for_bind(pending, "n2", now) == {}  # n2 holds nothing
+    # what a bind does: the pod assumed with the annotation its binding carries
+    cache.state.assume(dataclasses.replace(pending, annotations=annotations), "n1", now)
     holding = tracker.account("n1", now).holdings[0]
     assert holding.owners == ("default/big",) and holding.consumed and holding.remaining == {}
+    assert tracker.annotations_for_bind(pending, "n1", now) == {}  # consumed: a second owner gets nothing
+
+
+def test_an_owner_assumed_without_the_annotation_allocates_nothing() -> None:
+    # e.g. bound by another binder: it runs on the node, the reservation keeps holding
+    cache, tracker, clock, _ = new_cache()
+    now = clock.now()
+    cache.handler("reservations")("ADDED", hold("r1", "n1", created=now))
+    big = PodBuilder("big").requests(cpu="4").build()
+    cache.handler("pods")("ADDED", big)
+    cache.state.assume(cache.pending[big["metadata"]["uid"]], "n1", now)
+    holding = tracker.account("n1", now).holdings[0]
+    assert holding.owners == () and holding.remaining == {"cpu": 4000}
 
 
 def test_an_unreadable_reservation_is_reported_and_holds_nothing() -> None:

@@ -1,25 +1,33 @@
 """What the placed Reservations on one node hold, and the verdict for a pod that is not their owner.
 
-The one rule for reserved resources, used by the extender's ``/filter``, ``koordpy scheduler
-explain``, the manager's placement and the simulator:
+The one rule for reserved resources, used by the extender's ``/filter`` and ``/bind``, ``koordpy
+scheduler explain``, the manager's placement and status, the ReservationFirst migration and the
+simulator:
 
 * A reservation *holds* on its node while it is active (phase Available or Waiting, ``nodeName``
   set), not expired at ``now`` and not being deleted.
-* Owner pods assigned to that node (not terminated) *allocate* from it: the ones listed in
-  ``status.currentOwners`` first, then the others in creation order. With ``allocateOnce`` the first
-  such pod takes the whole reservation (nothing remains); otherwise each resource's allocation is
-  the owners' summed requests, capped at the template's.
+* Only a pod **bound through** a reservation allocates from it: a pod assigned to that node (not
+  terminated) whose ``scheduling.koordinator.sh/reservation-allocated`` annotation names it (by uid,
+  else by name; the binder writes it, see :func:`to_allocate`). Being an owner and running on the
+  node is not enough: a sibling of the same workload that was there before allocates nothing. The
+  pods listed in ``status.currentOwners`` come first, then the others in creation order. With
+  ``allocateOnce`` the first such pod takes the whole reservation (nothing remains); otherwise each
+  resource's allocation is their summed requests, capped at the template's.
 * ``remaining`` = template requests − allocated (per resource, never below 0).
 * A pod that does not own a holding is blocked on the node when one of its requests (> 0) exceeds
   ``allocatable − requested − Σ remaining of the holdings it does not own``, with the reason
   ``node(s) resource was(were) reserved``. BestEffort pods (no requests) are never blocked.
+* At bind, :func:`to_allocate` picks the reservation an owner pod allocates on the chosen node: the
+  oldest holding it owns that is not consumed and still has something left.
 
 Worked example: allocatable cpu 3, requested 1 (one running pod), one Waiting reservation holding 3
 for ``big`` (preAllocation: placed while only 2 were free). For a 1-cpu pod that is not ``big``:
 free = 3 − 1 − 3 = −1 < 1 → blocked. For ``big`` itself: the reservation is its own, so only
 kube-scheduler's NodeResourcesFit applies (3 − 1 = 2 < 3: it waits until the node drains).
 
-Not guaranteed: the pod slot (``pods``) is not held; ``allocatePolicy`` is not enforced.
+Not guaranteed: the pod slot (``pods``) is not held; ``allocatePolicy`` is not enforced; a pod bound
+by a binder that does not write the annotation allocates nothing (its reservation keeps holding until
+it expires or is deleted).
 """
 
 from __future__ import annotations
@@ -31,16 +39,23 @@ from koordpy.model.objects import PodInfo
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.framework.fit import format_amount
 from koordpy.scheduler.framework.status import Code, Status
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, is_expired, is_owner
+from koordpy.scheduler.plugins.reservation.spec import (
+    ReservationInfo,
+    is_expired,
+    is_owner,
+    reservation_allocated,
+)
 
 __all__ = [
     "PLUGIN",
     "REASON_RESERVED",
     "Holding",
+    "bound_through",
     "holdings_on_node",
     "holds",
     "reserved_against",
     "reserved_verdict",
+    "to_allocate",
 ]
 
 PLUGIN = "Reservation"
@@ -68,9 +83,18 @@ def holds(res: ReservationInfo, now: float) -> bool:
     return res.is_active and res.deletion_time is None and not is_expired(res, now)
 
 
+def bound_through(res: ReservationInfo, pod: PodInfo) -> bool:
+    """Was ``pod`` bound through ``res``: assigned to its node, not terminated, and its
+    reservation-allocated annotation names it?"""
+    if pod.node_name != res.node_name or not res.node_name or pod.terminated:
+        return False
+    record = reservation_allocated(pod.annotations)
+    return record is not None and record.names(res)
+
+
 def _allocation_order(res: ReservationInfo, pods: Iterable[PodInfo]) -> list[PodInfo]:
     listed = {(o.namespace, o.name) for o in res.current_owners} | {o.uid for o in res.current_owners if o.uid}
-    owners = [p for p in pods if p.node_name == res.node_name and not p.terminated and is_owner(res, p)]
+    owners = [p for p in pods if bound_through(res, p)]
     owners.sort(
         key=lambda p: (
             not ((p.namespace, p.name) in listed or p.uid in listed),
@@ -150,3 +174,20 @@ def reserved_verdict(
     if not short:
         return Status(plugin=PLUGIN)
     return Status(Code.UNSCHEDULABLE, REASON_RESERVED, PLUGIN, "; ".join(short))
+
+
+def to_allocate(pod: PodInfo, holdings: Iterable[Holding]) -> ReservationInfo | None:
+    """The reservation ``pod`` allocates when it is bound to the node of ``holdings`` (oldest first, as
+    :func:`holdings_on_node` returns them): the first one it owns that is not consumed and, without
+    ``allocateOnce``, has something left of a resource the pod requests (or anything left, for a pod
+    without requests). None: the pod binds outside every reservation."""
+    for holding in holdings:
+        if holding.consumed or not is_owner(holding.reservation, pod):
+            continue
+        if holding.reservation.allocate_once:
+            return holding.reservation
+        wanted = [n for n, a in pod.requests.items() if a > 0]
+        left = holding.remaining
+        if any(left.get(n, 0) > 0 for n in wanted) if wanted else bool(left):
+            return holding.reservation
+    return None

@@ -10,12 +10,18 @@ expires) / ``spec.expires`` (wins when both are set), ``spec.preAllocation``, ``
 Requests of the template follow the pod rule (max of each init container against the sum of the
 containers, plus overhead), through the same :func:`koordpy.model.resources.pod_requests`.
 
+Which reservation a pod allocated is recorded on the pod, as Koordinator's scheduler records it at
+bind (``apis/extension/reservation.go``, v1.6): annotation
+``scheduling.koordinator.sh/reservation-allocated`` with the JSON ``{"name":"<reservation>","uid":"<uid>"}``
+(:data:`ANNOTATION_RESERVATION_ALLOCATED`, :func:`reservation_allocated`, :func:`allocated_annotations`).
+
 Not guaranteed: ``allocatePolicy`` and ``taints`` are read but not enforced; an owner's
 ``controller`` matches the pod's own controller reference only (not the controller's controller).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +42,7 @@ from koordpy.model.selectors import label_selector_matches
 
 __all__ = [
     "ACTIVE_PHASES",
+    "ANNOTATION_RESERVATION_ALLOCATED",
     "DEFAULT_TTL_SECONDS",
     "LABEL_SELECTOR_OPERATORS",
     "PHASES",
@@ -43,10 +50,13 @@ __all__ = [
     "OwnerMatcher",
     "OwnerReference",
     "Phase",
+    "ReservationAllocated",
     "ReservationInfo",
+    "allocated_annotations",
     "expiry",
     "is_expired",
     "is_owner",
+    "reservation_allocated",
     "reservation_from_dict",
 ]
 
@@ -56,6 +66,8 @@ ACTIVE_PHASES = frozenset({"Available", "Waiting"})
 """Phases in which a placed reservation holds resources on its node."""
 DEFAULT_TTL_SECONDS = 24 * 3600.0
 LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+ANNOTATION_RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+"""On a pod: the Reservation it allocated when it was bound (Koordinator's key and JSON value)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +140,46 @@ class ReservationInfo:
     @property
     def is_terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationAllocated:
+    """The value of :data:`ANNOTATION_RESERVATION_ALLOCATED`: empty strings are unset fields."""
+
+    name: str
+    uid: str
+
+    def names(self, res: ReservationInfo) -> bool:
+        """Does this record name ``res``? By uid when the record has one (a Reservation deleted and
+        created again under the same name is another one), else by name."""
+        return self.uid == res.uid if self.uid else bool(self.name) and self.name == res.name
+
+
+def reservation_allocated(annotations: Mapping[str, str]) -> ReservationAllocated | None:
+    """The record of the Reservation a pod allocated; None when there is none or it cannot be read
+    (not a JSON object, or ``name``/``uid`` not strings: such a pod allocates nothing)."""
+    raw = annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    name, uid = value.get("name", ""), value.get("uid", "")
+    if not isinstance(name, str) or not isinstance(uid, str) or not (name or uid):
+        return None
+    return ReservationAllocated(name, uid)
+
+
+def allocated_annotations(res: ReservationInfo) -> dict[str, str]:
+    """The annotation a pod bound through ``res`` carries, byte for byte as Koordinator writes it
+    (Go's ``json.Marshal`` of ``{Name, UID}`` with ``omitempty``: no spaces, ``name`` first)."""
+    record = {"name": res.name}
+    if res.uid:
+        record["uid"] = res.uid
+    return {ANNOTATION_RESERVATION_ALLOCATED: json.dumps(record, separators=(",", ":"), ensure_ascii=False)}
 
 
 def expiry(res: ReservationInfo) -> float | None:

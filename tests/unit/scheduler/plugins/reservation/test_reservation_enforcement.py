@@ -18,7 +18,7 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
     requested_by,
 )
 from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
-from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, allocated_annotations, reservation_from_dict
 from koordpy_testkit import PodBuilder
 from koordpy_testkit.reservations import owner_pod, reservation_manifest
 
@@ -26,8 +26,12 @@ NOW = 1_795_255_200.0
 ALLOCATABLE = {"cpu": 8000, "memory": 32 << 30, "pods": 110}
 
 
-def pod(name: str, cpu: str | None = None, node: str = "", phase: str = "Running") -> PodInfo:
+def pod(
+    name: str, cpu: str | None = None, node: str = "", phase: str = "Running", through: ReservationInfo | None = None
+) -> PodInfo:
     builder = PodBuilder(name)
+    for key, value in (allocated_annotations(through) if through is not None else {}).items():
+        builder = builder.annotation(key, value)
     if cpu is not None:
         builder = builder.requests(cpu=cpu)
     if node:
@@ -91,11 +95,12 @@ def test_valid_until_is_the_earliest_expiry_and_an_expired_one_holds_nothing() -
     [
         ("Available", False, True),
         ("Waiting", False, False),  # placed, but its room is not free yet
-        ("Available", True, False),  # allocateOnce: consumed by the bound owner
+        ("Available", True, False),  # allocateOnce: consumed by the owner bound through it
     ],
 )
 def test_owner_preference(phase: str, bound_owner: bool, preferred: bool) -> None:
-    pods = [*ASSIGNED, pod("big", "4", "n1")] if bound_owner else ASSIGNED
-    account = node_reservations("n1", [hold(phase)], pods, NOW)
+    res = hold(phase)
+    pods = [*ASSIGNED, pod("big", "4", "n1", through=res)] if bound_owner else ASSIGNED
+    account = node_reservations("n1", [res], pods, NOW)
     assert owner_prefers(pod("big", "4"), account.holdings) is preferred
     assert owner_prefers(pod("small", "1"), account.holdings) is False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordpy_testkit.reservations import T0, decide_on, node, pod, reservation
+from koordpy_testkit.reservations import T0, allocated, decide_on, node, pod, reservation
 
 GI = 1024**3
 
@@ -40,7 +40,7 @@ def test_waiting_becomes_available_when_the_node_drains() -> None:
 
 def test_allocate_once_owner_bound_makes_it_succeeded_with_current_owners() -> None:
     res = reservation("r", cpu="2", memory="2Gi", owners=owned_by("web"), phase="Available", node="n1")
-    owner = pod("web", "1", "1Gi", node="n1")
+    owner = pod("web", "1", "1Gi", node="n1", annotations=allocated("r"))
     status = statuses(decide_on([node("n1")], [owner], T0 + 10, reservations=[res]))["r"]
     assert status["phase"] == "Succeeded"
     assert status["currentOwners"] == [{"kind": "Pod", "namespace": "default", "name": "web", "uid": owner.uid}]
@@ -53,11 +53,22 @@ def test_without_allocate_once_owners_are_tracked_and_it_stays_available() -> No
     res = reservation(
         "r", cpu="2", memory="2Gi", owners=owned_by("a", "b"), phase="Available", node="n1", allocate_once=False
     )
-    pods = [pod("a", "1", "1Gi", node="n1", created=T0 + 1), pod("b", "500m", "1Gi", node="n1", created=T0 + 2)]
+    pods = [
+        pod("a", "1", "1Gi", node="n1", created=T0 + 1, annotations=allocated("r")),
+        pod("b", "500m", "1Gi", node="n1", created=T0 + 2, annotations=allocated("r")),
+    ]
     status = statuses(decide_on([node("n1")], pods, T0 + 10, reservations=[res]))["r"]
     assert status["phase"] == "Available"
     assert [o["name"] for o in status["currentOwners"]] == ["a", "b"]
     assert status["allocated"] == {"cpu": "1500m", "memory": "2Gi"}
+
+
+def test_an_owner_on_the_node_that_did_not_bind_through_it_is_no_current_owner() -> None:
+    # the sibling case: the owner runs on the reservation's node but was bound without it
+    res = reservation("r", cpu="2", memory="2Gi", owners=owned_by("web"), phase="Available", node="n1")
+    sibling = pod("web", "1", "1Gi", node="n1", created=T0 - 600)
+    decision = decide_on([node("n1")], [sibling], T0 + 10, reservations=[res])
+    assert "r" not in statuses(decision)  # nothing to write: still Available, no owner, nothing allocated
 
 
 def test_expired_reservations_fail_with_reason_expired() -> None:

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from koordpy.model.objects import ObjectError, pod_from_dict
-from koordpy.scheduler.plugins.reservation.spec import expiry, is_expired, is_owner, reservation_from_dict
+from koordpy.scheduler.plugins.reservation.spec import (
+    ANNOTATION_RESERVATION_ALLOCATED,
+    ReservationAllocated,
+    allocated_annotations,
+    expiry,
+    is_expired,
+    is_owner,
+    reservation_allocated,
+    reservation_from_dict,
+)
 from koordpy_testkit.builders import PodBuilder
 from koordpy_testkit.reservations import T0, reservation, reservation_dict
 
@@ -105,3 +114,44 @@ def test_bad_selector_operator_names_the_owner_entry() -> None:
     owners = [{"object": {"name": "x"}}, {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}]
     with pytest.raises(ObjectError, match=r"spec\.owners\[1\]\.labelSelector\.matchExpressions\[0\]\.operator"):
         reservation_from_dict(reservation_dict("r", owners=owners))
+
+
+def test_allocated_annotation_is_koordinators_key_and_json() -> None:
+    # Koordinator apis/extension/reservation.go: SchedulingDomainPrefix + "/reservation-allocated",
+    # json.Marshal(ReservationAllocated{Name, UID}) with omitempty: no spaces, name first
+    assert ANNOTATION_RESERVATION_ALLOCATED == "scheduling.koordinator.sh/reservation-allocated"
+    res = reservation("web-hold")
+    assert allocated_annotations(res) == {ANNOTATION_RESERVATION_ALLOCATED: '{"name":"web-hold","uid":"uid-web-hold"}'}
+    assert reservation_allocated(allocated_annotations(res)) == ReservationAllocated("web-hold", "uid-web-hold")
+
+
+@pytest.mark.parametrize(
+    ("value", "record"),
+    [
+        ('{"name":"r","uid":"u"}', ReservationAllocated("r", "u")),
+        ('{"name":"r"}', ReservationAllocated("r", "")),
+        ('{"uid":"u"}', ReservationAllocated("", "u")),
+        ('{"name": "r", "uid": "u", "extra": 1}', ReservationAllocated("r", "u")),  # unknown keys ignored
+        ("", None),
+        ("{}", None),
+        ("[]", None),
+        ("not json", None),
+        ('{"name": 3}', None),
+    ],
+)
+def test_reservation_allocated_reads_the_record_or_nothing(value: str, record: ReservationAllocated | None) -> None:
+    assert reservation_allocated({ANNOTATION_RESERVATION_ALLOCATED: value}) == record
+
+
+@pytest.mark.parametrize(
+    ("record", "names"),
+    [
+        (ReservationAllocated("r", "uid-r"), True),
+        (ReservationAllocated("other", "uid-r"), True),  # the uid decides
+        (ReservationAllocated("r", "uid-old"), False),  # same name, another object
+        (ReservationAllocated("r", ""), True),  # no uid: by name
+        (ReservationAllocated("", ""), False),
+    ],
+)
+def test_a_record_names_a_reservation_by_uid_else_by_name(record: ReservationAllocated, names: bool) -> None:
+    assert record.names(reservation("r")) is names
