@@ -10,6 +10,7 @@
       maxHoldSeconds: 1800            # a job's reservations are deleted after holding this long
       priorityThreshold: 0            # jobs with a lower priority never get a reservation
       loadAware: {}                   # LoadAwareSchedulingArgs for placement (paste the scheduler's)
+      taintNodes: false               # hold reserved nodes against every scheduler (a taint; patch nodes and pods)
 
 Names ``starvingJobTimeThreshold`` and ``reservedNodePercent`` are the Volcano reserve design's (seed
 ``002``). User-created Reservations are placed and kept whatever ``enabled`` says; ``enabled`` only turns
@@ -49,6 +50,12 @@ class ReservationSettings(BaseModel):
     priority_threshold: int = Field(0, alias="priorityThreshold", strict=True, ge=-(2**31), le=2**31 - 1)
     """Jobs whose priority is below this never get a starving-job reservation (they are not reported
     as starving either)."""
+    taint_nodes: bool = Field(False, alias="taintNodes", strict=True)
+    """Hold starving-job Reservations (and Reservations annotated ``koordpy.io/taint-node: "true"``)
+    against every scheduler: taint their node ``koordpy.io/reserved:NoSchedule`` while they hold and add
+    the matching toleration to their pending owner pods (:mod:`koordpy.scheduler.plugins.reservation.hold`).
+    Needs ``patch`` on ``nodes`` and ``pods`` (the chart grants them when this is true). False: taints
+    koordpy put on nodes earlier are removed."""
     load_aware: LoadAwareSchedulingArgs = Field(
         default_factory=lambda: LoadAwareSchedulingArgs.model_validate({}), alias="loadAware"
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import kopf
@@ -433,3 +433,34 @@ class KubeReservationApi:
             component=self.component,
             action="Reserving",
         )
+
+    # ---- the hold against every scheduler (reservation.taintNodes; koordpy.manager.reservation_hold) ----
+
+    async def _patch_held(
+        self, resource: resources.ResourceRef, name: str, namespace: str | None, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            return await self.client.patch(resource, name, patch, namespace=namespace)
+        except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+            raise self._refused(exc) from exc
+        except kube_errors.Forbidden as exc:  # the chart grants these verbs only with taintNodes
+            raise WriteRefusedError("forbidden", exc.message) from exc
+
+    async def patch_node_taints(
+        self, name: str, resource_version: str, taints: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Replace ``spec.taints`` (a merge patch replaces the list), only if the node is still at
+        ``resource_version`` (409 otherwise)."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
+        return await self._patch_held(resources.NODES, name, None, patch)
+
+    async def patch_pod_tolerations(
+        self, namespace: str, name: str, resource_version: str, tolerations: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Replace ``spec.tolerations`` with a list that only adds to it (what a pod update allows), only if
+        the pod is still at ``resource_version``."""
+        patch = {
+            "metadata": {"resourceVersion": resource_version},
+            "spec": {"tolerations": [dict(t) for t in tolerations]},
+        }
+        return await self._patch_held(resources.PODS, name, namespace, patch)

@@ -30,6 +30,7 @@ from prometheus_client import Counter as PromCounter
 
 from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.gang_status import EventThrottle
+from koordpy.manager.reservation_hold import NodeHoldApi, apply_hold, reservations_after
 from koordpy.manager.rounds import RoundGate
 from koordpy.model.objects import (
     NodeInfo,
@@ -73,7 +74,8 @@ Decide = Callable[[ReservationInputs, ReservationSettings, float], ReservationDe
 
 class WriteRefusedError(Exception):
     """A write lost a race: ``outcome`` is ``exists`` (409 on create), ``conflict`` (409 otherwise) or
-    ``gone`` (404)."""
+    ``gone`` (404); or was not allowed: ``forbidden`` (403 on a taint or toleration, whose verbs the chart
+    grants only with ``reservation.taintNodes``)."""
 
     def __init__(self, outcome: str, detail: str) -> None:
         super().__init__(f"{outcome}: {detail}")
@@ -125,7 +127,8 @@ class ReservationMetrics:
         )
         self.actions = PromCounter(
             "koordpy_reservation_actions",
-            "Reservation writes by action (create, status, delete, event) and outcome "
+            "Reservation writes by action (create, status, delete, event; tolerate, taint, untaint with "
+            "reservation.taintNodes) and outcome "
             "(done, exists, conflict, gone, error).",
             ["action", "outcome"],
             registry=registry,
@@ -246,8 +249,12 @@ class ReservationController:
         metrics: ReservationMetrics | None = None,
         logger: logging.Logger | None = None,
         event_interval: float = EVENT_INTERVAL_SECONDS,
+        hold_api: NodeHoldApi | None = None,
     ) -> None:
         self.api = api
+        self.hold_api = hold_api if hold_api is not None else api if isinstance(api, NodeHoldApi) else None
+        """Where ``reservation.taintNodes`` writes taints and tolerations (:mod:`.reservation_hold`); the
+        Reservation API itself when it has those writes. None: no hold is written."""
         self.settings = settings
         self.decide = decide
         self.clock = clock
@@ -272,11 +279,13 @@ class ReservationController:
         result = RoundResult(decision, skipped=skipped)
         objects = _index(snapshot)
         phases: dict[str, str] = {r.name: (r.phase or "Pending") for r in inputs.reservations}
+        made: dict[str, Raw] = {}
 
         for new in decision.creates:
             outcome, created = await self._write("create", new.name, self.api.create_reservation(new.manifest), result)
             if outcome != "done":
                 continue
+            made[new.name] = created
             objects[("Reservation", "", new.name)] = {**_RESERVATION_TYPE, **created}
             self._logger.info("reservation %s created for %s on node %s", new.name, new.job, new.node)
             phases[new.name] = "Pending"
@@ -302,6 +311,8 @@ class ReservationController:
                 phases.pop(deletion.name, None)
             if outcome == "done":
                 self._logger.info("reservation %s deleted (%s): %s", deletion.name, deletion.job, deletion.reason)
+        if self.hold_api is not None:
+            await self._hold(snapshot, inputs, decision, made=made, now=now, result=result)
         await self._post_events(decision.events, objects, now, result)
         listed = {f"{kind}/{namespace}/{name}" for kind, namespace, name in objects}
         gone = {key for key in self._event_keys if key.rpartition("#")[0] not in listed}
@@ -316,6 +327,37 @@ class ReservationController:
                 self.metrics.actions.labels(action=action, outcome=outcome).inc(count)
         self.last = result
         return result
+
+    async def _hold(
+        self,
+        snapshot: ClusterSnapshot,
+        inputs: ReservationInputs,
+        decision: ReservationDecision,
+        *,
+        made: Mapping[str, Raw],
+        now: float,
+        result: RoundResult,
+    ) -> None:
+        """Taints and tolerations so that starving-job Reservations hold against every scheduler."""
+        assert self.hold_api is not None
+        listed = {str((r.get("metadata") or {}).get("name")): r for r in snapshot.reservations}
+        pods = {str((p.get("metadata") or {}).get("uid")): p for p in snapshot.pods}
+        nodes = {str((n.get("metadata") or {}).get("name")): n for n in snapshot.nodes}
+
+        async def write(action: str, name: str, call: Awaitable[Raw]) -> tuple[str, Raw]:
+            return await self._write(action, name, call, result)
+
+        await apply_hold(
+            self.hold_api,
+            inputs,
+            reservations_after(listed, decision, made),
+            nodes_raw=nodes,
+            pods_raw=pods,
+            now=now,
+            enabled=self.settings.taint_nodes,
+            write=write,
+            logger=self._logger,
+        )
 
     def _decide_on(
         self, snapshot: ClusterSnapshot, skipped: list[str], now: float

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import NodeInfo, NodeMetricInfo, PodInfo
-from koordpy.model.placement import PodPlacement
+from koordpy.model.placement import PodPlacement, Toleration
 from koordpy.model.priority import KubeQoS, priority_class
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.framework.cluster import ClusterState
@@ -52,6 +52,8 @@ from koordpy.scheduler.plugins.reservation.ledger import Holding
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo
 
 __all__ = [
+    "HOLD_TOLERATION",
+    "TAINT_KEY",
     "Candidate",
     "LoadFilter",
     "NodeTables",
@@ -68,6 +70,7 @@ __all__ = [
     "reserved_by_others",
     "template_fits",
     "template_vector",
+    "tolerating_hold",
     "unavailable_summary",
 ]
 
@@ -139,8 +142,23 @@ def requests_table(
     return table
 
 
+TAINT_KEY = "koordpy.io/reserved"
+"""The taint koordpy puts on a node held against every scheduler (:mod:`.hold`)."""
+HOLD_TOLERATION = Toleration(key=TAINT_KEY, operator="Exists", effect="NoSchedule")
+
+
+def tolerating_hold(placement: PodPlacement) -> PodPlacement:
+    """``placement`` that also tolerates koordpy's own hold taint: placement and the pass's fit checks
+    account for a held node through its Reservations, never through the taint koordpy put there."""
+    if HOLD_TOLERATION in placement.tolerations:
+        return placement
+    return replace(placement, tolerations=(*placement.tolerations, HOLD_TOLERATION))
+
+
 def constraints(placement: PodPlacement, node: NodeInfo) -> Status:
-    """The in-tree filters before NodeResourcesFit (for a row whose resources ``feasible`` already passed)."""
+    """The in-tree filters before NodeResourcesFit (for a row whose resources ``feasible`` already passed);
+    koordpy's hold taint is tolerated (:func:`tolerating_hold`)."""
+    placement = tolerating_hold(placement)
     for check in (node_unschedulable, node_name, taint_toleration, node_affinity):
         status = check(placement, node)
         if not status.is_success:
@@ -161,7 +179,7 @@ def template_fits(
     """kube-scheduler's in-tree filters for a template on ``node``, where ``used`` is what the template
     may not use of ``node.allocatable`` (the pod slot is not checked)."""
     table = requests_table([node], {node.name: used}, requests)
-    return filter_node(placement, node, table, 0, template_vector(table, requests))
+    return filter_node(tolerating_hold(placement), node, table, 0, template_vector(table, requests))
 
 
 def node_scores(free: I64, columns: Sequence[str], requests: Mapping[str, int]) -> F64:
@@ -401,7 +419,7 @@ def place(
             if only_nodes is not None and node.name not in only_nodes:
                 failures.append("node(s) exceed the reserved node limit")
             elif not fitting[row]:
-                failures.append(filter_node(res.placement, node, table, row, vec).reason)
+                failures.append(filter_node(tolerating_hold(res.placement), node, table, row, vec).reason)
             elif not verdicts[row].is_success:
                 failures.append(verdicts[row].reason)
             else:
