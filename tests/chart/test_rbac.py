@@ -155,6 +155,15 @@ def test_kube_scheduler_container_uses_the_builtin_roles_and_its_own_lease() -> 
     assert not allowed(without.rules, "coordination.k8s.io", "leases", "create")
 
 
+def test_taint_nodes_grants_node_and_pod_patch_to_the_manager_only_when_set() -> None:
+    # reservation.taintNodes: the round taints held nodes and adds the toleration to pending owners
+    on = grants(render("--set", "manager.config.reservation.taintNodes=true"))[MANAGER].rules
+    assert allowed(on, "", "nodes", "patch") and allowed(on, "", "pods", "patch")
+    assert not allowed(on, "", "nodes", "update") and not allowed(on, "", "pods", "delete")
+    off = grants(render("--set", "manager.config.reservation.taintNodes=false"))[MANAGER].rules
+    assert not allowed(off, "", "nodes", "patch") and not allowed(off, "", "pods", "patch")
+
+
 def test_no_rule_grants_a_wildcard(scenario: str) -> None:
     objects = render_scenario(scenario)
     for role in of_kind(objects, "ClusterRole") + of_kind(objects, "Role"):

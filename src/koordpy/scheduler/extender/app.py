@@ -30,7 +30,7 @@ from starlette.routing import Router
 
 from koordpy.runtime.metrics import render
 from koordpy.scheduler.extender.debug import describe_node
-from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
+from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error, error_body
 from koordpy.scheduler.extender.service import ExtenderService, Reply
 
 __all__ = ["VerbFastPath", "add_ops_routes", "create_app", "create_ops_app", "declared_length", "read_body"]
@@ -86,7 +86,7 @@ ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 
 class VerbFastPath:
-    """Pure ASGI middleware answering ``POST /filter`` and ``POST /prioritize`` before Starlette's routing.
+    """Pure ASGI middleware answering ``POST /filter``, ``/prioritize`` and ``/preempt`` before Starlette's routing.
 
     The same checks and answers as the routes (``declared_length``, ``maxRequestBytes`` while
     reading, the service's reply), without a ``Request``/``Response`` object, routing or the exception
@@ -103,6 +103,7 @@ class VerbFastPath:
         self.verbs: dict[str, tuple[str, Callable[[bytes, float], Reply]]] = {
             "/filter": ("filter", service.filter),
             "/prioritize": ("prioritize", service.prioritize),
+            "/preempt": ("preempt", service.preempt),
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -152,7 +153,10 @@ class VerbFastPath:
             except Exception as exc:  # the verbs catch everything; this is the last resort
                 self.service.log.error("request.crashed", path=scope["path"], error=f"{type(exc).__name__}: {exc}")
                 reason = f"koordpy extender internal error: {type(exc).__name__}"
-                reply = Reply(200, encode_filter_error(reason) if name == "filter" else b"[]")
+                if name == "preempt":
+                    reply = Reply(500, error_body(reason))
+                else:
+                    reply = Reply(200, encode_filter_error(reason) if name == "filter" else b"[]")
         await send(
             {
                 "type": "http.response.start",
@@ -234,6 +238,7 @@ def create_app(
 
     app.router.add_route("/filter", verb("filter", service.filter), methods=["POST"])
     app.router.add_route("/prioritize", verb("prioritize", service.prioritize), methods=["POST"])
+    app.router.add_route("/preempt", verb("preempt", service.preempt), methods=["POST"])
 
     async def bind(request: Request) -> Response:
         """Like ``verb``, plus a watcher for the client closing the connection (kube-scheduler's binder

@@ -56,8 +56,18 @@ class ExtenderMetrics:
             "Binds of pods the extender had not seen; their estimate waits for the watch.",
             registry=registry,
         )
+        self.preemption_refused = Counter(
+            "koordpy_extender_preemption_nodes_refused",
+            "Candidate nodes the preempt verb removed, by reason: backoff (the pod preempted there and lost the "
+            "node to another scheduler), reserved (its room stays reserved with the victims gone), "
+            "not_reserved_node (the pod owns a Reservation elsewhere).",
+            ["reason"],
+            registry=registry,
+        )
         # Pre-create the label sets scraped most often so they appear as 0 from the start.
-        for verb in ("filter", "prioritize", "bind"):
+        for reason in ("backoff", "reserved", "not_reserved_node"):
+            self.preemption_refused.labels(reason)
+        for verb in ("filter", "prioritize", "bind", "preempt"):
             self.latency.labels(verb)
             self.requests.labels(verb, "ok")
             self.foreign_pods.labels(verb)

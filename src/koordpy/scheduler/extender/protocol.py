@@ -3,7 +3,8 @@ with orjson on plain dicts: no pydantic on the hot path.
 
 JSON keys are the Go field names, capitalised (``Pod``, ``Nodes``, ``NodeNames``, ``FailedNodes``,
 ``FailedAndUnresolvableNodes``, ``Error``, ``Host``, ``Score``, ``PodName``, ``PodNamespace``,
-``PodUID``, ``Node``). Requests are matched on exactly those keys, as kube-scheduler sends them.
+``PodUID``, ``Node``, ``NodeNameToVictims``, ``NodeNameToMetaVictims``, ``Pods``, ``UID``,
+``NumPDBViolations``). Requests are matched on exactly those keys, as kube-scheduler sends them.
 
 Not guaranteed: lower-case or mixed-case request keys are not accepted (Go's decoder would accept
 them; kube-scheduler never sends them).
@@ -27,14 +28,17 @@ __all__ = [
     "BindArgs",
     "ExtenderArgs",
     "HostFragments",
+    "PreemptionArgs",
     "ProtocolError",
     "decode_args",
     "decode_args_with_names",
     "decode_bind_args",
+    "decode_preemption_args",
     "encode_bind_result",
     "encode_filter_error",
     "encode_filter_result",
     "encode_names_result",
+    "encode_preemption_result",
     "encode_priorities",
     "error_body",
     "names_suffix",
@@ -69,6 +73,15 @@ class BindArgs:
     pod_namespace: str
     pod_uid: str
     node: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """``ExtenderPreemptionArgs``: the preemptor and, per candidate node, its victims' uids (in order) and
+    ``NumPDBViolations``."""
+
+    pod: Mapping[str, Any]
+    victims: Mapping[str, tuple[tuple[str, ...], int]]
 
 
 def _object(body: bytes, what: str) -> dict[str, Any]:
@@ -149,7 +162,62 @@ def decode_bind_args(body: bytes) -> BindArgs:
     return BindArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
 
 
+def _victims(value: Any, where: str, meta: bool) -> tuple[tuple[str, ...], int]:
+    if not isinstance(value, dict):
+        raise ProtocolError(400, f"{where}: expected a Victims object")
+    pods = value.get("Pods") or []
+    if not isinstance(pods, list):
+        raise ProtocolError(400, f"{where}.Pods: expected an array")
+    uids = []
+    for i, pod in enumerate(pods):
+        if meta:
+            uid = pod.get("UID") if isinstance(pod, dict) else None
+        else:
+            uid = ((pod.get("metadata") if isinstance(pod, dict) else None) or {}).get("uid")
+        if not isinstance(uid, str) or not uid:
+            raise ProtocolError(400, f"{where}.Pods[{i}]: {'UID' if meta else 'metadata.uid'} required string")
+        uids.append(uid)
+    violations = value.get("NumPDBViolations") or 0
+    if isinstance(violations, bool) or not isinstance(violations, int):
+        raise ProtocolError(400, f"{where}.NumPDBViolations: expected an integer")
+    return tuple(uids), violations
+
+
+def decode_preemption_args(body: bytes) -> PreemptionArgs:
+    """Decode ``ExtenderPreemptionArgs``: ``NodeNameToMetaVictims`` (nodeCacheCapable) or
+    ``NodeNameToVictims`` (full victim pods, read for their uid). Raises :class:`ProtocolError` (400)."""
+    data = _object(body, "ExtenderPreemptionArgs")
+    pod = data.get("Pod")
+    if not isinstance(pod, dict):
+        raise ProtocolError(400, "Pod: required, must be a Pod object")
+    meta = data.get("NodeNameToMetaVictims")
+    key, nodes = (
+        ("NodeNameToMetaVictims", meta) if meta is not None else ("NodeNameToVictims", data.get("NodeNameToVictims"))
+    )
+    if nodes is None:
+        return PreemptionArgs(pod, {})
+    if not isinstance(nodes, dict):
+        raise ProtocolError(400, f"{key}: expected an object of node name to victims")
+    victims = {
+        str(node): _victims(value, f"{key}[{orjson.dumps(str(node)[:64]).decode()}]", meta is not None)
+        for node, value in nodes.items()
+    }
+    return PreemptionArgs(pod, victims)
+
+
 # ---- responses ---------------------------------------------------------------------------
+
+
+def encode_preemption_result(victims: Mapping[str, tuple[Sequence[str], int]]) -> bytes:
+    """``ExtenderPreemptionResult``: always the meta form (uids), as kube-scheduler reads it."""
+    return orjson.dumps(
+        {
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+                for node, (uids, violations) in victims.items()
+            }
+        }
+    )
 
 
 def encode_filter_result(

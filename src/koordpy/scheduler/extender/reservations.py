@@ -51,6 +51,7 @@ from koordpy.scheduler.plugins.reservation.enforcement import (
     owner_prefers,
 )
 from koordpy.scheduler.plugins.reservation.ledger import to_allocate
+from koordpy.scheduler.plugins.reservation.preemption import owned_nodes, preemption_verdict
 from koordpy.scheduler.plugins.reservation.spec import ReservationInfo, allocated_annotations, is_owner
 
 __all__ = ["VERDICTS_PER_NODE", "ReservationTracker"]
@@ -190,6 +191,19 @@ class ReservationTracker:
         return status
 
     # ---- verbs -------------------------------------------------------------------------
+
+    def owned_nodes(self, pod: PodInfo, now: float) -> set[str]:
+        """Nodes holding a Reservation ``pod`` owns that is not consumed (where it preempts, if anywhere)."""
+        return owned_nodes(pod, {node: self.account(node, now).holdings for node in self.by_node})
+
+    def preemption_verdict(self, pod: PodInfo, node: str, victims: tuple[str, ...], now: float) -> Status:
+        """The reserved verdict for ``pod`` on ``node`` once ``victims`` (uids) are gone."""
+        assert self.state is not None, "ReservationTracker.attach(state) first"
+        placed = [self.reservations[name] for name in self.by_node.get(node, ())]
+        info = self.state.nodes.get(node)
+        allocatable: Mapping[str, int] = info.allocatable if info is not None else {}
+        pods = list(self.pods.get(node, {}).values())
+        return preemption_verdict(pod, allocatable, placed, pods, victims=victims, now=now)
 
     def annotations_for_bind(self, pod: PodInfo, node: str, now: float) -> dict[str, str]:
         """The reservation-allocated annotation ``pod`` gets when bound to ``node``: {} when it binds

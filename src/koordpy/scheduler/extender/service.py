@@ -1,12 +1,19 @@
 """The extender's three verbs on bytes in, bytes out: no HTTP framework in here.
 
-``filter`` and ``prioritize`` are synchronous (pure computation on the event loop); ``bind`` awaits
-the ``pods/binding`` call. Every verb answers; nothing raises to the caller:
+``filter``, ``prioritize`` and ``preempt`` are synchronous (pure computation on the event loop); ``bind``
+awaits the ``pods/binding`` call. Every verb answers; nothing raises to the caller:
 
 * a malformed request -> ``Reply(4xx, {"Error": reason})``;
 * not synced yet -> filter ``Error`` (kube-scheduler retries the pod), prioritize ``[]``;
 * an unexpected exception -> logged, then the protocol's error shape with status 200 (filter and
-  bind ``Error``; prioritize ``[]``, which kube-scheduler treats like an ignored prioritize error).
+  bind ``Error``; prioritize ``[]``, which kube-scheduler treats like an ignored prioritize error;
+  preempt the candidates unchanged, so a fault of the extender never stops kube-scheduler's preemption).
+
+``preempt`` removes from kube-scheduler's preemption candidates the nodes where preempting cannot help
+or would loop: a pod owning a Reservation preempts only on its nodes; a node whose room stays reserved
+with the victims gone is refused; a node the pod preempted on and lost to another scheduler is refused
+for ``preemptionBackoffSeconds`` (:class:`koordpy.scheduler.framework.preemption.PreemptionBackoff`),
+except a node held for the pod by koordpy's taint (nobody else can refill it).
 
 Not guaranteed: thread safety (one event loop); that a bind of a pod never seen by this process
 counts its estimate before the watch reports it (it is counted, and logged, once the watch does).
@@ -29,6 +36,7 @@ import orjson
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.kube.errors import ApiError
 from koordpy.model.clock import Clock
+from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo, pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.gangs import GangBarrier
@@ -36,20 +44,26 @@ from koordpy.scheduler.extender.metrics import ExtenderMetrics
 from koordpy.scheduler.extender.protocol import (
     BindArgs,
     HostFragments,
+    PreemptionArgs,
     ProtocolError,
     decode_args,
     decode_args_with_names,
     decode_bind_args,
+    decode_preemption_args,
     encode_bind_result,
     encode_filter_error,
     encode_filter_result,
     encode_names_result,
+    encode_preemption_result,
     encode_priorities,
     error_body,
     names_suffix,
     require_strings,
 )
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.preemption import PreemptionBackoff
+from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
+from koordpy.scheduler.plugins.reservation.preemption import REASON_NOT_RESERVED_NODE, REASON_STILL_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import reservation_allocated
 
 __all__ = ["Binder", "ExtenderService", "Reply"]
@@ -108,6 +122,8 @@ class ExtenderService:
         self._last_removals = 0
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         """The latency and request-counter children of each (verb, outcome) seen."""
+        self.backoff = PreemptionBackoff(settings.preemption_backoff_seconds)
+        """Nodes each pod preempted on and lost, refused to its preemption for a while."""
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -266,6 +282,65 @@ class ExtenderService:
         self._finish("prioritize", "ok", started)
         return Reply(200, reply)
 
+    def preempt(self, body: bytes, started: float | None = None) -> Reply:
+        """``ProcessPreemption``: the candidate nodes (and their victims, unchanged) where preempting may
+        help; see the module docstring."""
+        started = time.perf_counter() if started is None else started
+        try:
+            args = decode_preemption_args(body)
+        except ProtocolError as exc:
+            return self._bad_request("preempt", exc, started)
+        if self.not_ready() is not None:  # nothing known to judge by: kube-scheduler decides alone
+            self._finish("preempt", "not_ready", started)
+            return Reply(200, encode_preemption_result(args.victims))
+        try:
+            pod = self._pod(args.pod, "preempt")
+            kept = self._review_preemption(pod, args)
+        except Exception as exc:
+            self._finish("preempt", "error", started)
+            self.log.exception("request.failed", verb="preempt", error=f"{type(exc).__name__}: {exc}")
+            return Reply(200, encode_preemption_result(args.victims))
+        self._finish("preempt", "ok", started)
+        return Reply(200, encode_preemption_result(kept))
+
+    def _review_preemption(self, pod: PodInfo, args: PreemptionArgs) -> dict[str, tuple[tuple[str, ...], int]]:
+        now = self.clock.now()
+        status = args.pod.get("status")
+        nominated = str((status.get("nominatedNodeName") if isinstance(status, dict) else None) or "")
+        lost = self.backoff.observe(pod.uid, nominated, now)
+        if lost is not None:
+            self.log.info("preempt.lost", pod=pod.key, node=lost, until=format_rfc3339(now + self.backoff.seconds))
+        tracker = self.cache.reservations
+        own = tracker.owned_nodes(pod, now) if tracker is not None and tracker.by_node else set()
+        refused: dict[str, tuple[str, str]] = {}
+        for node, (victims, _) in args.victims.items():
+            if own and node not in own:
+                refused[node] = ("not_reserved_node", REASON_NOT_RESERVED_NODE)
+                continue
+            info = self.state.nodes.get(node)
+            held_for_it = node in own and info is not None and has_hold_taint(info.taints)
+            until = None if held_for_it else self.backoff.blocked(pod.uid, node, now)
+            if until is not None:
+                why = f"preempted there and lost the node to another scheduler: back-off until {format_rfc3339(until)}"
+                refused[node] = ("backoff", why)
+                continue
+            if tracker is not None and node in tracker.by_node and node not in own:
+                verdict = tracker.preemption_verdict(pod, node, victims, now)
+                if not verdict.is_success:
+                    refused[node] = ("reserved", f"{REASON_STILL_RESERVED}: {verdict.detail}")
+        kept = {node: victims for node, victims in args.victims.items() if node not in refused}
+        self.backoff.offered(pod.uid, kept)
+        for kind, _ in refused.values():
+            self.metrics.preemption_refused.labels(kind).inc()
+        if refused:
+            self.log.info(
+                "preempt.refused",
+                pod=pod.key,
+                kept=sorted(kept),
+                refused={node: why for node, (_, why) in sorted(refused.items())},
+            )
+        return kept
+
     async def bind(self, body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Reply:
         """``gone`` is set by the HTTP layer when the client closed the connection (a held gang bind is
         then abandoned: never bound from this request)."""
@@ -321,6 +396,7 @@ class ExtenderService:
                 error = exc
         if error is None:
             self._finish("bind", "ok", started)
+            self.backoff.forget(uid)
             self.log.info(
                 "bind", pod=where, uid=uid, node=node, assumed=placed is not None, reservation=_reservation(annotations)
             )
