@@ -68,9 +68,9 @@ class ExtenderSettings(_Settings):
     preemption_backoff_seconds: float = Field(
         120.0, alias="preemptionBackoffSeconds", strict=True, allow_inf_nan=False, ge=0, le=86_400
     )
-    """The preempt verb: a pod that preempted on a node and lost it (another scheduler took the room) may
-    not preempt there again for this many seconds (0 to 1 day; 0 turns the back-off off). See
-    ``koordpy.scheduler.framework.preemption``."""
+    """The preempt verb: a pod that preempted on a node and lost it (another scheduler took the room) does
+    not preempt again for this many seconds, on any node but one koordpy's taint holds for it (0 to 1 day;
+    0 turns the back-off off). See ``koordpy.scheduler.framework.preemption``."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
 
     @model_validator(mode="after")

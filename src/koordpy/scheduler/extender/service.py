@@ -11,9 +11,10 @@ awaits the ``pods/binding`` call. Every verb answers; nothing raises to the call
 
 ``preempt`` removes from kube-scheduler's preemption candidates the nodes where preempting cannot help
 or would loop: a pod owning a Reservation preempts only on its nodes; a node whose room stays reserved
-with the victims gone is refused; a node the pod preempted on and lost to another scheduler is refused
-for ``preemptionBackoffSeconds`` (:class:`koordpy.scheduler.framework.preemption.PreemptionBackoff`),
-except a node held for the pod by koordpy's taint (nobody else can refill it).
+with the victims gone is refused; a pod that preempted on a node and lost it to another scheduler does
+not preempt for ``preemptionBackoffSeconds``
+(:class:`koordpy.scheduler.framework.preemption.PreemptionBackoff`), except on a node held for it by
+koordpy's taint (nobody else can refill that one).
 
 Not guaranteed: thread safety (one event loop); that a bind of a pod never seen by this process
 counts its estimate before the watch reports it (it is counted, and logged, once the watch does).
@@ -310,6 +311,7 @@ class ExtenderService:
         lost = self.backoff.observe(pod.uid, nominated, now)
         if lost is not None:
             self.log.info("preempt.lost", pod=pod.key, node=lost, until=format_rfc3339(now + self.backoff.seconds))
+        backoff = self.backoff.blocked(pod.uid, now)
         tracker = self.cache.reservations
         own = tracker.owned_nodes(pod, now) if tracker is not None and tracker.by_node else set()
         refused: dict[str, tuple[str, str]] = {}
@@ -319,10 +321,10 @@ class ExtenderService:
                 continue
             info = self.state.nodes.get(node)
             held_for_it = node in own and info is not None and has_hold_taint(info.taints)
-            until = None if held_for_it else self.backoff.blocked(pod.uid, node, now)
-            if until is not None:
-                why = f"preempted there and lost the node to another scheduler: back-off until {format_rfc3339(until)}"
-                refused[node] = ("backoff", why)
+            if backoff is not None and not held_for_it:
+                until, lost_node = backoff
+                why = f"lost {lost_node} to another scheduler after preempting there"
+                refused[node] = ("backoff", f"{why}: back-off until {format_rfc3339(until)}")
                 continue
             if tracker is not None and node in tracker.by_node and node not in own:
                 verdict = tracker.preemption_verdict(pod, node, victims, now)

@@ -1,4 +1,4 @@
-"""Preemption back-off: a pod that preempted on a node and lost it does not preempt there again for a while.
+"""Preemption back-off: a pod that preempted on a node and lost it does not preempt again for a while.
 
 kube-scheduler's preemption evicts lower-priority pods on one node and *nominates* that node for the
 preemptor (``status.nominatedNodeName``); only the same scheduler honours a nomination. When another
@@ -8,13 +8,17 @@ nothing. kube-scheduler calls the extender's preempt verb with the preemptor whi
 set; it never does so while victims on the nominated node are still terminating
 (``PodEligibleToPreemptOthers``). So a preempt call for a pod whose ``nominatedNodeName`` is N means: it
 preempted on N, the victims are gone, and N still does not fit: **N was lost**. From then on, for
-``seconds``, N is dropped from that pod's preemption candidates.
+``seconds``, the pod may not preempt at all: not on N, and not on any other node either, because a node
+taken by another scheduler says that scheduler refills whatever room frees up, and with thousands of
+candidate nodes a per-node back-off would still evict a node's worth of pods per retry. (The extender
+exempts a node koordpy's taint holds for the pod: nobody else can refill that one.)
 
 A lost node is charged once per preemption: the same nomination seen again is not charged again (the
-back-off is not prolonged by kube-scheduler retrying), and a node is charged anew only after it was offered
-as a candidate again (a new preemption there may follow). Worked example (``seconds`` 120): at t=0 the pod
-preempts on n1; at t=2 its preempt call says nominated n1 → n1 lost until 122, n2 offered; at t=4 nominated
-n2 → n2 lost until 124; at t=6 nothing is offered (no preemption); at t=122 n1 is offered again.
+back-off is not prolonged by kube-scheduler retrying), and is charged anew only after the pod was offered
+candidates again (a new preemption may follow). Worked example (``seconds`` 120): at t=0 the pod preempts
+on n1; at t=2 its preempt call says nominated n1 → lost, back-off until 122, nothing offered; at t=60 the
+same nomination: still refused, not prolonged; at t=122 candidates are offered again; if it preempts on n2
+and loses it, the call at t=125 starts a back-off until 245.
 
 Not guaranteed: state is per process and bounded (:data:`MAX_PODS`, least recently seen forgotten first);
 a nomination kube-scheduler set before this process started counts as lost at its first call.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["MAX_PODS", "PreemptionBackoff"]
 
@@ -34,14 +38,16 @@ MAX_PODS = 4096
 
 @dataclass
 class _PodBackoff:
-    until: dict[str, float] = field(default_factory=dict)
-    """node -> the instant its back-off ends."""
+    until: float = 0.0
+    """The instant the pod's back-off ends (0: none)."""
+    lost: str = ""
+    """The node it lost last."""
     charged: str = ""
-    """The nomination already charged (not charged again until that node is offered again)."""
+    """The nomination already charged (not charged again until the pod is offered candidates again)."""
 
 
 class PreemptionBackoff:
-    """Per pod (by uid), the nodes it may not preempt on until their instant; ``seconds`` 0 disables it."""
+    """Per pod (by uid), the instant until which it may not preempt; ``seconds`` 0 disables it."""
 
     def __init__(self, seconds: float, max_pods: int = MAX_PODS) -> None:
         self.seconds = seconds
@@ -60,33 +66,27 @@ class PreemptionBackoff:
 
     def observe(self, uid: str, nominated: str, now: float) -> str | None:
         """A preempt call for pod ``uid`` whose nomination is ``nominated`` (may be empty): the node it
-        lost and is now charged for, or None."""
+        lost and is now charged for (its back-off starts), or None."""
         if self.seconds <= 0 or not nominated or not uid:
             return None
         entry = self._entry(uid)
         if entry.charged == nominated:
             return None
-        entry.charged = nominated
-        entry.until[nominated] = now + self.seconds
+        entry.charged = entry.lost = nominated
+        entry.until = now + self.seconds
         return nominated
 
-    def blocked(self, uid: str, node: str, now: float) -> float | None:
-        """The instant ``node``'s back-off for pod ``uid`` ends, or None when it may preempt there."""
+    def blocked(self, uid: str, now: float) -> tuple[float, str] | None:
+        """(the instant the back-off ends, the node lost) while pod ``uid`` may not preempt, else None."""
         entry = self._pods.get(uid)
-        if entry is None:
+        if entry is None or now >= entry.until:
             return None
-        until = entry.until.get(node)
-        if until is None:
-            return None
-        if now >= until:
-            del entry.until[node]
-            return None
-        return until
+        return entry.until, entry.lost
 
     def offered(self, uid: str, nodes: Iterable[str]) -> None:
-        """``nodes`` were offered as candidates: a nomination of one of them is a new preemption."""
+        """The pod was offered ``nodes`` as candidates: its next nomination is a new preemption."""
         entry = self._pods.get(uid)
-        if entry is not None and entry.charged and entry.charged in set(nodes):
+        if entry is not None and entry.charged and any(True for _ in nodes):
             entry.charged = ""
 
     def forget(self, uid: str) -> None:

@@ -85,19 +85,19 @@ async def test_an_owner_preempts_only_on_its_reservations_node(ext: Any) -> None
     assert (await refused(ext))["not_reserved_node"] == 1
 
 
-async def test_a_node_lost_to_another_scheduler_is_refused_for_the_back_off(ext: Any) -> None:
+async def test_a_pod_that_lost_a_node_to_another_scheduler_does_not_preempt_for_the_back_off(ext: Any) -> None:
     seed(ext)
     small = {"free": CANDIDATES["free"]}
     assert await preempt(ext, pod("p", "1"), small) == small  # first preemption: offered
     # kube-scheduler preempted on free and nominated it; the victims went, free still does not fit:
-    # another scheduler took the room. free is refused to p for preemptionBackoffSeconds (120 s default)
-    assert await preempt(ext, pod("p", "1", nominated="free"), small) == {}
+    # another scheduler took the room. p preempts nowhere for preemptionBackoffSeconds (120 s default)
+    assert await preempt(ext, pod("p", "1", nominated="free"), CANDIDATES) == {}
     ext.clock.advance(119)
     assert await preempt(ext, pod("p", "1", nominated="free"), small) == {}
     assert await preempt(ext, pod("other", "1"), small) == small  # per pod
     ext.clock.advance(1)
     assert await preempt(ext, pod("p", "1", nominated="free"), small) == small  # back-off over, offered again
-    assert (await refused(ext))["backoff"] == 2
+    assert (await refused(ext))["backoff"] == 3  # held and free, then free
 
 
 async def test_the_owners_tainted_node_is_exempt_from_the_back_off(ext: Any) -> None:
