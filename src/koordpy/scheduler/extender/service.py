@@ -1,4 +1,4 @@
-"""The extender's three verbs on bytes in, bytes out: no HTTP framework in here.
+"""The extender's verbs on bytes in, bytes out: no HTTP framework in here.
 
 ``filter``, ``prioritize`` and ``preempt`` are synchronous (pure computation on the event loop); ``bind``
 awaits the ``pods/binding`` call. Every verb answers; nothing raises to the caller:
@@ -124,7 +124,7 @@ class ExtenderService:
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         """The latency and request-counter children of each (verb, outcome) seen."""
         self.backoff = PreemptionBackoff(settings.preemption_backoff_seconds)
-        """Nodes each pod preempted on and lost, refused to its preemption for a while."""
+        """Pods that preempted on a node and lost it: no preemption for them for a while."""
 
     # ---- helpers -----------------------------------------------------------------------
 
