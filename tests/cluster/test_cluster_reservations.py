@@ -24,7 +24,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_kit import Components, Kube, Release, Space, poll, wait_until
+from cluster_kit import RELEASE, RELEASE_NAMESPACE, Components, Kube, Release, Space, poll, wait_until
+
+from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 
@@ -61,6 +64,18 @@ def running(space: Space, app: str) -> dict[str, dict[str, Any]]:
     }
 
 
+def manager_lists(plane: ControlPlane, resource: str) -> int:
+    """The lists of ``resource`` the manager's ServiceAccount made (the audit log records its reads)."""
+    user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}-manager"
+    return sum(
+        1
+        for e in plane.audit_events()
+        if e["user"]["username"] == user
+        and e["verb"] == "list"
+        and (e.get("objectRef") or {}).get("resource") == resource
+    )
+
+
 def cordon(kube: Kube, node: str, on: bool) -> None:
     kube.patch("Node", node, {"spec": {"unschedulable": on}})
 
@@ -94,10 +109,10 @@ def two_replicas_on_two_nodes(kube: Kube, space: Space) -> tuple[str, str, str, 
 
 
 def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_reservation(
-    kube: Kube, space: Space, koordpy: Components
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
 ) -> None:
     """The reproduction: web of 2, the Reservation for the migrated pod lands next to its Ready sibling;
-    the replacement stays Pending (no koordpy-scheduler running) for several manager rounds: the job must
+    the replacement stays Pending (no koordpy-scheduler running) for five migration rounds: the job must
     wait, not succeed with the sibling; once the scheduler is back the replacement binds through the
     Reservation and only then the job succeeds, with it."""
     koordpy.start_scheduling()
@@ -124,7 +139,7 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
         found = kube.get("Reservation", (ref.get("reservationRef") or {}).get("name") or "-")
         return found if found and found.get("status", {}).get("nodeName") else None
 
-    placed = poll("the Reservation is placed", reservation, timeout=60)
+    placed = poll("the Reservation is placed", reservation)
     assert placed, json.dumps([r.get("status") for r in kube.list("Reservation")])[:3000]
     assert placed["status"]["nodeName"] == n0
     wait_until("the migrated pod is gone", lambda: victim not in space.pods())
@@ -139,7 +154,9 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
     stored = kube.get("PodMigrationJob", name)
     assert stored is not None
     res_name = stored["spec"]["reservationOptions"]["reservationRef"]["name"]
-    time.sleep(5)  # 25 migration rounds (200 ms) with the Ready sibling on the Reservation's node
+    # five more migration rounds (each lists the Reservations) with the Ready sibling on the Reservation's node
+    listed = manager_lists(control_plane, "reservations")
+    wait_until("five more migration rounds", lambda: manager_lists(control_plane, "reservations") >= listed + 5)
     still = job_status()
     res = kube.get("Reservation", res_name)
     assert res is not None
@@ -288,7 +305,7 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
     before_hold: set[str] = set()
     onto_held: list[str] = []
     try:
-        deadline = start + 240  # a hang backstop, not an expectation
+        deadline = start + HANG_BACKSTOP
         while time.monotonic() < deadline:
             now = time.monotonic()
             while next_arrival <= now:
