@@ -1,4 +1,4 @@
-"""Memory limits and CPU requests on every container; the optional ingress NetworkPolicies."""
+"""Memory limits and CPU requests on every container; the ingress NetworkPolicies (on by default)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,23 @@ def test_the_extender_keeps_its_sized_request_under_a_larger_limit() -> None:
     assert extender["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 
 
-def test_no_network_policy_by_default() -> None:
-    assert of_kind(render(), "NetworkPolicy") == []
+PROMETHEUS_ANYWHERE = {
+    "namespaceSelector": {},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+
+
+def test_network_policies_are_on_by_default_and_admit_prometheus_on_health_and_metrics_ports() -> None:
+    policies = {p["metadata"]["name"]: p for p in of_kind(render(), "NetworkPolicy")}
+    assert {name: policy_ports(p) for name, p in policies.items()} == {
+        "koordpy-scheduler": [10259, 10263],  # kube-scheduler's secure port, the extender's ops port
+        "koordpy-manager": [8080],  # /healthz and /metrics
+        "koordpy-agent": [9316],
+    }
+    for policy in policies.values():
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PROMETHEUS_ANYWHERE]]
+    assert of_kind(render("--set", "networkPolicy.enabled=false"), "NetworkPolicy") == []
 
 
 def policy_ports(policy: dict[str, Any]) -> list[int]:
@@ -69,12 +84,12 @@ def test_network_policies_admit_only_scrapers_on_the_metrics_ports() -> None:
     # kube-scheduler's secure port and the extender's ops port; the verbs' port 10262 is loopback only
     assert policy_ports(scheduler) == [10259, 10263]
     assert policy_ports(agent) == [9316]
-    for policy in (scheduler, agent):
+    assert policy_ports(policies["koordpy-manager"]) == [8080]
+    for policy in policies.values():
         assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PEER]]
-    assert policies["koordpy-manager"]["spec"]["ingress"] == []  # probes come from the node: always allowed
     # the ports are the ones the containers listen on
     listening = {p["containerPort"] for c in containers(objects).values() for p in c.get("ports", [])}
-    assert set(policy_ports(scheduler) + policy_ports(agent)) <= listening
+    assert {port for policy in policies.values() for port in policy_ports(policy)} <= listening
 
 
 def test_network_policies_follow_the_configured_ports_and_an_empty_peer_list() -> None:
@@ -85,11 +100,14 @@ def test_network_policies_follow_the_configured_ports_and_an_empty_peer_list() -
         "scheduler.config.extender.metricsPort=null",
         "--set",
         "agent.config.server.port=9400",
+        "--set",
+        "manager.config.health.port=8081",
     )
     policies = {p["metadata"]["name"]: p for p in of_kind(moved, "NetworkPolicy")}
     assert policy_ports(policies["koordpy-scheduler"]) == [10259]
     assert policy_ports(policies["koordpy-agent"]) == [9400]
-    closed = render("--set", "networkPolicy.enabled=true")
+    assert policy_ports(policies["koordpy-manager"]) == [8081]
+    closed = render("--set-json", "networkPolicy.metricsFrom=[]")
     assert {p["metadata"]["name"]: p["spec"]["ingress"] for p in of_kind(closed, "NetworkPolicy")} == {
         "koordpy-scheduler": [],
         "koordpy-manager": [],

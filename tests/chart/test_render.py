@@ -117,7 +117,7 @@ def test_crd_switches() -> None:
     assert names == {r.name for r in RESOURCES} - crane
 
 
-def test_only_the_agent_runs_privileged_or_touches_the_host(scenario: str) -> None:
+def test_no_container_is_privileged_and_only_the_agent_touches_the_host(scenario: str) -> None:
     for obj in render_scenario(scenario):
         if obj["kind"] not in POD_KINDS:
             continue
@@ -127,29 +127,93 @@ def test_only_the_agent_runs_privileged_or_touches_the_host(scenario: str) -> No
         for container in containers(obj):
             ctx = container.get("securityContext", {})
             where = f"{obj['metadata']['name']}/{container['name']}"
-            assert ctx.get("privileged", False) is is_agent, where
-            if not is_agent:
-                assert ctx.get("allowPrivilegeEscalation") is False, where
-                assert ctx.get("capabilities", {}).get("drop") == ["ALL"], where
-                assert "add" not in ctx.get("capabilities", {}), where
+            assert ctx.get("privileged") is False, where
+            assert ctx.get("allowPrivilegeEscalation") is False, where
+            assert ctx.get("readOnlyRootFilesystem") is True, where
+            assert ctx.get("capabilities") == {"drop": ["ALL"]}, where
+            if is_agent:
+                # the owner of the cgroup files (uid 0) needs no capability to write them
+                assert (ctx["runAsUser"], ctx["runAsGroup"]) == (0, 0), where
+                assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}, where
         host_paths = [v for v in spec.get("volumes", []) if "hostPath" in v]
         assert bool(host_paths) is is_agent, obj["metadata"]["name"]
+
+
+def agent_container(*args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The agent's pod spec and its one container."""
+    spec = pod_spec(named(render(*args), "DaemonSet", "-agent"))
+    (container,) = spec["containers"]
+    return spec, container
+
+
+def test_agent_privileged_and_selinux_options_are_opt_in() -> None:
+    _, container = agent_container("--set", "agent.privileged=true")
+    ctx = container["securityContext"]
+    # Kubernetes refuses privileged with allowPrivilegeEscalation false; no capability list is needed then
+    assert (ctx["privileged"], ctx["allowPrivilegeEscalation"], "capabilities" in ctx) == (True, True, False)
+    _, container = agent_container("--set", "agent.seLinuxOptions.type=spc_t")
+    assert container["securityContext"]["seLinuxOptions"] == {"type": "spc_t"}
+    assert container["securityContext"]["privileged"] is False
+    _, container = agent_container()
+    assert "seLinuxOptions" not in container["securityContext"]
 
 
 def test_agent_daemonset_mounts_updates_and_tolerates() -> None:
     agent = named(render(), "DaemonSet", "-agent")
     assert agent["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     spec = pod_spec(agent)
-    volumes = {v["name"]: v for v in spec["volumes"]}
+    volumes = {v["name"]: v for v in spec["volumes"] if "hostPath" in v}
     (container,) = spec["containers"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert volumes["host-cgroup"]["hostPath"]["path"] == "/sys/fs/cgroup"
+    # cgroupfs and the state directory, nothing else of the host: /proc/stat and /proc/meminfo are node-wide
+    assert {name: v["hostPath"]["path"] for name, v in volumes.items()} == {
+        "host-cgroup": "/sys/fs/cgroup",
+        "state": "/var/lib/koordpy-agent",
+    }
     assert mounts["host-cgroup"].get("readOnly", False) is False
-    assert volumes["host-proc"]["hostPath"]["path"] == "/proc"
-    assert mounts["host-proc"]["readOnly"] is True
+    assert not any(arg.startswith("--proc-root") for arg in container["command"])
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert {"operator": "Exists"} in spec["tolerations"]
+
+
+def test_a_host_proc_is_mounted_read_only_only_when_set() -> None:
+    spec, container = agent_container("--set", "agent.hostPaths.proc=/proc")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert volumes["host-proc"]["hostPath"] == {"path": "/proc", "type": "Directory"}
+    assert mounts["host-proc"] == {"name": "host-proc", "mountPath": "/host/proc", "readOnly": True}
+    assert "--proc-root=/host/proc" in container["command"]
+
+
+def pod_ip_listeners(objects: list[dict[str, Any]]) -> dict[str, str]:
+    """``<workload>/<container>`` -> the listen-address argument it gets, for every container that has one;
+    each such container must take POD_IP from the downward API."""
+    flags = ("--host=", "--health-host=", "--metrics-host=", "--bind-address=")
+    out = {}
+    for obj in objects:
+        if obj["kind"] not in POD_KINDS:
+            continue
+        for container in containers(obj):
+            found = [a for a in container.get("command", []) if a.startswith(flags)]
+            if not found:
+                continue
+            env = {e["name"]: e for e in container.get("env", [])}
+            assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP", container["name"]
+            (out[f"{obj['metadata']['name']}/{container['name']}"],) = found
+    return out
+
+
+def test_health_and_metrics_listen_on_the_pod_ip_only() -> None:
+    assert pod_ip_listeners(render()) == {
+        "koordpy-scheduler/kube-scheduler": "--bind-address=$(POD_IP)",
+        "koordpy-scheduler/extender": "--metrics-host=$(POD_IP)",
+        "koordpy-manager/manager": "--health-host=$(POD_IP)",
+        "koordpy-agent/agent": "--host=$(POD_IP)",
+    }
+    # without the extender's ops port its probes run inside the container: no pod-IP listener to set
+    loopback = pod_ip_listeners(render("--set", "scheduler.config.extender.metricsPort=null"))
+    assert "koordpy-scheduler/extender" not in loopback
 
 
 def test_each_component_has_its_own_service_account() -> None:
@@ -305,6 +369,12 @@ def test_disruption_budgets_only_with_replicas() -> None:
         (("--set", "scheduler.bogus=1"), "additional properties 'bogus' not allowed"),
         (("--set", "crds.exclude={nodemetrics}"), "/crds/exclude/0"),
         (("--set", "scheduler.kubeScheduler.percentageOfNodesToScore=101"), "percentageOfNodesToScore"),
+        (
+            ("--set", "admissionPolicies.validationActions={Deny,Warn}"),
+            "Deny and Warn together are not allowed",
+        ),
+        (("--set", "admissionPolicies.validationActions={Refuse}"), "validationActions/0"),
+        (("--set", "agent.hostPaths.proc=proc"), "/agent/hostPaths/proc"),
     ],
 )
 def test_contradictions_fail_at_template_time(args: tuple[str, ...], message: str) -> None:
@@ -314,7 +384,7 @@ def test_contradictions_fail_at_template_time(args: tuple[str, ...], message: st
 
 
 FREE_FORM = {"config", "resources", "nodeSelector", "tolerations", "affinity", "podAnnotations", "commonLabels"}
-FREE_FORM |= {"labels", "managedResources", "imagePullSecrets", "exclude"}
+FREE_FORM |= {"labels", "managedResources", "imagePullSecrets", "exclude", "metricsFrom", "seLinuxOptions"}
 
 
 def test_every_values_key_is_documented_in_values_yaml_and_schema() -> None:

@@ -142,4 +142,17 @@ peering object the manager creates is owned by the manager's ClusterRole (uninst
 {{- fail "scheduler.config.extender.metricsHost must not be loopback: the kubelet probes and Prometheus scrapes the pod IP" }}
 {{- end }}
 {{- end }}
+{{- $actions := .Values.admissionPolicies.validationActions }}
+{{- if and (has "Deny" $actions) (has "Warn" $actions) }}
+{{- fail "admissionPolicies.validationActions: Deny and Warn together are not allowed (Kubernetes refuses the binding); use [Deny] or [Warn, Audit]" }}
+{{- end }}
+{{- /* Pod Security: on a live install (lookup answers; helm template has no cluster) refuse a namespace that
+would admit the DaemonSet but refuse every agent pod, before anything is created. */}}
+{{- if .Values.agent.enabled }}
+{{- $namespace := lookup "v1" "Namespace" "" .Release.Namespace }}
+{{- $enforce := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" ($namespace | default dict) }}
+{{- if has $enforce (list "baseline" "restricted") }}
+{{- fail (printf "namespace %s enforces Pod Security level %q, which refuses the agent's pods (hostPath volumes, uid 0): label it pod-security.kubernetes.io/enforce=privileged, or install the agent as its own release in a privileged namespace (agent.enabled=false here; docs/security.md)" .Release.Namespace $enforce) }}
+{{- end }}
+{{- end }}
 {{- end }}

@@ -209,6 +209,7 @@ class Agent:
                 field_selector=field_selector,
                 post_events=True,
                 event_component="koordpy-agent",
+                event_host=node,
             )
 
         self._pod_watch = watch(resources.PODS, self._on_pod, f"spec.nodeName={node}")

@@ -174,7 +174,20 @@ def run_command(  # noqa: PLR0917 - typer maps each parameter to an option
     cgroup_root: Annotated[
         str, typer.Option("--cgroup-root", metavar="DIR", help="cgroupfs mount.")
     ] = "/sys/fs/cgroup",
-    proc_root: Annotated[str, typer.Option("--proc-root", metavar="DIR", help="procfs mount (the host's).")] = "/proc",
+    proc_root: Annotated[
+        str,
+        typer.Option(
+            "--proc-root",
+            metavar="DIR",
+            help="procfs mount; /proc/stat and /proc/meminfo are node-wide in any PID namespace.",
+        ),
+    ] = "/proc",
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", metavar="ADDRESS", help="Listen address of /healthz, /readyz, /metrics (overrides server.host)."
+        ),
+    ] = None,
     log_format_name: LogFormatOption = "json",
 ) -> None:
     """Run the node agent: collection, NodeMetric reporting and waterline QoS, with /healthz, /readyz, /metrics."""
@@ -185,11 +198,13 @@ def run_command(  # noqa: PLR0917 - typer maps each parameter to an option
 
     from koordpy.agent.loop import Agent
     from koordpy.kube.client import ApiClient
+    from koordpy.runtime.listeners import listen_host
 
     fmt = log_format(log_format_name)
     try:
         cfg = load_agent_config(config)
-    except (InputError, ConfigError) as exc:
+        listen = cfg.server.host if host is None else listen_host(host, "--host")
+    except (InputError, ConfigError, ValueError) as exc:
         raise fail(str(exc)) from None
     connection = require_connection(kubeconfig)
     from koordpy.runtime.logging import configure_logging
@@ -205,7 +220,7 @@ def run_command(  # noqa: PLR0917 - typer maps each parameter to an option
             agent = Agent(cfg, node, client, cgroup_root=cgroup_root, proc_root=proc_root)
             runner = web.AppRunner(agent.app(), access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, cfg.server.host, cfg.server.port)
+            site = web.TCPSite(runner, listen, cfg.server.port)
             await site.start()
             try:
                 await agent.run(stop)

@@ -32,6 +32,14 @@ def extender_command(
     port: Annotated[
         int | None, typer.Option("--port", metavar="PORT", help="Listen port (overrides extender.port).")
     ] = None,
+    metrics_host: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-host",
+            metavar="ADDRESS",
+            help="Listen address of the metricsPort listener (overrides extender.metricsHost).",
+        ),
+    ] = None,
     log_format_name: LogFormatOption = "json",
 ) -> None:
     """Serve /filter, /prioritize and /bind for kube-scheduler, fed by list+watch of the cluster.
@@ -39,9 +47,12 @@ def extender_command(
     With extender.metricsPort set, /healthz, /readyz and /metrics are served on that port as well.
     """
     fmt = log_format(log_format_name)
+    from koordpy.runtime.listeners import listen_host
+
     try:
         cfg = load_scheduler_config(config)
-    except (InputError, ConfigError) as exc:
+        ops_host = cfg.extender.metrics_host if metrics_host is None else listen_host(metrics_host, "--metrics-host")
+    except (InputError, ConfigError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if port is not None and not 1 <= port <= 65535:
@@ -63,7 +74,7 @@ def extender_command(
         client,
         host or cfg.extender.host,
         port or cfg.extender.port,
-        metrics_host=cfg.extender.metrics_host,
+        metrics_host=ops_host,
         metrics_port=metrics_port,
     )
 

@@ -29,6 +29,12 @@ def manager_command(
         Path | None,
         typer.Option("--kubeconfig", metavar="FILE", help="kubeconfig file; default: in-cluster service account."),
     ] = None,
+    health_host: Annotated[
+        str | None,
+        typer.Option(
+            "--health-host", metavar="ADDRESS", help="Listen address of /healthz and /metrics (overrides health.host)."
+        ),
+    ] = None,
     log_format_name: LogFormatOption = "json",
 ) -> None:
     """Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.
@@ -37,9 +43,14 @@ def manager_command(
     Events, arbitrates and carries out PodMigrationJobs, and places Reservations (and reserves nodes for
     starving jobs with reservation.enabled)."""
     fmt = log_format(log_format_name)
+    from koordpy.runtime.listeners import listen_host
+
     try:
         cfg = load_manager_config(config)
-    except (InputError, ConfigError) as exc:
+        if health_host is not None:
+            health = cfg.health.model_copy(update={"host": listen_host(health_host, "--health-host")})
+            cfg = cfg.model_copy(update={"health": health})
+    except (InputError, ConfigError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if kubeconfig is not None:

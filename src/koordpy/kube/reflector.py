@@ -171,6 +171,7 @@ class Reflector:
         on_bad_object: Callable[[BadObject], None] | None = None,
         post_events: bool = False,
         event_component: str = "koordpy",
+        event_host: str | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -186,6 +187,7 @@ class Reflector:
         self.on_bad_object = on_bad_object
         self.post_events = post_events
         self.event_component = event_component
+        self.event_host = event_host
         self._rng = rng or random.Random()
         self._sleep = sleep or asyncio.sleep
         self._monotonic = monotonic or time.monotonic
@@ -307,6 +309,7 @@ class Reflector:
                     message=message,
                     event_type="Warning",
                     component=self.event_component,
+                    host=self.event_host,
                 )
                 self.events_posted += 1
             except Exception as exc:

@@ -12,20 +12,47 @@ their total, so the total there is ``max_line_bytes * (max_headers + 1)`` at mos
 the defaults); its read bound is the keep-alive timeout, which aiohttp (3.14.5 and later) also arms
 when a connection opens and does not extend while a head trickles in.
 
+Where they listen: :func:`listen_host` checks an address given on a command line (``--host``,
+``--health-host``, ``--metrics-host``). The chart passes the pod IP there (``$(POD_IP)`` from the downward
+API), so a component's health and metrics port answers on the pod's network interface only, not on
+loopback or any other address of the pod.
+
 Not guaranteed: a bound on the number of connections (each one is bounded in size and time only), or
-on a handler's own run time once the request was read.
+on a handler's own run time once the request was read. Binding to one pod IP serves one address family:
+on a dual-stack pod ``status.podIP`` is the primary family's address.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["DEFAULT_LIMITS", "ListenerLimits", "aiohttp_handler_args", "health_listener"]
+__all__ = ["DEFAULT_LIMITS", "ListenerLimits", "aiohttp_handler_args", "health_listener", "listen_host"]
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
+
+
+def listen_host(value: str, option: str = "--host") -> str:
+    """``value`` when it is an IP address (v4 or v6, no brackets) or a host name; else ``ValueError``
+    naming ``option``. An unexpanded ``$(POD_IP)`` (the variable missing from the pod's env) is named
+    as such, instead of failing later inside the server's bind call."""
+    text = value.strip()
+    if "$(" in text or "${" in text:
+        raise ValueError(f"{option}: {value!r} is an unexpanded variable (is it defined in the container's env?)")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if _HOSTNAME.match(text) and not text.replace(".", "").isdigit():
+        return text
+    raise ValueError(f"{option}: {value!r} is neither an IP address nor a host name")
 
 
 @dataclass(frozen=True)

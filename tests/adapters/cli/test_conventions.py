@@ -212,3 +212,29 @@ def test_usage_errors_are_one_error_line_like_every_other(args: list[str], line:
         [str(KOORDPY), *args], capture_output=True, text=True, timeout=HANG_BACKSTOP, check=False, cwd=tmp_path
     )
     assert (result.returncode, result.stdout, result.stderr) == (2, "", line + "\n")
+
+
+LISTEN_FLAGS = [
+    (["extender"], "--metrics-host"),
+    (["manager"], "--health-host"),
+    (["agent", "run", "--node", "node-1"], "--host"),
+]
+
+
+@pytest.mark.parametrize(("service", "flag"), LISTEN_FLAGS, ids=lambda v: v if isinstance(v, str) else " ".join(v[:2]))
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [("$(POD_IP)", "is an unexpanded variable"), ("10.0.0.999", "is neither an IP address nor a host name")],
+    ids=["unexpanded", "not-an-address"],
+)
+def test_a_bad_listen_address_fails_with_one_line_before_connecting(
+    service: list[str], flag: str, value: str, detail: str, empty_config: Path, tmp_path: Path
+) -> None:
+    """The chart passes $(POD_IP): a pod without that variable in its env must say so, not fail in bind()."""
+    result = koordpy(*service, "--config", str(empty_config), f"{flag}={value}", env=_no_kube_env(tmp_path))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0] == f"error: {flag}: {value!r} {detail}" + (
+        " (is it defined in the container's env?)" if value.startswith("$") else ""
+    )

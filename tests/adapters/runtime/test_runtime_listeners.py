@@ -4,13 +4,14 @@ handler arguments): real servers on loopback, hostile raw-socket clients, small 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
 
-from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener
+from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener, listen_host
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
@@ -104,3 +105,52 @@ def test_handler_args_carry_the_limits() -> None:
 def test_limits_are_validated(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ListenerLimits(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("10.244.1.7", "10.244.1.7"),
+        (" 10.244.1.7 ", "10.244.1.7"),
+        ("fd00:10:244::7", "fd00:10:244::7"),
+        ("FD00:0:0::7", "fd00::7"),  # normalised as the kernel prints it
+        ("0.0.0.0", "0.0.0.0"),
+        ("localhost", "localhost"),
+        ("node-1.cluster.local", "node-1.cluster.local"),
+    ],
+)
+def test_listen_host_accepts_addresses_and_host_names(value: str, expected: str) -> None:
+    assert listen_host(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("$(POD_IP)", "--host: '$(POD_IP)' is an unexpanded variable"),
+        ("${POD_IP}", "--host: '${POD_IP}' is an unexpanded variable"),
+        ("", "--host: '' is neither an IP address nor a host name"),
+        ("10.0.0.256", "--host: '10.0.0.256' is neither"),
+        ("[::1]", "--host: '[::1]' is neither"),
+        ("two words", "--host: 'two words' is neither"),
+        ("-leading-dash", "--host: '-leading-dash' is neither"),
+    ],
+)
+def test_listen_host_refuses_anything_else_naming_the_option(value: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        listen_host(value)
+
+
+async def test_a_listener_bound_to_one_address_answers_there_only() -> None:
+    """What the pod-IP flags buy: bound to one address (here 127.0.0.2, as the chart binds the pod IP), the
+    listener is not reachable on another address of the same host (127.0.0.1, the pod's loopback)."""
+
+    async def check() -> bool:
+        return True
+
+    async with health_listener(listen_host("127.0.0.2"), 0, check, limits=LIMITS) as runner:
+        port = int(runner.addresses[0][1])
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.2:{port}/healthz") as resp:
+            assert resp.status == 200
+        with pytest.raises(aiohttp.ClientConnectorError):
+            async with aiohttp.ClientSession() as http, http.get(f"http://{HOST}:{port}/healthz"):
+                pass
