@@ -1,0 +1,103 @@
+"""Run a process with the identity a container's ``securityContext`` gives it, on this machine's kernel.
+
+``Confinement.from_security_context`` reads the fields that decide what a process may do to host files
+(``runAsUser``, ``runAsGroup``, ``capabilities``, ``allowPrivilegeEscalation``, ``privileged``), and
+:meth:`Confinement.command` wraps a command line so that it runs
+
+* in a cgroup of its own (``join``: the ``cgroup.procs`` files to enter first, as the runtime puts each
+  container in its own cgroup), then in new mount, PID and cgroup namespaces (the container's own view:
+  its cgroup namespace is rooted at that cgroup, its ``/proc`` is a new procfs),
+* with host directories bind-mounted (recursively, like a ``hostPath`` volume) at paths of the caller's
+  choosing,
+* as that uid and gid, with no supplementary groups, with exactly the capabilities the context keeps
+  (``drop: [ALL]`` plus ``add``) in every set, and ``no_new_privs`` when privilege escalation is off.
+
+It needs ``unshare``, ``mount`` and ``setpriv`` (util-linux) and root. Not emulated: seccomp, AppArmor or
+SELinux profiles, user namespaces, the runtime's read-only ``/sys`` and masked paths (none of which applies
+to a ``hostPath`` mount below a non-``/sys`` path, where the chart mounts cgroupfs).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Confinement"]
+
+
+@dataclass(frozen=True)
+class Confinement:
+    uid: int
+    gid: int
+    capabilities: tuple[str, ...]
+    """Kept capabilities, lower-case without the ``CAP_`` prefix (``sys_admin``); empty: none at all."""
+    no_new_privs: bool
+    privileged: bool = False
+
+    @classmethod
+    def from_security_context(cls, ctx: Mapping[str, Any]) -> Confinement:
+        """A container's ``securityContext``. A context that keeps the runtime's default capability set
+        (no ``drop: [ALL]``) is refused: that set differs between runtimes."""
+        if ctx.get("privileged"):
+            return cls(int(ctx.get("runAsUser", 0)), int(ctx.get("runAsGroup", 0)), (), False, privileged=True)
+        caps = ctx.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            raise ValueError(f"securityContext keeps the runtime's default capabilities: {ctx}")
+        added = tuple(str(c).lower().removeprefix("cap_") for c in caps.get("add") or [])
+        uid = int(ctx.get("runAsUser", 0))
+        if added and uid != 0:
+            # a non-root process keeps added capabilities only through file capabilities: not emulated
+            raise ValueError(f"added capabilities for a non-root user are not emulated: {ctx}")
+        return cls(
+            uid=uid,
+            gid=int(ctx.get("runAsGroup", ctx.get("runAsUser", 0))),
+            capabilities=added,
+            no_new_privs=ctx.get("allowPrivilegeEscalation", True) is False,
+        )
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        binds: Mapping[str, str] | None = None,
+        join: Sequence[str] = (),
+    ) -> list[str]:
+        """``argv`` confined: enter the ``join`` cgroups, new namespaces, ``binds`` (host path -> mount point,
+        created if missing), then the identity."""
+        binds = binds or {}
+        for tool in ("unshare", "setpriv", "mount"):
+            if shutil.which(tool) is None:
+                raise RuntimeError(f"{tool} (util-linux) is needed to confine a process like a container")
+        identity: list[str] = []
+        if not self.privileged:
+            caps = ",".join(["-all", *(f"+{c}" for c in self.capabilities)])
+            identity = [
+                "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.gid}",
+                "--clear-groups",
+                f"--inh-caps={caps}",
+                f"--bounding-set={caps}",
+                "--no-new-privs" if self.no_new_privs else "",
+                "--",
+            ]
+        inner = "; ".join(
+            [
+                "set -e",
+                *(f"mkdir -p {shlex.quote(target)}" for target in binds.values()),
+                *(f"mount --rbind {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in binds.items()),
+                "exec " + shlex.join([a for a in (*identity, *argv) if a]),
+            ]
+        )
+        namespaces = ["unshare", "--mount", "--pid", "--fork", "--cgroup", "--mount-proc", "--propagation", "private"]
+        outer = "; ".join(
+            [
+                "set -e",
+                *(f"echo $$ > {shlex.quote(procs)}" for procs in join),
+                "exec " + shlex.join([*namespaces, "sh", "-c", inner]),
+            ]
+        )
+        return ["sh", "-c", outer]
