@@ -92,7 +92,17 @@ class Confinement:
                 "exec " + shlex.join([a for a in (*identity, *argv) if a]),
             ]
         )
-        namespaces = ["unshare", "--mount", "--pid", "--fork", "--cgroup", "--mount-proc", "--propagation", "private"]
+        namespaces = [
+            "unshare",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--cgroup",
+            "--mount-proc",
+            "--propagation",
+            "private",
+        ]
         outer = "; ".join(
             [
                 "set -e",
