@@ -12,7 +12,8 @@ Malformed input never stops the stream. A watch event or list item that is not a
 ``metadata`` is not an object, that has no string ``name``, whose namespace or resourceVersion is not a
 string, or whose event type is unknown is *skipped*: one ``watch.object_skipped`` log line, the
 ``bad_objects`` counter by reason, ``on_bad_object`` (the services turn it into a Prometheus counter) and,
-with ``post_events`` and only when the object has a name, a Warning Event about it. A skipped event whose
+with ``post_events`` and only when the object has a name, a Warning Event about it (from ``event_component`` on
+``event_host``, when given: the agent names its node). A skipped event whose
 metadata still carries a string resourceVersion advances :attr:`resource_version` (so a resume does not
 replay it). A handler that raises on a well-formed object is contained the same way (reason
 ``handler_error``; the object is recorded as delivered).

@@ -160,7 +160,7 @@ async def test_a_named_bad_object_gets_a_warning_event_and_an_unnamed_one_does_n
     apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Eventually
 ) -> None:
     rec = Recorder()
-    reflector = make(api_client, rec, post_events=True, event_component="koordpy-test")
+    reflector = make(api_client, rec, post_events=True, event_component="koordpy-test", event_host="node-3")
     async with running(reflector):
         apiserver.inject_watch_event("nodes", {"type": "ADDED", "object": {"metadata": "oops"}})
         bad = {"type": "ADDED", "object": {"metadata": {"name": "n7", "uid": "u7", "resourceVersion": 7}}}
@@ -175,6 +175,8 @@ async def test_a_named_bad_object_gets_a_warning_event_and_an_unnamed_one_does_n
     n7 = next(e for e in events if e["involvedObject"]["name"] == "n7")
     assert n7["involvedObject"]["kind"] == "Node" and n7["involvedObject"]["uid"] == "u7"
     assert "bad_resource_version" in n7["message"] and n7["source"]["component"] == "koordpy-test"
+    # the agent's reflectors name its node as the Event's source, like its own Events
+    assert (n7["source"]["host"], n7["reportingInstance"]) == ("node-3", "node-3")
     assert reflector.bad_objects == {"bad_metadata": 1, "bad_resource_version": 2, "handler_error": 1}
     assert reflector.handler_errors == 1
 
