@@ -328,6 +328,20 @@ def test_a_namespace_enforcing_baseline_is_refused_before_anything_is_created(pl
     helm(plane, "uninstall", "base", "-n", "koordpy-baseline")
 
 
+def test_the_privileged_opt_in_needs_allow_privileged_and_rollback_on_failure_leaves_nothing(
+    plane: ControlPlane,
+) -> None:
+    """agent.privileged on a stock API server: refused half-way; --rollback-on-failure removes the rest."""
+    args = ("install", "opt-in", str(CHART), "-n", NAMESPACE, "--set", "crds.enabled=false")
+    args += ("--set", "agent.privileged=true", "--set", "scheduler.enabled=false", "--set", "manager.enabled=false")
+    result = helm(plane, *args, "--rollback-on-failure", "--timeout", "120s", check=False)
+    assert result.returncode != 0
+    assert "privileged: Forbidden: disallowed by cluster policy" in result.stderr, result.stderr
+    assert helm(plane, "list", "-n", NAMESPACE, "-q").stdout.split() == [RELEASE]
+    with plane.client() as api:
+        assert listed_objects(api, "app.kubernetes.io/instance=opt-in", "opt-in-nowhere") == set()
+
+
 @pytest.fixture(scope="module")
 def victims(plane: ControlPlane) -> str:
     """A namespace with a pod on each worker node."""
