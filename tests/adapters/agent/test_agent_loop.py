@@ -377,3 +377,30 @@ def test_the_agent_listener_takes_its_bounds_from_the_configuration(api_client, 
     assert agent.app()._handler_args == aiohttp_handler_args(
         ListenerLimits(max_header_bytes=65536, request_read_seconds=10.0)  # the defaults of server.*
     )
+
+
+async def test_the_agent_holds_its_own_nodes_pods_and_node_only(apiserver, api_client, tmp_path):
+    """Its pod and node watches are field-selected (spec.nodeName, metadata.name): pods and nodes of other
+    nodes never reach it, whatever its RBAC would let it list."""
+    mine = PodBuilder("mine").node("node-1").build()
+    others = [PodBuilder("theirs").node("node-2").build(), PodBuilder("pending").build()]
+    apiserver.seed(
+        NodeBuilder("node-1").label("zone", "a").build(),
+        NodeBuilder("node-2").label("zone", "b").build(),
+        mine,
+        *others,
+    )
+    agent = make_agent(tmp_path, api_client, Node(tmp_path, [mine]), enabled=False)
+    await agent.start(sync_timeout=5)
+    try:
+        assert set(agent.pods) == {mine["metadata"]["uid"]}
+        assert agent.node_labels["zone"] == "a"
+        await api_client.create(resources.PODS, PodBuilder("later").node("node-2").build())
+        await api_client.create(resources.PODS, PodBuilder("later-mine").node("node-1").build())
+        deadline = asyncio.get_running_loop().time() + 60  # a hang backstop, not a time bound
+        while len(agent.pods) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # and nothing else arrives behind them
+        assert sorted(p.name for p in agent.pods.values()) == ["later-mine", "mine"]
+    finally:
+        await agent.shutdown()
