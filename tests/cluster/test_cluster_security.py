@@ -245,6 +245,9 @@ def test_scheduler_and_manager_run_at_restricted_and_the_agent_alone_at_privileg
         namespace(api, core, "restricted")
         namespace(api, nodes, "privileged")
     shared = ("--set", "crds.enabled=false", "--set", "userRoles.enabled=false", *ON_SYSTEM_NODE)
+    with_agent = helm(plane, "install", "core", str(CHART), "-n", core, *shared, check=False)
+    assert with_agent.returncode != 0
+    assert 'level "restricted", which refuses the agent\'s pods (its hostPath volumes and uid 0)' in with_agent.stderr
     helm(plane, "install", "core", str(CHART), "-n", core, "--set", "agent.enabled=false", *shared)
     helm(
         plane,
@@ -304,7 +307,7 @@ def test_a_namespace_enforcing_baseline_is_refused_before_anything_is_created(pl
     assert result.returncode != 0
     assert (
         'namespace koordpy-baseline enforces Pod Security level "baseline", which refuses the agent\'s pods'
-        in result.stderr
+        " (its hostPath volumes): label it pod-security.kubernetes.io/enforce=privileged" in result.stderr
     )
     assert helm(plane, "list", "-n", "koordpy-baseline", "-q").stdout.strip() == ""  # no release record either
     with plane.client() as api:

@@ -152,7 +152,8 @@ would admit the DaemonSet but refuse every agent pod, before anything is created
 {{- $namespace := lookup "v1" "Namespace" "" .Release.Namespace }}
 {{- $enforce := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" ($namespace | default dict) }}
 {{- if has $enforce (list "baseline" "restricted") }}
-{{- fail (printf "namespace %s enforces Pod Security level %q, which refuses the agent's pods (hostPath volumes, uid 0): label it pod-security.kubernetes.io/enforce=privileged, or install the agent as its own release in a privileged namespace (agent.enabled=false here; docs/security.md)" .Release.Namespace $enforce) }}
+{{- $why := ternary "its hostPath volumes" "its hostPath volumes and uid 0" (eq $enforce "baseline") }}
+{{- fail (printf "namespace %s enforces Pod Security level %q, which refuses the agent's pods (%s): label it pod-security.kubernetes.io/enforce=privileged, or install the agent as its own release in a privileged namespace (agent.enabled=false here; docs/security.md)" .Release.Namespace $enforce $why) }}
 {{- end }}
 {{- end }}
 {{- end }}
