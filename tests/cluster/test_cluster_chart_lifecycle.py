@@ -86,12 +86,6 @@ def lifecycle_kube(lifecycle_plane: ControlPlane) -> Iterator[Kube]:
         yield Kube(client)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the agent DaemonSet is privileged: a kube-apiserver without --allow-privileged refuses it and "
-    "helm install fails half-way",
-)
 def test_chart_installs_on_a_stock_apiserver(tmp_path: Path) -> None:
     with ControlPlane(workdir=tmp_path / "stock", default_scheduler=False) as plane, plane.client() as client:
         kube = Kube(client)

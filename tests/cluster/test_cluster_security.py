@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cluster_kit import Components, Kube, Release, helm
 
 from koordpy_testkit.confined import Confinement
 from koordpy_testkit.controlplane import ControlPlane, fake_node
@@ -63,14 +64,6 @@ PMJ = "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs"
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def helm(plane: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(plane.admin_kubeconfig)}
-    proc = subprocess.run([str(BIN / "helm"), *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-    return proc
 
 
 def ok(resp: httpx.Response) -> dict[str, Any]:
@@ -235,7 +228,6 @@ def test_the_chart_installs_on_a_stock_apiserver_and_every_pod_is_admitted(plane
         for name in names:  # the API server's type check of every expression found nothing to warn about
             status = plane.wait_for(f"{name} type-checked", lambda n=name: ok(api.get(f"{base}/{n}")).get("status"))
             assert status["typeChecking"].get("expressionWarnings") is None, status
-        assert ok(api.get("/apis/kopf.dev/v1/clusterkopfpeerings/koordpy-manager"))["metadata"]["name"]
 
 
 def test_scheduler_and_manager_run_at_restricted_and_the_agent_alone_at_privileged(plane: ControlPlane) -> None:
@@ -693,14 +685,12 @@ def test_the_agent_throttles_and_evicts_with_the_charts_container_identity(
                     json=_policy("evict-busy", "memory_total_utilization", 1, "evict"),
                 )
             )
-            plane.wait_for(
-                "the agent evicts the busy pod",
-                lambda: (
-                    api.get("/api/v1/namespaces/qos/pods/busy").status_code == 404
-                    or "deletionTimestamp" in ok(api.get("/api/v1/namespaces/qos/pods/busy"))["metadata"]
-                ),
-                timeout=120,
-            )
+
+            def evicted() -> bool:
+                resp = api.get("/api/v1/namespaces/qos/pods/busy")  # one read: the pod may go between two
+                return resp.status_code == 404 or "deletionTimestamp" in ok(resp)["metadata"]
+
+            plane.wait_for("the agent evicts the busy pod", evicted, timeout=120)
         metrics = httpx.get(f"http://{LOOPBACK}:{port}/metrics", timeout=10).text
         assert 'koordpy_agent_evictions_total{outcome="evicted"} 1.0' in metrics
         assert "koordpy_agent_actuator_errors_total 0.0" in metrics
@@ -713,17 +703,26 @@ def test_the_agent_throttles_and_evicts_with_the_charts_container_identity(
 # ---- uninstall (last: it removes the module's release) ------------------------------------------
 
 
-def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: ControlPlane) -> None:
-    with plane.client() as api:
-        assert ok(api.get("/apis/kopf.dev/v1/clusterkopfpeerings/koordpy-manager"))  # the hook's object
-        assert listed_objects(api, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
-    result = helm(plane, "uninstall", RELEASE, "-n", NAMESPACE)
-    assert "These resources were kept due to the resource policy" in result.stdout
-    with plane.client() as api:
-        plane.wait_for("the release's pods gone", lambda: not pods(api, NAMESPACE))
-        left = listed_objects(api, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
+def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: ControlPlane, tmp_path: Path) -> None:
+    with plane.client() as client:
+        release = Release(plane, Kube(client))
+        components = Components(plane, release, tmp_path)
+        try:
+            components.start_manager()  # two replicas configured: it creates the peering, owned by its role
+            plane.wait_for(
+                "the manager's ClusterKopfPeering", lambda: release.kube.get("ClusterKopfPeering", "koordpy-manager")
+            )
+        finally:
+            components.close()
+        assert listed_objects(client, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
+        result = release.uninstall()
+        assert "These resources were kept due to the resource policy" in result.stdout
+        plane.wait_for("the release's pods gone", lambda: not pods(client, NAMESPACE))
+        plane.wait_for(
+            "the peering collected with the role",
+            lambda: not get(client, "/apis/kopf.dev/v1/clusterkopfpeerings")["items"],
+        )
+        left = listed_objects(client, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
         assert left == {f"CustomResourceDefinition//{name}" for name in KEPT_CRDS}, sorted(left)
-        assert api.get("/apis/kopf.dev/v1/clusterkopfpeerings/koordpy-manager").status_code == 404
-        assert ok(api.get("/apis/kopf.dev/v1/clusterkopfpeerings"))["items"] == []
         # what the tests wrote with the kept kinds stays, as any user's objects of a kept CRD do
-        assert {m["metadata"]["name"] for m in ok(api.get(NM))["items"]} == {NODE_A, NODE_B}
+        assert {m["metadata"]["name"] for m in get(client, NM)["items"]} == {NODE_A, NODE_B}
