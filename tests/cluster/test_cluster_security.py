@@ -117,9 +117,11 @@ def agent_token(plane: ControlPlane, node: str, ns: str = NAMESPACE, release: st
     )
 
 
-def evict(api: httpx.Client, ns: str, name: str) -> httpx.Response:
+def evict(api: httpx.Client, ns: str, name: str, *, dry_run: bool = False) -> httpx.Response:
+    """An Eviction; ``dry_run`` goes through admission (the policies too) and changes nothing."""
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
-    return api.post(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", json=body)
+    params = {"dryRun": "All"} if dry_run else {}
+    return api.post(f"/api/v1/namespaces/{ns}/pods/{name}/eviction", json=body, params=params)
 
 
 def nodemetric(node: str) -> dict[str, Any]:
@@ -380,20 +382,40 @@ def test_an_agent_token_writes_and_evicts_on_its_own_node_only(plane: ControlPla
 def test_with_the_policy_off_rbac_alone_lets_one_node_act_on_another(plane: ControlPlane) -> None:
     """What the policy stops (docs/security.md, "With the policies off")."""
     with plane.client() as api:
-        ok(api.post("/api/v1/namespaces/victims/pods", json=pod("on-b-again", NODE_B)))
+        for name in ("on-b-again", "on-b-stays"):
+            ok(api.post("/api/v1/namespaces/victims/pods", json=pod(name, NODE_B)))
     switch = ("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", "--set")
     helm(plane, *switch, "admissionPolicies.agentNodeScope=false")
     try:
         with plane.client(agent_token(plane, NODE_A)) as agent:
-            # the API server drops a deleted policy from its cache within moments
+            # the API server drops deleted policies from its cache within moments, each on its own
             plane.wait_for(
-                "node A's token writes node B's NodeMetric", lambda: patch_status(agent, NODE_B).status_code == 200
+                "node A's token writes node B's NodeMetric and may evict its pod",
+                lambda: (
+                    patch_status(agent, NODE_B).status_code == 200
+                    and evict(agent, "victims", "on-b-again", dry_run=True).status_code == 201
+                ),
             )
             assert evict(agent, "victims", "on-b-again").status_code == 201
     finally:
         helm(plane, *switch, "admissionPolicies.agentNodeScope=true")
     with plane.client(agent_token(plane, NODE_A)) as agent:
-        plane.wait_for("the policy enforced again", lambda: patch_status(agent, NODE_B).status_code == 403)
+        seen: list[tuple[int, int]] = []
+
+        def enforced() -> bool:
+            codes = (
+                patch_status(agent, NODE_B).status_code,
+                evict(agent, "victims", "on-b-stays", dry_run=True).status_code,
+            )
+            seen.append(codes)
+            return codes == (403, 403)
+
+        try:
+            plane.wait_for("both policies enforced again", enforced)
+        except TimeoutError:
+            raise AssertionError(
+                f"(NodeMetric status patch, dry-run eviction) answers, last five: {seen[-5:]}"
+            ) from None
 
 
 def _service_account(api: httpx.Client, ns: str, name: str) -> None:
@@ -710,6 +732,10 @@ def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: C
         try:
             components.start_manager()  # two replicas configured: it creates the peering, owned by its role
             plane.wait_for(
+                "the manager's NodeMetric of every node",
+                lambda: len(get(client, NM)["items"]) == 3,
+            )
+            plane.wait_for(
                 "the manager's ClusterKopfPeering", lambda: release.kube.get("ClusterKopfPeering", "koordpy-manager")
             )
         finally:
@@ -724,5 +750,6 @@ def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: C
         )
         left = listed_objects(client, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
         assert left == {f"CustomResourceDefinition//{name}" for name in KEPT_CRDS}, sorted(left)
-        # what the tests wrote with the kept kinds stays, as any user's objects of a kept CRD do
-        assert {m["metadata"]["name"] for m in get(client, NM)["items"]} == {NODE_A, NODE_B}
+        # what the tests and the manager (one per node) wrote with the kept kinds stays, as any user's
+        # objects of a kept CRD do
+        assert {m["metadata"]["name"] for m in get(client, NM)["items"]} == {NODE_A, NODE_B, SYSTEM_NODE}
