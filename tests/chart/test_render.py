@@ -446,7 +446,8 @@ def test_notes_render_for_an_install() -> None:
     notes = _install_notes()
     assert "schedulerName: koordpy-scheduler" in notes
     assert "127.0.0.1:10262" in notes
-    assert "port 10263 (Service port http-metrics)" in notes  # the default ops listener
+    assert "on the pod IP only, port 10263 (Service port http-metrics" in notes  # the default ops listener
+    assert "sh -c 'wget -qO- http://$(hostname -i):10263/metrics'" in notes
     assert "manager.config.reservation.enabled (now: false)" in notes
     # the migration mode the manager applies: koordpy's default, the one the values choose
     default = validate(ManagerConfiguration, {}).migration_controller.default_job_mode
