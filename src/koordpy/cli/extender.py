@@ -16,7 +16,7 @@ from koordpy.config.errors import ConfigError
 __all__ = ["extender_command", "register"]
 
 
-def extender_command(
+def extender_command(  # noqa: PLR0917 - typer maps each parameter to an option
     config: Annotated[
         Path, typer.Option("--config", metavar="FILE", help="SchedulerConfiguration file (YAML or JSON).")
     ],
