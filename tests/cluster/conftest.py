@@ -31,7 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         workdir=tmp_path_factory.mktemp("controlplane"),
-        allow_privileged=True,
         audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",),
     )
     plane.start()

@@ -70,7 +70,7 @@ def crds(kube: Kube) -> set[str]:
 @pytest.fixture(scope="module")
 def lifecycle_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane for the install/upgrade/uninstall sequence (the session's keeps its release)."""
-    plane = ControlPlane(workdir=tmp_path_factory.mktemp("lifecycle"), allow_privileged=True, default_scheduler=True)
+    plane = ControlPlane(workdir=tmp_path_factory.mktemp("lifecycle"), default_scheduler=True)
     plane.start()
     try:
         with plane.client() as api:

@@ -86,7 +86,7 @@ def page_values(markers: tuple[str, ...], tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def occupied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane whose Koordinator and Crane CRDs exist without Helm's ownership metadata."""
-    plane = ControlPlane(workdir=tmp_path_factory.mktemp("occupied"), allow_privileged=True, default_scheduler=False)
+    plane = ControlPlane(workdir=tmp_path_factory.mktemp("occupied"), default_scheduler=False)
     plane.start()
     try:
         with plane.client() as api:
