@@ -21,7 +21,14 @@ runs inside the scheduler):
   sets ``bindVerb`` (the binder). A held bind must be answered before it runs out, or kube-scheduler
   abandons the request;
 * ``binderAnswerMarginSeconds`` 5: how long before that timeout a held bind is answered with an
-  error (and retried by kube-scheduler), so the answer arrives in time. Must be below the timeout.
+  error (and retried by kube-scheduler), so the answer arrives in time. Must be below the timeout;
+* ``crossNamespaceGroups`` false: whether a GangGroup (the ``groups`` annotation) may name gangs of
+  other namespaces. Off, such entries are left out of the group (a namespace cannot join or complete
+  another namespace's gang). On, they count only when every gang of the group declares the same group;
+* ``requeueQPS`` 50 and ``requeueBurst`` 100: how fast the extender asks kube-scheduler to retry gang
+  members it refused at quorum once their gang has enough members (one pod annotation patch per parked
+  member, a token bucket of this rate and depth); ``requeueQPS: 0`` turns the retry off, leaving the
+  members to kube-scheduler's own retries (up to 5 minutes).
 
 Not guaranteed: that ``binderHttpTimeoutSeconds`` matches what kube-scheduler is really configured
 with; the chart renders both from one value, a hand-written configuration must keep them equal.
@@ -77,6 +84,12 @@ class CoschedulingArgs(BaseModel):
     """koordpy: kube-scheduler's ``httpTimeout`` for the binder extender entry."""
     binder_answer_margin_seconds: float = Field(5.0, alias="binderAnswerMarginSeconds", ge=0.5, le=600)
     """koordpy: a held bind is answered this long before ``binderHttpTimeoutSeconds`` runs out."""
+    cross_namespace_groups: bool = Field(False, alias="crossNamespaceGroups")
+    """koordpy: a GangGroup may name gangs of other namespaces (each of them must declare the same group)."""
+    requeue_qps: float = Field(50.0, alias="requeueQPS", ge=0, le=10000)
+    """koordpy: parked gang members asked to be retried per second once their gang has a quorum (0: off)."""
+    requeue_burst: int = Field(100, alias="requeueBurst", ge=1, le=100000)
+    """koordpy: how many such requests may go out at once before ``requeueQPS`` paces them."""
 
     @model_validator(mode="after")
     def _check(self) -> CoschedulingArgs:

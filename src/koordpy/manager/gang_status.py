@@ -138,7 +138,7 @@ def waiting_message(cache: GangCache, view: GangView, stored_phase: str = "") ->
     for child in view.children:
         admission = cache.admit(child)
         if not admission.ok:
-            return admission.reason
+            return admission.detail
         break
     missing = spec.min_member - view.counts.scheduled
     if missing <= 0:

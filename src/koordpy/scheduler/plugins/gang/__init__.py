@@ -9,6 +9,7 @@ report (``offline``). See README.md in this folder. The extender's bind barrier
 from koordpy.scheduler.plugins.gang.deadlock import DeadlockFinding, WaitingGroup, find_deadlock, fits
 from koordpy.scheduler.plugins.gang.decisions import (
     CASCADING_CAUSES,
+    QUORUM_REFUSED,
     Admission,
     BindBatch,
     Deadlock,
@@ -17,6 +18,8 @@ from koordpy.scheduler.plugins.gang.decisions import (
     Release,
     ReleaseCause,
     Verdict,
+    Wakeup,
+    is_quorum_refusal,
 )
 from koordpy.scheduler.plugins.gang.phase import MemberCounts, converge, gang_phase, koordinator_phase, x_k8s_phase
 from koordpy.scheduler.plugins.gang.spec import (
@@ -38,6 +41,7 @@ __all__ = [
     "API_SIGS",
     "API_X_K8S",
     "CASCADING_CAUSES",
+    "QUORUM_REFUSED",
     "Admission",
     "BindBatch",
     "Deadlock",
@@ -55,12 +59,14 @@ __all__ = [
     "ReleaseCause",
     "Verdict",
     "WaitingGroup",
+    "Wakeup",
     "converge",
     "find_deadlock",
     "fits",
     "gang_phase",
     "gang_ref",
     "group_id",
+    "is_quorum_refusal",
     "koordinator_phase",
     "podgroup_from_dict",
     "spec_from_pod",

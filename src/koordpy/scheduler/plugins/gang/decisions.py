@@ -7,6 +7,7 @@ from typing import Literal
 
 __all__ = [
     "CASCADING_CAUSES",
+    "QUORUM_REFUSED",
     "Admission",
     "BindBatch",
     "Deadlock",
@@ -15,6 +16,8 @@ __all__ = [
     "Release",
     "ReleaseCause",
     "Verdict",
+    "Wakeup",
+    "is_quorum_refusal",
 ]
 
 Verdict = Literal["allow", "wait", "reject"]
@@ -35,13 +38,41 @@ GangGroup (Koordinator: Unreserve of a Strict member). ``bind-failed`` and ``aba
 the extender and produce no Release of their own (nobody is left to answer)."""
 
 
+QUORUM_REFUSED = "gang quorum not reached: "
+"""How every quorum refusal begins. kube-scheduler copies the refusal into the pod's ``PodScheduled=False``
+condition, so a restarted extender recognises its own refusals there (they are not scheduling failures)."""
+
+
+def is_quorum_refusal(message: str) -> bool:
+    """Whether a ``PodScheduled`` message carries a quorum refusal (``Admission.reason`` of a refusal)."""
+    return QUORUM_REFUSED in message
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """PreEnqueue (quorum): may this member be tried at all? ``reason`` names the first failing gang."""
+    """PreEnqueue (quorum): may this member be tried at all?
+
+    ``reason`` is what ``/filter`` answers: for a refusal it starts with :data:`QUORUM_REFUSED` and names
+    the first gang that falls short without counting its members (the text stays true while the pod
+    waits, and kube-scheduler rewrites the pod's condition only when the text changes). ``detail`` says
+    the same with the counts, for Events and ``/debug/gangs``."""
 
     ok: bool
     reason: str
     gang_id: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeup:
+    """A member refused at quorum whose GangGroup now passes: kube-scheduler must be told to retry it
+    (it does not retry a pod an extender refused until some cluster event or its 5-minute flush)."""
+
+    pod: str
+    """``namespace/name``."""
+    gang_id: str
+    reason: str
+    """Why it passes now (the admission's ``detail``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,7 @@ def gang_report(
 
 def _admission(cache: GangCache, pod: str) -> dict[str, Any]:
     admission = cache.admit(pod)
-    return {"ok": admission.ok, "reason": admission.reason}
+    return {"ok": admission.ok, "reason": admission.detail}
 
 
 def _member(key: str, option: str, pods: Mapping[str, PodInfo], cache: GangCache) -> PodInfo:

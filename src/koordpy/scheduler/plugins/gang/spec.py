@@ -111,11 +111,13 @@ class GangSpec:
     match_policy: MatchPolicy
     wait_seconds: float
     group: tuple[str, ...]
-    """Gang ids of the GangGroup, sorted (as Koordinator sorts them; it does not add the gang itself
-    when the ``groups`` annotation omits it, and neither does koordpy)."""
+    """Gang ids of the GangGroup this gang declares, sorted, always including the gang itself. The group
+    counts only the gangs that declare exactly this group (``GangCache`` checks that)."""
     create_time: float | None
     problem: str = ""
     """Why the gang is not initialised ("" when it is)."""
+    left_out: tuple[str, ...] = ()
+    """``groups`` entries not in the group: other namespaces, while ``gang.crossNamespaceGroups`` is off."""
 
     @property
     def id(self) -> str:
@@ -183,16 +185,26 @@ def _match_policy(annotations: Mapping[str, str], default: MatchPolicy) -> Match
     return default
 
 
-def _group(raw: str, gang_id: str) -> tuple[str, ...]:
+def _group(raw: str, gang_id: str, cross_namespace: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``groups``: a JSON array of ``ns/name`` strings; invalid JSON, a non-array or an empty array → just
-    the gang itself. Kept as given otherwise (sorted), without adding the gang itself."""
+    the gang itself. The gang itself is always part of its group (koordpy; Koordinator keeps an array
+    that omits it as given). Entries in another namespace are left out unless ``cross_namespace``.
+    Returns the group (sorted) and the entries left out (sorted)."""
     try:
         parsed: Any = json.loads(raw) if raw else None
     except ValueError:
         parsed = None
     if not isinstance(parsed, list) or not parsed or not all(isinstance(x, str) for x in parsed):
-        return (gang_id,)
-    return tuple(sorted(parsed))
+        return (gang_id,), ()
+    namespace = gang_id.partition("/")[0]
+    kept = {gang_id}
+    left_out: set[str] = set()
+    for entry in parsed:
+        if cross_namespace or entry.partition("/")[0] == namespace:
+            kept.add(entry)
+        else:
+            left_out.add(entry)
+    return tuple(sorted(kept)), tuple(sorted(left_out))
 
 
 def _pod_wait_seconds(raw: str, default: float) -> float:
@@ -223,6 +235,7 @@ def spec_from_pod(ref: GangRef, pod: PodInfo, args: CoschedulingArgs) -> GangSpe
     if min_member is None:
         return missing_spec(ref, f"gang {ref.id}: member {pod.key}: {where} is not an integer")
     annotations = pod.annotations
+    group, left_out = _group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id, args.cross_namespace_groups)
     return GangSpec(
         ref=ref,
         initialised=True,
@@ -231,8 +244,9 @@ def spec_from_pod(ref: GangRef, pod: PodInfo, args: CoschedulingArgs) -> GangSpe
         mode=_mode(annotations.get(keys.ANNOTATION_MODE, "")),
         match_policy=_match_policy(annotations, args.default_match_policy),
         wait_seconds=_pod_wait_seconds(annotations.get(keys.ANNOTATION_WAITING_TIME, ""), args.default_timeout),
-        group=_group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id),
+        group=group,
         create_time=pod.creation_time,
+        left_out=left_out,
     )
 
 
@@ -245,6 +259,7 @@ def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -
     """
     annotations = pg.annotations
     timeout = pg.schedule_timeout_seconds
+    group, left_out = _group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id, args.cross_namespace_groups)
     return GangSpec(
         ref=ref,
         initialised=True,
@@ -253,8 +268,9 @@ def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -
         mode=_mode(annotations.get(keys.ANNOTATION_MODE, "")),
         match_policy=_match_policy(annotations, args.default_match_policy),
         wait_seconds=float(timeout) if timeout is not None and timeout > 0 else args.default_timeout,
-        group=_group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id),
+        group=group,
         create_time=pg.creation_time,
+        left_out=left_out,
     )
 
 

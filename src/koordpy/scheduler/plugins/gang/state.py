@@ -1,12 +1,15 @@
 """``GangCache``: gang membership, held binds and decisions, fed by events. Pure: no I/O, time is passed in.
 
-Events: ``upsert_pod``/``delete_pod``, ``upsert_podgroup``/``delete_podgroup``, ``hold`` (a member's bind
-request parked on a node), ``bound``, ``bind_failed``, ``abandon`` (the bind request's client went
-away) and ``scheduling_failed`` (the member's ``PodScheduled`` turned False). Decisions: ``admit``
-(PreEnqueue quorum), ``permit`` (the GangGroup verdict), ``take_ready`` (holds allowed to bind together),
-``take_releases`` (holds to answer with an error now, and why), ``next_deadline`` (for the caller's
-timer) and ``resolve_deadlock`` (NonStrict deadlock). Release decisions are queued by the events and
-drained by ``take_releases``; allowed groups are found by ``take_ready``. The caller answers/binds.
+Events: ``upsert_pod``/``delete_pod``, ``upsert_podgroup``/``delete_podgroup``, ``observe`` (a pod seen in a
+``/filter`` or ``/bind`` request, perhaps before the watch), ``hold`` (a member's bind request parked on
+a node), ``bound``, ``bind_failed``, ``abandon`` (the bind request's client went away) and
+``scheduling_failed`` (the member's ``PodScheduled`` turned False). Decisions: ``admit`` and
+``admit_request`` (PreEnqueue quorum; a refusal of a request *parks* the member), ``take_wakeups`` (parked
+members whose group now passes: kube-scheduler must be asked to retry them), ``permit`` (the GangGroup
+verdict), ``take_ready`` (holds allowed to bind together), ``take_releases`` (holds to answer with an error
+now, and why), ``next_deadline`` (for the caller's timer) and ``resolve_deadlock`` (NonStrict deadlock).
+Release decisions are queued by the events and drained by ``take_releases``; allowed groups and wakeups
+are found by ``take_ready`` and ``take_wakeups`` among the gangs touched since. The caller answers/binds.
 
 Semantics (Koordinator v1.8, reference §2.4–2.5), with koordpy's bind barrier standing in for Permit:
 
@@ -14,8 +17,15 @@ Semantics (Koordinator v1.8, reference §2.4–2.5), with koordpy's bind barrier
   per-pod Permit timer); a hold answered because kube-scheduler's binder timeout is near
   (``answer-deadline``) keeps that clock, so wait times of any length are honoured across retries;
 * waiting = held + allowed-but-not-yet-bound members; bound = members with ``spec.nodeName`` or
-  reported ``bound``; the GangGroup's ``OnceResourceSatisfied`` is set the first time any member of
-  any of its gangs is bound, and never cleared while the cache lives;
+  reported ``bound``; the GangGroup is *satisfied once* (Koordinator's ``OnceResourceSatisfied``) while
+  a member of one of its gangs is bound. koordpy derives it from the members that exist, so it does not
+  depend on the process's uptime, and a gang whose members are all gone starts from nothing again
+  (Koordinator keeps the flag until the gang leaves its cache);
+* a GangGroup is the set of gangs that declare exactly the same group (``GangSpec.group``, which holds
+  the gang itself and, unless ``gang.crossNamespaceGroups``, only gangs of its namespace): a gang named
+  by a group but declaring another one keeps the group waiting, and is never counted or released with it;
+* a PodGroup's deletion ends its gang's history: held members are released (``deleted``), outstanding
+  failures are forgotten; the members stay known (their gang is ``NotFound`` until the PodGroup is back);
 * Strict: a member's scheduling failure, an expired/rejected/abandoned hold, a failed binding or the
   deletion of a held member releases every held member of the whole GangGroup — unless the gang's
   policy is once-satisfied and the group was satisfied once. A Strict member's failure stays
@@ -23,7 +33,8 @@ Semantics (Koordinator v1.8, reference §2.4–2.5), with koordpy's bind barrier
   NonStrict: nothing else is released; holds accumulate until quorum or their wait time.
 
 Not guaranteed: thread safety (call from one thread); persistence (a restarted extender rebuilds from
-the watch and has no holds: kube-scheduler has failed the abandoned binds by then).
+the watch and has no holds: kube-scheduler has failed the abandoned binds by then); that a pod seen only
+in a request and deleted before the watch ever showed it is forgotten (it counts until its gang goes).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from koordpy.model.resources import ResourceList
 from koordpy.scheduler.plugins.gang.deadlock import WaitingGroup, find_deadlock
 from koordpy.scheduler.plugins.gang.decisions import (
     CASCADING_CAUSES,
+    QUORUM_REFUSED,
     Admission,
     BindBatch,
     Deadlock,
@@ -45,6 +57,8 @@ from koordpy.scheduler.plugins.gang.decisions import (
     Permit,
     Release,
     ReleaseCause,
+    Wakeup,
+    is_quorum_refusal,
 )
 from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
 from koordpy.scheduler.plugins.gang.spec import (
@@ -166,11 +180,15 @@ class GangCache:
         self._binding = _HoldTable()
         """Holds handed out by ``take_ready`` and not yet reported bound or failed."""
         self._wait_started: dict[str, float] = {}
-        self._once_satisfied: set[str] = set()
         self._outbox: list[Release] = []
         self._next_id = 1
         self._dirty: set[str] = set()
         """Gang ids changed since the last ``take_ready``: only groups touching them are re-evaluated."""
+        self._wake_dirty: set[str] = set()
+        """Gang ids changed since the last ``take_wakeups``."""
+        self._parked: dict[str, dict[str, None]] = {}
+        """Gang id → members refused at quorum by ``admit_request`` and not retried since (in refusal order)."""
+        self._parked_gang: dict[str, str] = {}
         self._in_groups: dict[str, set[str]] = {}
         """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
 
@@ -196,9 +214,21 @@ class GangCache:
             self._set_spec(gang, spec_from_pod(gang.ref, pod, self.args))  # first writer wins: until initialised
         gang.children[key] = pod
         self._pod_gang[key] = ref.id
-        self._dirty.add(ref.id)
+        self._touch(ref.id)
         if pod.node_name:
             self._mark_bound(gang, key, pod.node_name)
+
+    def observe(self, pod: PodInfo) -> str | None:
+        """A pod seen in a ``/filter`` or ``/bind`` request: its gang is decided from the pod itself, and a
+        member the watch has not shown yet (or shows in another gang) is counted now. Returns its gang id.
+
+        A member the watch already knows in the same gang is left as the watch shows it (the watch is newer
+        than a request's copy, or as new)."""
+        ref = gang_ref(pod)
+        current = self._pod_gang.get(pod.key)
+        if (None if ref is None else ref.id) != current:
+            self.upsert_pod(pod)
+        return None if ref is None else ref.id
 
     def delete_pod(self, namespace: str, name: str) -> None:
         """A pod was deleted. A held member is released (cause ``deleted``, cascading for Strict)."""
@@ -207,7 +237,7 @@ class GangCache:
     def upsert_podgroup(self, pg: PodGroupInfo) -> None:
         """A PodGroup of either API was added or changed; its gang's parameters are re-read from it."""
         self._podgroups[(pg.api, pg.id)] = pg
-        self._dirty.add(pg.id)
+        self._touch(pg.id)
         gang = self._gangs.get(pg.id)
         if gang is None:
             ref = GangRef(pg.namespace, pg.name, pg.api)
@@ -218,15 +248,24 @@ class GangCache:
             self._set_spec(gang, spec_from_podgroup(gang.ref, pg, self.args))
 
     def delete_podgroup(self, api: str, namespace: str, name: str) -> None:
-        """A PodGroup was deleted: its gang becomes un-initialised (``NotFound``) and keeps its members.
+        """A PodGroup was deleted: its gang's history ends. Held members are released (``deleted``, which
+        cascades for Strict), outstanding failures are forgotten, and the gang becomes un-initialised
+        (``NotFound``) while members remain; a gang with no member left is dropped.
 
-        (Koordinator drops the gang and forgets its members until their next event; koordpy keeps them.)
+        (Koordinator drops the gang and forgets its members until their next event; koordpy keeps the
+        members, which are facts about pods, and drops the rest.)
         """
         gang_id = f"{namespace}/{name}"
         self._podgroups.pop((api, gang_id), None)
         gang = self._gangs.get(gang_id)
         if gang is None or gang.ref.source != api:
             return
+        why = f"gang {gang_id}: PodGroup {gang_id} ({api}) was deleted"
+        for key in sorted(self._held.of(gang_id)):
+            hold = self._held.get(key)
+            if hold is not None:
+                self._release(hold, "deleted", why)
+        gang.failed.clear()
         if not gang.children:
             self._drop_gang(gang_id)
         else:
@@ -262,8 +301,9 @@ class GangCache:
         )
         self._next_id += 1
         gang.failed.pop(pod_key, None)
+        self._unpark(pod_key)
         self._held.put(hold)
-        self._dirty.add(gang_id)
+        self._touch(gang_id)
         permit = self.permit(gang_id, now)
         if permit.verdict == "reject":
             self._release(hold, "rejected", permit.reason)
@@ -305,9 +345,13 @@ class GangCache:
     def scheduling_failed(self, pod_key: str, reason: str) -> None:
         """The member's scheduling attempt failed (``PodScheduled=False``). Strict, not (once-satisfied ∧
         satisfied): every held member of the GangGroup is released and later holds of the group are
-        rejected until this member is held, bound or deleted. NonStrict: recorded only."""
+        rejected until this member is held, bound or deleted. NonStrict: recorded only.
+
+        A quorum refusal (``reason`` carries :data:`~koordpy.scheduler.plugins.gang.QUORUM_REFUSED`, as
+        kube-scheduler copies it from ``/filter``) is not a failure: the gang is incomplete, not failing.
+        So the condition a refusal left is recognised by any extender process, a restarted one too."""
         gang_id = self._pod_gang.get(pod_key)
-        if gang_id is None:
+        if gang_id is None or is_quorum_refusal(reason):
             return
         gang = self._gangs[gang_id]
         gang.failed[pod_key] = reason
@@ -316,39 +360,67 @@ class GangCache:
             self._outbox.append(Release(hold, "superseded", f"{pod_key} failed scheduling: {reason}"))
         if self._strict_applies(gang):
             why = f"gang {gang_id} (Strict): member {pod_key} failed scheduling ({reason})"
-            self._release_group(gang.spec.group, "strict", why, exclude=pod_key)
+            self._release_group(self._members(gang.spec), "strict", why, exclude=pod_key)
 
     # ------------------------------------------------------------------ decisions
 
     def admit(self, pod_key: str) -> Admission:
         """Koordinator's PreEnqueue: the member's own gang must be initialised; if its policy is
-        once-satisfied and its group was satisfied once, it passes; otherwise every gang of its GangGroup
-        must exist, be initialised and have at least ``minMember`` members (any pod phase). The reason
-        names the first gang (by id) that falls short."""
+        once-satisfied and its group is satisfied once, it passes; otherwise every gang of its GangGroup
+        must exist, be initialised, declare the same group and have at least ``minMember`` members (any
+        pod phase). A refusal names the first gang (by id) that falls short (see ``Admission``)."""
         gang_id = self._pod_gang.get(pod_key)
         if gang_id is None:
-            return Admission(True, f"pod {pod_key} is in no gang", "")
-        own = self._gangs[gang_id].spec
-        if not own.initialised:
-            return Admission(False, own.problem, gang_id)
-        if own.match_policy == "once-satisfied" and own.group_id in self._once_satisfied:
-            return Admission(True, f"gang {gang_id}: satisfied once (once-satisfied)", gang_id)
-        for gid in own.group:
-            other = self._gangs.get(gid)
-            if other is None:
-                return Admission(False, f"gang {gid}: no member exists yet", gid)
-            if not other.spec.initialised:
-                return Admission(False, other.spec.problem, gid)
-            have = len(other.children)
-            if have < other.spec.min_member:
-                return Admission(False, f"gang {gid}: {have} of {other.spec.min_member} members exist", gid)
-        have = len(self._gangs[gang_id].children)
-        return Admission(True, f"gang {gang_id}: {have} of {own.min_member} members exist", gang_id)
+            return Admission(True, f"pod {pod_key} is in no gang", "", f"pod {pod_key} is in no gang")
+        return self._admit_gang(gang_id)
+
+    def admit_request(self, pod: PodInfo) -> Admission:
+        """The quorum test of a ``/filter`` request. Membership comes from the pod in the request
+        (``observe``), never only from the watch, which may not have shown the pod yet. A refused member
+        is *parked*: ``take_wakeups`` hands it out once its group passes. A member that passes is unparked."""
+        gang_id = self.observe(pod)
+        if gang_id is None:
+            return Admission(True, f"pod {pod.key} is in no gang", "", f"pod {pod.key} is in no gang")
+        admission = self._admit_gang(gang_id)
+        if admission.ok:
+            self._unpark(pod.key)
+        else:
+            self._park(pod.key, gang_id)
+        return admission
+
+    def take_wakeups(self) -> list[Wakeup]:
+        """Parked members whose GangGroup passes admission now, oldest refusal first per gang, gangs by id.
+        They are unparked: each is handed out once per refusal. Only gangs touched since the last call (and
+        the gangs whose group names them) are evaluated, once per gang whatever its number of members."""
+        if not self._wake_dirty:
+            return []
+        dirty, self._wake_dirty = self._wake_dirty, set()
+        candidates = {g for d in dirty for g in (d, *self._in_groups.get(d, ()))}
+        out: list[Wakeup] = []
+        for gang_id in sorted(candidates):
+            parked = self._parked.get(gang_id)
+            if not parked:
+                continue
+            admission = self._admit_gang(gang_id)
+            if not admission.ok:
+                continue
+            del self._parked[gang_id]
+            for key in parked:
+                self._parked_gang.pop(key, None)
+                out.append(Wakeup(key, gang_id, admission.detail))
+        return out
+
+    def parked(self, gang_id: str | None = None) -> list[str]:
+        """Members refused at quorum and not retried since (of one gang, or all), in refusal order."""
+        if gang_id is not None:
+            return list(self._parked.get(gang_id, ()))
+        return [key for members in self._parked.values() for key in members]
 
     def permit(self, gang_id: str, now: float) -> Permit:
         """The verdict for ``gang_id``'s GangGroup, for every gang of it (reference §2.4): ``reject`` when a
-        Strict gang has an outstanding member failure; else ``allow`` when every gang is initialised
-        and valid under its match policy; else ``wait`` naming the first gang (by id) that is not."""
+        Strict gang has an outstanding member failure; else ``allow`` when every gang is initialised,
+        declares the same group and is valid under its match policy; else ``wait`` naming the first gang
+        (by id) that is not."""
         gang = self._gangs.get(gang_id)
         if gang is None:
             return Permit("wait", f"gang {gang_id}: no member exists yet", 0.0)
@@ -365,6 +437,9 @@ class GangCache:
             if not other.spec.initialised:
                 waits.append(other.spec.problem)
                 continue
+            if other.spec.group != group:
+                waits.append(_disagreement(other.spec, gang.spec))
+                continue
             if other.failed and self._strict_applies(other):
                 pod, reason = sorted(other.failed.items())[0]
                 return Permit("reject", f"gang {gid} (Strict): member {pod} failed scheduling ({reason})", remaining)
@@ -379,8 +454,7 @@ class GangCache:
 
     def take_ready(self, now: float) -> list[BindBatch]:
         """Holds now allowed to bind together: for each gang with holds whose GangGroup permit is ``allow``,
-        the holds of every gang of that group and its own (a group that omits the gang itself still
-        releases it, as its permit allowed it). Batches sorted by group id. The holds move to the
+        the holds of every gang of that group (it holds the gang itself). Batches sorted by group id. The holds move to the
         allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``. Only groups touched by
         an event since the last call are evaluated."""
         if not self._dirty:
@@ -395,8 +469,7 @@ class GangCache:
             permit = self.permit(gang_id, now)
             if permit.verdict != "allow":
                 continue
-            gangs = {*spec.group, gang_id}
-            members = sorted((h for g in gangs for h in self._held.of(g).values()), key=lambda h: h.pod)
+            members = sorted((h for g in spec.group for h in self._held.of(g).values()), key=lambda h: h.pod)
             for h in members:
                 self._held.pop(h.pod)
                 self._binding.put(h)
@@ -475,7 +548,7 @@ class GangCache:
             waiting=tuple(waiting),
             bound=tuple(sorted(gang.bound)),
             failed=tuple(sorted(gang.failed)),
-            once_satisfied=gang.spec.group_id in self._once_satisfied,
+            once_satisfied=self._satisfied_once(gang.spec),
             holds=holds,
             counts=self._counts(gang),
         )
@@ -509,7 +582,71 @@ class GangCache:
         gang.spec = spec
         for gid in spec.group:
             self._in_groups.setdefault(gid, set()).add(spec.id)
-        self._dirty.add(spec.id)
+        self._touch(spec.id)
+
+    def _touch(self, gang_id: str) -> None:
+        self._dirty.add(gang_id)
+        self._wake_dirty.add(gang_id)
+
+    def _members(self, spec: GangSpec) -> list[str]:
+        """The gangs that make up ``spec``'s GangGroup: those of its group that exist and declare the same
+        group (always the gang itself). Only they are counted together and released together."""
+        out: list[str] = []
+        for gid in spec.group:
+            other = self._gangs.get(gid)
+            if other is not None and (gid == spec.id or other.spec.group == spec.group):
+                out.append(gid)
+        return out
+
+    def _satisfied_once(self, spec: GangSpec) -> bool:
+        """Koordinator's ``OnceResourceSatisfied``: a member of a gang of the GangGroup is bound now."""
+        return any(self._gangs[g].bound for g in self._members(spec))
+
+    def _admit_gang(self, gang_id: str) -> Admission:
+        own = self._gangs[gang_id].spec
+        if not own.initialised:
+            return Admission(False, QUORUM_REFUSED + own.problem, gang_id, own.problem)
+        if own.match_policy == "once-satisfied" and self._satisfied_once(own):
+            why = f"gang {gang_id}: satisfied once (once-satisfied)"
+            return Admission(True, why, gang_id, why)
+        for gid in own.group:
+            other = self._gangs.get(gid)
+            if other is None:
+                why = f"gang {gid}: no member exists yet"
+                return Admission(False, QUORUM_REFUSED + why, gid, why)
+            spec = other.spec
+            if not spec.initialised:
+                return Admission(False, QUORUM_REFUSED + spec.problem, gid, spec.problem)
+            if spec.group != own.group:
+                why = _disagreement(spec, own)
+                return Admission(False, QUORUM_REFUSED + why, gid, why)
+            have = len(other.children)
+            if have < spec.min_member:
+                return Admission(
+                    False,
+                    f"{QUORUM_REFUSED}gang {gid}: fewer than {spec.min_member} members exist",
+                    gid,
+                    f"gang {gid}: {have} of {spec.min_member} members exist",
+                )
+        have = len(self._gangs[gang_id].children)
+        why = f"gang {gang_id}: {have} of {own.min_member} members exist"
+        return Admission(True, why, gang_id, why)
+
+    def _park(self, key: str, gang_id: str) -> None:
+        if self._parked_gang.get(key) == gang_id:
+            return
+        self._unpark(key)
+        self._parked.setdefault(gang_id, {})[key] = None
+        self._parked_gang[key] = gang_id
+
+    def _unpark(self, key: str) -> None:
+        gang_id = self._parked_gang.pop(key, None)
+        if gang_id is None:
+            return
+        members = self._parked[gang_id]
+        del members[key]
+        if not members:
+            del self._parked[gang_id]
 
     def _drop_gang(self, gang_id: str) -> None:
         gang = self._gangs.pop(gang_id)
@@ -527,10 +664,10 @@ class GangCache:
         return spec_from_podgroup(ref, pg, self.args)
 
     def _mark_bound(self, gang: _Gang, key: str, node: str) -> None:
-        self._dirty.add(gang.spec.id)
+        self._touch(gang.spec.id)
         gang.bound.add(key)
         gang.failed.pop(key, None)
-        self._once_satisfied.add(gang.spec.group_id)
+        self._unpark(key)
         self._binding.pop(key)
         self._wait_started.pop(key, None)
         hold = self._held.pop(key)
@@ -542,7 +679,8 @@ class GangCache:
         if gang_id is None:
             return
         gang = self._gangs[gang_id]
-        self._dirty.add(gang_id)
+        self._touch(gang_id)
+        self._unpark(key)
         gang.children.pop(key, None)
         gang.bound.discard(key)
         gang.failed.pop(key, None)
@@ -558,7 +696,7 @@ class GangCache:
         spec = gang.spec
         if spec.mode != "Strict":
             return False
-        return not (spec.match_policy == "once-satisfied" and spec.group_id in self._once_satisfied)
+        return not (spec.match_policy == "once-satisfied" and self._satisfied_once(spec))
 
     def _release(self, hold: Hold, cause: ReleaseCause, reason: str) -> None:
         self._held.pop(hold.pod)
@@ -572,7 +710,7 @@ class GangCache:
         if cause not in CASCADING_CAUSES or gang is None or not self._strict_applies(gang):
             return
         why = f"gang {hold.gang_id} (Strict): member {hold.pod} was released ({reason})"
-        self._release_group(gang.spec.group, "strict", why, exclude=hold.pod)
+        self._release_group(self._members(gang.spec), "strict", why, exclude=hold.pod)
 
     def _release_group(self, group: Iterable[str], cause: ReleaseCause, reason: str, exclude: str) -> None:
         held = [h for g in set(group) for h in self._held.of(g).values()]
@@ -600,7 +738,7 @@ class GangCache:
             return (
                 f"gang {spec.id}: {waiting} waiting + {bound} bound of {spec.min_member} members (waiting-and-running)"
             )
-        if waiting >= spec.min_member or spec.group_id in self._once_satisfied:
+        if waiting >= spec.min_member or self._satisfied_once(spec):
             return ""
         return f"gang {spec.id}: {waiting} of {spec.min_member} members waiting at the bind barrier"
 
@@ -609,7 +747,7 @@ class GangCache:
         waiting = self._waiting_count(gang)
         if (
             spec.match_policy == "once-satisfied"
-            and spec.group_id in self._once_satisfied
+            and self._satisfied_once(spec)
             and waiting < spec.min_member
         ):
             return f"gang {spec.id}: satisfied once (once-satisfied)"
@@ -634,7 +772,7 @@ class GangCache:
         )
 
     def _waiting_group(self, spec: GangSpec) -> WaitingGroup:
-        members = [self._gangs[g] for g in spec.group if g in self._gangs]
+        members = [self._gangs[g] for g in self._members(spec)]
         held: list[str] = []
         holds: list[tuple[str, ResourceList]] = []
         pending: list[ResourceList] = []
@@ -661,3 +799,7 @@ class GangCache:
             holds=tuple(holds),
             pending=tuple(pending),
         )
+
+
+def _disagreement(other: GangSpec, own: GangSpec) -> str:
+    return f"gang {other.id} declares GangGroup [{other.group_id}], not [{own.group_id}]"

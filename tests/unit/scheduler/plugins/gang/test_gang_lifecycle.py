@@ -33,6 +33,87 @@ def test_deleting_the_podgroup_keeps_members_and_turns_not_found() -> None:
     assert cache.view("default/pg").spec.initialised is False  # type: ignore[union-attr]
 
 
+def bound_pair(cache: GangCache) -> None:
+    """PodGroup pg (minMember 2), two members held and bound together: the gang was satisfied."""
+    cache.upsert_podgroup(podgroup("pg", 2))
+    for i in range(2):
+        cache.upsert_pod(member(f"p{i}", labels={SIGS: "pg"}))
+        cache.hold(f"default/p{i}", f"u{i}", "n1", T0)
+    (batch,) = cache.take_ready(T0)
+    for hold in batch.holds:
+        cache.bound(hold.pod, "n1")
+        cache.upsert_pod(member(hold.pod.partition("/")[2], labels={SIGS: "pg"}, node="n1"))
+    assert cache.view("default/pg").once_satisfied  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("delete_podgroup", [True, False])
+def test_a_recreated_gang_starts_from_nothing(delete_podgroup: bool) -> None:
+    """The reproduction: minMember 2, two members bound; both pods (and the PodGroup) deleted; the
+    PodGroup recreated with one member. That member must wait for a second one: nothing of the first run
+    (once-satisfied) carries over, whether or not the PodGroup was deleted in between."""
+    cache = GangCache(ARGS)
+    bound_pair(cache)
+    for i in range(2):
+        cache.delete_pod("default", f"p{i}")
+    if delete_podgroup:
+        cache.delete_podgroup("scheduling.sigs.k8s.io", "default", "pg")
+        assert cache.view("default/pg") is None  # nothing left of it
+        cache.upsert_podgroup(podgroup("pg", 2))
+    cache.upsert_pod(member("again-0", labels={SIGS: "pg"}))
+    admission = cache.admit("default/again-0")
+    assert (admission.ok, admission.detail) == (False, "gang default/pg: 1 of 2 members exist")
+    _, permit = cache.hold("default/again-0", "ua", "n1", T0 + 10)
+    assert (permit.verdict, permit.reason) == ("wait", "gang default/pg: 1 of 2 members waiting at the bind barrier")
+    assert cache.take_ready(T0 + 10) == []
+    assert not cache.view("default/pg").once_satisfied  # type: ignore[union-attr]
+
+
+def test_a_fresh_cache_decides_like_a_long_running_one() -> None:
+    """A restarted extender sees the same objects and must decide the same: once-satisfied follows the
+    members that exist, not the process's history."""
+    long_running = GangCache(ARGS)
+    bound_pair(long_running)
+    long_running.delete_pod("default", "p0")
+    long_running.delete_pod("default", "p1")
+    long_running.upsert_pod(member("again-0", labels={SIGS: "pg"}))
+    restarted = GangCache(ARGS)
+    restarted.upsert_podgroup(podgroup("pg", 2))
+    restarted.upsert_pod(member("again-0", labels={SIGS: "pg"}))
+    for cache in (long_running, restarted):
+        assert cache.admit("default/again-0").detail == "gang default/pg: 1 of 2 members exist"
+        assert cache.view("default/pg").once_satisfied is False  # type: ignore[union-attr]
+
+
+def test_while_one_member_stays_bound_a_replacement_binds_alone() -> None:
+    # once-satisfied as Koordinator means it: p0 fails and is replaced while p1 runs; the replacement
+    # needs no quorum (1 of 2 exist, but the group has a bound member).
+    cache = GangCache(ARGS)
+    bound_pair(cache)
+    cache.delete_pod("default", "p0")
+    cache.upsert_pod(member("p0-again", labels={SIGS: "pg"}))
+    assert cache.admit("default/p0-again").detail == "gang default/pg: satisfied once (once-satisfied)"
+    _, permit = cache.hold("default/p0-again", "u", "n1", T0 + 5)
+    assert (permit.verdict, permit.reason) == ("allow", "gang default/pg: satisfied once (once-satisfied)")
+
+
+def test_deleting_the_podgroup_releases_its_held_members_and_forgets_failures() -> None:
+    cache = GangCache(ARGS)
+    cache.upsert_podgroup(podgroup("pg", 3))
+    for i in range(3):
+        cache.upsert_pod(member(f"p{i}", labels={SIGS: "pg"}))
+    cache.hold("default/p0", "u0", "n1", T0)
+    cache.hold("default/p1", "u1", "n1", T0)
+    cache.delete_podgroup("scheduling.sigs.k8s.io", "default", "pg")
+    released = cache.take_releases(T0 + 1)
+    # p0's release (deleted) cascades Strict to p1, whichever comes first: both answered, once each.
+    assert sorted(r.hold.pod for r in released) == ["default/p0", "default/p1"]
+    assert released[0].reason == "gang default/pg: PodGroup default/pg (scheduling.sigs.k8s.io) was deleted"
+    assert cache.holds() == []
+    # Recreated: the members are counted again (they never left), nothing else of the old gang is.
+    cache.upsert_podgroup(podgroup("pg", 3))
+    assert cache.admit("default/p2").detail == "gang default/pg: 3 of 3 members exist"
+
+
 def test_podgroup_without_pods_is_a_gang_and_is_dropped_with_it() -> None:
     cache = GangCache(ARGS)
     cache.upsert_podgroup(podgroup("pg", 3))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.scheduler.plugins.gang import GangCache
+from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, GangCache
 from koordpy_testkit.gangs import T0, annotated, member, podgroup
 
 ARGS = CoschedulingArgs.model_validate({})
@@ -101,21 +101,22 @@ def test_missing_podgroup_waits_with_zero_wait_time() -> None:
 
 
 @pytest.mark.parametrize(
-    ("children", "bound", "ok", "reason"),
+    ("children", "bound", "ok", "reason", "detail"),
     [
-        # min 5: 3 of 5 exist → parked with the count in the reason.
-        (3, 0, False, "gang default/g: 3 of 5 members exist"),
-        (5, 0, True, "gang default/g: 5 of 5 members exist"),
-        # Once a member was bound (once-satisfied), quorum no longer gates: 3 of 5 pass.
-        (3, 1, True, "gang default/g: satisfied once (once-satisfied)"),
+        # min 5: 3 of 5 exist → refused. The reason /filter answers has no count (it stays true while the
+        # pod waits, so kube-scheduler does not rewrite the pod's condition as members arrive); the detail has.
+        (3, 0, False, QUORUM_REFUSED + "gang default/g: fewer than 5 members exist", "gang default/g: 3 of 5 members exist"),
+        (5, 0, True, "gang default/g: 5 of 5 members exist", "gang default/g: 5 of 5 members exist"),
+        # A member is bound (once-satisfied): quorum no longer gates, 3 of 5 pass.
+        (3, 1, True, "gang default/g: satisfied once (once-satisfied)", "gang default/g: satisfied once (once-satisfied)"),
     ],
 )
-def test_admit_table(children: int, bound: int, ok: bool, reason: str) -> None:
+def test_admit_table(children: int, bound: int, ok: bool, reason: str, detail: str) -> None:
     cache = GangCache(ARGS)
     for i in range(children):
         cache.upsert_pod(member(f"p{i}", annotations=annotated("g", 5), node="n1" if i < bound else None))
     admission = cache.admit(f"default/p{children - 1}")
-    assert (admission.ok, admission.reason) == (ok, reason)
+    assert (admission.ok, admission.reason, admission.detail) == (ok, reason, detail)
 
 
 def test_admit_checks_every_gang_of_the_group() -> None:
@@ -126,8 +127,9 @@ def test_admit_checks_every_gang_of_the_group() -> None:
     cache.upsert_pod(member("b0", annotations=annotated("b", 2, groups=group)))
     # a has 2 of 2, but its group-mate b has 1 of 2: a's members are parked too, naming b.
     admission = cache.admit("default/a0")
-    assert (admission.ok, admission.reason, admission.gang_id) == (
+    assert (admission.ok, admission.reason, admission.detail, admission.gang_id) == (
         False,
+        QUORUM_REFUSED + "gang default/b: fewer than 2 members exist",
         "gang default/b: 1 of 2 members exist",
         "default/b",
     )
@@ -136,16 +138,18 @@ def test_admit_checks_every_gang_of_the_group() -> None:
 def test_admit_missing_podgroup_and_missing_group_mate() -> None:
     cache = GangCache(ARGS)
     cache.upsert_pod(member("p", labels={"scheduling.x-k8s.io/pod-group": "pg"}))
-    assert cache.admit("default/p").reason == "gang default/pg: PodGroup default/pg (scheduling.x-k8s.io) not found"
+    assert cache.admit("default/p").reason == (
+        QUORUM_REFUSED + "gang default/pg: PodGroup default/pg (scheduling.x-k8s.io) not found"
+    )
     cache.upsert_podgroup(
         podgroup(
             "pg",
             1,
             api="scheduling.x-k8s.io",
-            annotations={"gang.scheduling.koordinator.sh/groups": '["default/pg", "other/q"]'},
+            annotations={"gang.scheduling.koordinator.sh/groups": '["default/pg", "default/q"]'},
         )
     )
-    assert cache.admit("default/p").reason == "gang other/q: no member exists yet"
+    assert cache.admit("default/p").reason == QUORUM_REFUSED + "gang default/q: no member exists yet"
 
 
 def test_events_other_than_holds_can_allow_a_group() -> None:
@@ -172,17 +176,3 @@ def test_group_member_bound_elsewhere_satisfies_once() -> None:
     cache.upsert_pod(member("p2", annotations=annotated("g", 3), node="n2"))
     (batch,) = cache.take_ready(T0 + 1)
     assert [h.pod for h in batch.holds] == ["default/p0"]
-
-
-def test_asymmetric_group_is_evaluated_as_koordinator_does() -> None:
-    # a's annotation lists only b (not a itself); b lists only itself. a's permit checks b alone, so a's
-    # holds are allowed as soon as b is valid, even with a below its own min.
-    cache = GangCache(ARGS)
-    cache.upsert_pod(member("a0", annotations=annotated("a", 5, groups=["default/b"])))
-    cache.upsert_pod(member("b0", annotations=annotated("b", 1)))
-    cache.hold("default/a0", "ua0", "n1", T0)
-    assert cache.permit("default/a", T0).verdict == "wait"  # b: 0 of 1 waiting
-    assert cache.take_ready(T0) == []
-    cache.hold("default/b0", "ub0", "n1", T0)
-    batches = cache.take_ready(T0)
-    assert [(b.group_id, [h.pod for h in b.holds]) for b in batches] == [("default/b", ["default/a0", "default/b0"])]

@@ -10,6 +10,7 @@ from koordpy.scheduler.plugins.gang.spec import GangRef
 from koordpy_testkit.gangs import member, podgroup
 
 ARGS = CoschedulingArgs.model_validate({})
+CROSS = CoschedulingArgs.model_validate({"crossNamespaceGroups": True})
 SIGS = "pod-group.scheduling.sigs.k8s.io"
 SIGS_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 X_K8S = "scheduling.x-k8s.io/pod-group"
@@ -132,12 +133,18 @@ REF = GangRef("default", "g", "annotations")
             {},
             (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/g",)),
         ),
-        # groups: a JSON array, sorted (the GangGroup id joins them with ","); invalid JSON → itself;
-        # an array omitting the gang itself is kept as given (Koordinator does not add it).
+        # groups: a JSON array, sorted (the GangGroup id joins them with ","); invalid JSON → itself; the
+        # gang itself is always added (Koordinator keeps an array that omits it as given); entries in
+        # another namespace are left out (gang.crossNamespaceGroups is off by default).
+        (
+            {A + "min-available": "1", A + "groups": '["default/b", "default/g"]'},
+            {},
+            (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/b", "default/g")),
+        ),
         (
             {A + "min-available": "1", A + "groups": '["ns-b/b", "default/g"]'},
             {},
-            (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/g", "ns-b/b")),
+            (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/g",)),
         ),
         (
             {A + "min-available": "1", A + "groups": "[ns-b/b"},
@@ -145,9 +152,9 @@ REF = GangRef("default", "g", "annotations")
             (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/g",)),
         ),
         (
-            {A + "min-available": "1", A + "groups": '["x/y"]'},
+            {A + "min-available": "1", A + "groups": '["default/y"]'},
             {},
-            (True, 1, 1, "Strict", "once-satisfied", 600.0, ("x/y",)),
+            (True, 1, 1, "Strict", "once-satisfied", 600.0, ("default/g", "default/y")),
         ),
         # min-available missing or not a decimal int32 → not initialised (Koordinator keeps HasGangInit false).
         ({}, {}, (False, 0, 0, "Strict", "once-satisfied", 0.0, ("default/g",))),
@@ -173,9 +180,24 @@ def test_annotation_way_defaults_and_clamping(
 
 def test_group_id_is_the_sorted_ids_joined_with_commas() -> None:
     spec = spec_from_pod(
-        REF, member("p", annotations={A + "min-available": "1", A + "groups": '["z/z","a/a","default/g"]'}), ARGS
+        REF, member("p", annotations={A + "min-available": "1", A + "groups": '["z/z","a/a","default/g"]'}), CROSS
     )
     assert spec.group_id == "a/a,default/g,z/z"
+
+
+@pytest.mark.parametrize(
+    ("args", "group", "left_out"),
+    [
+        # Off (the default): other namespaces' gangs are left out of the group, and said so.
+        (ARGS, ("default/a", "default/g"), ("x/b", "y/c")),
+        # On: every entry is kept; each named gang must still declare the same group to count (GangCache).
+        (CROSS, ("default/a", "default/g", "x/b", "y/c"), ()),
+    ],
+)
+def test_cross_namespace_entries(args: CoschedulingArgs, group: tuple[str, ...], left_out: tuple[str, ...]) -> None:
+    raw = '["y/c", "default/a", "x/b"]'
+    spec = spec_from_pod(REF, member("p", annotations={A + "min-available": "1", A + "groups": raw}), args)
+    assert (spec.group, spec.left_out) == (group, left_out)
 
 
 def test_args_default_match_policy_and_timeout_apply() -> None:
