@@ -24,6 +24,8 @@ NEEDED = {
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods/binding", "create"),
+        # the annotation patch that asks kube-scheduler to retry gang members refused at quorum
+        ("", "pods", "patch"),
         ("slo.koordinator.sh", "nodemetrics", "list"),
         ("slo.koordinator.sh", "nodemetrics", "watch"),
         ("scheduling.koordinator.sh", "reservations", "list"),
@@ -89,6 +91,8 @@ NEEDED = {
 DENIED = {
     SCHEDULER: [
         ("", "pods", "delete"),
+        ("", "pods", "update"),
+        ("", "pods/status", "patch"),
         ("", "nodes", "patch"),
         ("", "secrets", "get"),
         ("", "pods/eviction", "create"),

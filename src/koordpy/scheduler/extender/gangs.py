@@ -1,8 +1,10 @@
 """The extender's gang bind barrier: runs the pure ``GangCache`` (``koordpy.scheduler.plugins.gang``).
 
 Events in: the pod watch (``on_pod``: membership, ``PodScheduled=False/Unschedulable`` → Strict
-release), the PodGroup watches of both APIs (``podgroup_handler``), and the ``/bind`` requests of gang
-members (``hold``). Decisions out, executed here:
+release, unless the condition is a quorum refusal, which any extender process recognises), the PodGroup
+watches of both APIs (``podgroup_handler``), the pods of ``/filter`` requests (``admit``: membership is
+read from the request's pod, a refused member is parked) and the ``/bind`` requests of gang members
+(``hold``). Decisions out, executed here:
 
 * ``hold`` parks the bind request (an ``asyncio.Future`` per hold) until the model hands the hold out in
   a ``BindBatch`` (then every member of the batch is bound concurrently, each binding retried a bounded
@@ -13,7 +15,9 @@ members (``hold``). Decisions out, executed here:
   binding is created;
 * a timer wakes at ``next_deadline`` (capped at ``tick`` seconds) for expiries and answer deadlines, and
   every ``deadlock_interval`` seconds runs NonStrict deadlock resolution on the cluster's free resources,
-  posting an Event on the released pods.
+  posting an Event on the released pods;
+* parked members whose group now passes (``take_wakeups``) go to the ``Requeuer`` (``requeue.py``),
+  which patches an annotation on each so kube-scheduler retries them (paced by ``gang.requeueQPS``).
 
 A batch that ends partially bound (some bindings created, some failed after the retries) is logged as
 an error, counted in ``koordpy_extender_gang_partial_binds`` and reported with a Warning Event on every
@@ -28,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -41,6 +44,7 @@ from koordpy.kube.errors import ApiError
 from koordpy.model.clock import Clock
 from koordpy.model.objects import PodInfo
 from koordpy.model.resources import ResourceList
+from koordpy.scheduler.extender.requeue import PodPatcher, RequeueMetrics, Requeuer
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import (
     API_SIGS,
@@ -56,9 +60,6 @@ from koordpy.scheduler.plugins.gang import (
 __all__ = ["EventPoster", "GangBarrier", "GangBinder", "GangMetrics", "free_resources", "unschedulable_message"]
 
 WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 3600)
-QUORUM_MEMORY = 4096
-"""Pods whose last ``/filter`` was refused at quorum, remembered (LRU) to recognise that refusal in their
-``PodScheduled`` condition: it is not a scheduling failure of the gang (it must not trigger Strict)."""
 
 
 class GangBinder(Protocol):
@@ -99,6 +100,7 @@ class GangMetrics:
             "koordpy_extender_gang_binding_retries", "pods/binding calls retried for a gang batch.", registry=registry
         )
         registry.register(_HeldCollector(barrier))
+        self.requeue = RequeueMetrics(registry, lambda: b.requeuer if (b := barrier()) is not None else None)
 
 
 class _HeldCollector(Collector):
@@ -158,6 +160,7 @@ class GangBarrier:
         metrics: GangMetrics,
         binder: Callable[[], GangBinder | None],
         events: EventPoster | None = None,
+        patcher: Callable[[], PodPatcher | None] | None = None,
         state: ClusterState | None = None,
         bind_timeout: float = 30.0,
         bind_attempts: int = 3,
@@ -185,7 +188,13 @@ class GangBarrier:
         """pod key → (hold id, node) of its open bind request."""
         self.annotations: dict[int, dict[str, str]] = {}
         """hold id → the annotations its binding carries (the Reservation it allocates), when any."""
-        self._quorum: OrderedDict[str, str] = OrderedDict()
+        self.requeuer = Requeuer(
+            qps=args.requeue_qps,
+            burst=args.requeue_burst,
+            patcher=patcher or (lambda: None),
+            log=log,
+            metrics=metrics.requeue,
+        )
         self._failures: dict[str, str] = {}
         """pod key → the Unschedulable condition already reported (message and time)."""
         self._timer: asyncio.Task[None] | None = None
@@ -200,9 +209,12 @@ class GangBarrier:
         if event_type == "DELETED":
             self.cache.delete_pod(pod.namespace, pod.name)
             self._failures.pop(pod.key, None)
+            self.requeuer.discard(pod.key)
         else:
             self.cache.upsert_pod(pod)
-            if raw is not None and not pod.node_name and self.cache.gang_of(pod.key) is not None:
+            if pod.node_name or pod.terminated:
+                self.requeuer.discard(pod.key)
+            elif raw is not None and self.cache.gang_of(pod.key) is not None:
                 self._check_failure(pod.key, raw)
         self.pump()
 
@@ -212,10 +224,7 @@ class GangBarrier:
             return
         self._failures[key] = seen
         message = seen.partition("\x00")[0]
-        quorum = self._quorum.get(key)
-        if quorum is not None and quorum in message:
-            return  # our own quorum refusal: the gang is incomplete, not failing
-        self.cache.scheduling_failed(key, message or "Unschedulable")
+        self.cache.scheduling_failed(key, message or "Unschedulable")  # a quorum refusal is recognised there
 
     def podgroup_handler(self, api: str) -> Callable[[str, Mapping[str, Any]], None]:
         def handle(event_type: str, raw: Mapping[str, Any]) -> None:
@@ -242,15 +251,19 @@ class GangBarrier:
 
     # ---- filter ----------------------------------------------------------------------------
 
-    def admit(self, pod_key: str) -> Admission:
-        """Quorum (PreEnqueue); a refusal is remembered to tell it apart from a real failure later."""
-        admission = self.cache.admit(pod_key)
-        if not admission.ok:
-            self._quorum[pod_key] = admission.reason
-            self._quorum.move_to_end(pod_key)
-            if len(self._quorum) > QUORUM_MEMORY:
-                self._quorum.popitem(last=False)
+    def admit(self, pod: PodInfo) -> Admission:
+        """Quorum (PreEnqueue) of a ``/filter`` request's pod; membership is read from that pod. A refused
+        member is parked (woken when its group passes); one that passes needs no wake-up any more."""
+        admission = self.cache.admit_request(pod)
+        if admission.ok:
+            self.requeuer.discard(pod.key)
+        else:
+            self.pump()  # the pod may be a member the watch has not shown: its arrival can wake others
         return admission
+
+    def observe(self, pod: PodInfo) -> None:
+        """A pod seen in a ``/bind`` request: membership from the pod itself (the watch may lag)."""
+        self.cache.observe(pod)
 
     def held_node(self, pod_key: str) -> str | None:
         entry = self.held.get(pod_key)
@@ -275,6 +288,7 @@ class GangBarrier:
         self._ensure_timer()
         loop = asyncio.get_running_loop()
         hold, permit = self.cache.hold(pod_key, uid, node, self.clock.now())
+        self.requeuer.discard(pod_key)
         if hold is None:
             return f"pod {pod_key} is in no gang"
         answer: asyncio.Future[str] = loop.create_future()
@@ -327,6 +341,10 @@ class GangBarrier:
             self.metrics.releases.labels(release.cause).inc()
             self.log.info("gang.release", pod=release.hold.pod, cause=release.cause, reason=release.reason)
             self._answer(release.hold, release.reason, release.cause)
+        wakeups = self.cache.take_wakeups()
+        if wakeups:
+            self.log.info("gang.quorum", gangs=sorted({w.gang_id for w in wakeups}), parked=len(wakeups))
+            self.requeuer.add(wakeups)
         if self._wake is not None:
             self._wake.set()
 
@@ -439,6 +457,7 @@ class GangBarrier:
         self._spawn(post())
 
     async def close(self) -> None:
+        await self.requeuer.close()
         tasks = [t for t in (self._timer, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -468,6 +487,9 @@ class GangBarrier:
                     "bound": list(view.bound),
                     "failed": list(view.failed),
                     "onceSatisfied": view.once_satisfied,
+                    "leftOutOfGroup": list(spec.left_out),
+                    "parked": self.cache.parked(spec.id),
+                    "requeuePending": [p for p in view.children if p in self.requeuer.pending],
                     "held": [
                         {
                             "pod": h.pod,

@@ -159,6 +159,7 @@ def build_extender(
         metrics=GangMetrics(registry, lambda: holder["extender"].gangs if "extender" in holder else None),
         binder=lambda: holder["extender"].service.binder,
         events=client,
+        patcher=lambda: client,
         state=state,
         bind_timeout=config.extender.bind_timeout_seconds,
     )

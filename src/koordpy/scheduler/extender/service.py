@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ import orjson
 
 from koordpy.config.scheduler import ExtenderSettings
 from koordpy.kube.errors import ApiError
+from koordpy.kube.resources import PODS, ResourceRef
 from koordpy.model.clock import Clock
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo, pod_from_dict
@@ -79,6 +80,15 @@ class Binder(Protocol):
     async def create_binding(
         self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
     ) -> Any: ...
+
+
+@runtime_checkable
+class PodReader(Protocol):
+    """Reads one pod by name (a list with a field selector: the extender's role has list, not get)."""
+
+    async def list_page(
+        self, resource: ResourceRef, *, namespace: str | None = None, field_selector: str | None = None
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +216,7 @@ class ExtenderService:
             if reason is not None:
                 self._finish("filter", "not_ready", started)
                 return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
-            if self.gangs is not None and (refused := self._gang_quorum(pod.key, args)) is not None:
+            if self.gangs is not None and (refused := self._gang_quorum(pod, args)) is not None:
                 self._finish("filter", "ok", started)
                 return Reply(200, refused)
             self._forget_stale_indices()
@@ -236,13 +246,12 @@ class ExtenderService:
         self._finish("filter", "ok", started)
         return Reply(200, reply)
 
-    def _gang_quorum(self, key: str, args: Any) -> bytes | None:
+    def _gang_quorum(self, pod: PodInfo, args: Any) -> bytes | None:
         """A gang member whose gang (or GangGroup) is short of members fails every node, unresolvable
-        (Koordinator's PreEnqueue). One dict lookup for a pod in no gang."""
+        (Koordinator's PreEnqueue). Membership is read from the request's pod: kube-scheduler often
+        filters a new pod before the watch has shown it to this process."""
         assert self.gangs is not None
-        if not self.gangs.is_member(key):
-            return None
-        admission = self.gangs.admit(key)
+        admission = self.gangs.admit(pod)
         if admission.ok:
             return None
         names = args.names
@@ -371,6 +380,15 @@ class ExtenderService:
     async def _bind(self, args: BindArgs, where: str, started: float, gone: asyncio.Event | None = None) -> Reply:
         namespace, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
         pod = self._known_pod(namespace, name, uid) if uid else None
+        if pod is None and self.gangs is not None:
+            found = await self._look_up(namespace, name, uid)
+            if isinstance(found, str):
+                self._finish("bind", "bind_failed", started)
+                self.log.warning("bind.unknown_pod", pod=where, uid=uid, node=node, error=found)
+                return Reply(200, encode_bind_result(found))
+            pod = found
+        if pod is not None and self.gangs is not None:
+            self.gangs.observe(pod)  # a gang member is held at the barrier even before the watch shows it
         placed: PodInfo | None = None
         annotations: dict[str, str] = {}
         if pod is not None:
@@ -437,6 +455,29 @@ class ExtenderService:
         self._unassume(uid, placed)
         self._finish("bind", "gang_released", started)
         return Reply(200, encode_bind_result(error))
+
+    async def _look_up(self, namespace: str, name: str, uid: str) -> PodInfo | str | None:
+        """A pod neither a ``/filter`` request nor the watch showed to this process (it restarted between
+        the two calls, or the request cache evicted it): read it, so that a gang member is never bound
+        without its gang. None when it does not exist with that uid; a string (the bind's error) when it
+        cannot be read now (kube-scheduler retries the pod)."""
+        reader = self.binder
+        if not isinstance(reader, PodReader):
+            return None
+        where = f"{namespace}/{name}"
+        try:
+            async with asyncio.timeout(self.settings.bind_timeout_seconds):
+                page = await reader.list_page(PODS, namespace=namespace, field_selector=f"metadata.name={name}")
+        except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
+            return f"koordpy extender: pod {where} was not seen before its bind and cannot be read now: {exc}"
+        for item in page.get("items") or ():
+            try:
+                pod = pod_from_dict(item)
+            except Exception:
+                continue
+            if not uid or pod.uid == uid:
+                return pod
+        return None
 
     def _unassume(self, uid: str, placed: PodInfo | None) -> None:
         if placed is not None and self.state.assigned.get(uid) is placed:

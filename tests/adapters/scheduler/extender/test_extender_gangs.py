@@ -13,9 +13,11 @@ from typing import Any
 
 import httpx
 import orjson
+from prometheus_client import generate_latest
 
 from koordpy.kube.errors import ApiError
-from koordpy.scheduler.plugins.gang import keys
+from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION, TokenBucket
+from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, keys
 from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit import PodBuilder
 from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
@@ -61,12 +63,11 @@ async def test_filter_fails_every_node_unresolvable_until_quorum(ext: Any) -> No
     setup(ext, a, b)
     resp = await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1", "n2"]})
     body = orjson.loads(resp.content)
-    # 2 pods exist, minMember 3: every node unresolvable, the reason names gang and count
+    # 2 pods exist, minMember 3: every node unresolvable; the reason names the gang and its minimum (no
+    # count: it would change as members arrive, and kube-scheduler retries a pod whose condition changes)
     assert body["NodeNames"] == []
-    assert body["FailedAndUnresolvableNodes"] == {
-        "n1": "gang team/g: 2 of 3 members exist",
-        "n2": "gang team/g: 2 of 3 members exist",
-    }
+    refusal = QUORUM_REFUSED + "gang team/g: fewer than 3 members exist"
+    assert body["FailedAndUnresolvableNodes"] == {"n1": refusal, "n2": refusal}
     plain = PodBuilder("plain", "team").requests(cpu="1").build()
     resp = await ext.post("filter", {"Pod": plain, "Nodes": None, "NodeNames": ["n1", "n2"]})
     assert orjson.loads(resp.content)["NodeNames"] == ["n1", "n2"]  # a pod in no gang is not touched
@@ -303,3 +304,133 @@ async def test_a_gang_member_bound_through_its_reservation_carries_the_record(ex
     record = f'{{"name":"r-a","uid":"{raw["metadata"]["uid"]}"}}'
     assert by_pod == {"a": {ANNOTATION_RESERVATION_ALLOCATED: record}, "b": {}}
     assert ext.extender.gangs.annotations == {}  # nothing kept once answered
+
+
+class FakePatcher:
+    """Records pod patches (namespace, name, body); ``fail_with`` is raised when set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.fail_with: ApiError | None = None
+
+    async def patch(self, resource: Any, name: str, patch: Any, *, namespace: str | None = None, **_: Any) -> Any:
+        self.calls.append((str(namespace), name, patch))
+        if self.fail_with is not None:
+            raise self.fail_with
+        return {}
+
+
+def with_patcher(ext: Any, qps: float | None = None, burst: int | None = None) -> FakePatcher:
+    """The barrier's requeuer patches through a FakePatcher; with ``qps``/``burst`` its token bucket runs
+    on a hand-advanced clock (``ext.requeue_time[0]``), so pacing is checked without measuring time."""
+    patcher = FakePatcher()
+    requeuer = ext.extender.gangs.requeuer
+    requeuer.patcher = lambda: patcher
+    if qps is not None and burst is not None:
+        ext.requeue_time = [0.0]
+        requeuer.monotonic = lambda: ext.requeue_time[0]
+        requeuer.qps = qps
+        requeuer.bucket = TokenBucket(qps, burst, 0.0)
+    return patcher
+
+
+async def test_the_late_member_wakes_the_refused_ones_with_one_patch_each(ext: Any) -> None:
+    """The reproduction (minMember 2; a, then b 2 s later): a was refused at quorum and kube-scheduler
+    will not retry it on b's creation. b's arrival makes the extender patch a's annotation, once."""
+    a, b = member("a", minimum=2), member("b", minimum=2)
+    setup(ext, a)
+    patcher = with_patcher(ext)
+    resp = await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    assert orjson.loads(resp.content)["NodeNames"] == []
+    assert (await ext.http.get("/debug/gangs/team/g")).json()["parked"] == ["team/a"]
+    ext.pod_event("ADDED", b)
+    await until(lambda: len(patcher.calls) == 1, "a patched")
+    namespace, name, body = patcher.calls[0]
+    assert (namespace, name, list(body["metadata"]["annotations"])) == ("team", "a", [REQUEUE_ANNOTATION])
+    ext.pod_event("MODIFIED", b)  # more events of the complete gang: no second request
+    await asyncio.sleep(0.05)
+    assert len(patcher.calls) == 1
+    metrics = (await ext.http.get("/metrics")).text
+    assert 'koordpy_extender_gang_requeues_total{outcome="patched"} 1.0' in metrics
+    assert "koordpy_extender_gang_requeue_pending 0.0" in metrics
+
+
+async def test_requests_are_paced_and_dropped_when_no_longer_needed(ext: Any) -> None:
+    """Burst 2 at 1 per second: of 6 woken members, 2 are patched at once and the rest wait their turn; one
+    that kube-scheduler retries on its own meanwhile (it passes /filter) is dropped, not patched."""
+    pods = [member(f"p{i}", minimum=7) for i in range(7)]
+    setup(ext, *pods[:6])
+    patcher = with_patcher(ext, qps=1.0, burst=2)
+    for raw in pods[:6]:
+        resp = await ext.post("filter", {"Pod": raw, "Nodes": None, "NodeNames": ["n1"]})
+        assert orjson.loads(resp.content)["NodeNames"] == []
+    ext.pod_event("ADDED", pods[6])
+    await until(lambda: len(patcher.calls) == 2, "the burst")
+    requeuer = ext.extender.gangs.requeuer
+    await asyncio.sleep(0.05)
+    assert list(requeuer.pending) == ["team/p2", "team/p3", "team/p4", "team/p5"]  # no token: they wait
+    resp = await ext.post("filter", {"Pod": pods[5], "Nodes": None, "NodeNames": ["n1"]})
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1"]
+    assert "team/p5" not in requeuer.pending
+    ext.requeue_time[0] = 1.0  # one second on the bucket's clock: one more token
+    await until(lambda: len(patcher.calls) == 3, "one more after a second", rounds=3000)
+    assert list(requeuer.pending) == ["team/p3", "team/p4"]
+    ext.requeue_time[0] = 10.0  # plenty: the rest go (the bucket holds at most 2)
+    await until(lambda: len(patcher.calls) == 5, "the rest", rounds=3000)
+    assert [c[1] for c in patcher.calls] == ["p0", "p1", "p2", "p3", "p4"]
+    assert requeuer.peak_in_flight <= 8
+    metrics = (await ext.http.get("/metrics")).text
+    assert 'koordpy_extender_gang_requeues_total{outcome="dropped"} 1.0' in metrics
+
+
+async def test_a_forbidden_patch_is_counted_and_not_retried(ext: Any) -> None:
+    a, b = member("a", minimum=2), member("b", minimum=2)
+    setup(ext, a)
+    patcher = with_patcher(ext)
+    patcher.fail_with = ApiError(403, "Forbidden", "pods is forbidden")
+    await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1"]})
+    ext.pod_event("ADDED", b)
+    await until(lambda: 'outcome="forbidden"} 1.0' in generate_latest(ext.extender.registry).decode(), "counted")
+    assert len(patcher.calls) == 1
+
+
+async def test_a_member_the_watch_has_not_shown_is_counted_and_held(ext: Any) -> None:
+    """On a real cluster kube-scheduler filters and binds a new pod before the extender's watch shows it.
+    The quorum test and the barrier read membership from the request, so the member is held, not bound
+    alone (which would also mark the gang satisfied once and let every later member bind alone)."""
+    a, b, c = member("a"), member("b"), member("c")
+    setup(ext, a)  # the watch has shown only a
+    for raw in (b, c):
+        resp = await ext.post("filter", {"Pod": raw, "Nodes": None, "NodeNames": ["n1", "n2"]})
+    # b: 2 of 3 (refused); c: 3 of 3 counting a, b and c itself
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1", "n2"]
+    task = asyncio.create_task(ext.post("bind", bind_args(c, "n1")))
+    await until(lambda: held(ext) == {"team/c"}, "c held, not bound")
+    assert ext.binder.calls == []
+    task.cancel()
+
+
+async def test_a_restarted_extender_recognises_the_refusals_its_predecessor_left(make_ext: Any) -> None:
+    """A Strict gang of 3: a and b held; c's condition says a quorum refusal from before the restart
+    (this process never refused c). It is not a failure: a and b stay held and bind with c."""
+    ext = await make_ext()
+    a, b, c = member("a"), member("b"), member("c")
+    setup(ext, a, b, c)
+    tasks = [asyncio.create_task(ext.post("bind", bind_args(p, "n1"))) for p in (a, b)]
+    await until(lambda: held(ext) == {"team/a", "team/b"}, "a and b held")
+    refused = member("c")
+    refused["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"0/2 nodes are available: 2 {QUORUM_REFUSED}gang team/g: fewer than 3 members exist. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    ext.pod_event("MODIFIED", refused)
+    await asyncio.sleep(0.05)
+    assert held(ext) == {"team/a", "team/b"}
+    assert (await ext.post("bind", bind_args(c, "n2"))).json() == {"Error": ""}
+    assert [(await t).json() for t in tasks] == [{"Error": ""}, {"Error": ""}]

@@ -454,9 +454,9 @@ class GangCache:
 
     def take_ready(self, now: float) -> list[BindBatch]:
         """Holds now allowed to bind together: for each gang with holds whose GangGroup permit is ``allow``,
-        the holds of every gang of that group (it holds the gang itself). Batches sorted by group id. The holds move to the
-        allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``. Only groups touched by
-        an event since the last call are evaluated."""
+        the holds of every gang of that group (the gang itself is one of them). Batches sorted by group id.
+        The holds move to the allowed-but-not-bound state: report each with ``bound`` or ``bind_failed``.
+        Only groups touched by an event since the last call are evaluated."""
         if not self._dirty:
             return []  # nothing touched since the last call (most pod events: pods of no gang)
         batches: list[BindBatch] = []
@@ -745,11 +745,7 @@ class GangCache:
     def _valid_reason(self, gang: _Gang) -> str:
         spec = gang.spec
         waiting = self._waiting_count(gang)
-        if (
-            spec.match_policy == "once-satisfied"
-            and self._satisfied_once(spec)
-            and waiting < spec.min_member
-        ):
+        if spec.match_policy == "once-satisfied" and self._satisfied_once(spec) and waiting < spec.min_member:
             return f"gang {spec.id}: satisfied once (once-satisfied)"
         if spec.match_policy == "waiting-and-running":
             return f"gang {spec.id}: {waiting} waiting + {len(gang.bound)} bound of {spec.min_member} members"

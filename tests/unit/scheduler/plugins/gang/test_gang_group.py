@@ -31,9 +31,17 @@ def grouped() -> GangCache:
     ("held", "verdict", "reason"),
     [
         # a complete (2 of 2), b has 1 of 2: the whole group waits, naming b.
-        (["default/a0", "default/a1", "default/b0"], "wait", "gang default/b: 1 of 2 members waiting at the bind barrier"),
+        (
+            ["default/a0", "default/a1", "default/b0"],
+            "wait",
+            "gang default/b: 1 of 2 members waiting at the bind barrier",
+        ),
         # b complete, a has 1: waits naming a (first by id).
-        (["default/a0", "default/b0", "default/b1"], "wait", "gang default/a: 1 of 2 members waiting at the bind barrier"),
+        (
+            ["default/a0", "default/b0", "default/b1"],
+            "wait",
+            "gang default/a: 1 of 2 members waiting at the bind barrier",
+        ),
         # Both 1 of 2: the first gang by id is named.
         (["default/a0", "default/b0"], "wait", "gang default/a: 1 of 2 members waiting at the bind barrier"),
         # Both complete: allowed, for either gang's permit.

@@ -105,10 +105,22 @@ def test_missing_podgroup_waits_with_zero_wait_time() -> None:
     [
         # min 5: 3 of 5 exist → refused. The reason /filter answers has no count (it stays true while the
         # pod waits, so kube-scheduler does not rewrite the pod's condition as members arrive); the detail has.
-        (3, 0, False, QUORUM_REFUSED + "gang default/g: fewer than 5 members exist", "gang default/g: 3 of 5 members exist"),
+        (
+            3,
+            0,
+            False,
+            QUORUM_REFUSED + "gang default/g: fewer than 5 members exist",
+            "gang default/g: 3 of 5 members exist",
+        ),
         (5, 0, True, "gang default/g: 5 of 5 members exist", "gang default/g: 5 of 5 members exist"),
         # A member is bound (once-satisfied): quorum no longer gates, 3 of 5 pass.
-        (3, 1, True, "gang default/g: satisfied once (once-satisfied)", "gang default/g: satisfied once (once-satisfied)"),
+        (
+            3,
+            1,
+            True,
+            "gang default/g: satisfied once (once-satisfied)",
+            "gang default/g: satisfied once (once-satisfied)",
+        ),
     ],
 )
 def test_admit_table(children: int, bound: int, ok: bool, reason: str, detail: str) -> None:

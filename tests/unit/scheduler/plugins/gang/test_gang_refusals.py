@@ -84,7 +84,9 @@ def test_a_restarted_extender_does_not_count_its_refusals_as_strict_failures() -
         cache.upsert_pod(member(f"p{i}", labels={SIGS: "pg"}))
     for i in range(3):
         cache.hold(f"default/p{i}", f"u{i}", "n1", T0)
-    cache.scheduling_failed("default/p3", kube_scheduler_message(QUORUM_REFUSED + "gang default/pg: fewer than 4 members exist"))
+    cache.scheduling_failed(
+        "default/p3", kube_scheduler_message(QUORUM_REFUSED + "gang default/pg: fewer than 4 members exist")
+    )
     assert cache.take_releases(T0) == []
     assert cache.view("default/pg").failed == ()  # type: ignore[union-attr]
     cache.scheduling_failed("default/p3", kube_scheduler_message("Insufficient cpu"))

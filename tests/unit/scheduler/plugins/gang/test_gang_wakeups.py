@@ -95,7 +95,10 @@ def test_a_group_mate_reaching_quorum_wakes_the_other_gang() -> None:
     refused(cache, "b0", annotations=annotated("b", 2, groups=group))
     assert cache.take_wakeups() == []
     cache.upsert_pod(member("b1", annotations=annotated("b", 2, groups=group)))
-    assert [(w.pod, w.gang_id) for w in cache.take_wakeups()] == [("default/a0", "default/a"), ("default/b0", "default/b")]
+    assert [(w.pod, w.gang_id) for w in cache.take_wakeups()] == [
+        ("default/a0", "default/a"),
+        ("default/b0", "default/b"),
+    ]
 
 
 def test_a_parked_member_that_passes_its_own_filter_is_not_woken() -> None:
