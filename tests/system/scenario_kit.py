@@ -93,9 +93,10 @@ async def bound_pods(admin: httpx.AsyncClient, scheduler_name: str = "koordpy-sc
 
 
 def driver_for(
-    kube_scheduler_config: Mapping[str, Any], api_url: str, extender_url: str, seed: int = 7
+    kube_scheduler_config: Mapping[str, Any], api_url: str, extender_url: str, seed: int = 7, **queue: float
 ) -> SchedulerDriver:
-    """A driver configured from the chart's KubeSchedulerConfiguration (only urlPrefix replaced)."""
+    """A driver configured from the chart's KubeSchedulerConfiguration (only urlPrefix replaced); ``queue``
+    overrides its queue's timings (``max_in_unschedulable``, ``flush_interval``, ...)."""
     config = ExtenderConfig.from_entries(kube_scheduler_config["extenders"], url_prefix=extender_url)
     assert config.node_cache_capable and not config.ignorable and config.bind_verb
     profile = kube_scheduler_config["profiles"][0]["schedulerName"]
@@ -106,6 +107,7 @@ def driver_for(
         scheduler_name=profile,
         seed=seed,
         percentage_of_nodes_to_score=int(kube_scheduler_config.get("percentageOfNodesToScore") or 0),
+        **queue,  # type: ignore[arg-type]
     )
 
 

@@ -18,7 +18,7 @@ from koordpy_testkit.schedulerdriver.protocol import (
     parse_filter_result,
     parse_prioritize_result,
 )
-from koordpy_testkit.schedulerdriver.queue import SchedulingQueue
+from koordpy_testkit.schedulerdriver.queue import EXTENDER, IN_TREE, SchedulingQueue
 
 
 def test_filter_request_is_exactly_what_kube_scheduler_sends() -> None:
@@ -145,14 +145,14 @@ class _Clock:
 
 async def test_queue_unschedulable_pods_wait_for_an_event_then_serve_their_backoff() -> None:
     clock = _Clock()
-    queue = SchedulingQueue(clock, max_in_unschedulable=300.0)
+    queue = SchedulingQueue(clock, max_in_unschedulable=300.0, pop_from_backoff=False)
     queue.add("a", priority=0)
     popped = await queue.pop()
     assert (popped.uid, popped.attempts) == ("a", 1)
-    queue.failed("a", unschedulable=True)
+    queue.failed("a", unschedulable=True, rejectors={IN_TREE})
     assert "a" in queue.unschedulable
     clock.now += 0.5
-    queue.move_all()  # an event 0.5 s after the failure: backoff (1 s) not served yet → backoffQ
+    queue.cluster_event("NodeChange")  # 0.5 s after the failure: backoff (1 s) not served yet → backoffQ
     assert queue.backoff == {"a": 101.0} and not queue.unschedulable
     clock.now += 0.6
     assert (await queue.pop()).attempts == 2
@@ -163,21 +163,77 @@ async def test_queue_event_during_the_cycle_sends_the_pod_to_backoff() -> None:
     queue = SchedulingQueue(clock)
     queue.add("a", priority=0)
     await queue.pop()
-    queue.move_all()  # moveRequestCycle >= the pod's cycle
-    queue.failed("a", unschedulable=True)
+    queue.cluster_event("AssignedPodAdd")  # moveRequestCycle >= the pod's cycle
+    queue.failed("a", unschedulable=True, rejectors={EXTENDER})
     assert "a" in queue.backoff and "a" not in queue.unschedulable
 
 
-async def test_queue_priority_order_and_unschedulable_flush() -> None:
+async def test_queue_priority_order_and_the_flush_every_30_seconds() -> None:
     clock = _Clock()
     queue = SchedulingQueue(clock, max_in_unschedulable=60.0)
     queue.add("low", priority=1)
     queue.add("high", priority=10)
     assert (await queue.pop()).uid == "high"
-    queue.failed("high", unschedulable=True)
+    queue.failed("high", unschedulable=True, rejectors={EXTENDER})
     assert (await queue.pop()).uid == "low"
-    clock.now += 61.0  # no event at all: flushed after podMaxInUnschedulablePodsDuration
+    queue.failed("low", unschedulable=True, rejectors={EXTENDER})
+    # No event at all: flushed once it waited longer than podMaxInUnschedulablePodsDuration (60 s here),
+    # at the flush that runs every 30 s: the flushes at 30 s and 60 s are too early (60 is not > 60).
+    for _ in range(2):
+        clock.now += 30.0
+        queue.flush()
+        assert set(queue.unschedulable) == {"high", "low"}
+    clock.now += 30.0
     assert (await queue.pop()).uid == "high"
+
+
+@pytest.mark.parametrize(
+    ("rejectors", "event", "moved"),
+    [
+        # kube-scheduler v1.37: a new pending pod moves nobody (GenericWorkload is off by default)...
+        ({EXTENDER}, "pending pod added", False),
+        # ...an assigned pod, a node or a failed bind moves every rejected pod...
+        ({EXTENDER}, "AssignedPodAdd", True),
+        ({IN_TREE}, "AssignedPodDelete", True),
+        ({EXTENDER}, "NodeChange", True),
+        ({EXTENDER}, "BindFailure", True),
+        # ...and an update of the pod itself (its condition too) moves it when the extender rejected it.
+        ({EXTENDER}, "own update", True),
+        ({IN_TREE}, "own update", False),
+    ],
+)
+async def test_queue_moves_only_on_the_events_kube_scheduler_registers(
+    rejectors: set[str], event: str, moved: bool
+) -> None:
+    clock = _Clock()
+    queue = SchedulingQueue(clock)
+    queue.add("a", priority=0)
+    await queue.pop()
+    queue.failed("a", unschedulable=True, rejectors=rejectors)
+    clock.now += 5.0
+    if event == "pending pod added":
+        queue.add("b", priority=0)
+    elif event == "own update":
+        queue.pod_updated("a")
+    else:
+        queue.cluster_event(event)
+    assert ("a" not in queue.unschedulable) is moved
+
+
+async def test_queue_pops_unschedulable_backoff_early_but_never_error_backoff() -> None:
+    clock = _Clock()
+    queue = SchedulingQueue(clock)
+    for uid in ("err", "uns"):
+        queue.add(uid, priority=0)
+        await queue.pop()
+    queue.failed("err", unschedulable=False)
+    queue.failed("uns", unschedulable=True, rejectors={EXTENDER})
+    queue.pod_updated("uns")  # its condition was written: moved, into backoffQ (1 s not served)
+    assert set(queue.backoff) == {"err", "uns"}
+    # SchedulerPopFromBackoffQ: activeQ is empty, so the unschedulable one is popped before its backoff
+    # ends; the one that failed with an error waits it out.
+    assert (await queue.pop()).uid == "uns"
+    assert set(queue.backoff) == {"err"}
 
 
 def test_config_from_two_entries_as_kube_scheduler_uses_them() -> None:

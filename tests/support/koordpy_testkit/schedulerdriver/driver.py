@@ -4,23 +4,28 @@ Per pod (one serial scheduling cycle at a time)::
 
     pop from the queue → in-tree filter over nodes (requests incl. assumed pods)
       → POST {urlPrefix}/filter  (serial, httpTimeout)      error/timeout → backoffQ
-      → no feasible node                                    → unschedulablePods
-        (rejected by the extender alone: moved again by any pod's creation, as kube-scheduler
-        retries a pod no plugin rejected on any cluster event)
+      → no feasible node                                    → unschedulablePods, PodScheduled=False
+        (moved back only by the events kube-scheduler v1.37 registers: an assigned pod or a node
+        changing, a failed bind, an update of the pod itself when the extender rejected it, the
+        5-minute flush; never by another pending pod's creation: see ``queue.py``)
       → exactly one feasible node: use it (no prioritize)
       → else POST prioritize (errors ignored); total = LeastAllocated + Score × weight × 10
       → pick the best (ties: seeded reservoir sampling) → assume
       → binding task: POST {urlPrefix}/bind (concurrent, not awaited by the cycle)
            ok → stays assumed until the watch shows spec.nodeName
-           error/timeout → forget; requeue unless the watch already shows spec.nodeName
+           error/timeout → forget; requeue unless the watch already shows spec.nodeName;
+                           PodScheduled=False (SchedulerError); move the unschedulable pods
 
 The cluster comes from a list+watch of pods and nodes (resumed from the last resourceVersion,
 relisted on 410). Everything is counted in :class:`DriverStats` and every cycle is recorded as a
 :class:`Decision` for assertions.
 
+The ``PodScheduled=False`` condition is written as kube-scheduler writes it (only when its reason or
+message changes; ``0/N nodes are available: <count> <reason>, ...`` for an unschedulable pod), so the
+extender sees what it sees on a real cluster, and the pod's own update moves it once, as there.
+
 Not guaranteed: preemption, nominated nodes, permit/reserve plugins, ``ignorable: true``
-fallback to the default binder, ``nodeCacheCapable: false``, events and pod status updates
-(``PodScheduled=False``). See ``docs/testing.md``.
+fallback to the default binder, ``nodeCacheCapable: false``, Events. See ``docs/testing.md``.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from koordpy_testkit.schedulerdriver.protocol import (
     parse_filter_result,
     parse_prioritize_result,
 )
-from koordpy_testkit.schedulerdriver.queue import SchedulingQueue
+from koordpy_testkit.schedulerdriver.queue import EXTENDER, IN_TREE, SchedulingQueue
 
 __all__ = ["Decision", "DriverStats", "SchedulerDriver"]
 
@@ -113,6 +118,7 @@ class DriverStats:
     extender_scores_out_of_range: int = 0
     noncanonical_keys: list[str] = field(default_factory=list)
     relists: Counter[str] = field(default_factory=Counter)
+    condition_writes: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -130,6 +136,7 @@ class DriverStats:
             "extenderScoresOutOfRange": self.extender_scores_out_of_range,
             "noncanonicalKeys": list(self.noncanonical_keys),
             "relists": dict(self.relists),
+            "conditionWrites": self.condition_writes,
         }
 
 
@@ -152,6 +159,7 @@ class SchedulerDriver:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_in_unschedulable: float = 300.0,
+        flush_interval: float = 30.0,
         watch_timeout_seconds: int = 60,
     ) -> None:
         extender.validate()
@@ -162,7 +170,9 @@ class SchedulerDriver:
         self.random = random.Random(seed)
         self.percentage = percentage_of_nodes_to_score
         self.watch_timeout_seconds = watch_timeout_seconds
-        self.queue = SchedulingQueue(time.monotonic, initial_backoff, max_backoff, max_in_unschedulable)
+        self.queue = SchedulingQueue(
+            time.monotonic, initial_backoff, max_backoff, max_in_unschedulable, flush_interval=flush_interval
+        )
         self.stats = DriverStats()
         self.decisions: list[Decision] = []
         self.pods: dict[str, Raw] = {}
@@ -174,13 +184,11 @@ class SchedulerDriver:
         self._next_start = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._bind_tasks: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Task[None]] = set()
         self._synced = {"pods": asyncio.Event(), "nodes": asyncio.Event()}
         self._api: aiohttp.ClientSession | None = None
         self._http: aiohttp.ClientSession | None = None
         self._changed = asyncio.Event()
-        self.extender_rejected: set[str] = set()
-        """uids whose last attempt failed only because the extender's filter rejected every node: no in-tree
-        plugin rejected them, so kube-scheduler retries them on any cluster event (a pod's creation too)."""
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -202,9 +210,9 @@ class SchedulerDriver:
         self._spawn(self._schedule_loop())
 
     async def close(self) -> None:
-        for task in [*self._tasks, *self._bind_tasks]:
+        for task in [*self._tasks, *self._bind_tasks, *self._writes]:
             task.cancel()
-        for task in [*self._tasks, *self._bind_tasks]:
+        for task in [*self._tasks, *self._bind_tasks, *self._writes]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for session in (self._api, self._http):
@@ -214,6 +222,11 @@ class SchedulerDriver:
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
+
+    def _spawn_write(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._writes.add(task)  # short-lived: cancelled on close, dropped when done
+        task.add_done_callback(self._writes.discard)
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         """Wait until ``predicate()`` holds; raise ``TimeoutError`` naming ``what`` and the stats."""
@@ -328,19 +341,19 @@ class SchedulerDriver:
                 self.nodes[name] = node_from_dict(obj)
             except ObjectError:
                 return
-        self.queue.move_all()
+        self.queue.cluster_event("NodeChange")
         self._changed.set()
 
     def _on_pod(self, kind: str, obj: Raw) -> None:
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or _key(obj))
         if kind == "DELETED":
-            self.pods.pop(uid, None)
-            self.extender_rejected.discard(uid)
+            old = self.pods.pop(uid, None)
             self._requests.pop(uid, None)
             self.assumed.pop(uid, None)
             self.queue.delete(uid)
-            self.queue.move_all()
+            if old is not None and (old.get("spec") or {}).get("nodeName"):
+                self.queue.cluster_event("AssignedPodDelete")
             self._changed.set()
             return
         created = uid not in self.pods
@@ -354,12 +367,13 @@ class SchedulerDriver:
             # An assigned pod: into the cache (confirming an assumed one), out of the queue.
             self.assumed.pop(uid, None)
             self.queue.delete(uid)
-            self.queue.move_all()
+            self.queue.cluster_event("AssignedPodAdd" if created else "AssignedPodUpdate")
         elif self._is_pending(obj):
             if uid not in self.assumed:
-                self.queue.add(uid, int(spec.get("priority") or 0))
-            if created and self.extender_rejected:
-                self.queue.move(self.extender_rejected - {uid})
+                if created or uid not in self.queue:
+                    self.queue.add(uid, int(spec.get("priority") or 0))
+                else:
+                    self.queue.pod_updated(uid)  # its own update (its condition too) may move it
         else:
             self.queue.delete(uid)
         self._changed.set()
@@ -409,13 +423,17 @@ class SchedulerDriver:
         start = self._next_start % len(names) if names else 0
         processed = 0
         in_tree = InTreeFilter(pod, requests, self.nodes, usage)
+        in_tree_failures: dict[str, str] = {}
         for offset in range(len(names)):
             name = names[(start + offset) % len(names)]
             processed += 1
-            if in_tree.status(name).is_success:
+            status = in_tree.status(name)
+            if status.is_success:
                 feasible.append(name)
                 if len(feasible) >= wanted:
                     break
+            else:
+                in_tree_failures[name] = status.reason
         self._next_start = (start + processed) % len(names) if names else 0
         decision.candidates = list(feasible)
         interested = is_interested(pod, self.extender.managed_resources)
@@ -435,15 +453,18 @@ class SchedulerDriver:
             decision.passed = result.passed
             decision.failed = result.failed
             decision.unresolvable = result.unresolvable
-            if feasible and not result.passed:
-                self.extender_rejected.add(uid)
-            else:
-                self.extender_rejected.discard(uid)
             feasible = result.passed
         if not feasible:
             decision.outcome = "unschedulable"
             self.stats.unschedulable += 1
-            self.queue.failed(uid, unschedulable=True)
+            rejectors = set()
+            if in_tree_failures:
+                rejectors.add(IN_TREE)
+            if len(decision.candidates) != len(decision.passed):
+                rejectors.add(EXTENDER)
+            self.queue.failed(uid, unschedulable=True, rejectors=rejectors)
+            reasons = [*in_tree_failures.values(), *decision.failed.values(), *decision.unresolvable.values()]
+            self._write_condition(uid, "Unschedulable", fit_error_message(len(names), reasons))
             return None
         if len(feasible) == 1:
             self.stats.prioritize_skipped += 1
@@ -513,6 +534,44 @@ class SchedulerDriver:
         decision.outcome = f"{exc.verb}-error"
         decision.error = str(exc)
         self.queue.failed(uid, unschedulable=False)
+        self._write_condition(uid, "SchedulerError", str(exc))
+
+    def _write_condition(self, uid: str, reason: str, message: str) -> None:
+        """``PodScheduled=False`` as kube-scheduler's ``updatePod`` writes it: only when it changes."""
+        pod = self.pods.get(uid)
+        if pod is None:
+            return
+        conditions = list((pod.get("status") or {}).get("conditions") or [])
+        old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == ("False", reason, message):
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if old is not None and old.get("status") == "False":
+            stamp = str(old.get("lastTransitionTime") or stamp)
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": stamp,
+        }
+        patch = {"status": {"conditions": [*(c for c in conditions if c.get("type") != "PodScheduled"), condition]}}
+        meta = pod.get("metadata") or {}
+        path = f"/api/v1/namespaces/{meta.get('namespace', 'default')}/pods/{meta.get('name')}/status"
+        self.stats.condition_writes += 1
+        self._spawn_write(self._patch(path, patch))
+
+    async def _patch(self, path: str, body: Mapping[str, Any]) -> None:
+        assert self._api is not None
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            async with self._api.patch(
+                self.api_url + path,
+                data=orjson.dumps(body),
+                headers={"Content-Type": "application/merge-patch+json"},
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as resp:
+                await resp.read()
 
     async def _bind(self, pod: Raw, uid: str, host: str, decision: Decision) -> None:
         meta = pod["metadata"]
@@ -533,9 +592,10 @@ class SchedulerDriver:
                 decision.bind_outcome = "error"
                 self.stats.requeued_after_bind_failure += 1
                 self.queue.requeue_after_bind_failure(uid, int((cached.get("spec") or {}).get("priority") or 0))
+                self._write_condition(uid, "SchedulerError", str(exc))
             else:
                 decision.bind_outcome = "error"
-            self.queue.move_all()
+            self.queue.cluster_event("BindFailure")
         else:
             decision.bind_done = time.monotonic()
             decision.bind_outcome = "ok"
@@ -570,3 +630,12 @@ class SchedulerDriver:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def fit_error_message(nodes: int, reasons: list[str]) -> str:
+    """kube-scheduler's FitError text: ``0/N nodes are available: <count> <reason>, ... .`` (reasons counted
+    and sorted as strings), then its preemption part for a pod nothing can be preempted for."""
+    counted = Counter(reasons)
+    histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in counted.items()))
+    message = f"0/{nodes} nodes are available: {histogram}." if histogram else f"0/{nodes} nodes are available:"
+    return f"{message} preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
