@@ -26,6 +26,10 @@ NEEDED = {
         ("", "pods/binding", "create"),
         # the annotation patch that asks kube-scheduler to retry gang members refused at quorum
         ("", "pods", "patch"),
+        ("scheduling.sigs.k8s.io", "podgroups", "list"),
+        ("scheduling.sigs.k8s.io", "podgroups", "watch"),
+        ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
+        ("scheduling.x-k8s.io", "podgroups/status", "patch"),
         ("slo.koordinator.sh", "nodemetrics", "list"),
         ("slo.koordinator.sh", "nodemetrics", "watch"),
         ("scheduling.koordinator.sh", "reservations", "list"),
@@ -93,6 +97,9 @@ DENIED = {
         ("", "pods", "delete"),
         ("", "pods", "update"),
         ("", "pods/status", "patch"),
+        # a PodGroup's spec belongs to its user; the extender writes one status condition only
+        ("scheduling.sigs.k8s.io", "podgroups", "patch"),
+        ("scheduling.x-k8s.io", "podgroups", "update"),
         ("", "nodes", "patch"),
         ("", "secrets", "get"),
         ("", "pods/eviction", "create"),

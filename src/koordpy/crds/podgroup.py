@@ -7,9 +7,12 @@
   move. Pods join with the label ``scheduling.x-k8s.io/pod-group: <name>``. ``minMember`` minimum 1,
   its own phase set (no PreScheduling/Scheduled) and **no** ``status.scheduled``.
 
-Users write the spec; the manager writes the status. ``POD_GROUP_X_K8S`` is not in
-``koordpy.crds.RESOURCES`` (the chart does not install it yet): clusters running scheduler-plugins
-already have it.
+Users write the spec; the manager writes the status, except ``status.conditions``, where the extender
+keeps ``GangScheduled`` (why and when the gang's held members were last released, or that they bound;
+``koordpy.scheduler.plugins.gang.outcome``). ``conditions`` is koordpy's addition to both APIs: a CRD
+without it in its schema (scheduler-plugins' and Koordinator's own) drops it, and the Events remain.
+``POD_GROUP_X_K8S`` is not in ``koordpy.crds.RESOURCES`` (the chart does not install it yet): clusters
+running scheduler-plugins already have it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from koordpy.crds.schema import PrinterColumn, Resource, ResourceList, Time, Wir
 __all__ = [
     "POD_GROUP",
     "POD_GROUP_X_K8S",
+    "PodGroupCondition",
     "PodGroupPhase",
     "PodGroupSpec",
     "PodGroupStatus",
@@ -45,6 +49,16 @@ class PodGroupSpec(WireModel):
     """How long members wait for the gang before the attempt fails."""
 
 
+class PodGroupCondition(WireModel):
+    type: str | None = None
+    """``GangScheduled`` (koordpy's extender)."""
+    status: Literal["True", "False", "Unknown"] | None = None
+    reason: str | None = None
+    """``Bound``, ``WaitTimeout``, ``StrictRelease``, ``DeadlockResolution`` or ``MemberDeleted``."""
+    message: str | None = None
+    last_transition_time: Time | None = Field(None, alias="lastTransitionTime")
+
+
 class PodGroupStatus(WireModel):
     phase: PodGroupPhase | None = None
     occupied_by: str | None = Field(None, alias="occupiedBy")
@@ -54,6 +68,8 @@ class PodGroupStatus(WireModel):
     succeeded: int | None = None
     failed: int | None = None
     schedule_start_time: Time | None = Field(None, alias="scheduleStartTime")
+    conditions: list[PodGroupCondition] | None = None
+    """koordpy: ``GangScheduled``, written by the extender."""
 
 
 POD_GROUP = Resource(
@@ -99,6 +115,8 @@ class XK8sPodGroupStatus(WireModel):
     succeeded: int | None = None
     failed: int | None = None
     schedule_start_time: Time | None = Field(None, alias="scheduleStartTime")
+    conditions: list[PodGroupCondition] | None = None
+    """koordpy: ``GangScheduled``, written by the extender."""
 
 
 POD_GROUP_X_K8S = Resource(

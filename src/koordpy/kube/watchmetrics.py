@@ -8,11 +8,15 @@ stays free of Prometheus. Families (``<prefix>`` is e.g. ``koordpy_extender``):
 - ``<prefix>_watch_errors_total{resource}``: failed list/watch attempts (410 Gone included);
 - ``<prefix>_watch_failing{resource}``: 1 while the reflector is in a failure loop (see ``Reflector.failing``).
 
+The ``resource`` label is the plural (``nodes``, ``podgroups``), or ``plural.group`` for resources of
+the same plural in two API groups (``podgroups.scheduling.sigs.k8s.io``, ``podgroups.scheduling.x-k8s.io``).
+
 Not guaranteed: a reason appears only once it happened (no zero series per reason).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry
@@ -41,8 +45,12 @@ class ReflectorCollector(Collector):
         failing = GaugeMetricFamily(
             f"{self.prefix}_watch_failing", "1 while the watch of a resource is in a failure loop.", labels=["resource"]
         )
-        for reflector in self.reflectors():
-            resource = reflector.resource.plural
+        reflectors = list(self.reflectors())
+        plurals = Counter(r.resource.plural for r in reflectors)
+        for reflector in reflectors:
+            ref = reflector.resource
+            # Two APIs with the same plural (the PodGroups of two groups) are told apart by their group.
+            resource = ref.plural if plurals[ref.plural] == 1 else f"{ref.plural}.{ref.group}"
             for reason, count in sorted(reflector.bad_objects.items()):
                 bad.add_metric([resource, reason], count)
             errors.add_metric([resource], reflector.errors)

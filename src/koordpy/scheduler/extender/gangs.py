@@ -23,6 +23,14 @@ A batch that ends partially bound (some bindings created, some failed after the 
 an error, counted in ``koordpy_extender_gang_partial_binds`` and reported with a Warning Event on every
 member of the batch.
 
+A gang whose held members are released for a reason of its own (its wait time ran out, a Strict failure,
+deadlock resolution, a held member deleted) gets, on its PodGroup (both APIs), the ``GangScheduled=False``
+condition saying why and when (``koordpy.scheduler.plugins.gang.outcome``) and a Warning Event
+(``GangTimedOut`` or ``GangReleased``); when it binds later, ``GangScheduled=True`` (``Bound``). These are
+the only status fields the extender writes on a PodGroup (the manager writes phase and counters). A
+PodGroup that cannot be read is reported by ``on_rejected`` (counted and an Event, by the PodGroup's
+reflector) and its gang keeps its last readable parameters.
+
 Not guaranteed: holds survive a restart (they do not: kube-scheduler's requests fail with the
 connection and the pods are retried; nothing was bound); thread safety (one event loop).
 """
@@ -41,7 +49,9 @@ from prometheus_client.registry import Collector
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.kube.errors import ApiError
+from koordpy.kube.resources import PODGROUPS, PODGROUPS_X_K8S
 from koordpy.model.clock import Clock
+from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo
 from koordpy.model.resources import ResourceList
 from koordpy.scheduler.extender.requeue import PodPatcher, RequeueMetrics, Requeuer
@@ -52,8 +62,12 @@ from koordpy.scheduler.plugins.gang import (
     Admission,
     BindBatch,
     GangCache,
+    GangOutcome,
     Hold,
     PodGroupError,
+    bound_outcome,
+    gang_condition,
+    outcomes,
     podgroup_from_dict,
 )
 
@@ -72,6 +86,15 @@ class EventPoster(Protocol):
     async def create_event(
         self, involved_object: Mapping[str, Any], *, reason: str, message: str, event_type: Any, component: str
     ) -> Any: ...
+
+
+class StatusPatcher(Protocol):
+    async def patch_status(self, resource: Any, name: str, patch: Any, *, namespace: str | None = None) -> Any: ...
+
+
+PODGROUP_RESOURCES = {API_SIGS: PODGROUPS, API_X_K8S: PODGROUPS_X_K8S}
+OUTCOME_EVENT_INTERVAL = 60.0
+"""The same outcome (reason and text) of a gang is posted as an Event at most once per this many seconds."""
 
 
 class GangMetrics:
@@ -161,6 +184,7 @@ class GangBarrier:
         binder: Callable[[], GangBinder | None],
         events: EventPoster | None = None,
         patcher: Callable[[], PodPatcher | None] | None = None,
+        status_patcher: Callable[[], StatusPatcher | None] | None = None,
         state: ClusterState | None = None,
         bind_timeout: float = 30.0,
         bind_attempts: int = 3,
@@ -195,6 +219,12 @@ class GangBarrier:
             log=log,
             metrics=metrics.requeue,
         )
+        self.status_patcher = status_patcher or (lambda: None)
+        self._outcomes: dict[str, GangOutcome] = {}
+        """Gang id → the outcome its PodGroup must still be told about (the latest one wins)."""
+        self._outcome_task: asyncio.Task[None] | None = None
+        self._posted: dict[str, tuple[str, str, float]] = {}
+        """Gang id → (reason, message, time) of the last outcome Event."""
         self._failures: dict[str, str] = {}
         """pod key → the Unschedulable condition already reported (message and time)."""
         self._timer: asyncio.Task[None] | None = None
@@ -226,7 +256,12 @@ class GangBarrier:
         message = seen.partition("\x00")[0]
         self.cache.scheduling_failed(key, message or "Unschedulable")  # a quorum refusal is recognised there
 
-    def podgroup_handler(self, api: str) -> Callable[[str, Mapping[str, Any]], None]:
+    def podgroup_handler(
+        self, api: str, on_rejected: Callable[[str, Mapping[str, Any], str], None] | None = None
+    ) -> Callable[[str, Mapping[str, Any]], None]:
+        """The PodGroup watch handler of ``api``. A PodGroup that cannot be read is logged and handed to
+        ``on_rejected(event type, object, error)`` (the server counts it and posts an Event on it)."""
+
         def handle(event_type: str, raw: Mapping[str, Any]) -> None:
             if event_type not in ("ADDED", "MODIFIED", "DELETED"):
                 return
@@ -243,6 +278,8 @@ class GangBarrier:
                 pg = podgroup_from_dict(raw)
             except PodGroupError as exc:
                 self.log.warning("gang.podgroup_skipped", api=api, error=str(exc))
+                if on_rejected is not None:
+                    on_rejected(event_type, raw, f"{type(exc).__name__}: {exc}")
                 return
             self.cache.upsert_podgroup(pg)
             self.pump()
@@ -337,10 +374,13 @@ class GangBarrier:
         now = self.clock.now()
         for batch in self.cache.take_ready(now):
             self._spawn(self._bind_batch(batch))
-        for release in self.cache.take_releases(now):
+        releases = self.cache.take_releases(now)
+        for release in releases:
             self.metrics.releases.labels(release.cause).inc()
             self.log.info("gang.release", pod=release.hold.pod, cause=release.cause, reason=release.reason)
             self._answer(release.hold, release.reason, release.cause)
+        if releases:
+            self.report(outcomes(releases))
         wakeups = self.cache.take_wakeups()
         if wakeups:
             self.log.info("gang.quorum", gangs=sorted({w.gang_id for w in wakeups}), parked=len(wakeups))
@@ -358,6 +398,11 @@ class GangBarrier:
         results = await asyncio.gather(*(self._bind_one(hold) for hold in batch.holds))
         created = [h.pod for h, ok in zip(batch.holds, results, strict=True) if ok is True]
         failed = [h.pod for h, ok in zip(batch.holds, results, strict=True) if ok is False]
+        if created and not failed:
+            per_gang: dict[str, int] = {}
+            for hold in batch.holds:
+                per_gang[hold.gang_id] = per_gang.get(hold.gang_id, 0) + 1
+            self.report([bound_outcome(gang, count) for gang, count in sorted(per_gang.items())])
         if created and failed:
             self.partial_batches += 1
             self.metrics.partial.inc()
@@ -439,12 +484,76 @@ class GangBarrier:
             self.post_event(hold.pod, "GangDeadlockReleased", found.reason, "Warning")
         self.pump()
 
+    # ---- PodGroup outcomes --------------------------------------------------------------------
+
+    def report(self, found: list[GangOutcome]) -> None:
+        """Tell the gangs' PodGroups (condition and Event) about these outcomes, off the caller's path."""
+        for outcome in found:
+            self._outcomes[outcome.gang_id] = outcome
+        if self._outcomes and (self._outcome_task is None or self._outcome_task.done()):
+            self._outcome_task = asyncio.ensure_future(self._write_outcomes())
+            self._tasks.add(self._outcome_task)
+            self._outcome_task.add_done_callback(self._tasks.discard)
+
+    async def _write_outcomes(self) -> None:
+        while self._outcomes:
+            gang_id = next(iter(self._outcomes))
+            outcome = self._outcomes.pop(gang_id)
+            try:
+                await self._write_outcome(outcome)
+            except Exception as exc:  # advice about a gang: never worth stopping the barrier for
+                self.log.info("gang.outcome_not_written", gang=gang_id, error=f"{type(exc).__name__}: {exc}")
+
+    async def _write_outcome(self, outcome: GangOutcome) -> None:
+        pg = self.cache.podgroup(outcome.gang_id)
+        if pg is None:
+            return  # an annotation-way gang: kube-scheduler's FailedScheduling Events on the pods say it
+        now = self.clock.now()
+        conditions = gang_condition(outcome, pg.conditions, format_rfc3339(now))
+        patcher = self.status_patcher()
+        if conditions is not None and patcher is not None:
+            try:
+                await patcher.patch_status(
+                    PODGROUP_RESOURCES[pg.api], pg.name, {"status": {"conditions": conditions}}, namespace=pg.namespace
+                )
+            except ApiError as exc:
+                self.log.info("gang.condition_not_written", gang=outcome.gang_id, error=f"{type(exc).__name__}: {exc}")
+            else:
+                self.log.info("gang.condition", gang=outcome.gang_id, reason=outcome.reason, message=outcome.message)
+        if outcome.scheduled and conditions is None:
+            return  # bound at the first attempt: nothing worth an Event
+        last = self._posted.get(outcome.gang_id)
+        if (
+            last is not None
+            and last[:2] == (outcome.reason, outcome.message)
+            and now - last[2] < OUTCOME_EVENT_INTERVAL
+        ):
+            return
+        self._posted[outcome.gang_id] = (outcome.reason, outcome.message, now)
+        if len(self._posted) > 4096:
+            self._posted.pop(next(iter(self._posted)))
+        message = outcome.message
+        if not outcome.scheduled:
+            message = f"{outcome.members} held member(s) released: {message}"
+        involved = {
+            "apiVersion": f"{pg.api}/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"namespace": pg.namespace, "name": pg.name, **({"uid": pg.uid} if pg.uid else {})},
+        }
+        self._post(involved, outcome.event_reason, message, "Normal" if outcome.scheduled else "Warning")
+
     def post_event(self, pod_key: str, reason: str, message: str, event_type: str) -> None:
         if self.events is None:
             return
         namespace, _, name = pod_key.partition("/")
         involved = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+        self._post(involved, reason, message, event_type)
+
+    def _post(self, involved: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
+        if self.events is None:
+            return
         events = self.events
+        label = f"{involved['metadata']['namespace']}/{involved['metadata']['name']}"
 
         async def post() -> None:
             try:
@@ -452,7 +561,7 @@ class GangBarrier:
                     involved, reason=reason, message=message[:1000], event_type=event_type, component="koordpy-extender"
                 )
             except Exception as exc:
-                self.log.info("gang.event_not_posted", pod=pod_key, error=f"{type(exc).__name__}: {exc}")
+                self.log.info("gang.event_not_posted", object=label, error=f"{type(exc).__name__}: {exc}")
 
         self._spawn(post())
 

@@ -160,6 +160,7 @@ def build_extender(
         binder=lambda: holder["extender"].service.binder,
         events=client,
         patcher=lambda: client,
+        status_patcher=lambda: client,
         state=state,
         bind_timeout=config.extender.bind_timeout_seconds,
     )
@@ -167,18 +168,25 @@ def build_extender(
     cache.held_node = gangs.held_node
     gang_reflectors: list[Reflector] = []
     if client is not None:
+
+        def podgroup_rejected(index: int) -> Any:
+            def rejected(event_type: str, raw: Mapping[str, Any], error: str) -> None:
+                gang_reflectors[index].report_rejected(event_type, raw, "conversion_error", error)
+
+            return rejected
+
         gang_reflectors = [
             Reflector(
                 client,
                 resource,
-                gangs.podgroup_handler(resource.group),
+                gangs.podgroup_handler(resource.group, podgroup_rejected(index)),
                 watch_timeout_seconds=config.extender.watch_timeout_seconds,
                 backoff_initial=5.0,
                 backoff_max=120.0,
                 post_events=True,
                 event_component="koordpy-extender",
             )
-            for resource in GANG_WATCHED
+            for index, resource in enumerate(GANG_WATCHED)
         ]
 
     def not_ready() -> str | None:
@@ -227,7 +235,7 @@ def build_extender(
     )
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
-    register_reflector_metrics(registry, "koordpy_extender", lambda: extender.reflectors)
+    register_reflector_metrics(registry, "koordpy_extender", lambda: [*extender.reflectors, *extender.gang_reflectors])
     return extender
 
 

@@ -125,6 +125,9 @@ class Release:
     hold: Hold
     cause: ReleaseCause
     reason: str
+    trigger: ReleaseCause | None = None
+    """For a Strict cascade (``strict``): the cause of the release that set it off, when it was one of
+    ``expired``, ``rejected`` or ``deleted`` (None for a scheduling failure or a failed binding)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,9 @@ class PodGroupInfo:
     creation_time: float | None
     phase: str
     """``status.phase`` as stored ("" when unset)."""
+    uid: str = ""
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    """``status.conditions`` as stored (objects only; anything else in the list is left out)."""
 
     @property
     def id(self) -> str:
@@ -336,6 +339,10 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
     phase = status.get("phase") or ""
     if not isinstance(phase, str):
         raise PodGroupError("status.phase: expected a string")
+    conditions = status.get("conditions") or ()
+    if not isinstance(conditions, list | tuple):
+        raise PodGroupError("status.conditions: expected a list")
+    uid = meta.get("uid")
     return PodGroupInfo(
         api=API_SIGS if group == API_SIGS else API_X_K8S,
         namespace=str(meta.get("namespace") or "default"),
@@ -347,4 +354,6 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
         annotations={str(k): str(v) for k, v in annotations.items()},
         creation_time=creation_time,
         phase=phase,
+        uid=uid if isinstance(uid, str) else "",
+        conditions=tuple(dict(c) for c in conditions if isinstance(c, Mapping)),
     )

@@ -74,6 +74,9 @@ from koordpy.scheduler.plugins.gang.spec import (
 
 __all__ = ["GangCache", "GangView"]
 
+_TRIGGERS: dict[str, ReleaseCause] = {"expired": "expired", "rejected": "rejected", "deleted": "deleted"}
+"""Causes a Strict cascade passes on as its ``Release.trigger`` (the PodGroup outcome names them)."""
+
 
 @dataclass
 class _Gang:
@@ -534,6 +537,14 @@ class GangCache:
     def gang_of(self, pod_key: str) -> str | None:
         return self._pod_gang.get(pod_key)
 
+    def podgroup(self, gang_id: str) -> PodGroupInfo | None:
+        """The PodGroup the gang takes its parameters from (None for an annotation-way gang, or while it
+        does not exist)."""
+        gang = self._gangs.get(gang_id)
+        if gang is None or gang.ref.source == "annotations":
+            return None
+        return self._podgroups.get((gang.ref.source, gang_id))
+
     def view(self, gang_id: str) -> GangView | None:
         gang = self._gangs.get(gang_id)
         if gang is None:
@@ -710,15 +721,23 @@ class GangCache:
         if cause not in CASCADING_CAUSES or gang is None or not self._strict_applies(gang):
             return
         why = f"gang {hold.gang_id} (Strict): member {hold.pod} was released ({reason})"
-        self._release_group(self._members(gang.spec), "strict", why, exclude=hold.pod)
+        trigger = _TRIGGERS.get(cause)
+        self._release_group(self._members(gang.spec), "strict", why, exclude=hold.pod, trigger=trigger)
 
-    def _release_group(self, group: Iterable[str], cause: ReleaseCause, reason: str, exclude: str) -> None:
+    def _release_group(
+        self,
+        group: Iterable[str],
+        cause: ReleaseCause,
+        reason: str,
+        exclude: str,
+        trigger: ReleaseCause | None = None,
+    ) -> None:
         held = [h for g in set(group) for h in self._held.of(g).values()]
         for other in sorted(held, key=lambda h: h.pod):
             if other.pod != exclude:
                 self._held.pop(other.pod)
                 self._wait_started.pop(other.pod, None)
-                self._outbox.append(Release(other, cause, reason))
+                self._outbox.append(Release(other, cause, reason, trigger))
 
     def _waiting_count(self, gang: _Gang) -> int:
         return len(self._held.of(gang.spec.id)) + len(self._binding.of(gang.spec.id))
