@@ -352,9 +352,15 @@ class GangCache:
 
         A quorum refusal (``reason`` carries :data:`~koordpy.scheduler.plugins.gang.QUORUM_REFUSED`, as
         kube-scheduler copies it from ``/filter``) is not a failure: the gang is incomplete, not failing.
-        So the condition a refusal left is recognised by any extender process, a restarted one too."""
+        The member is parked instead, as if this process had refused it: a restarted extender then still
+        wakes the members its predecessor refused once their gang passes."""
         gang_id = self._pod_gang.get(pod_key)
-        if gang_id is None or is_quorum_refusal(reason):
+        if gang_id is None:
+            return
+        if is_quorum_refusal(reason):
+            if pod_key not in self._held and pod_key not in self._binding:
+                self._park(pod_key, gang_id)
+                self._wake_dirty.add(gang_id)
             return
         gang = self._gangs[gang_id]
         gang.failed[pod_key] = reason

@@ -95,3 +95,30 @@ def test_a_restarted_extender_does_not_count_its_refusals_as_strict_failures() -
         ("default/p1", "strict"),
         ("default/p2", "strict"),
     ]
+
+
+def test_a_refusal_seen_in_a_condition_parks_the_member_for_a_restarted_extender() -> None:
+    """The previous process refused a and b (their conditions say so) and is gone; this process never
+    refused anything. When c arrives, a and b must still be woken."""
+    cache = GangCache(ARGS)
+    cache.upsert_podgroup(podgroup("pg", 3))
+    refusal = kube_scheduler_message(QUORUM_REFUSED + "gang default/pg: fewer than 3 members exist")
+    for name in ("a", "b"):
+        cache.upsert_pod(member(name, labels={SIGS: "pg"}))
+        cache.scheduling_failed(f"default/{name}", refusal)
+    assert cache.parked("default/pg") == ["default/a", "default/b"]
+    assert cache.take_wakeups() == []
+    cache.upsert_pod(member("c", labels={SIGS: "pg"}))
+    assert [w.pod for w in cache.take_wakeups()] == ["default/a", "default/b"]
+
+
+def test_a_refusal_seen_after_the_quorum_is_there_wakes_the_member_at_once() -> None:
+    # The gang completed while no extender ran (or before the watch showed the condition).
+    cache = GangCache(ARGS)
+    cache.upsert_podgroup(podgroup("pg", 2))
+    for name in ("a", "b"):
+        cache.upsert_pod(member(name, labels={SIGS: "pg"}))
+    cache.take_wakeups()
+    refusal = kube_scheduler_message(QUORUM_REFUSED + "gang default/pg: fewer than 2 members exist")
+    cache.scheduling_failed("default/a", refusal)
+    assert [w.pod for w in cache.take_wakeups()] == ["default/a"]
