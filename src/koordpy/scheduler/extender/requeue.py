@@ -214,7 +214,7 @@ class Requeuer:
             except (TimeoutError, OSError, RuntimeError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             else:
-                self.log.info("gang.requeued", pod=wakeup.pod, gang=wakeup.gang_id, reason=wakeup.reason)
+                self.log.debug("gang.requeued", pod=wakeup.pod, gang=wakeup.gang_id, reason=wakeup.reason)
                 return "patched"
             if attempt + 1 < self.attempts:
                 await asyncio.sleep(self.retry_delay * (attempt + 1))
