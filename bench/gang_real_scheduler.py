@@ -216,9 +216,15 @@ class Bench:
         if resp.status_code != 201:
             raise RuntimeError(f"pod {name}: {resp.status_code} {resp.text[:300]}")
 
-    def unbound(self, ns: str) -> set[str]:
-        """The namespace's pods without a node (a field selector: cheap once they are all bound)."""
-        resp = self.client.get(f"/api/v1/namespaces/{ns}/pods", params={"fieldSelector": "spec.nodeName="})
+    def unbound(self, ns: str) -> set[str] | None:
+        """The namespace's pods without a node (a field selector: cheap once they are all bound); None when
+        the API server did not answer the list (an overloaded one answers 429 or times out)."""
+        try:
+            resp = self.client.get(f"/api/v1/namespaces/{ns}/pods", params={"fieldSelector": "spec.nodeName="})
+        except httpx.HTTPError:
+            return None
+        if resp.status_code != 200:
+            return None
         return {p["metadata"]["name"] for p in resp.json()["items"]}
 
     def wait_bound(self, ns: str, names: set[str], timeout: float) -> float | None:
@@ -227,7 +233,8 @@ class Bench:
         interval = 0.02 if len(names) <= 20 else 1.0
         start = time.monotonic()
         while time.monotonic() - start < timeout:
-            if not names & self.unbound(ns):
+            unbound = self.unbound(ns)
+            if unbound is not None and not names & unbound:
                 return time.monotonic()
             time.sleep(interval)
         return None

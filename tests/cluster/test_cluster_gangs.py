@@ -373,3 +373,131 @@ def test_a_restarted_extender_does_not_misread_its_refusals(
     assert 'koordpy_extender_gang_releases_total{cause="strict"}' not in metrics
     assert 'koordpy_extender_gang_releases_total{cause="rejected"}' not in metrics
     one_binding_each(control_plane, space.namespace, ["restart-a", "restart-b", "restart-c"])
+
+
+# ---- Volcano's PodGroup ------------------------------------------------------------------------------
+
+VOLCANO_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups", "singular": "podgroup"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                # As Volcano's own CRD: no status subresource (status is part of the object).
+                "subresources": {},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "minMember": {"type": "integer", "format": "int32"},
+                                    "queue": {"type": "string", "default": "default"},
+                                    "priorityClassName": {"type": "string"},
+                                    "minTaskMember": {
+                                        "type": "object",
+                                        "additionalProperties": {"type": "integer", "format": "int32"},
+                                    },
+                                    "minResources": {
+                                        "type": "object",
+                                        "additionalProperties": {"x-kubernetes-int-or-string": True},
+                                    },
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {
+                                    "phase": {"type": "string"},
+                                    "running": {"type": "integer", "format": "int32"},
+                                    "succeeded": {"type": "integer", "format": "int32"},
+                                    "failed": {"type": "integer", "format": "int32"},
+                                    "conditions": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                "type": {"type": "string"},
+                                                "status": {"type": "string"},
+                                                "transitionID": {"type": "string"},
+                                                "lastTransitionTime": {"type": "string", "format": "date-time"},
+                                                "reason": {"type": "string"},
+                                                "message": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+def volcano_crd(kube: Kube) -> None:
+    """Volcano's PodGroup CRD (its schema's fields, no status subresource), served before koordpy starts."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    if kube.client.get(f"{path}/podgroups.scheduling.volcano.sh").status_code == 404:
+        kube.client.post(path, json=VOLCANO_CRD).raise_for_status()
+
+    def established() -> bool:
+        crd = kube.client.get(f"{path}/podgroups.scheduling.volcano.sh").json()
+        conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+        return conditions.get("Established") == "True"
+
+    wait_until("Volcano's PodGroup CRD established", established)
+
+
+def volcano_status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    resp = kube.client.get(f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{namespace}/podgroups/{name}")
+    obj = resp.json() if resp.status_code == 200 else {}
+    return dict(obj.get("status") or {})
+
+
+def test_a_volcano_podgroup_gang_binds_whole_and_gets_volcano_phases(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube, volcano_crd: None
+) -> None:
+    """A ``scheduling.volcano.sh/v1beta1`` PodGroup (minMember 3, a queue koordpy does not honour) with
+    members that name it in Volcano's annotation: nothing binds below 3 members, then all three bind
+    once each, and the manager writes Volcano's phases (Inqueue at once, then Running) on the object."""
+    ready_nodes(space, kube, 2)
+    koordpy.start_scheduling()
+    koordpy.start_manager()
+    resp = kube.client.post(
+        f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{space.namespace}/podgroups",
+        json={
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "vjob", "namespace": space.namespace},
+            "spec": {"minMember": 3, "queue": "research"},
+        },
+    )
+    assert resp.status_code == 201, resp.text
+    wait_until("Inqueue", lambda: volcano_status(kube, space.namespace, "vjob").get("phase") == "Inqueue")
+    for index in range(2):
+        space.create_pod(f"vjob-{index}", cpu="1", memory="1Gi", annotations={"scheduling.k8s.io/group-name": "vjob"})
+    wait_until("two members refused", lambda: all(refused(kube, space, f"vjob-{i}") for i in range(2)))
+    assert space.bound() == {}
+    space.create_pod("vjob-2", cpu="1", memory="1Gi", annotations={"scheduling.k8s.io/group-name": "vjob"})
+    poll("the Volcano gang bound", lambda: len(space.bound()) == 3, timeout=30)
+    names = ["vjob-0", "vjob-1", "vjob-2"]
+    assert sorted(space.bound()) == names
+    one_binding_each(control_plane, space.namespace, names)
+
+    def running() -> dict[str, Any] | None:
+        status = volcano_status(kube, space.namespace, "vjob")
+        return status if status.get("phase") == "Running" and status.get("running") == 3 else None
+
+    status = wait_until("Running, 3 running", running)
+    assert (status["succeeded"], status["failed"]) == (0, 0)

@@ -199,12 +199,12 @@ def gangs_command(
     ] = None,
     output: Output = "table",
 ) -> None:
-    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of both APIs (or a cluster).
+    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of the three APIs (or a cluster).
 
-    Live mode lists Pods and both PodGroup kinds; it cannot see binds held at the extender's barrier
+    Live mode lists Pods and the three PodGroup kinds; it cannot see binds held at the extender's barrier
     (pass them with --waiting). A PodGroup API the cluster does not serve is skipped with a note."""
     from koordpy.cli.live import LiveError, read_input
-    from koordpy.kube.resources import PODGROUPS, PODGROUPS_X_K8S, PODS
+    from koordpy.kube.resources import PODGROUPS, PODGROUPS_VOLCANO, PODGROUPS_X_K8S, PODS
 
     if output not in ("json", "table"):
         raise fail(f"-o: expected json or table, got {output!r}")
@@ -216,7 +216,7 @@ def gangs_command(
         held[key] = node
     try:
         cfg = load_scheduler_config(config)
-        documents, live = read_input(files, kubeconfig, context, (PODS, PODGROUPS, PODGROUPS_X_K8S))
+        documents, live = read_input(files, kubeconfig, context, (PODS, PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO))
         instant, note = evaluation_instant(now, documents, live=live)
         report, ignored = gang_report(documents, cfg.gang, instant, held, failed or [])
     except DurationError as exc:

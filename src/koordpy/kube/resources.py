@@ -22,6 +22,7 @@ __all__ = [
     "NODES",
     "PDBS",
     "PODGROUPS",
+    "PODGROUPS_VOLCANO",
     "PODGROUPS_X_K8S",
     "PODMIGRATIONJOBS",
     "PODQOSS",
@@ -95,6 +96,9 @@ PODGROUPS = ResourceRef("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodG
 PODGROUPS_X_K8S = ResourceRef("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
 """scheduler-plugins' PodGroup API; the chart does not install its CRD (watchers must tolerate a 404), so
 it is not in ``ALL`` (the resources the API emulator serves)."""
+PODGROUPS_VOLCANO = ResourceRef("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True)
+"""Volcano's PodGroup API. Its CRD (Volcano's) has no status subresource: status is written on the object
+itself. Not installed by the chart, not in ``ALL``."""
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )

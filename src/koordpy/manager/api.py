@@ -30,7 +30,7 @@ from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
-from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S
+from koordpy.scheduler.plugins.gang import API_SIGS, API_VOLCANO, API_X_K8S
 from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
@@ -302,7 +302,8 @@ class KubeMigrationApi:
 
 
 class GangWriter:
-    """Writes PodGroup status (``/status`` subresource, JSON merge-patch) and posts gang Events.
+    """Writes PodGroup status (``/status`` subresource, JSON merge-patch; on the object itself for Volcano's
+    PodGroup, whose CRD has no status subresource, the patch holding ``status`` only) and posts gang Events.
 
     A PodGroup gone since the decision (404) is not an error: its DELETED event follows. Event posting
     failures are logged and dropped (an Event is advice, never state). Not guaranteed: ordering between
@@ -315,7 +316,9 @@ class GangWriter:
 
     async def patch_status(self, patch: StatusPatch) -> bool:
         """True when written, False when the PodGroup (or its API) is gone."""
-        url = f"/apis/{API_VERSIONS[patch.api]}/namespaces/{patch.namespace}/podgroups/{patch.name}/status"
+        url = f"/apis/{API_VERSIONS[patch.api]}/namespaces/{patch.namespace}/podgroups/{patch.name}"
+        if patch.api != API_VOLCANO:
+            url += "/status"
         try:
             await kopf_api.patch(
                 url,

@@ -1,4 +1,4 @@
-"""Pure PodGroup status and gang Event decisions for the manager, for both PodGroup APIs.
+"""Pure PodGroup status and gang Event decisions for the manager, for the three PodGroup APIs.
 
 The manager feeds a :class:`~koordpy.scheduler.plugins.gang.GangCache` with pods and PodGroups (the same
 cache, and so the same membership, parameters and phase machines, as the extender and the offline tool)
@@ -9,7 +9,9 @@ Status fields, per API (reference §2.7; ``koordpy.crds.podgroup``):
 * ``scheduling.sigs.k8s.io``: ``phase`` (Koordinator's machine), ``scheduled`` (members with a node),
   ``running``, ``succeeded``, ``failed``, ``occupiedBy`` and ``scheduleStartTime``;
 * ``scheduling.x-k8s.io``: ``phase`` (scheduler-plugins' machine), ``running``, ``succeeded``,
-  ``failed``, ``occupiedBy``, ``scheduleStartTime``; no ``scheduled``.
+  ``failed``, ``occupiedBy``, ``scheduleStartTime``; no ``scheduled``;
+* ``scheduling.volcano.sh``: ``phase`` (Volcano's: Pending, Inqueue, Running, Unknown, Completed),
+  ``running``, ``succeeded``, ``failed``; Volcano's status has nothing else koordpy fills.
 
 ``occupiedBy`` is written once, when the phase first leaves Pending: the oldest member's owner
 references as sorted ``namespace/ownerName`` joined with ``,`` (as Koordinator fills it). ``scheduleStartTime``
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, GangView
+from koordpy.scheduler.plugins.gang import API_SIGS, API_VERSIONS, API_VOLCANO, GangCache, GangView
 
 __all__ = [
     "API_VERSIONS",
@@ -39,7 +41,6 @@ __all__ = [
     "waiting_message",
 ]
 
-API_VERSIONS = {API_SIGS: f"{API_SIGS}/v1alpha1", API_X_K8S: f"{API_X_K8S}/v1alpha1"}
 FINAL_PHASES = frozenset({"Finished", "Failed"})
 REASON_WAITING = "GangWaiting"
 
@@ -112,10 +113,11 @@ def desired_status(
     }
     if api == API_SIGS:
         want["scheduled"] = counts.scheduled
-    if phase not in ("", "Pending") and not stored.get("occupiedBy") and occupant:
-        want["occupiedBy"] = occupant
-    if phase == "Scheduling" and not stored.get("scheduleStartTime"):
-        want["scheduleStartTime"] = now
+    if api != API_VOLCANO:
+        if phase not in ("", "Pending") and not stored.get("occupiedBy") and occupant:
+            want["occupiedBy"] = occupant
+        if phase == "Scheduling" and not stored.get("scheduleStartTime"):
+            want["scheduleStartTime"] = now
     patch = {k: v for k, v in want.items() if stored.get(k) != v}
     return StatusPatch(api, namespace, name, patch) if patch else None
 

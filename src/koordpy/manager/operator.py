@@ -48,7 +48,16 @@ from koordpy.manager.rounds import RoundGate
 from koordpy.model.objects import pod_from_dict
 from koordpy.runtime.listeners import ListenerLimits, health_listener
 from koordpy.runtime.metrics import new_registry, render
-from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, PodGroupError, gang_ref, podgroup_from_dict
+from koordpy.scheduler.plugins.gang import (
+    API_SIGS,
+    API_VERSIONS,
+    API_VOLCANO,
+    API_X_K8S,
+    GangCache,
+    PodGroupError,
+    gang_ref,
+    podgroup_from_dict,
+)
 
 __all__ = ["GangStatusKeeper", "QuietNodeTimer", "build_registry", "health_report", "operator_settings", "run"]
 
@@ -127,7 +136,7 @@ class GangStatusKeeper:
             self.throttle.forget([f"PodGroup/{gang_id}"])
             self.cache.delete_podgroup(api, str(meta.get("namespace", "")), str(meta.get("name", "")))
             return [gang_id]
-        raw = {**body, "apiVersion": f"{api}/v1alpha1"}
+        raw = {**body, "apiVersion": API_VERSIONS[api]}
         try:
             info = podgroup_from_dict(raw)
         except PodGroupError as exc:
@@ -301,11 +310,20 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
     def podgroups_x_k8s(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
         return {f"{namespace}/{name}": dict(body)}
 
+    @kopf.index(API_VOLCANO, "v1beta1", "podgroups", id="podgroups_volcano", registry=registry)
+    def podgroups_volcano(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+        return {f"{namespace}/{name}": dict(body)}
+
     @kopf.on.event("v1", "pods", registry=registry)
     async def pod_event(*, type: str, body: kopf.Body, **kwargs: Any) -> None:
         touched = gangs.on_pod(type, body)
         for gang_id in touched:
-            for api, index in ((API_SIGS, kwargs["podgroups_sigs"]), (API_X_K8S, kwargs["podgroups_x_k8s"])):
+            indexes = (
+                (API_SIGS, kwargs["podgroups_sigs"]),
+                (API_X_K8S, kwargs["podgroups_x_k8s"]),
+                (API_VOLCANO, kwargs["podgroups_volcano"]),
+            )
+            for api, index in indexes:
                 if (api, gang_id) not in gangs.podgroups and gang_id in index:
                     known = _only(index.get(gang_id))
                     if known is not None:
@@ -320,6 +338,10 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
     @kopf.on.event(API_X_K8S, "v1alpha1", "podgroups", registry=registry)
     async def x_k8s_podgroup_event(*, type: str, body: kopf.Body, **_: Any) -> None:
         await gangs.reconcile(gangs.on_podgroup(API_X_K8S, type, body))
+
+    @kopf.on.event(API_VOLCANO, "v1beta1", "podgroups", registry=registry)
+    async def volcano_podgroup_event(*, type: str, body: kopf.Body, **_: Any) -> None:
+        await gangs.reconcile(gangs.on_podgroup(API_VOLCANO, type, body))
 
     pending: list[asyncio.Task[None]] = []
 

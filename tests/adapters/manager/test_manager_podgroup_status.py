@@ -17,6 +17,7 @@ __all__ = ["kubeconfig"]  # the fixture, re-used
 
 SIGS = "scheduling.sigs.k8s.io/v1alpha1/podgroups"
 X_K8S = "scheduling.x-k8s.io/v1alpha1/podgroups"
+VOLCANO = "scheduling.volcano.sh/v1beta1/podgroups"
 CONFIG = {
     "nodeMetric": {"enabled": False},
     "podGroup": {"eventIntervalSeconds": 3600, "eventDelaySeconds": 1, "podEventsPerGang": 2},
@@ -35,9 +36,12 @@ def make_emulator(emulator: kmock.KubernetesEmulator, *, x_k8s: bool) -> kmock.K
     }
     if x_k8s:
         declared[X_K8S] = ("PodGroup", True)
+        declared[VOLCANO] = ("PodGroup", True)
     for resource, (kind, namespaced) in declared.items():
+        # Volcano's PodGroup CRD has no status subresource.
+        status = kind == "PodGroup" and resource != VOLCANO
         emulator.resources[resource] = kmock.ResourceInfo(
-            kind=kind, namespaced=namespaced, verbs=VERBS, subresources={"status"} if kind == "PodGroup" else set()
+            kind=kind, namespaced=namespaced, verbs=VERBS, subresources={"status"} if status else set()
         )
     return emulator
 
@@ -199,3 +203,42 @@ async def test_runs_without_the_x_k8s_api(emulator: kmock.KubernetesEmulator, ku
         # min 1, one member without a node: Pending → PreScheduling → Scheduling (0 scheduled < 1).
         await eventually(lambda: status_of(emulator, SIGS, "solo").get("phase") == "Scheduling", "Scheduling")
     assert not [r for r in emulator if "scheduling.x-k8s.io" in r.url.path and r.method != "GET"]
+
+
+async def test_volcano_podgroup_status_in_volcano_phases(emulator: kmock.KubernetesEmulator, kubeconfig: Path) -> None:
+    """A ``scheduling.volcano.sh/v1beta1`` PodGroup (members join with Volcano's annotation): Inqueue at once
+    (koordpy has no queues), Running once min members are bound; written by a patch of the object that holds
+    ``status`` only (Volcano's CRD has no status subresource)."""
+    assert (
+        await api(
+            emulator,
+            "POST",
+            "/apis/scheduling.volcano.sh/v1beta1/namespaces/team-a/podgroups",
+            {**podgroup("scheduling.volcano.sh/v1beta1", "job", 2), "spec": {"minMember": 2, "queue": "research"}},
+        )
+        < 300
+    )
+    pods = []
+    for i in range(2):
+        raw = member(f"v{i}", "x", "unused")
+        raw["metadata"]["labels"] = {}
+        raw["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "job"}
+        pods.append(raw)
+        assert await api(emulator, "POST", PODS, raw) < 300
+    async with running_manager(CONFIG):
+        await eventually(lambda: status_of(emulator, VOLCANO, "job").get("phase") == "Inqueue", "Inqueue")
+        assert status_of(emulator, VOLCANO, "job") == {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}
+        for i in range(len(pods)):
+            body = {"spec": {"nodeName": f"n{i}"}, "status": {"phase": "Running"}}
+            assert await api(emulator, "PATCH", f"{PODS}/v{i}", body) < 300
+        await eventually(lambda: status_of(emulator, VOLCANO, "job").get("phase") == "Running", "Running")
+        assert status_of(emulator, VOLCANO, "job")["running"] == 2
+    writes = [
+        r
+        for r in emulator
+        if r.method in ("PATCH", "PUT") and "/podgroups/" in r.url.path and r.headers.get("Authorization")
+    ]
+    assert writes and {r.url.path for r in writes} == {
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/team-a/podgroups/job"
+    }
+    assert all(set(r.data) == {"status"} for r in writes)

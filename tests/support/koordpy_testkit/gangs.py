@@ -6,7 +6,7 @@ from typing import Any
 
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import PodInfo, pod_from_dict
-from koordpy.scheduler.plugins.gang import PodGroupInfo, podgroup_from_dict
+from koordpy.scheduler.plugins.gang import API_VERSIONS, PodGroupInfo, podgroup_from_dict
 from koordpy_testkit.builders import PodBuilder
 
 __all__ = ["T0", "annotated", "member", "podgroup"]
@@ -61,7 +61,7 @@ def podgroup(
         spec["scheduleTimeoutSeconds"] = timeout
     return podgroup_from_dict(
         {
-            "apiVersion": f"{api}/v1alpha1",
+            "apiVersion": API_VERSIONS[api],
             "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
             "spec": spec,

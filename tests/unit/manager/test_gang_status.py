@@ -14,7 +14,7 @@ from koordpy.manager.gang_status import (
     reconcile_gang,
     waiting_message,
 )
-from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache
+from koordpy.scheduler.plugins.gang import API_SIGS, API_VOLCANO, API_X_K8S, GangCache
 from koordpy_testkit.gangs import T0, member, podgroup
 
 SIGS_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -28,7 +28,11 @@ def cache_with(api: str, min_member: int, pods: list[tuple[str | None, str | Non
     cache.upsert_podgroup(podgroup("mpi", min_member, api=api))
     label = SIGS_LABEL if api == API_SIGS else X_LABEL
     for i, (node, phase) in enumerate(pods):
-        cache.upsert_pod(member(f"w{i}", labels={label: "mpi"}, node=node, phase=phase, created=T0 + i))
+        if api == API_VOLCANO:  # Volcano's members name their PodGroup in an annotation
+            joins: dict[str, Any] = {"annotations": {"scheduling.k8s.io/group-name": "mpi"}}
+        else:
+            joins = {"labels": {label: "mpi"}}
+        cache.upsert_pod(member(f"w{i}", node=node, phase=phase, created=T0 + i, **joins))
     return cache
 
 
@@ -88,6 +92,29 @@ def cache_with(api: str, min_member: int, pods: list[tuple[str | None, str | Non
             {"phase": "Running", "running": 3, "succeeded": 0, "failed": 0, "occupiedBy": "x"},
             [("n1", "Running"), ("n2", "Running"), ("n3", "Failed")],
             {"phase": "Failed", "running": 2, "failed": 1},
+        ),
+        # Volcano: "" → Pending → Inqueue (no queues) with nothing bound; only phase and counters, in
+        # Volcano's phases (no scheduled, occupiedBy or scheduleStartTime).
+        (API_VOLCANO, {}, [(None, None)] * 2, {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}),
+        # 3 bound, 3 running ≥ min 3: Running; 2 bound and running of 3 with one failed: Unknown.
+        (
+            API_VOLCANO,
+            {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0},
+            [("n1", "Running"), ("n2", "Running"), ("n3", "Running")],
+            {"phase": "Running", "running": 3},
+        ),
+        (
+            API_VOLCANO,
+            {"phase": "Running", "running": 3, "succeeded": 0, "failed": 0},
+            [("n1", "Running"), ("n2", "Running"), ("n3", "Failed")],
+            {"phase": "Unknown", "running": 2, "failed": 1},
+        ),
+        # Every member succeeded: Completed.
+        (
+            API_VOLCANO,
+            {"phase": "Running", "running": 3, "succeeded": 0, "failed": 0},
+            [("n1", "Succeeded"), ("n2", "Succeeded"), ("n3", "Succeeded")],
+            {"phase": "Completed", "running": 0, "succeeded": 3},
         ),
     ],
 )

@@ -58,6 +58,8 @@ from koordpy.scheduler.extender.requeue import PodPatcher, RequeueMetrics, Reque
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import (
     API_SIGS,
+    API_VERSIONS,
+    API_VOLCANO,
     API_X_K8S,
     Admission,
     BindBatch,
@@ -226,6 +228,8 @@ class GangBarrier:
         self._posted: dict[str, tuple[str, str, float]] = {}
         """Gang id → (reason, message, time) of the last outcome Event."""
         self._failures: dict[str, str] = {}
+        self._ignored: dict[str, tuple[str, ...]] = {}
+        """PodGroup id → the fields not honoured that were last warned about (one warning per change)."""
         """pod key → the Unschedulable condition already reported (message and time)."""
         self._timer: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -273,7 +277,7 @@ class GangBarrier:
                     self.pump()
                 return
             if not raw.get("apiVersion"):  # list items may omit it; the watch knows the API
-                raw = {**raw, "apiVersion": f"{api}/v1alpha1"}
+                raw = {**raw, "apiVersion": API_VERSIONS[api]}
             try:
                 pg = podgroup_from_dict(raw)
             except PodGroupError as exc:
@@ -281,6 +285,9 @@ class GangBarrier:
                 if on_rejected is not None:
                     on_rejected(event_type, raw, f"{type(exc).__name__}: {exc}")
                 return
+            if pg.ignored and self._ignored.get(pg.id) != pg.ignored:
+                self._ignored[pg.id] = pg.ignored
+                self.log.warning("gang.podgroup_fields_ignored", podgroup=pg.id, api=api, fields=list(pg.ignored))
             self.cache.upsert_podgroup(pg)
             self.pump()
 
@@ -511,6 +518,8 @@ class GangBarrier:
         now = self.clock.now()
         conditions = gang_condition(outcome, pg.conditions, format_rfc3339(now))
         patcher = self.status_patcher()
+        if pg.api == API_VOLCANO:
+            conditions = None  # Volcano's CRD has no status subresource: the extender writes no PodGroup object
         if conditions is not None and patcher is not None:
             try:
                 await patcher.patch_status(
@@ -615,4 +624,4 @@ class GangBarrier:
         return out
 
 
-PODGROUP_APIS = (API_SIGS, API_X_K8S)
+PODGROUP_APIS = (API_SIGS, API_X_K8S, API_VOLCANO)

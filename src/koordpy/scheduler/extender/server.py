@@ -36,7 +36,16 @@ from starlette.applications import Starlette
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
-from koordpy.kube.resources import NODEMETRICS, NODES, PODGROUPS, PODGROUPS_X_K8S, PODS, RESERVATIONS, ResourceRef
+from koordpy.kube.resources import (
+    NODEMETRICS,
+    NODES,
+    PODGROUPS,
+    PODGROUPS_VOLCANO,
+    PODGROUPS_X_K8S,
+    PODS,
+    RESERVATIONS,
+    ResourceRef,
+)
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
 from koordpy.runtime.clock import SystemClock
@@ -64,9 +73,9 @@ WATCHED: tuple[tuple[str, ResourceRef], ...] = (
     ("nodemetrics", NODEMETRICS),
     ("reservations", RESERVATIONS),
 )
-GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S)
-"""PodGroups of both APIs. Optional for readiness: a missing CRD (404, the chart does not install the
-x-k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
+GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO)
+"""PodGroups of the three APIs. Optional for readiness: a missing CRD (404, the chart installs only the
+sigs.k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
 
 
 @dataclass

@@ -434,3 +434,33 @@ async def test_a_restarted_extender_recognises_the_refusals_its_predecessor_left
     assert held(ext) == {"team/a", "team/b"}
     assert (await ext.post("bind", bind_args(c, "n2"))).json() == {"Error": ""}
     assert [(await t).json() for t in tasks] == [{"Error": ""}, {"Error": ""}]
+
+
+async def test_volcano_podgroup_watch_feeds_the_gang(ext: Any) -> None:
+    """A ``scheduling.volcano.sh/v1beta1`` PodGroup; its members join with Volcano's annotation. Its queue is
+    not honoured: said once in the log, the gang is scheduled as if it had none."""
+    handler = ext.extender.gangs.podgroup_handler("scheduling.volcano.sh")
+    setup(ext)
+    logged: list[tuple[str, dict[str, Any]]] = []
+    log = ext.extender.gangs.log
+    original = log.warning
+    log.warning = lambda event, **kw: logged.append((event, kw))  # type: ignore[method-assign]
+    try:
+        pods = [PodBuilder(f"v{i}", "team").annotation("scheduling.k8s.io/group-name", "job").build() for i in range(2)]
+        for raw in pods:
+            ext.pod_event("ADDED", raw)
+        body = {"metadata": {"name": "job", "namespace": "team"}, "spec": {"minMember": 2, "queue": "research"}}
+        handler("ADDED", body)
+        handler("MODIFIED", body)
+    finally:
+        log.warning = original  # type: ignore[method-assign]
+    assert logged == [
+        (
+            "gang.podgroup_fields_ignored",
+            {"podgroup": "team/job", "api": "scheduling.volcano.sh", "fields": ["spec.queue=research"]},
+        )
+    ]
+    resp = await ext.post("filter", {"Pod": pods[0], "Nodes": None, "NodeNames": ["n1"]})
+    assert orjson.loads(resp.content)["NodeNames"] == ["n1"]  # 2 of 2 members exist
+    view = (await ext.http.get("/debug/gangs/team/job")).json()
+    assert (view["minMember"], view["matchPolicy"]) == (2, "waiting-and-running")

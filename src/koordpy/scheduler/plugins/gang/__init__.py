@@ -22,9 +22,18 @@ from koordpy.scheduler.plugins.gang.decisions import (
     is_quorum_refusal,
 )
 from koordpy.scheduler.plugins.gang.outcome import CONDITION_TYPE, GangOutcome, bound_outcome, gang_condition, outcomes
-from koordpy.scheduler.plugins.gang.phase import MemberCounts, converge, gang_phase, koordinator_phase, x_k8s_phase
+from koordpy.scheduler.plugins.gang.phase import (
+    MemberCounts,
+    converge,
+    gang_phase,
+    koordinator_phase,
+    volcano_phase,
+    x_k8s_phase,
+)
 from koordpy.scheduler.plugins.gang.spec import (
     API_SIGS,
+    API_VERSIONS,
+    API_VOLCANO,
     API_X_K8S,
     GangRef,
     GangSpec,
@@ -40,6 +49,8 @@ from koordpy.scheduler.plugins.gang.state import GangCache, GangView
 
 __all__ = [
     "API_SIGS",
+    "API_VERSIONS",
+    "API_VOLCANO",
     "API_X_K8S",
     "CASCADING_CAUSES",
     "CONDITION_TYPE",
@@ -77,5 +88,6 @@ __all__ = [
     "podgroup_from_dict",
     "spec_from_pod",
     "spec_from_podgroup",
+    "volcano_phase",
     "x_k8s_phase",
 ]

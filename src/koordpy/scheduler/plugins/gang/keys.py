@@ -10,6 +10,8 @@ __all__ = [
     "ANNOTATION_MODE",
     "ANNOTATION_NAME",
     "ANNOTATION_TOTAL_NUMBER",
+    "ANNOTATION_VOLCANO_GROUP_NAME",
+    "ANNOTATION_VOLCANO_GROUP_NAME_ALIAS",
     "ANNOTATION_WAITING_TIME",
     "LABEL_MIN_AVAILABLE_DEPRECATED",
     "LABEL_POD_GROUP",
@@ -27,6 +29,10 @@ LABEL_MIN_AVAILABLE_DEPRECATED = "pod-group.scheduling.sigs.k8s.io/min-available
 """Deprecated pod label; when non-empty it wins over the ``min-available`` annotation."""
 LABEL_X_K8S_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 """Pod label naming a ``scheduling.x-k8s.io/v1alpha1`` PodGroup (scheduler-plugins since 2023)."""
+ANNOTATION_VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+"""Pod annotation naming a ``scheduling.volcano.sh/v1beta1`` PodGroup (Volcano's ``KubeGroupNameAnnotationKey``)."""
+ANNOTATION_VOLCANO_GROUP_NAME_ALIAS = "scheduling.volcano.sh/group-name"
+"""Volcano's other key for the same (``VolcanoGroupNameAnnotationKey``); read when the first is absent."""
 
 _PREFIX = "gang.scheduling.koordinator.sh/"
 ANNOTATION_NAME = _PREFIX + "name"

@@ -1,8 +1,9 @@
 """PodGroup ``status.phase`` as each API's controller computes it, as pure functions of one sync.
 
-``koordinator_phase`` (``scheduling.sigs.k8s.io``, Koordinator's controller, reference §2.7) and
-``x_k8s_phase`` (``scheduling.x-k8s.io``, scheduler-plugins' controller) each take the phase stored now
-and the member counts and return the phase after one reconcile, exactly like the controllers'
+``koordinator_phase`` (``scheduling.sigs.k8s.io``, Koordinator's controller, reference §2.7),
+``x_k8s_phase`` (``scheduling.x-k8s.io``, scheduler-plugins' controller) and ``volcano_phase``
+(``scheduling.volcano.sh``, the job status Volcano's scheduler writes at the end of each session) each take
+the phase stored now and the member counts and return the phase after one reconcile, like those
 state machines (so ``"" → Pending`` takes one sync and ``Pending → PreScheduling/Scheduling`` the
 next). ``converge`` repeats a step until it stops changing: what the status settles on if nothing else
 changes. ``Finished`` and ``Failed`` are final (neither controller reconciles them again).
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["MemberCounts", "converge", "gang_phase", "koordinator_phase", "x_k8s_phase"]
+__all__ = ["MemberCounts", "converge", "gang_phase", "koordinator_phase", "volcano_phase", "x_k8s_phase"]
 
 FINAL = frozenset({"Finished", "Failed"})
 
@@ -72,6 +73,25 @@ def x_k8s_phase(previous: str, min_member: int, counts: MemberCounts) -> str:
     return phase
 
 
+def volcano_phase(previous: str, min_member: int, counts: MemberCounts) -> str:
+    """One session of Volcano's scheduler (``jobStatus`` in ``pkg/scheduler/framework/session.go``), for a
+    gang without a Volcano queue: allocated = members bound to a node that have not failed (``AllocatedStatus``
+    or ``Succeeded``). allocated ≥ ``minMember`` → ``Running``, or ``Completed`` when every allocated member
+    succeeded; fewer allocated but some running → ``Unknown`` (Volcano: running members and an unschedulable
+    rest); otherwise ``Inqueue``. Volcano's ``enqueue`` action moves a PodGroup from ``Pending`` to
+    ``Inqueue`` when its queue has room; koordpy has no queues, so a PodGroup is ``Inqueue`` at once
+    (``Pending`` for one sync, as in Volcano); the Volcano job controller creates a Job's pods only then.
+    """
+    if previous in ("", "Pending"):
+        return "Inqueue" if previous == "Pending" else "Pending"
+    allocated = counts.scheduled - counts.failed  # bound members, failed ones not counted
+    if allocated >= min_member and allocated > 0:
+        return "Completed" if counts.succeeded == allocated else "Running"
+    if counts.running > 0:
+        return "Unknown"
+    return "Inqueue"
+
+
 def converge(
     step: Callable[[str, int, MemberCounts], str], previous: str, min_member: int, counts: MemberCounts
 ) -> str:
@@ -88,9 +108,12 @@ def converge(
 def gang_phase(source: str, initialised: bool, stored: str, min_member: int, counts: MemberCounts) -> str:
     """The phase a gang's PodGroup status settles on from ``stored``; ``NotFound`` when the gang comes from
     a PodGroup label and that PodGroup does not exist. ``scheduling.x-k8s.io`` gangs use scheduler-plugins'
-    machine, every other gang Koordinator's (an annotation-way gang has no PodGroup object: its phase is
-    the one Koordinator would write if it had one)."""
+    machine, ``scheduling.volcano.sh`` gangs Volcano's, every other gang Koordinator's (an annotation-way
+    gang has no PodGroup object: its phase is the one Koordinator would write if it had one)."""
     if source != "annotations" and not initialised:
         return "NotFound"
-    step = x_k8s_phase if source == "scheduling.x-k8s.io" else koordinator_phase
-    return converge(step, stored, min_member, counts)
+    steps: dict[str, Callable[[str, int, MemberCounts], str]] = {
+        "scheduling.x-k8s.io": x_k8s_phase,
+        "scheduling.volcano.sh": volcano_phase,
+    }
+    return converge(steps.get(source, koordinator_phase), stored, min_member, counts)

@@ -5,8 +5,10 @@ Resolution order of the gang name (first non-empty wins; reference §2.2):
 1. label ``pod-group.scheduling.sigs.k8s.io`` → a ``scheduling.sigs.k8s.io`` PodGroup;
 2. label ``scheduling.x-k8s.io/pod-group`` → a ``scheduling.x-k8s.io`` PodGroup (koordpy's addition:
    Koordinator does not read this label; it sits right after the other PodGroup label);
-3. deprecated label ``pod-group.scheduling.sigs.k8s.io/name`` → an annotation-way gang;
-4. annotation ``gang.scheduling.koordinator.sh/name`` → an annotation-way gang.
+3. annotation ``scheduling.k8s.io/group-name`` (else ``scheduling.volcano.sh/group-name``) → a
+   ``scheduling.volcano.sh/v1beta1`` PodGroup (koordpy's addition: Volcano's own keys);
+4. deprecated label ``pod-group.scheduling.sigs.k8s.io/name`` → an annotation-way gang;
+5. annotation ``gang.scheduling.koordinator.sh/name`` → an annotation-way gang.
 
 The gang id is ``namespace/name`` (the pod's namespace). A PodGroup-way gang takes its parameters from
 the PodGroup (``spec`` plus the Koordinator annotations on the PodGroup); an annotation-way gang from
@@ -33,6 +35,7 @@ from koordpy.scheduler.plugins.gang import keys
 
 __all__ = [
     "API_SIGS",
+    "API_VOLCANO",
     "API_X_K8S",
     "GangRef",
     "GangSource",
@@ -50,8 +53,16 @@ __all__ = [
 
 API_SIGS: Final = "scheduling.sigs.k8s.io"
 API_X_K8S: Final = "scheduling.x-k8s.io"
+API_VOLCANO: Final = "scheduling.volcano.sh"
+PodGroupApi = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh"]
+API_VERSIONS: Final[dict[str, str]] = {
+    API_SIGS: f"{API_SIGS}/v1alpha1",
+    API_X_K8S: f"{API_X_K8S}/v1alpha1",
+    API_VOLCANO: f"{API_VOLCANO}/v1beta1",
+}
+"""The ``apiVersion`` of each PodGroup API koordpy reads."""
 
-GangSource = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "annotations"]
+GangSource = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh", "annotations"]
 Mode = Literal["Strict", "NonStrict"]
 MATCH_POLICIES: tuple[MatchPolicy, ...] = ("once-satisfied", "only-waiting", "waiting-and-running")
 
@@ -79,7 +90,7 @@ class GangRef:
 class PodGroupInfo:
     """Read-only view of a PodGroup of either API group."""
 
-    api: Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io"]
+    api: PodGroupApi
     namespace: str
     name: str
     min_member: int
@@ -91,6 +102,9 @@ class PodGroupInfo:
     uid: str = ""
     conditions: tuple[Mapping[str, Any], ...] = ()
     """``status.conditions`` as stored (objects only; anything else in the list is left out)."""
+    ignored: tuple[str, ...] = ()
+    """Fields set on the PodGroup that koordpy does not honour (Volcano's ``spec.queue``,
+    ``spec.minTaskMember``, ...), as ``path=value`` for a warning."""
 
     @property
     def id(self) -> str:
@@ -145,6 +159,13 @@ def gang_ref(pod: PodInfo) -> GangRef | None:
     name = labels.get(keys.LABEL_X_K8S_POD_GROUP, "")
     if name:
         return GangRef(pod.namespace, name, API_X_K8S)
+    annotations = pod.annotations
+    if annotations:
+        name = annotations.get(keys.ANNOTATION_VOLCANO_GROUP_NAME, "") or annotations.get(
+            keys.ANNOTATION_VOLCANO_GROUP_NAME_ALIAS, ""
+        )
+        if name:
+            return GangRef(pod.namespace, name, API_VOLCANO)
     name = labels.get(keys.LABEL_POD_GROUP_NAME_DEPRECATED, "") or pod.annotations.get(keys.ANNOTATION_NAME, "")
     if name:
         return GangRef(pod.namespace, name, "annotations")
@@ -258,7 +279,8 @@ def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -
 
     ``minMember`` from the spec (unset → 0); wait time ``scheduleTimeoutSeconds`` when > 0, else
     ``defaultTimeout``; ``total-number``, ``mode``, ``match-policy`` and ``groups`` from the PodGroup's
-    annotations with the same defaults as the annotation way.
+    annotations with the same defaults as the annotation way, except that a Volcano PodGroup's match
+    policy defaults to ``waiting-and-running`` (Volcano's gang counts the members already running).
     """
     annotations = pg.annotations
     timeout = pg.schedule_timeout_seconds
@@ -269,7 +291,9 @@ def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -
         min_member=pg.min_member,
         total_number=_total_number(annotations.get(keys.ANNOTATION_TOTAL_NUMBER, ""), pg.min_member),
         mode=_mode(annotations.get(keys.ANNOTATION_MODE, "")),
-        match_policy=_match_policy(annotations, args.default_match_policy),
+        match_policy=_match_policy(
+            annotations, "waiting-and-running" if pg.api == API_VOLCANO else args.default_match_policy
+        ),
         wait_seconds=float(timeout) if timeout is not None and timeout > 0 else args.default_timeout,
         group=group,
         create_time=pg.creation_time,
@@ -304,14 +328,17 @@ def _field_int(raw: Any, path: str, *, minimum: int | None) -> int | None:
 
 
 def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
-    """Read a PodGroup of either API group (told apart by ``apiVersion``).
+    """Read a PodGroup of any of the three APIs (told apart by ``apiVersion``).
 
-    Raises :class:`PodGroupError` naming the field. Not checked: ``minResources`` (not read).
+    Raises :class:`PodGroupError` naming the field. Not checked: ``minResources`` (not read). Volcano's
+    ``queue``, ``minTaskMember``, ``networkTopology`` and ``preemptable`` are read only to be listed in
+    ``ignored`` (``queue: default``, Volcano's default, is not listed).
     """
     api_version = raw.get("apiVersion")
     group = str(api_version).partition("/")[0] if isinstance(api_version, str) else ""
-    if group not in (API_SIGS, API_X_K8S):
-        raise PodGroupError(f"apiVersion: expected {API_SIGS}/v1alpha1 or {API_X_K8S}/v1alpha1, got {api_version!r}")
+    if group not in API_VERSIONS:
+        expected = ", ".join(API_VERSIONS.values())
+        raise PodGroupError(f"apiVersion: expected one of {expected}, got {api_version!r}")
     meta = raw.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise PodGroupError("metadata: expected an object")
@@ -343,8 +370,17 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
     if not isinstance(conditions, list | tuple):
         raise PodGroupError("status.conditions: expected a list")
     uid = meta.get("uid")
+    ignored: list[str] = []
+    if group == API_VOLCANO:
+        queue = spec.get("queue")
+        if queue not in (None, "", "default"):
+            ignored.append(f"spec.queue={queue}")
+        for field in ("minTaskMember", "networkTopology", "preemptable"):
+            if spec.get(field) not in (None, {}, ""):
+                ignored.append(f"spec.{field}={json.dumps(spec.get(field), sort_keys=True)[:120]}")
+    api: PodGroupApi = API_SIGS if group == API_SIGS else API_X_K8S if group == API_X_K8S else API_VOLCANO
     return PodGroupInfo(
-        api=API_SIGS if group == API_SIGS else API_X_K8S,
+        api=api,
         namespace=str(meta.get("namespace") or "default"),
         name=name,
         min_member=_field_int(spec.get("minMember"), "spec.minMember", minimum=0) or 0,
@@ -356,4 +392,5 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
         phase=phase,
         uid=uid if isinstance(uid, str) else "",
         conditions=tuple(dict(c) for c in conditions if isinstance(c, Mapping)),
+        ignored=tuple(ignored),
     )

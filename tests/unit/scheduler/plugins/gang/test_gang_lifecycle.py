@@ -154,7 +154,8 @@ def test_pod_that_leaves_its_gang_releases_its_hold() -> None:
     [
         (
             {"apiVersion": "v1", "kind": "PodGroup", "metadata": {"name": "x"}},
-            "apiVersion: expected scheduling.sigs.k8s.io/v1alpha1 or scheduling.x-k8s.io/v1alpha1, got 'v1'",
+            "apiVersion: expected one of scheduling.sigs.k8s.io/v1alpha1, scheduling.x-k8s.io/v1alpha1, "
+            "scheduling.volcano.sh/v1beta1, got 'v1'",
         ),
         ({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {}}, "metadata.name: required"),
         (
