@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import json
 import os
@@ -105,6 +106,8 @@ class Bench:
         self.ops_url = ""
         self.scheduler: Proc | None = None
         self.namespace_seq = 0
+        self.nodes: list[tuple[str, str]] = []
+        self.stopped = threading.Event()
 
     def start(self) -> None:
         self.plane.start()
@@ -116,7 +119,29 @@ class Bench:
             capture_output=True,
             env=env,
         )
+        self.create_nodes()
+        self.refresh_metrics()
+        threading.Thread(target=self._keep_metrics_fresh, daemon=True).start()
+
+    def refresh_metrics(self) -> None:
+        """Each node's NodeMetric, updated now (koordlet or koordpy's agent would report every minute; a
+        NodeMetric older than the load-aware expiry filters its node)."""
         now = format_rfc3339(time.time())
+        for name, cpu in self.nodes:
+            usage = {"cpu": f"{int(cpu) * 50}m", "memory": "4Gi"}
+            status = {"updateTime": now, "nodeMetric": {"nodeUsage": {"resources": usage}}}
+            with contextlib.suppress(httpx.HTTPError):
+                self.client.patch(
+                    f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{name}/status",
+                    json={"status": status},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+
+    def _keep_metrics_fresh(self) -> None:
+        while not self.stopped.wait(30.0):
+            self.refresh_metrics()
+
+    def create_nodes(self) -> None:
         pools = [(f"small-{i}", "small", "16", "110") for i in range(4)] + [
             (f"big-{i}", "big", "64", "500") for i in range(8)
         ]
@@ -126,13 +151,7 @@ class Bench:
                 "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
                 {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": name}},
             )
-            usage = {"cpu": f"{int(cpu) * 50}m", "memory": "4Gi"}
-            status = {"updateTime": now, "nodeMetric": {"nodeUsage": {"resources": usage}}}
-            self.client.patch(
-                f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{name}/status",
-                json={"status": status},
-                headers={"Content-Type": "application/merge-patch+json"},
-            ).raise_for_status()
+            self.nodes.append((name, cpu))
 
     @property
     def client(self) -> httpx.Client:
@@ -268,6 +287,7 @@ class Bench:
         }
 
     def close(self) -> None:
+        self.stopped.set()
         self.stop_components()
         if self.api is not None:
             self.api.close()

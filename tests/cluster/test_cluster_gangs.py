@@ -453,7 +453,7 @@ def volcano_crd(kube: Kube) -> None:
 
     def established() -> bool:
         crd = kube.client.get(f"{path}/podgroups.scheduling.volcano.sh").json()
-        conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+        conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
         return conditions.get("Established") == "True"
 
     wait_until("Volcano's PodGroup CRD established", established)
