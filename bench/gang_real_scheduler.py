@@ -21,7 +21,8 @@ Scenarios (``--scenarios``, comma-separated):
   writes by kube-scheduler and the peak requeue patches in any one second (from the audit log).
 
 Run: ``.venv/bin/python bench/gang_real_scheduler.py [--scenarios late,hold,big] [--members N]``. Prints and
-writes ``bench/results/gang_real_scheduler.json``. Several minutes (``baseline`` adds 5.5); the first run
+adds this run to ``bench/results/gang_real_scheduler.json`` (a run of the same scenarios replaces the earlier
+one). Several minutes (``baseline`` adds 5.5); the first run
 on a machine builds the Kubernetes binaries.
 
 Not guaranteed: stable figures on a shared machine (the load average is recorded with them).
@@ -406,7 +407,14 @@ def main() -> int:
         results["machine"]["loadavgEnd"] = os.getloadavg()
         bench.close()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    if RESULTS.exists():  # the scenarios not run this time keep their last figures (with their run's machine)
+        previous = json.loads(RESULTS.read_text())
+        runs = previous.get("runs", [])
+        runs = [r for r in runs if not set(r.get("scenarios", [])) <= set(scenarios)]
+    else:
+        runs = []
+    results["scenarios"] = scenarios
+    RESULTS.write_text(json.dumps({"bench": "gang_real_scheduler", "runs": [*runs, results]}, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     return 0
 

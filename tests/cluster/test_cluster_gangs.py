@@ -490,7 +490,7 @@ def test_a_volcano_podgroup_gang_binds_whole_and_gets_volcano_phases(
     wait_until("two members refused", lambda: all(refused(kube, space, f"vjob-{i}") for i in range(2)))
     assert space.bound() == {}
     space.create_pod("vjob-2", cpu="1", memory="1Gi", annotations={"scheduling.k8s.io/group-name": "vjob"})
-    poll("the Volcano gang bound", lambda: len(space.bound()) == 3, timeout=30)
+    poll("the Volcano gang bound", lambda: len(space.bound()) == 3, timeout=UNDER_THE_FLUSH)
     names = ["vjob-0", "vjob-1", "vjob-2"]
     assert sorted(space.bound()) == names
     one_binding_each(control_plane, space.namespace, names)

@@ -373,10 +373,10 @@ async def test_requests_are_paced_and_dropped_when_no_longer_needed(ext: Any) ->
     assert orjson.loads(resp.content)["NodeNames"] == ["n1"]
     assert "team/p5" not in requeuer.pending
     ext.requeue_time[0] = 1.0  # one second on the bucket's clock: one more token
-    await until(lambda: len(patcher.calls) == 3, "one more after a second", rounds=3000)
+    await until(lambda: len(patcher.calls) == 3, "one more after a second")
     assert list(requeuer.pending) == ["team/p3", "team/p4"]
     ext.requeue_time[0] = 10.0  # plenty: the rest go (the bucket holds at most 2)
-    await until(lambda: len(patcher.calls) == 5, "the rest", rounds=3000)
+    await until(lambda: len(patcher.calls) == 5, "the rest")
     assert [c[1] for c in patcher.calls] == ["p0", "p1", "p2", "p3", "p4"]
     assert requeuer.peak_in_flight <= 8
     metrics = (await ext.http.get("/metrics")).text
