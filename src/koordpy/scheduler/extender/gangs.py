@@ -295,10 +295,12 @@ class GangBarrier:
 
     # ---- filter ----------------------------------------------------------------------------
 
-    def admit(self, pod: PodInfo) -> Admission:
-        """Quorum (PreEnqueue) of a ``/filter`` request's pod; membership is read from that pod. A refused
-        member is parked (woken when its group passes); one that passes needs no wake-up any more."""
+    def admit(self, pod: PodInfo) -> Admission | None:
+        """Quorum (PreEnqueue) of a ``/filter`` request's pod (None: in no gang); membership is read from that
+        pod. A refused member is parked (woken when its group passes); one that passes needs no wake-up."""
         admission = self.cache.admit_request(pod)
+        if admission is None:
+            return None
         if admission.ok:
             self.requeuer.discard(pod.key)
         else:

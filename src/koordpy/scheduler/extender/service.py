@@ -252,7 +252,7 @@ class ExtenderService:
         filters a new pod before the watch has shown it to this process."""
         assert self.gangs is not None
         admission = self.gangs.admit(pod)
-        if admission.ok:
+        if admission is None or admission.ok:
             return None
         names = args.names
         require_strings(names, range(len(names)))

@@ -228,6 +228,8 @@ class GangCache:
         A member the watch already knows in the same gang is left as the watch shows it (the watch is newer
         than a request's copy, or as new)."""
         ref = gang_ref(pod)
+        if ref is None and not self._pod_gang:
+            return None  # in no gang, and no pod is in one it could have left (most requests)
         current = self._pod_gang.get(pod.key)
         if (None if ref is None else ref.id) != current:
             self.upsert_pod(pod)
@@ -383,13 +385,14 @@ class GangCache:
             return Admission(True, f"pod {pod_key} is in no gang", "", f"pod {pod_key} is in no gang")
         return self._admit_gang(gang_id)
 
-    def admit_request(self, pod: PodInfo) -> Admission:
-        """The quorum test of a ``/filter`` request. Membership comes from the pod in the request
-        (``observe``), never only from the watch, which may not have shown the pod yet. A refused member
-        is *parked*: ``take_wakeups`` hands it out once its group passes. A member that passes is unparked."""
+    def admit_request(self, pod: PodInfo) -> Admission | None:
+        """The quorum test of a ``/filter`` request; None for a pod in no gang. Membership comes from the pod
+        in the request (``observe``), never only from the watch, which may not have shown the pod yet. A
+        refused member is *parked*: ``take_wakeups`` hands it out once its group passes. A member that
+        passes is unparked."""
         gang_id = self.observe(pod)
         if gang_id is None:
-            return Admission(True, f"pod {pod.key} is in no gang", "", f"pod {pod.key} is in no gang")
+            return None
         admission = self._admit_gang(gang_id)
         if admission.ok:
             self._unpark(pod.key)
