@@ -35,7 +35,6 @@ from koordpy_testkit.manifests import ROOT, Block, doc_objects, example_files, g
 
 pytestmark = pytest.mark.cluster
 
-VOLCANO = "scheduling.volcano.sh"
 POD_OWNERS = frozenset({"Job", "Deployment"})
 """Kinds whose controller creates pods (a Job's carry the ``job-name`` label)."""
 
@@ -154,20 +153,7 @@ def cluster(control_plane: ControlPlane, release: Release, kube: Kube) -> Iterat
 
 
 def _example_params() -> list[Any]:
-    params = []
-    for path in example_files():
-        marks = []
-        if any(gvk(o)[0] == VOLCANO for o in kube_objects(path.read_text(encoding="utf-8"))):
-            marks.append(
-                pytest.mark.xfail(
-                    strict=True,
-                    raises=AssertionError,
-                    reason="koordpy does not read scheduling.volcano.sh/v1beta1 PodGroups yet: no model of "
-                    "Volcano's CRD in koordpy.crds, so nothing serves the kind here",
-                )
-            )
-        params.append(pytest.param(path, id=path.name, marks=marks))
-    return params
+    return [pytest.param(path, id=path.name) for path in example_files()]
 
 
 def _doc_params() -> list[Any]:

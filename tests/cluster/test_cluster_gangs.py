@@ -17,6 +17,8 @@ import httpx
 import pytest
 from cluster_kit import Components, Kube, Space, bindings_by_pod, poll, wait_until
 
+from koordpy.crds import crd_manifest
+from koordpy.crds.podgroup import POD_GROUP_VOLCANO
 from koordpy.model.durations import format_rfc3339
 from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
@@ -377,79 +379,14 @@ def test_a_restarted_extender_does_not_misread_its_refusals(
 
 # ---- Volcano's PodGroup ------------------------------------------------------------------------------
 
-VOLCANO_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
-    "spec": {
-        "group": "scheduling.volcano.sh",
-        "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups", "singular": "podgroup"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                # As Volcano's own CRD: no status subresource (status is part of the object).
-                "subresources": {},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "minMember": {"type": "integer", "format": "int32"},
-                                    "queue": {"type": "string", "default": "default"},
-                                    "priorityClassName": {"type": "string"},
-                                    "minTaskMember": {
-                                        "type": "object",
-                                        "additionalProperties": {"type": "integer", "format": "int32"},
-                                    },
-                                    "minResources": {
-                                        "type": "object",
-                                        "additionalProperties": {"x-kubernetes-int-or-string": True},
-                                    },
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "phase": {"type": "string"},
-                                    "running": {"type": "integer", "format": "int32"},
-                                    "succeeded": {"type": "integer", "format": "int32"},
-                                    "failed": {"type": "integer", "format": "int32"},
-                                    "conditions": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "properties": {
-                                                "type": {"type": "string"},
-                                                "status": {"type": "string"},
-                                                "transitionID": {"type": "string"},
-                                                "lastTransitionTime": {"type": "string", "format": "date-time"},
-                                                "reason": {"type": "string"},
-                                                "message": {"type": "string"},
-                                            },
-                                        },
-                                    },
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-
 
 @pytest.fixture
 def volcano_crd(kube: Kube) -> None:
-    """Volcano's PodGroup CRD (its schema's fields, no status subresource), served before koordpy starts."""
+    """Volcano's PodGroup CRD (koordpy's model of it: Volcano's fields, no status subresource), served before
+    koordpy starts."""
     path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     if kube.client.get(f"{path}/podgroups.scheduling.volcano.sh").status_code == 404:
-        kube.client.post(path, json=VOLCANO_CRD).raise_for_status()
+        kube.client.post(path, json=crd_manifest(POD_GROUP_VOLCANO)).raise_for_status()
 
     def established() -> bool:
         crd = kube.client.get(f"{path}/podgroups.scheduling.volcano.sh").json()
