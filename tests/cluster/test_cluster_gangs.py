@@ -191,8 +191,14 @@ def test_a_timeout_releases_the_held_capacity_and_says_so_on_the_podgroup(
     released = wait_until("the PodGroup says why", lambda: gang_condition(kube, space.namespace, "tight"))
     assert released["status"] == "False"
     assert released["reason"] == ("StrictRelease" if mode == "Strict" else "WaitTimeout"), released
-    events = [e for e in kube.events(space.namespace, "tight") if e["involvedObject"]["kind"] == "PodGroup"]
-    assert {e["reason"] for e in events} <= {"GangReleased", "GangTimedOut"} and events
+    # The Event follows the condition (both posted by the extender, the Event second).
+    events = wait_until(
+        "the PodGroup's Event",
+        lambda: [e for e in kube.events(space.namespace, "tight") if e["involvedObject"]["kind"] == "PodGroup"],
+    )
+    reasons = {e["reason"] for e in events}
+    assert ("GangReleased" if mode == "Strict" else "GangTimedOut") in reasons
+    assert reasons <= {"GangReleased", "GangTimedOut"}
     # The member that fits nowhere goes; the two others can no longer make a gang of 3, and whatever they
     # hold is let go within their wait time. The plain pod needs that room.
     kube.delete("Pod", "tight-2", space.namespace, grace=0)
