@@ -9,6 +9,7 @@ kube-scheduler's lenient decoder, or rejected by its strict one, and neither is 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -207,3 +208,12 @@ def test_the_system_driver_reads_both_entries_as_kube_scheduler_does() -> None:
     assert config.url("bind") == "http://127.0.0.1:5555/bind"
     with pytest.raises(ValueError, match=r"extenders\[1\].bindVerb: only one extender can implement bind"):
         ExtenderConfig.from_entries([entries[1], entries[1]])
+
+
+def test_default_kube_scheduler_tag_is_the_version_the_real_cluster_tier_runs() -> None:
+    """The chart's default kube-scheduler is the binary tests/cluster builds from tools/kubernetes/go.mod."""
+    root = Path(__file__).resolve().parents[2]
+    pinned = re.search(r"^\s*k8s\.io/kubernetes (v[0-9.]+)$", (root / "tools/kubernetes/go.mod").read_text(), re.M)
+    assert pinned, "tools/kubernetes/go.mod pins no k8s.io/kubernetes version"
+    values = yaml.safe_load((root / "charts/koordpy/values.yaml").read_text())
+    assert values["scheduler"]["kubeScheduler"]["image"]["tag"] == pinned.group(1)
