@@ -1,6 +1,7 @@
-"""README.md says what the code does: its offline examples print exactly what it shows, ``make demo`` prints
-the block and writes the figures and picture it shows, and its configuration blocks, endpoint table and
-compatibility notes hold.
+"""README.md and the reference pages it links say what the code does: ``make demo`` prints the block and
+writes the figures and picture README shows, the offline examples of docs/tools.md print exactly what they
+show, and the configuration blocks (docs/configuration.md), the endpoint table and the compatibility notes
+(docs/components.md) hold.
 
 Every ```console block is run: ``$ koordpy ...`` through the real CLI (from the repository root, ``--out``
 redirected to a temporary directory), ``$ make demo`` as the Makefile's recipe.
@@ -37,38 +38,47 @@ from koordpy_testkit import NodeBuilder, PodBuilder
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
+TOOLS = ROOT / "docs" / "tools.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+COMPONENTS = ROOT / "docs" / "components.md"
+PAGES = (README, TOOLS, CONFIGURATION, COMPONENTS)
 HEATMAP = ROOT / "docs" / "simulate-heatmap.png"
 
 
-def _readme() -> str:
-    return README.read_text(encoding="utf-8")
+def _readme(page: Path = README) -> str:
+    return page.read_text(encoding="utf-8")
 
 
-def _section(title: str) -> str:
-    """The text of one ``## title`` section of the README (up to the next ``## ``)."""
-    for part in _readme().split("\n## ")[1:]:
+def _section(title: str, page: Path = README) -> str:
+    """The text of one ``## title`` section of a page (up to the next ``## ``); a page's ``# title`` is
+    the whole page."""
+    text = _readme(page)
+    if text.startswith(f"# {title}\n"):
+        return text
+    for part in text.split("\n## ")[1:]:
         heading, _, body = part.partition("\n")
         if heading.strip() == title:
             return body
-    raise AssertionError(f"README.md has no '## {title}' section")
+    raise AssertionError(f"{page.relative_to(ROOT)} has no '## {title}' section")
 
 
-def _console_blocks() -> list[tuple[str, list[str]]]:
-    """(command, expected output lines) of every ```console block."""
+def _console_blocks(*pages: Path) -> list[tuple[str, list[str]]]:
+    """(command, expected output lines) of every ```console block of ``pages`` (README and docs/tools.md)."""
     blocks = []
-    for block in re.findall(r"```console\n(.*?)```", _readme(), flags=re.S):
+    text = "\n".join(_readme(page) for page in (pages or (README, TOOLS)))
+    for block in re.findall(r"```console\n(.*?)```", text, flags=re.S):
         first, *output = block.rstrip("\n").split("\n")
         assert first.startswith("$ "), f"console block without a '$ ' command line: {first!r}"
         blocks.append((first[2:], [line.rstrip() for line in output]))
     return blocks
 
 
-def _yaml_blocks() -> list[str]:
-    return re.findall(r"```yaml\n(.*?)```", _readme(), flags=re.S)
+def _yaml_blocks(page: Path = README) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", _readme(page), flags=re.S)
 
 
 def _yaml_block(kind: str) -> str:
-    (block,) = [b for b in _yaml_blocks() if re.search(rf"^kind: {kind}$", b, flags=re.M)]
+    (block,) = [b for b in _yaml_blocks(CONFIGURATION) if re.search(rf"^kind: {kind}$", b, flags=re.M)]
     return block
 
 
@@ -98,7 +108,7 @@ def _at_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
 KOORDPY_EXAMPLES = [(cmd, out) for cmd, out in _console_blocks() if cmd.startswith("koordpy ")]
 
 
-def test_the_readme_has_an_example_of_each_offline_tool() -> None:
+def test_the_tools_page_has_an_example_of_each_offline_tool() -> None:
     tools = {tuple(shlex.split(cmd)[1:3]) for cmd, _ in KOORDPY_EXAMPLES}
     assert {("scheduler", "explain"), ("agent", "plan")} <= tools
     assert any(shlex.split(cmd)[1] == "simulate" for cmd, _ in KOORDPY_EXAMPLES)
@@ -151,7 +161,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
 
 def test_make_demo_prints_the_block_in_the_quick_start(demo: tuple[list[str], Path]) -> None:
     stdout, _ = demo
-    ((_, shown),) = [(cmd, out) for cmd, out in _console_blocks() if cmd == "make demo"]
+    ((_, shown),) = [(cmd, out) for cmd, out in _console_blocks(README) if cmd == "make demo"]
     assert shown[0] == _demo_recipe()
     assert shown[1:] == stdout
 
@@ -239,7 +249,9 @@ def test_manager_configuration_block_validates_with_default_values() -> None:
 
 
 def test_the_quoted_configuration_error_is_what_the_cli_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (quoted,) = re.findall(r"\(`(sched\.yaml: [^`]+)`\)", _section("Configuration reference").replace("\n", " "))
+    (quoted,) = re.findall(
+        r"\(`(sched\.yaml: [^`]+)`\)", _section("Configuration reference", CONFIGURATION).replace("\n", " ")
+    )
     monkeypatch.chdir(tmp_path)
     Path("sched.yaml").write_text("loadAware:\n  usageThresholds: {cpu: 120}\n")
     result = CliRunner().invoke(
@@ -262,7 +274,7 @@ def test_the_values_example_sets_the_scheduler_configuration() -> None:
 
 
 async def test_the_endpoint_table_lists_exactly_the_extenders_routes() -> None:
-    documented = set(re.findall(r"^\| `(GET|POST) (/[^`]*)` \|", _section("Components"), flags=re.M))
+    documented = set(re.findall(r"^\| `(GET|POST) (/[^`]*)` \|", _section("Components", COMPONENTS), flags=re.M))
     extender = build_extender(validate(SchedulerConfiguration, {}), None, freeze_gc=False)
     served = {
         (method, route.path)
@@ -274,13 +286,13 @@ async def test_the_endpoint_table_lists_exactly_the_extenders_routes() -> None:
     transport = httpx.ASGITransport(app=extender.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
         body = (await client.get("/metrics")).text
-    for name in re.findall(r"`(koordpy_extender_[a-z_]+)[{`]", _section("Components")):
+    for name in re.findall(r"`(koordpy_extender_[a-z_]+)[{`]", _section("Components", COMPONENTS)):
         assert f"\n{name}" in body, name
 
 
 def test_a_nodemetric_without_update_time_is_expired_as_the_readme_says(tmp_path: Path) -> None:
     """Compatibility: the NodeMetric the manager creates (no status) blocks its node until an agent reports."""
-    note = _section("Compatibility").replace("\n", " ")
+    note = _section("Compatibility", COMPONENTS).replace("\n", " ")
     assert "without `status.updateTime`" in note and "`node(s) nodeMetric expired`" in note
     created = reconcile_nodemetric("n1", NodeMetricSettings.model_validate({}), {}, None, exists=False)
     assert isinstance(created, Create) and "status" not in created.body
@@ -309,14 +321,15 @@ def test_a_nodemetric_without_update_time_is_expired_as_the_readme_says(tmp_path
     assert nodes["n1"]["feasible"] is True and nodes["n1"]["scores"]["LoadAwareScheduling"] == 0
 
 
-def test_relative_links_point_at_existing_files_and_headings() -> None:
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_relative_links_point_at_existing_files_and_headings(page: Path) -> None:
     def slug(heading: str) -> str:  # GitHub's anchor for a heading
         return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
-    links = re.findall(r"\]\(([^)#:]*)(?:#([^)]*))?\)", _readme())
+    links = re.findall(r"\]\(([^)#:]*)(?:#([^)]*))?\)", _readme(page))
     assert links
     for target, anchor in links:
-        path = README if not target else ROOT / target
+        path = page if not target else (page.parent / target).resolve()
         assert path.exists(), target
         if anchor:
             headings = re.findall(r"^#+ (.*)$", path.read_text(encoding="utf-8"), flags=re.M)

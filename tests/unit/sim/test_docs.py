@@ -48,5 +48,5 @@ def test_docs_list_every_summary_key() -> None:
 
 
 def test_bundled_example_scenario_is_the_docs_example() -> None:
-    """README.md runs ``koordpy simulate src/koordpy/examples/scenario.yaml``; it must not drift from the doc."""
+    """docs/tools.md runs ``koordpy simulate src/koordpy/examples/scenario.yaml``; it must not drift from the doc."""
     assert yaml.safe_load(BUNDLED.read_text(encoding="utf-8")) == _example()
