@@ -18,7 +18,7 @@ import pytest
 from cluster_kit import Components, Kube, Space, bindings_by_pod, poll, wait_until
 
 from koordpy.crds import crd_manifest
-from koordpy.crds.podgroup import POD_GROUP_VOLCANO
+from koordpy.crds.podgroup import POD_GROUP_VOLCANO, POD_GROUP_X_K8S
 from koordpy.model.durations import format_rfc3339
 from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
@@ -444,3 +444,97 @@ def test_a_volcano_podgroup_gang_binds_whole_and_gets_volcano_phases(
 
     status = wait_until("Running, 3 running", running)
     assert (status["succeeded"], status["failed"]) == (0, 0)
+
+
+# ---- the other ways to declare a gang, and gangs competing --------------------------------------------
+
+
+@pytest.fixture
+def x_k8s_crd(kube: Kube) -> None:
+    """scheduler-plugins' ``scheduling.x-k8s.io`` PodGroup CRD (koordpy's model of it), served before koordpy
+    starts (the chart installs only the ``scheduling.sigs.k8s.io`` one; koordpy reads this one when it exists)."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    if kube.client.get(f"{path}/podgroups.scheduling.x-k8s.io").status_code == 404:
+        kube.client.post(path, json=crd_manifest(POD_GROUP_X_K8S)).raise_for_status()
+
+    def established() -> bool:
+        crd = kube.client.get(f"{path}/podgroups.scheduling.x-k8s.io").json()
+        conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
+        return conditions.get("Established") == "True"
+
+    wait_until("scheduling.x-k8s.io PodGroup CRD established", established)
+
+
+def test_a_gang_of_the_x_k8s_podgroup_api_waits_for_quorum_then_binds_whole(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube, x_k8s_crd: None
+) -> None:
+    """A ``scheduling.x-k8s.io/v1alpha1`` PodGroup (minMember 3), members labelled
+    ``scheduling.x-k8s.io/pod-group``: two members are refused, the third completes the gang."""
+    ready_nodes(space, kube, 2)
+    koordpy.start_scheduling()
+    resp = kube.client.post(
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{space.namespace}/podgroups",
+        json={
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "xjob", "namespace": space.namespace},
+            "spec": {"minMember": 3},
+        },
+    )
+    assert resp.status_code == 201, resp.text
+    labels = {"scheduling.x-k8s.io/pod-group": "xjob"}
+    for index in range(2):
+        space.create_pod(f"xjob-{index}", cpu="1", memory="1Gi", labels=labels)
+    wait_until("two members refused", lambda: all(refused(kube, space, f"xjob-{i}") for i in range(2)))
+    assert space.bound() == {}
+    space.create_pod("xjob-2", cpu="1", memory="1Gi", labels=labels)
+    poll("the gang bound", lambda: len(space.bound()) == 3, timeout=UNDER_THE_FLUSH)
+    names = ["xjob-0", "xjob-1", "xjob-2"]
+    assert sorted(space.bound()) == names
+    one_binding_each(control_plane, space.namespace, names)
+
+
+def test_a_gang_declared_by_annotations_alone_waits_for_quorum_then_binds_whole(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """No PodGroup object: Koordinator's ``gang.scheduling.koordinator.sh/name`` and ``min-available``
+    annotations on the members (minimum 3)."""
+    ready_nodes(space, kube, 2)
+    koordpy.start_scheduling()
+    annotations = {GANG + "name": "ajob", GANG + "min-available": "3"}
+    for index in range(2):
+        space.create_pod(f"ajob-{index}", cpu="1", memory="1Gi", annotations=annotations)
+    wait_until("two members refused", lambda: all(refused(kube, space, f"ajob-{i}") for i in range(2)))
+    assert space.bound() == {}
+    space.create_pod("ajob-2", cpu="1", memory="1Gi", annotations=annotations)
+    poll("the gang bound", lambda: len(space.bound()) == 3, timeout=UNDER_THE_FLUSH)
+    names = ["ajob-0", "ajob-1", "ajob-2"]
+    assert sorted(space.bound()) == names
+    one_binding_each(control_plane, space.namespace, names)
+
+
+def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_nothing_of_the_other(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """Two NonStrict gangs of 2 members of 5 cpu each on two 8-cpu nodes: the room fits one gang (one member
+    per node; a member's load-aware estimate is 5 x 85 % = 4.25 cores, 53 % of a node, under the 65 %
+    threshold). Whatever order kube-scheduler takes the four members in, one gang binds whole and the other
+    binds nothing: neither deadlocks the other, and no gang is partly bound."""
+    ready_nodes(space, kube, 2, cpu="8")
+    koordpy.start_extender()
+    for gang in ("red", "blue"):
+        kube.create(podgroup(space.namespace, gang, 2, timeout_seconds=600, annotations={GANG + "mode": "NonStrict"}))
+    for index in range(2):  # interleaved, so each gang has a member in the queue before the other's second
+        for gang in ("red", "blue"):
+            member(space, f"{gang}-{index}", gang, cpu="5")
+    koordpy.start_scheduler()
+    wait_until("one gang bound", lambda: len(space.bound()) >= 2)
+    # The loser's members are refused (no room) from then on; give kube-scheduler a few more cycles.
+    poll("a third pod bound (it must not be)", lambda: len(space.bound()) > 2, timeout=20)
+    bound = space.bound()
+    gangs = {name.split("-")[0] for name in bound}
+    assert len(bound) == 2 and len(gangs) == 1, bound
+    winner = gangs.pop()
+    assert sorted(bound) == [f"{winner}-0", f"{winner}-1"]
+    assert sorted(set(bound.values())) == sorted(space.nodes)  # one member per node
+    one_binding_each(control_plane, space.namespace, sorted(bound))
