@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koordpy.kube.client import ApiClient
-from koordpy.kube.errors import ApiError, Gone
+from koordpy.kube.errors import ApiError, Gone, NotFound
 from koordpy.kube.resources import ResourceRef
 
 __all__ = [
@@ -173,8 +173,14 @@ class Reflector:
         post_events: bool = False,
         event_component: str = "koordpy",
         event_host: str | None = None,
+        optional: bool = False,
     ) -> None:
         self.client = client
+        self.optional = optional
+        """A resource the API server may not serve (a CRD another project installs): its absence (404 on the
+        list) is logged once at info, looked for again every ``backoff_max`` seconds quietly, and is not a
+        failure (:meth:`failing`); ``absent`` says whether it is absent now."""
+        self.absent = False
         self.resource = resource
         self.handler = handler
         self.namespace = namespace
@@ -443,6 +449,18 @@ class Reflector:
         self.delays = [*self.delays[-63:], delay]
         await self._sleep(delay)
 
+    async def _absent(self, exc: NotFound) -> None:
+        if not self.absent:
+            log.info(
+                "reflector %s: not served by this API server (%s); looking again every %.0fs",
+                self.name,
+                exc,
+                self.backoff_max,
+            )
+        self.absent = True
+        self.consecutive_failures = 0
+        await self._back_off(0, self.backoff_max)
+
     async def run(self) -> None:
         """Run until cancelled. Never returns normally; never raises except CancelledError.
 
@@ -460,6 +478,9 @@ class Reflector:
                 if need_list:
                     await self._list()
                     need_list = False
+                    if self.absent:
+                        self.absent = False
+                        log.info("reflector %s: now served by the API server", self.name)
                 started = self._now()
                 received = await self._watch()
                 if received == 0 and self._now() - started < _SHORT_WATCH_SECONDS:
@@ -483,6 +504,9 @@ class Reflector:
                 self._gone_streak += 1
                 need_list = True
             except Exception as exc:  # keep watching whatever went wrong; the counters tell
+                if self.optional and need_list and isinstance(exc, NotFound):
+                    await self._absent(exc)
+                    continue
                 self.errors += 1
                 self.last_error = exc
                 if self.resource_version != rv_before:

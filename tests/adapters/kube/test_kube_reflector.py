@@ -314,3 +314,56 @@ async def test_deleted_during_a_gap_arrives_as_a_tombstone_the_extender_cache_un
     assert etype == "DELETED"
     assert "spec" not in tombstone and tombstone["metadata"]["uid"] == created["metadata"]["uid"]
     assert cache.state.assigned == {}  # the cache removed the pod from its identity alone
+
+
+async def test_an_optional_resource_not_served_is_looked_for_quietly_until_its_crd_appears(
+    api_client: ApiClient, eventually: Eventually, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A PodGroup API whose CRD is absent: one info line, no failure loop (readiness unaffected), a look
+    every ``backoff_max`` seconds; once the CRD is created the reflector lists and delivers."""
+    from koordpy.crds import crd_manifest
+    from koordpy.crds.podgroup import POD_GROUP_X_K8S
+    from koordpy.kube.resources import CUSTOMRESOURCEDEFINITIONS, PODGROUPS_X_K8S
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await asyncio.sleep(0.001)
+
+    seen = Recorder()
+    reflector = Reflector(api_client, PODGROUPS_X_K8S, seen, backoff_max=120.0, sleep=sleep, optional=True)
+    caplog.set_level("DEBUG", logger="koordpy.kube.reflector")
+    async with running(reflector):
+        await eventually(lambda: len(slept) >= 3)
+        assert reflector.absent and not reflector.failing() and not reflector.synced.is_set()
+        assert set(slept) == {120.0}
+        absent_lines = [r for r in caplog.records if "not served by this API server" in r.getMessage()]
+        assert [r.levelname for r in absent_lines] == ["INFO"]
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+        await api_client.create(CUSTOMRESOURCEDEFINITIONS, crd_manifest(POD_GROUP_X_K8S))
+        await api_client.create(
+            PODGROUPS_X_K8S,
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "default"},
+                "spec": {"minMember": 2},
+            },
+        )
+        await eventually(lambda: ("ADDED", "default/g") in seen.kinds())
+        assert not reflector.absent and reflector.synced.is_set()
+        assert any("now served" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_required_resource_not_served_is_a_failure_loop(api_client: ApiClient, eventually: Eventually) -> None:
+    from koordpy.kube.resources import PODGROUPS_X_K8S
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.sleep(0.001)
+
+    reflector = Reflector(api_client, PODGROUPS_X_K8S, Recorder(), sleep=sleep)
+    async with running(reflector):
+        await eventually(reflector.failing)
+        assert not reflector.absent

@@ -194,6 +194,7 @@ def build_extender(
                 backoff_max=120.0,
                 post_events=True,
                 event_component="koordpy-extender",
+                optional=True,  # scheduler-plugins' and Volcano's CRDs are installed by those projects, if at all
             )
             for index, resource in enumerate(GANG_WATCHED)
         ]
