@@ -9,6 +9,8 @@ next ``prioritize`` of that pod belongs to it, and so does the next ``bind`` of 
 Times are the proxy's: ``*_sent`` when it forwarded the call, ``*_done`` when the extender's answer was
 read whole; so the extender received a call after ``*_sent`` and answered before ``*_done``.
 
+:func:`filter_probe` asks the extender directly, as kube-scheduler would, for one node.
+
 Not guaranteed: cycles of a pod whose filter call never reached the proxy (kube-scheduler did not call).
 """
 
@@ -18,9 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+import orjson
+
 from koordpy_testkit.faultproxy import Exchange
 
-__all__ = ["Decision", "decisions_from"]
+__all__ = ["Decision", "decisions_from", "filter_probe"]
 
 
 @dataclass
@@ -107,3 +112,22 @@ def decisions_from(exchanges: Iterable[Exchange]) -> list[Decision]:
                 decision.bind_error = str(answer.get("Error") or "")
                 decision.bind_outcome = "error" if decision.bind_error else "ok"
     return decisions
+
+
+def filter_probe(extender: str, node: str, cpu: str = "800m", memory: str = "2Gi") -> dict[str, Any]:
+    """The extender's /filter answer for a probe pod requesting ``cpu`` / ``memory`` and ``node`` alone, asked
+    directly at ``extender`` (its base URL) as kube-scheduler would (not through the recording proxy)."""
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "probe", "uid": "probe-uid"},
+        "spec": {
+            "schedulerName": "koordpy-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        },
+    }
+    body = orjson.dumps({"Pod": probe, "Nodes": None, "NodeNames": [node]})
+    resp = httpx.post(extender + "/filter", content=body, headers={"Content-Type": "application/json"}, timeout=60)
+    assert resp.status_code == 200, resp.text
+    answer: dict[str, Any] = resp.json()
+    return answer

@@ -22,12 +22,10 @@ import time
 from collections import Counter
 from typing import Any
 
-import httpx
-import orjson
 import pytest
 import yaml
 from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Space, bindings_by_pod, wait_until
-from extender_calls import Decision, decisions_from
+from extender_calls import Decision, decisions_from, filter_probe
 from loadaware_oracle import final_usage, sandwich_violations, score_mismatches
 from nodemetrics import CPU_MILLI, populate, report, stored
 
@@ -115,26 +113,6 @@ def canonical_answers(front: FaultProxy) -> list[str]:
         elif verb == "bind" and set(answer) != {"Error"}:
             problems.append(f"bind {sorted(answer)}")
     return problems
-
-
-def filter_probe(koordpy: Components, node: str) -> dict[str, Any]:
-    """The extender's /filter answer for a probe pod and ``node`` alone, asked directly (not recorded)."""
-    probe = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": "probe", "uid": "probe-uid"},
-        "spec": {
-            "schedulerName": "koordpy-scheduler",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "800m", "memory": "2Gi"}}}],
-        },
-    }
-    body = orjson.dumps({"Pod": probe, "Nodes": None, "NodeNames": [node]})
-    resp = httpx.post(
-        koordpy.extender_base + "/filter", content=body, headers={"Content-Type": "application/json"}, timeout=60
-    )
-    assert resp.status_code == 200, resp.text
-    answer: dict[str, Any] = resp.json()
-    return answer
 
 
 def one_binding_each(control_plane: ControlPlane, namespace: str, pods: set[str]) -> list[str]:
@@ -232,7 +210,7 @@ def test_a_stale_nodemetric_gets_no_pods(koordpy: Components, space: Space, kube
     report(kube, coldest, CPU_MILLI * level_of[coldest] // 100, updated=time.time() - 3600)
     wait_until(
         f"the extender's filter calls {coldest} expired",
-        lambda: filter_probe(koordpy, coldest)["FailedNodes"].get(coldest) == REASON_EXPIRED,
+        lambda: filter_probe(koordpy.extender_base, coldest)["FailedNodes"].get(coldest) == REASON_EXPIRED,
     )
     for i in range(20):
         space.create_pod(f"after-{i:02d}", cpu="800m", memory="2Gi")

@@ -347,7 +347,8 @@ class FaultProxy:
         with self._lock:
             self.rules.clear()
 
-    def _choose(self, call: Call | None) -> Fault | None:
+    def choose(self, call: Call | None) -> Fault | None:
+        """The fault for a request with attributes ``call`` (None: forward it); counts the match."""
         with self._lock:
             for rule in self.rules:
                 if rule.spent or not rule.matches(call):
@@ -415,7 +416,7 @@ class FaultProxy:
         body = await request.read()
         received = time.monotonic()
         call = call_from_http("", request.method, request.path_qs)
-        fault = self._choose(call)
+        fault = self.choose(call)
         seq = next(self._seq)
         captured = body if self.capture_bodies else None
 
