@@ -287,13 +287,15 @@ class Components:
 
     # -- fault proxies --
 
-    def api_proxy(self, seed: int = 0) -> FaultProxy:
+    def api_proxy(self, seed: int = 0, capture_bodies: bool = False) -> FaultProxy:
         """A fault proxy in front of the API server, serving TLS with the API server's own certificate (a
         component's kubeconfig through it differs only in the port); stopped with the components."""
         assert self.plane.pki is not None
         listen = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         listen.load_cert_chain(self.plane.pki.serving_cert, self.plane.pki.serving_key)
-        proxy = FaultProxy(self.plane.url, upstream_ssl=self.plane.tls(), listen_ssl=listen, seed=seed).start()
+        proxy = FaultProxy(
+            self.plane.url, upstream_ssl=self.plane.tls(), listen_ssl=listen, seed=seed, capture_bodies=capture_bodies
+        ).start()
         self.proxies.append(proxy)
         return proxy
 

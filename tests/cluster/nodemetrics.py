@@ -12,11 +12,14 @@ from cluster_kit import Kube, Space
 
 from koordpy.model.durations import format_rfc3339
 
-__all__ = ["CPU_MILLI", "GiB", "populate", "report", "stored"]
+__all__ = ["CPU_MILLI", "FRESH_FOR_THE_RUN", "GiB", "populate", "report", "stored"]
 
 GiB = 1 << 30
 CPU_MILLI = 16000
 MEMORY = 64 * GiB
+FRESH_FOR_THE_RUN = {"loadAware": {"nodeMetricExpirationSeconds": 3600}}
+"""Extender overrides for a scenario whose reports are written once by the test: they must not expire while
+the run lasts (the default 180 s is not a bound a loaded machine keeps). Expiry itself has its own test."""
 
 
 def report(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cluster_kit import Components, Kube, Space, wait_until
 from extender_calls import decisions_from, filter_probe
-from nodemetrics import CPU_MILLI, report
+from nodemetrics import CPU_MILLI, FRESH_FOR_THE_RUN, report
 
 from koordpy.model.objects import nodemetric_from_dict
 from koordpy.model.quantity import resource_value
@@ -206,8 +206,7 @@ def test_the_agents_report_steers_the_extender(koordpy: Components, space: Space
         )
         wait_http(f"http://{LOOPBACK}:{port}/readyz", 180, agent)
         wait_until("the agent reports its node cold", lambda: (reported_cpu(kube, node) or CPU_MILLI) < 3000)
-        # The warm nodes' reports are the test's own, written once: they must not expire during the run.
-        koordpy.start_extender({"loadAware": {"nodeMetricExpirationSeconds": 3600}})
+        koordpy.start_extender(FRESH_FOR_THE_RUN)  # the warm nodes' reports are written once
         front = koordpy.record_extender_calls()
         koordpy.start_scheduler()
         for i in range(6):

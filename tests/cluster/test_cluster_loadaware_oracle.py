@@ -27,7 +27,7 @@ import yaml
 from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Space, bindings_by_pod, wait_until
 from extender_calls import Decision, decisions_from, filter_probe
 from loadaware_oracle import final_usage, sandwich_violations, score_mismatches
-from nodemetrics import CPU_MILLI, populate, report, stored
+from nodemetrics import CPU_MILLI, FRESH_FOR_THE_RUN, populate, report, stored
 
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy_testkit.controlplane import ControlPlane
@@ -38,9 +38,6 @@ pytestmark = pytest.mark.cluster
 LEVELS = [5 + 8 * k for k in range(10)]  # reported cpu %, 5 .. 77
 REASON_EXPIRED = "node(s) nodeMetric expired"
 SCHEDULER_SA = "system:serviceaccount:koordpy-system:koordpy-scheduler"
-FRESH_FOR_THE_RUN = {"loadAware": {"nodeMetricExpirationSeconds": 3600}}
-"""The oracle replays one NodeMetric snapshot, so the reports must not expire while the run lasts (the
-default 180 s is not a bound a loaded machine keeps); expiry itself is the stale-metric scenario's."""
 
 
 # ---- set-up and reading back ----------------------------------------------------------------
