@@ -61,6 +61,8 @@ __all__ = [
 
 FaultKind = Literal["status", "lost_response", "watch_gone"]
 
+INJECTED = "injected by the test's fault proxy"
+
 _REASONS = {
     409: "Conflict",
     410: "Expired",
@@ -90,7 +92,7 @@ class Fault:
     kind: FaultKind
     status: int = 0
     retry_after: int | None = None
-    message: str = "injected by the test's fault proxy"
+    message: str = INJECTED
 
     def __str__(self) -> str:
         if self.kind == "status":
@@ -117,7 +119,7 @@ class Fault:
 
 def status_fault(status: int, *, retry_after: int | None = None, message: str | None = None) -> Fault:
     """Answer ``status`` instead of forwarding."""
-    return Fault("status", status, retry_after, message or Fault.message)
+    return Fault("status", status, retry_after, message or INJECTED)
 
 
 def too_many_requests(retry_after: int = 1) -> Fault:
