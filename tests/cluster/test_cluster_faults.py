@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import Components, Kube, Space, bindings_by_pod, wait_until
+from bindings import one_binding_each
+from cluster_kit import Components, Kube, Space, wait_until
 from nodemetrics import FRESH_FOR_THE_RUN, populate
 from promtext import total
 
@@ -27,7 +28,6 @@ from koordpy_testkit.faultproxy import (
 
 pytestmark = pytest.mark.cluster
 
-SCHEDULER_SA = "system:serviceaccount:koordpy-system:koordpy-scheduler"
 MANAGER_SA = "system:serviceaccount:koordpy-system:koordpy-manager"
 
 
@@ -82,10 +82,7 @@ def test_the_extender_binds_every_pod_once_through_binding_faults(
     injected = Counter(str(e.fault) for e in calls if e.fault is not None)
     assert injected == {"500": 2, "429 Retry-After 1": 1, "lost_response": 2, "409": 1}, injected
     # Exactly one binding per pod accepted, all by the extender's identity.
-    audited = bindings_by_pod(control_plane, space.namespace)
-    accepted = {pod: [e for e in events if e["responseStatus"]["code"] == 201] for pod, events in audited.items()}
-    assert {pod: len(events) for pod, events in accepted.items()} == dict.fromkeys(pods, 1)
-    assert {e["user"]["username"] for events in accepted.values() for e in events} == {SCHEDULER_SA}
+    assert one_binding_each(control_plane, space.namespace, set(pods)) == []
     # A lost answer: the API server bound the pod; it stays where that binding put it.
     for lost in (e for e in calls if e.fault is not None and e.fault.kind == "lost_response"):
         assert lost.upstream_status == 201, lost
@@ -167,14 +164,21 @@ def test_the_manager_keeps_one_nodemetric_per_node_through_write_faults(
         assert metric["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] == policy["reportIntervalSeconds"]
     injected = Counter(str(e.fault) for e in api.calls("create", "nodemetrics") if e.fault is not None)
     assert injected == {"500": 2, "lost_response": 1, "429 Retry-After 2": 1}, injected
-    accepted = Counter(
-        e["objectRef"].get("name")
-        for e in control_plane.audit_events()
-        if e["user"]["username"] == MANAGER_SA
-        and e["verb"] == "create"
-        and (e.get("objectRef") or {}).get("resource") == "nodemetrics"
-        and e["responseStatus"]["code"] == 201
-    )
+
+    def accepted_creates() -> Counter[str] | None:
+        """Creates of NodeMetrics by the manager the API server accepted, by name, once the audit log has one
+        for every new node (an audit event is written after its answer)."""
+        accepted = Counter(
+            e["objectRef"].get("name")
+            for e in control_plane.audit_events()
+            if e["user"]["username"] == MANAGER_SA
+            and e["verb"] == "create"
+            and (e.get("objectRef") or {}).get("resource") == "nodemetrics"
+            and e["responseStatus"]["code"] == 201
+        )
+        return accepted if all(accepted[name] for name in names) else None
+
+    accepted = wait_until("the manager's accepted creates in the audit log", accepted_creates)
     assert {name: accepted[name] for name in names} == dict.fromkeys(names, 1)
     # The request refused with Retry-After 2 was sent again no sooner than that.
     creates_seen = api.calls("create", "nodemetrics")

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Space, bindings_by_pod, wait_until
+from bindings import one_binding_each
+from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Space, wait_until
 from extender_calls import Decision, decisions_from, filter_probe
 from loadaware_oracle import final_usage, sandwich_violations, score_mismatches
 from nodemetrics import CPU_MILLI, FRESH_FOR_THE_RUN, populate, report, stored
@@ -37,7 +38,6 @@ pytestmark = pytest.mark.cluster
 
 LEVELS = [5 + 8 * k for k in range(10)]  # reported cpu %, 5 .. 77
 REASON_EXPIRED = "node(s) nodeMetric expired"
-SCHEDULER_SA = "system:serviceaccount:koordpy-system:koordpy-scheduler"
 
 
 # ---- set-up and reading back ----------------------------------------------------------------
@@ -109,23 +109,6 @@ def canonical_answers(front: FaultProxy) -> list[str]:
             problems.append(f"prioritize {answer}")
         elif verb == "bind" and set(answer) != {"Error"}:
             problems.append(f"bind {sorted(answer)}")
-    return problems
-
-
-def one_binding_each(control_plane: ControlPlane, namespace: str, pods: set[str]) -> list[str]:
-    """Problems with "every pod bound exactly once by the extender's identity": per pod exactly one binding
-    the API server accepted (201), every other attempt refused (the pod was already bound)."""
-    problems = []
-    bindings = bindings_by_pod(control_plane, namespace)
-    if set(bindings) != pods:
-        problems.append(f"pods with bindings {sorted(set(bindings) ^ pods)[:10]} differ from the pods")
-    for pod, events in sorted(bindings.items()):
-        accepted = [e for e in events if e["responseStatus"]["code"] == 201]
-        if len(accepted) != 1:
-            problems.append(f"{pod}: {len(accepted)} accepted bindings")
-        users = {e["user"]["username"] for e in accepted}
-        if users - {SCHEDULER_SA}:
-            problems.append(f"{pod}: bound by {users}")
     return problems
 
 

@@ -303,7 +303,7 @@ class FaultProxy:
         )
         app = web.Application(client_max_size=1 << 30)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.listen_ssl)
         await site.start()
@@ -312,10 +312,20 @@ class FaultProxy:
     async def _shutdown(self) -> None:
         for stream in list(self._streams.values()):
             stream.upstream.close()
+            if stream.transport is not None:
+                _abort(stream.transport)
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+        # Transports closing now (TLS ones exchange close_notify) need the loop a little longer; then
+        # anything still running is cancelled, so no socket outlives the loop.
+        await asyncio.sleep(0.25)
+        current = asyncio.current_task()
+        leftovers = [task for task in asyncio.all_tasks() if task is not current]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
 
     # ---- rules ----------------------------------------------------------------------------
 
@@ -407,7 +417,7 @@ class FaultProxy:
             for stream in victims:
                 stream.upstream.close()
                 if stream.transport is not None:
-                    stream.transport.close()
+                    _abort(stream.transport)
             return len(victims)
 
         return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(60)
@@ -538,5 +548,13 @@ def _response_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def _close(request: web.Request) -> None:
+    """Drop the client's connection at once (no TLS close_notify: a lost answer, not a polite end)."""
     if request.transport is not None:
-        request.transport.close()
+        _abort(request.transport)
+
+
+def _abort(transport: asyncio.BaseTransport) -> None:
+    if isinstance(transport, asyncio.Transport):
+        transport.abort()
+    else:
+        transport.close()
