@@ -323,6 +323,7 @@ class Components:
         *,
         wait_ready: bool = True,
         api: FaultProxy | None = None,
+        extra_args: Iterable[str] = (),
     ) -> Proc:
         config = self.release.component_config("scheduler")
         port, ops = free_port(), free_port()
@@ -334,7 +335,8 @@ class Components:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"), api)
         proc = self._proc(
-            "extender", [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig)]
+            "extender",
+            [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args],
         )
         self.extender_base = f"http://{LOOPBACK}:{port}"
         self.extender_ops = f"http://{LOOPBACK}:{ops}" if "metricsPort" in ports else self.extender_base
@@ -407,6 +409,7 @@ class Components:
         timeout: float = HANG_BACKSTOP,
         name: str = "manager",
         api: FaultProxy | None = None,
+        extra_args: Iterable[str] = (),
     ) -> Proc:
         config = self.release.component_config("manager")
         port = free_port()
@@ -414,7 +417,9 @@ class Components:
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         kubeconfig = self.kubeconfig(name, self.release.token("manager"), api)
-        proc = self._proc(name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig)])
+        proc = self._proc(
+            name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args]
+        )
         self.manager_base = f"http://{LOOPBACK}:{port}"
         wait_http(self.manager_base + "/healthz", timeout, proc)
         return proc
