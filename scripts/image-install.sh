@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The image's install steps, run by the Dockerfile's build stage and by tests/system/test_image_install.py
+# The image's install steps, run by the Dockerfile's build stage and by tests/cluster/test_cluster_image_install.py
 # (which runs the Dockerfile's own RUN lines with its paths moved under a temporary directory).
 #
 #   image-install.sh wheel SRC DIST   build koordpy's wheel from the source tree SRC into DIST

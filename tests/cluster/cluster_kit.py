@@ -19,6 +19,7 @@ import contextlib
 import copy
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -32,7 +33,8 @@ import httpx
 import yaml
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
-from koordpy_testkit.controlplane import ControlPlane, fake_node
+from koordpy_testkit.controlplane import ControlPlane, fake_node, write_kubeconfig
+from koordpy_testkit.faultproxy import FaultProxy
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,19 +268,62 @@ class Components:
     extender_ops: str = ""
     manager_base: str = ""
     scheduler_proc: Proc | None = None
+    extender_front: FaultProxy | None = None
+    """The recording proxy kube-scheduler calls the extender through (:meth:`record_extender_calls`)."""
+    proxies: list[FaultProxy] = field(default_factory=list)
 
     def _proc(self, name: str, args: list[str]) -> Proc:
         proc = Proc(name, args, self.workdir / f"{name}.log", cwd=ROOT).start()
         self.procs.append(proc)
         return proc
 
-    def kubeconfig(self, component: str, token: str) -> Path:
-        return self.plane.kubeconfig(f"{component}-{uuid.uuid4().hex[:6]}", token, f"{component}-sa")
+    def kubeconfig(self, component: str, token: str, api: FaultProxy | None = None) -> Path:
+        """A kubeconfig for ``token``: to the API server, or through ``api`` (a proxy from :meth:`api_proxy`)."""
+        name = f"{component}-{uuid.uuid4().hex[:6]}"
+        if api is None:
+            return self.plane.kubeconfig(name, token, f"{component}-sa")
+        path = self.plane.workdir / "kubeconfigs" / f"{name}-via-proxy.yaml"
+        return write_kubeconfig(path, api.url, self.plane.ca_cert, token, f"{component}-sa")
+
+    # -- fault proxies --
+
+    def api_proxy(self, seed: int = 0, capture_bodies: bool = False) -> FaultProxy:
+        """A fault proxy in front of the API server, serving TLS with the API server's own certificate (a
+        component's kubeconfig through it differs only in the port); stopped with the components."""
+        assert self.plane.pki is not None
+        listen = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        listen.load_cert_chain(self.plane.pki.serving_cert, self.plane.pki.serving_key)
+        proxy = FaultProxy(
+            self.plane.url, upstream_ssl=self.plane.tls(), listen_ssl=listen, seed=seed, capture_bodies=capture_bodies
+        ).start()
+        self.proxies.append(proxy)
+        return proxy
+
+    def record_extender_calls(self) -> FaultProxy:
+        """A recording proxy (bodies kept) between kube-scheduler and the extender started last: every
+        filter, prioritize and bind call, with the times it was forwarded and answered. Call it after
+        :meth:`start_extender` and before :meth:`start_scheduler`."""
+        assert self.extender_base, "start_extender() first"
+        proxy = FaultProxy(self.extender_base, capture_bodies=True).start()
+        self.proxies.append(proxy)
+        self.extender_front = proxy
+        return proxy
+
+    def restart(self, proc: Proc, ready_url: str, timeout: float = HANG_BACKSTOP) -> None:
+        """Start ``proc`` again with the same arguments (same ports, same files) and wait until ready."""
+        proc.start()
+        wait_http(ready_url, timeout, proc)
 
     # -- extender + koordpy-scheduler --
 
     def start_extender(
-        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, *, wait_ready: bool = True
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float = HANG_BACKSTOP,
+        *,
+        wait_ready: bool = True,
+        api: FaultProxy | None = None,
+        extra_args: Iterable[str] = (),
     ) -> Proc:
         config = self.release.component_config("scheduler")
         port, ops = free_port(), free_port()
@@ -288,9 +333,10 @@ class Components:
         config = deep_merge(config, {"extender": ports, **(overrides or {})})
         path = self.workdir / "extender-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"))
+        kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"), api)
         proc = self._proc(
-            "extender", [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig)]
+            "extender",
+            [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args],
         )
         self.extender_base = f"http://{LOOPBACK}:{port}"
         self.extender_ops = f"http://{LOOPBACK}:{ops}" if "metricsPort" in ports else self.extender_base
@@ -301,11 +347,13 @@ class Components:
         return proc
 
     def kube_scheduler_config(self) -> dict[str, Any]:
-        """The chart's KubeSchedulerConfiguration with the extender entries pointed at this test's extender."""
+        """The chart's KubeSchedulerConfiguration with the extender entries pointed at this test's extender
+        (through the recording proxy when there is one)."""
         assert self.extender_base, "start_extender() first"
         config: dict[str, Any] = yaml.safe_load(self.release.configmap("scheduler")["kube-scheduler.yaml"])
+        url = self.extender_front.url if self.extender_front is not None else self.extender_base
         for extender in config.get("extenders") or []:
-            extender["urlPrefix"] = self.extender_base
+            extender["urlPrefix"] = url
         return config
 
     def start_scheduler(self, config: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP) -> Proc:
@@ -356,15 +404,22 @@ class Components:
     # -- manager --
 
     def start_manager(
-        self, overrides: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, name: str = "manager"
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        timeout: float = HANG_BACKSTOP,
+        name: str = "manager",
+        api: FaultProxy | None = None,
+        extra_args: Iterable[str] = (),
     ) -> Proc:
         config = self.release.component_config("manager")
         port = free_port()
         config = deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        kubeconfig = self.kubeconfig(name, self.release.token("manager"))
-        proc = self._proc(name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig)])
+        kubeconfig = self.kubeconfig(name, self.release.token("manager"), api)
+        proc = self._proc(
+            name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args]
+        )
         self.manager_base = f"http://{LOOPBACK}:{port}"
         wait_http(self.manager_base + "/healthz", timeout, proc)
         return proc
@@ -384,14 +439,20 @@ class Components:
         pod: dict[str, Any] = wait_until(f"agent pod on {node}", find)
         return pod
 
-    def start_agent(self, node: str, args: Iterable[str], overrides: Mapping[str, Any] | None = None) -> Proc:
+    def start_agent(
+        self,
+        node: str,
+        args: Iterable[str],
+        overrides: Mapping[str, Any] | None = None,
+        api: FaultProxy | None = None,
+    ) -> Proc:
         """``koordpy agent run`` for ``node`` with a token bound to the agent pod the DaemonSet put there."""
         config = deep_merge(self.release.component_config("agent"), overrides or {})
         path = self.workdir / f"agent-{node}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         pod = self.agent_pod(node)
         token = self.release.token("agent", bound_pod=(pod["metadata"]["name"], pod["metadata"]["uid"]))
-        kubeconfig = self.kubeconfig(f"agent-{node}", token)
+        kubeconfig = self.kubeconfig(f"agent-{node}", token, api)
         return self._proc(
             f"agent-{node}",
             [
@@ -411,6 +472,8 @@ class Components:
     def close(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()
+        for proxy in self.proxies:
+            proxy.stop()
         leftovers = [p.name for p in self.procs if p.group_alive()]
         assert not leftovers, f"processes survived their stop: {leftovers}"
 

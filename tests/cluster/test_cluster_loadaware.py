@@ -10,6 +10,7 @@ stock group, which places on requests alone, must not (it spreads evenly).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from cluster_kit import PROFILE, Components, Kube, Space, bindings_by_pod, wait_until
@@ -80,7 +81,12 @@ def test_koordpy_profile_avoids_hot_nodes_where_the_stock_profile_does_not(
 
     # Exactly one binding per pod; the koordpy group's by the extender (the chart's scheduler
     # ServiceAccount), the stock group's by the default scheduler.
-    bindings = bindings_by_pod(control_plane, space.namespace)
+    def logged() -> dict[str, list[dict[str, Any]]] | None:
+        """The bindings once every bound pod's is in the audit log (written after its answer)."""
+        found = bindings_by_pod(control_plane, space.namespace)
+        return found if set(found) >= set(bound) else None
+
+    bindings = wait_until("every pod's binding in the audit log", logged)
     assert sorted(bindings) == sorted(bound), sorted(set(bindings) ^ set(bound))
     for pod, events in bindings.items():
         assert len(events) == 1, (pod, [e["responseStatus"] for e in events])

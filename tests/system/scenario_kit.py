@@ -6,23 +6,16 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
-from system_cluster import Cluster
-from system_harness import LOOPBACK, Proc, free_port, wait_http
 
-from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
-from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.schedulerdriver import ExtenderConfig, SchedulerDriver
 
 __all__ = [
     "NODEMETRICS",
     "PODS_PATH",
-    "BusyProc",
     "bound_pods",
     "create",
     "driver_for",
@@ -30,7 +23,6 @@ __all__ = [
     "node",
     "pod",
     "set_metric_status",
-    "start_agent",
     "wait_for",
 ]
 
@@ -121,24 +113,3 @@ async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> 
 
 def per_node(placements: Mapping[str, str]) -> Counter[str]:
     return Counter(placements.values())
-
-
-def start_agent(cluster: Cluster, node_name: str, workdir: Path, busy: BusyProc) -> Proc:
-    """``koordpy agent run`` for ``node_name`` on a fabricated cgroup v2 tree and ``busy``'s /proc; waits for /readyz."""
-    tree = FakeCgroupTree(workdir / "cgroup", version=2, driver="systemd")
-    port = free_port()
-    config = cluster.chart.component_config("-agent")
-    config.update(
-        {
-            "collectIntervalSeconds": 0.2,
-            "stateDir": str(workdir / "agent-state"),
-            "server": {"host": LOOPBACK, "port": port},
-            "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
-        }
-    )
-    path = workdir / "agent-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    args = ["--config", str(path), "--node", node_name, "--cgroup-root", str(tree.root), "--proc-root", str(busy.root)]
-    agent = cluster.start_agent(args)
-    wait_http(f"http://{LOOPBACK}:{port}/readyz", HANG_BACKSTOP, agent)
-    return agent

@@ -2,7 +2,7 @@
 
 Users (from each kubeconfig's bearer token): ``admin`` (the test itself, creating objects),
 ``driver`` (the kube-scheduler stand-in), ``extender``, ``manager``, ``agent``. The emulator records
-every request with its user; :meth:`Cluster.recorded_calls` turns the record into RBAC calls.
+every request with its user; :meth:`Cluster.recorded_calls` turns the record into request attributes.
 
 Component configuration comes from the rendered chart (the ConfigMaps ``helm template`` writes), with
 only ports, file paths and the scenario's load-aware arguments overridden.
@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 import yaml
-from rbac_check import Call, call_from_http
 from system_harness import BIN, KOORDPY, LOOPBACK, ROOT, Proc, free_port, wait_http
 
 from koordpy.kube.connection import write_kubeconfig
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.requestinfo import Call, call_from_http
 
 HELM = BIN / "helm"
 CHART = ROOT / "charts" / "koordpy"
@@ -209,9 +209,6 @@ class Cluster:
         base = f"http://{LOOPBACK}:{port}"
         wait_http(base + "/healthz", timeout, proc)  # the manager's liveness endpoint
         return proc, base
-
-    def start_agent(self, args: list[str], name: str = "agent") -> Proc:
-        return self._proc(name, [str(KOORDPY), "agent", "run", "--kubeconfig", str(self.kubeconfig("agent")), *args])
 
     # ---- record ------------------------------------------------------------------------
 

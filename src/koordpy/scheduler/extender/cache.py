@@ -16,7 +16,10 @@ cannot be converted is handed to ``on_rejected`` like a pod and holds nothing fr
 readable version is dropped: what it holds is unknown); ``reservations.unreadable`` lists it.
 
 Besides the cluster state this keeps the *pending* pods (no ``spec.nodeName``, not terminated), so a
-bind can record the pod's estimate at once even when this process did not see the filter call.
+bind can record the pod's estimate at once even when this process did not see the filter call. A pending
+event for a pod the state holds assigned predates the bind that placed it (a bound pod never shows unbound
+again): the placement is kept, as kube-scheduler's cache keeps an assumed pod until its informer shows it
+bound.
 
 Not guaranteed: thread safety (call from the event loop only); that ``DELETED`` of an object that
 failed conversion is noticed (it was never added).
@@ -178,6 +181,11 @@ class ClusterCache:
             held = self.held_node(pod.key) if self.held_node is not None and not pod.node_name else None
             if held is not None and not pod.terminated:
                 self.state.assume(pod, held, self.clock.now())
+            elif not pod.node_name and not pod.terminated and pod.uid in self.state.assigned:
+                # A pod once bound never shows unbound again: this event predates the bind that placed it
+                # (the watch lags behind kube-scheduler). The assumed placement stays as it is, the very
+                # object, so a bind that then fails still takes it back.
+                pass
             else:
                 self.state.upsert_pod(pod, self.clock.now())
         self.events["pods", event_type] += 1

@@ -9,6 +9,7 @@ import logging
 import structlog
 
 from koordpy.config import LoadAwareSchedulingArgs, validate
+from koordpy.model.objects import pod_from_dict as pod_info
 from koordpy.runtime.logging import configure_logging, get_logger
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.framework import ClusterState
@@ -93,3 +94,39 @@ def test_other_event_types_are_ignored() -> None:
     cache.handler("nodes")("BOOKMARK", make_node("n1"))
     cache.handler("nodes")("ERROR", {"kind": "Status"})
     assert cache.state.nodes == {} and cache.conversion_errors == {}
+
+
+def test_a_late_event_of_the_pending_pod_keeps_the_placement_a_bind_assumed() -> None:
+    """The watch can show a pod's creation after kube-scheduler already had the extender bind it (a loaded
+    extender's watch lags behind kube-scheduler's). A pod once bound never shows unbound again, so a pending
+    event for a pod the state holds assigned is older than the bind: the assumed placement stays counted
+    (Koordinator's scheduler cache keeps an assumed pod until the informer shows it bound)."""
+    cache, clock, plugin = new_cache()
+    cache.handler("nodes")("ADDED", make_node("n1"))
+    pending = PodBuilder("a").requests(cpu="1").build()
+    uid = pending["metadata"]["uid"]
+    cache.state.assume(pod_info(pending), "n1", clock.now())  # the bind
+    cache.handler("pods")("ADDED", pending)  # the creation, seen late
+    assert cache.state.assigned[uid].node_name == "n1"
+    assert [p.pod.uid for p in plugin.loads["n1"].pods.values()] == [uid]
+    cache.handler("pods")("MODIFIED", PodBuilder("a").requests(cpu="1").node("n1").build())  # the binding
+    assert cache.state.assigned[uid].node_name == "n1" and cache.pending == {}
+    # A pod nobody bound stays pending; a terminated one is dropped even if assumed.
+    cache.handler("pods")("ADDED", PodBuilder("b").build())
+    assert [p.name for p in cache.state.assigned.values()] == ["a"]
+    other = PodBuilder("c").build()
+    cache.state.assume(pod_info(other), "n1", clock.now())
+    cache.handler("pods")("MODIFIED", PodBuilder("c").phase("Failed").build())
+    assert [p.name for p in cache.state.assigned.values()] == ["a"]
+
+
+def test_an_assumed_placement_kept_over_a_late_pending_event_is_still_taken_back_by_a_failed_bind() -> None:
+    cache, clock, _plugin = new_cache()
+    cache.handler("nodes")("ADDED", make_node("n1"))
+    pending = PodBuilder("a").requests(cpu="1").build()
+    placed = cache.state.assume(pod_info(pending), "n1", clock.now())
+    cache.handler("pods")("ADDED", pending)
+    assert cache.state.assigned[placed.uid] is placed  # untouched: the bind's un-assume recognises it
+    cache.state.remove_pod(placed.uid)  # what ExtenderService does when the binding call fails
+    cache.handler("pods")("MODIFIED", pending)  # the pod is still pending: nothing counts it
+    assert cache.state.assigned == {} and list(cache.pending) == [placed.uid]

@@ -1,5 +1,6 @@
 """The services log in one format with the same fields, chosen by ``--log-format``, and the manager's
-``/healthz`` says what it checked: the extender and the manager as OS processes against the emulator."""
+``/healthz`` says what it checked: the extender and the manager as OS processes on the real control plane,
+with the chart's configuration and ServiceAccounts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from system_cluster import Cluster
+from cluster_kit import Components
 
 from koordpy_testkit.bounds import HANG_BACKSTOP, eventually_sync
 from koordpy_testkit.processes import Proc
@@ -28,10 +29,13 @@ def some_lines(proc: Proc, count: int) -> list[str]:
     return eventually_sync(lambda: log_lines(proc) if len(log_lines(proc)) >= count else None, f"{count} lines")
 
 
-@pytest.mark.system
-def test_extender_and_manager_log_json_lines_with_the_same_fields(cluster: Cluster) -> None:
-    extender, _ = cluster.start_extender(cluster.extender_config())
-    manager, manager_url = cluster.start_manager()
+pytestmark = pytest.mark.cluster
+
+
+def test_extender_and_manager_log_json_lines_with_the_same_fields(koordpy: Components) -> None:
+    extender = koordpy.start_extender()
+    manager = koordpy.start_manager()
+    manager_url = koordpy.manager_base
     for proc in (extender, manager):
         for line in some_lines(proc, 2):
             record = json.loads(line)  # every line is one JSON object
@@ -45,10 +49,9 @@ def test_extender_and_manager_log_json_lines_with_the_same_fields(cluster: Clust
     assert {"migrationRounds", "reservationRounds"} <= set(body["checks"])
 
 
-@pytest.mark.system
-def test_text_format_carries_the_same_fields_first(cluster: Cluster) -> None:
-    extender, _ = cluster.start_extender(cluster.extender_config(), extra_args=["--log-format", "text"])
-    manager, _ = cluster.start_manager(extra_args=["--log-format", "text"])
+def test_text_format_carries_the_same_fields_first(koordpy: Components) -> None:
+    extender = koordpy.start_extender(extra_args=["--log-format", "text"])
+    manager = koordpy.start_manager(extra_args=["--log-format", "text"])
     for proc in (extender, manager):
         for line in some_lines(proc, 2):
             assert LOGFMT_HEAD.match(line), (proc.name, line)

@@ -1,5 +1,6 @@
 """The Dockerfile's own install steps, run here without a container engine, and each entrypoint started from
-the virtualenv they build.
+the virtualenv they build; the extender from it becomes ready on the real control plane with the chart's
+configuration and ServiceAccount, and writes nothing into the image meanwhile.
 
 The build stage's ``COPY`` and ``RUN`` lines are carried out against a temporary directory that stands for
 the image's root (``/src`` becomes ``<root>/src``), honouring ``.dockerignore``; the final stage's ``ENV``
@@ -28,12 +29,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from system_cluster import Cluster
-from system_harness import LOOPBACK, ROOT, Proc, wait_http
+from cluster_kit import ROOT, Components, deep_merge
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 
-pytestmark = pytest.mark.system
+pytestmark = pytest.mark.cluster
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
@@ -299,21 +300,29 @@ def _snapshot(venv: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in venv.rglob("*") if not p.is_symlink()}
 
 
-def test_extender_from_the_image_answers_healthz_and_writes_nothing_into_it(
-    image: InstalledImage, cluster: Cluster
+def test_extender_from_the_image_becomes_ready_on_a_real_cluster_and_writes_nothing_into_it(
+    image: InstalledImage, koordpy: Components
 ) -> None:
-    """readOnlyRootFilesystem: nothing under the virtualenv changes while a service runs from it."""
+    """readOnlyRootFilesystem: nothing under the virtualenv changes while a service runs from it. The
+    extender runs with the chart's configuration and its ServiceAccount's token, and becomes ready: its
+    first lists of nodes, pods, NodeMetrics and Reservations went through the real authorizer."""
     before = _snapshot(image.venv)
-    config = cluster.extender_config()
+    port = free_port()
+    config = deep_merge(
+        koordpy.release.component_config("scheduler"),
+        {"extender": {"host": LOOPBACK, "port": port, "metricsHost": LOOPBACK, "metricsPort": free_port()}},
+    )
+    path = koordpy.workdir / "image-extender-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    kubeconfig = koordpy.kubeconfig("image-extender", koordpy.release.token("scheduler"))
     proc = Proc(
         "image-extender",
-        [*image.entrypoint, "extender", "--config", str(config), "--kubeconfig", str(cluster.kubeconfig("extender"))],
-        cluster.workdir / "image-extender.log",
+        [*image.entrypoint, "extender", "--config", str(path), "--kubeconfig", str(kubeconfig)],
+        koordpy.workdir / "image-extender.log",
         env=image.env,
     )
-    cluster.procs.append(proc.start())
-    port = int(yaml.safe_load(config.read_text())["extender"]["port"])
-    wait_http(f"http://{LOOPBACK}:{port}/healthz", HANG_BACKSTOP, proc)
+    koordpy.procs.append(proc.start())
+    wait_http(f"http://{LOOPBACK}:{port}/readyz", HANG_BACKSTOP, proc)
     assert httpx.get(f"http://{LOOPBACK}:{port}/healthz", timeout=HANG_BACKSTOP).status_code == 200
     proc.stop()
     for args in (["--version"], ["manager", "--help"], ["agent", "run", "--help"]):

@@ -1,7 +1,8 @@
 """The load-aware oracle: what the extender should have decided, from the same plugin code.
 
-:func:`sandwich_violations` replays the driver's decisions. The extender learns a placement at bind
-time, and binds run concurrently with later filter calls, so for each filter call the extender's
+:func:`sandwich_violations` replays kube-scheduler's calls to the extender (``extender_calls``, as the
+recording proxy between them saw them). The extender learns a placement at bind time (the pod watch
+only confirms it later), and binds run concurrently with later filter calls, so for each filter call the extender's
 knowledge is only bracketed: it surely knew the pods whose bind *answered* before the filter was
 sent, and at most knew the pods whose bind was *sent* before the filter answered. The load-aware
 filter is monotone in the set of assigned pods (more pods, more estimated load), so the extender's
@@ -18,25 +19,34 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from extender_calls import Decision
+
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.objects import node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.loadaware.estimator import go_round
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy.scheduler.profile import build_plugins
-from koordpy_testkit.schedulerdriver import Decision
 
 __all__ = ["NodeUsagePercent", "final_usage", "sandwich_violations", "score_mismatches"]
 
 Raw = dict[str, Any]
 
 
-def _state(config: SchedulerConfiguration, nodes: Sequence[Raw], metrics: Sequence[Raw]) -> ClusterState:
+def _state(
+    config: SchedulerConfiguration,
+    nodes: Sequence[Raw],
+    metrics: Sequence[Raw],
+    assigned: Sequence[Raw] = (),
+    now: float = 0.0,
+) -> ClusterState:
     state = ClusterState(build_plugins(config))
     for node in nodes:
         state.upsert_node(node_from_dict(node))
     for metric in metrics:
         state.upsert_metric(nodemetric_from_dict(metric))
+    for pod in assigned:
+        state.upsert_pod(pod_from_dict(pod), now)
     return state
 
 
@@ -54,9 +64,10 @@ class _Bracket:
         decisions: Sequence[Decision],
         pods: Mapping[str, Raw],
         now: float,
+        assigned: Sequence[Raw] = (),
     ) -> None:
-        self.surely = _state(config, nodes, metrics)
-        self.at_most = _state(config, nodes, metrics)
+        self.surely = _state(config, nodes, metrics, assigned, now)
+        self.at_most = _state(config, nodes, metrics, assigned, now)
         self._placed = [d for d in decisions if d.node is not None and d.bind_sent is not None]
         self._pods, self._now = pods, now
         # Keyed by (uid, cycle): a pod placed again after a failed bind moves to its new node (same uid).
@@ -83,9 +94,12 @@ def sandwich_violations(
     metrics: Sequence[Raw],
     config: SchedulerConfiguration,
     now: float,
+    *,
+    assigned: Sequence[Raw] = (),
 ) -> tuple[list[str], int]:
-    """Problems found, and how many filter answers were checked."""
-    bracket = _Bracket(config, nodes, metrics, decisions, pods, now)
+    """Problems found, and how many filter answers were checked. ``assigned``: pods bound before the run
+    (the extender listed them), ``pods``: the run's pods by uid."""
+    bracket = _Bracket(config, nodes, metrics, decisions, pods, now, assigned)
     problems: list[str] = []
     checked = 0
     for decision in decisions:
@@ -155,6 +169,8 @@ def score_mismatches(
     metrics: Sequence[Raw],
     config: SchedulerConfiguration,
     now: float,
+    *,
+    assigned: Sequence[Raw] = (),
 ) -> tuple[list[str], int, int]:
     """Prioritize answers vs the plugin's extender score, bracketed like the filter answers.
 
@@ -162,7 +178,7 @@ def score_mismatches(
     the score with the pods the extender surely knew and the score with all it may have known. Returns
     problems, the number of host scores checked, and how many of those the bracket pinned to one value.
     """
-    bracket = _Bracket(config, nodes, metrics, decisions, pods, now)
+    bracket = _Bracket(config, nodes, metrics, decisions, pods, now, assigned)
     problems: list[str] = []
     checked = exact = 0
     for decision in decisions:
