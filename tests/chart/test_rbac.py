@@ -65,7 +65,6 @@ NEEDED = {
         ("scheduling.koordinator.sh", "podmigrationjobs", "patch"),
         ("scheduling.koordinator.sh", "podmigrationjobs", "delete"),
         ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch"),
-        ("", "pods", "get"),
         ("", "pods/eviction", "create"),
         ("", "events", "create"),
         ("apps", "replicasets", "get"),
@@ -79,6 +78,7 @@ NEEDED = {
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.x-k8s.io", "podgroups/status", "patch"),
         ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "watch"),
         ("scheduling.koordinator.sh", "reservations", "create"),
         ("scheduling.koordinator.sh", "reservations", "delete"),
         ("scheduling.koordinator.sh", "reservations/status", "patch"),
@@ -110,6 +110,8 @@ DENIED = {
     MANAGER: [
         ("", "pods", "delete"),
         ("", "pods", "patch"),
+        # its rounds read pods from their watch cache, never one by one
+        ("", "pods", "get"),
         ("", "nodes", "patch"),
         ("", "pods/binding", "create"),
         ("", "secrets", "list"),
