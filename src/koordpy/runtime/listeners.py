@@ -169,11 +169,12 @@ async def threaded_health_listener(
     limits: ListenerLimits = DEFAULT_LIMITS,
     path: str = "/healthz",
     metrics: Callable[[], tuple[bytes, str]] | None = None,
-) -> AsyncIterator[None]:
+) -> AsyncIterator[int]:
     """:func:`health_listener` served from a thread of its own with its own event loop, for as long as the
     block runs: a probe is answered however busy the caller's event loop is (``healthy`` and ``metrics``
     are called in that thread: they must be thread-safe and quick, as a :class:`LoopHeartbeat` and a
-    prometheus_client exposition are). A port that cannot be bound raises here, in the caller.
+    prometheus_client exposition are). Yields the bound port; one that cannot be bound raises here, in the
+    caller.
 
     Not guaranteed: answers while a thread holds the GIL for long (the answer then waits for it, as
     every Python thread does)."""
@@ -187,7 +188,8 @@ async def threaded_health_listener(
         stop = asyncio.Event()
         state["loop"], state["stop"] = asyncio.get_running_loop(), stop
         try:
-            async with health_listener(host, port, answer, limits=limits, path=path, metrics=metrics):
+            async with health_listener(host, port, answer, limits=limits, path=path, metrics=metrics) as runner:
+                state["port"] = int(runner.addresses[0][1])
                 started.set()
                 await stop.wait()
         except BaseException as exc:
@@ -207,7 +209,7 @@ async def threaded_health_listener(
         await asyncio.to_thread(thread.join)
         raise state["error"]
     try:
-        yield
+        yield state["port"]
     finally:
         loop, stop = state["loop"], state["stop"]
         with contextlib.suppress(RuntimeError):  # the loop already ended

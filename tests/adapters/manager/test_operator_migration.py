@@ -15,7 +15,7 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.errors import NotFound
 from koordpy.kube.resources import PODMIGRATIONJOBS, PODS, ResourceRef
-from koordpy.manager.operator import run
+from koordpy.manager.operator import operator_settings, run
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 from koordpy_testkit.bounds import HANG_BACKSTOP
@@ -155,3 +155,10 @@ async def test_with_peering_only_the_active_replica_runs_rounds(
     assert len(started) == 2  # once at the start, once on resuming
     peering = await api_client.get(PEERING, "koordpy-manager")
     assert peering["metadata"].get("finalizers") in (None, [])  # the rounds' daemon needs none
+
+
+def test_peering_lifetime_reaches_kopf() -> None:
+    default = operator_settings(validate(ManagerConfiguration, {}))
+    assert default.peering.lifetime == 60  # kopf's own default, stated in the configuration
+    quick = operator_settings(validate(ManagerConfiguration, {"peering": {"enabled": True, "lifetimeSeconds": 20}}))
+    assert (quick.peering.lifetime, quick.peering.mandatory, quick.peering.standalone) == (20, True, False)
