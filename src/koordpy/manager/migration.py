@@ -206,6 +206,9 @@ class MigrationMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=registry,
         )
+        self.last_round = Gauge(
+            "koordpy_migration_last_round_seconds", "Time of the last migration round.", registry=registry
+        )
         self.rounds = PromCounter(
             "koordpy_migration_rounds",
             "Migration rounds by outcome: done, or error (the round stopped on an error it did not expect).",
@@ -737,7 +740,9 @@ class MigrationController:
         self.phases = {phase: count for phase, count in self.index.phases.items() if count}
         if self.metrics is not None:
             self.metrics.observe_phases(self.phases)
-            self.metrics.round_seconds.observe(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            self.metrics.round_seconds.observe(took)
+            self.metrics.last_round.set(took)
         return self.phases
 
 
