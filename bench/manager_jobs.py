@@ -1,14 +1,17 @@
-"""The real ``koordpy manager`` process with 10,000 PodMigrationJobs against the API server emulator process:
-round time, ``/healthz`` latency, log lines per minute, CPU and memory, and how long a new job takes.
+"""The real ``koordpy manager`` process with 10,000 PodMigrationJobs: round time, ``/healthz`` latency, log
+lines per minute, CPU and memory, and how long a new job takes. Against the API server emulator process
+(default) or, with ``--real``, a real control plane (``koordpy_testkit.controlplane``: etcd,
+kube-apiserver, kube-controller-manager, kwok nodes; the chart's CRDs applied with kubectl).
 
 The cluster, seeded before the manager starts (``--jobs``, default 10,000):
 
 * half the jobs finished (Succeeded, created a minute ago, ttl 1h: the scavenger leaves them alone);
 * a tenth for pods that do not exist (they pass arbitration and fail ``MissingPod`` at once);
 * the rest waiting for pods on 50 nodes (``maxMigratingPerNode`` 2, the default): on each node the first
-  two pass and are evicted; their pods take an hour to terminate (``terminationGracePeriodSeconds``
-  3600), so every other job stays waiting, requeued by ``MaxMigratingPerNode``, and is arbitrated again
-  every 500 ms round (``arbitrationArgs.interval`` default).
+  two pass and are evicted; a finalizer keeps their pods terminating, so every other job stays waiting,
+  requeued by ``MaxMigratingPerNode``, and is arbitrated again every 500 ms round
+  (``arbitrationArgs.interval`` default). The pods have no owner (``evictAllBarePods: true``): no
+  per-workload limit applies, and no garbage collector removes them.
 
 Phases, from the manager's own metrics: **startup** (process start until its caches are listed and the
 first round ran), **busy** (until every missing-pod job failed and the 100 evictions happened at
@@ -17,9 +20,11 @@ first round ran), **busy** (until every missing-pod job failed and the 100 evict
 again). ``/healthz`` is polled every 50 ms throughout. Then a job for a pod on a node where nothing
 migrates is created and timed until Succeeded.
 
-Writes ``bench/results/manager_jobs.json`` (``--out``); prints it.
+Writes ``bench/results/manager_jobs.json`` (``--out``; ``manager_jobs_real.json`` with ``--real``) and
+prints it. The manager authenticates as the API server's admin (the chart's RBAC is the cluster tier's
+subject, not this bench's).
 
-Usage: ``.venv/bin/python bench/manager_jobs.py [--jobs N] [--steady S] [--out FILE]``
+Usage: ``.venv/bin/python bench/manager_jobs.py [--real] [--jobs N] [--steady S] [--out FILE]``
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +61,22 @@ def _rfc3339(at: float) -> str:
     return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod(name: str, node: str, grace: int) -> dict[str, Any]:
+HOLD = "koordpy.io/bench-hold"
+"""Finalizer on the waiting jobs' pods: an evicted one stays terminating for the whole run."""
+
+
+def pod(name: str, node: str, *, hold: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "shop", "labels": {"app": name}}
+    if hold:
+        meta["finalizers"] = [HOLD]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "labels": {"app": name},
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": f"rs-{name}", "controller": True}
-            ],
-        },
+        "metadata": meta,
         "spec": {
             "nodeName": node,
-            "containers": [{"name": "c", "image": "busybox"}],
-            "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "c", "image": "registry.invalid/app:1"}],
+            "terminationGracePeriodSeconds": 0,
         },
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
@@ -78,7 +85,7 @@ def pod(name: str, node: str, grace: int) -> dict[str, Any]:
 def job(name: str, pod_name: str, *, created: float, status: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         **PMJ,
-        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": _rfc3339(created)},
+        "metadata": {"name": name, "creationTimestamp": _rfc3339(created)},
         "spec": {"podRef": {"namespace": "shop", "name": pod_name}, "ttl": "1h", "mode": "EvictDirectly"},
     }
     if status is not None:
@@ -92,7 +99,7 @@ def seed(jobs: int, now: float) -> tuple[list[dict[str, Any]], dict[str, int]]:
     waiting = jobs - finished - missing
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}]
     for i in range(waiting):
-        objects.append(pod(f"w-{i}", f"n{i % NODES}", grace=3600))
+        objects.append(pod(f"w-{i}", f"n{i % NODES}", hold=True))
         objects.append(job(f"wait-{i}", f"w-{i}", created=now - 30))
     for i in range(missing):
         objects.append(job(f"missing-{i}", f"gone-{i}", created=now - 30))
@@ -177,42 +184,147 @@ class HealthPoller:
         return [took for at, took, status in self.samples if start <= at < end and status == 200]
 
 
+@dataclass
+class Target:
+    """The API server the manager talks to: its URL, the manager's kubeconfig and an admin client."""
+
+    name: str
+    url: str
+    kubeconfig: Path
+    client: Callable[[], httpx.AsyncClient]
+    stop: Callable[[], None]
+
+
+def start_emulator(work: Path, objects: list[dict[str, Any]]) -> Target:
+    seed_file = work / "seed.yaml"
+    seed_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False))
+    emulator = Proc(
+        "emulator",
+        [
+            str(VENV_BIN / "python"),
+            "-m",
+            "koordpy_testkit.apiserver",
+            "--port",
+            "0",
+            "--seed",
+            str(seed_file),
+            "--history-size",
+            "200000",
+        ],
+        work / "emulator.log",
+    ).start()
+    try:
+        url = emulator.wait_for_log("http://", 300).strip().split()[-1]
+    except BaseException:
+        emulator.stop()
+        raise
+    kubeconfig = write_kubeconfig(work / "kubeconfig", url, "manager")
+    return Target(
+        "koordpy_testkit.apiserver (emulator process)",
+        url,
+        kubeconfig,
+        lambda: httpx.AsyncClient(base_url=url, timeout=60),
+        emulator.stop,
+    )
+
+
+async def _create_all(client: httpx.AsyncClient, objects: list[dict[str, Any]]) -> None:
+    """Create ``objects`` 32 at a time (namespaces and nodes first); status is written for finished jobs."""
+    gate = asyncio.Semaphore(32)
+
+    async def create(obj: dict[str, Any]) -> None:
+        kind, meta = obj["kind"], obj["metadata"]
+        body = {k: v for k, v in obj.items() if k != "status"}
+        body["metadata"] = {k: v for k, v in meta.items() if k != "creationTimestamp"}
+        if kind == "Pod":
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods"
+        elif kind == "Namespace":
+            path = "/api/v1/namespaces"
+        elif kind == "Node":
+            path = "/api/v1/nodes"
+        else:
+            path = PMJS
+        async with gate:
+            resp = await client.post(path, json=body)
+            if resp.status_code not in (200, 201):
+                raise SystemExit(f"create {kind} {meta['name']}: {resp.status_code} {resp.text[:300]}")
+            if kind == "PodMigrationJob" and obj.get("status"):
+                resp = await client.patch(
+                    f"{PMJS}/{meta['name']}/status",
+                    json={"status": obj["status"]},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                if resp.status_code != 200:
+                    raise SystemExit(f"status of {meta['name']}: {resp.status_code} {resp.text[:300]}")
+
+    first = [o for o in objects if o["kind"] in ("Namespace", "Node")]
+    for obj in first:
+        await create(obj)
+    await asyncio.gather(*(create(o) for o in objects if o["kind"] not in ("Namespace", "Node")))
+
+
+async def start_real(work: Path, objects: list[dict[str, Any]]) -> Target:
+    from koordpy_testkit.controlplane import ControlPlane, fake_node
+
+    plane = ControlPlane(workdir=work / "controlplane", default_scheduler=False)
+    plane.start()
+    try:
+        kubectl = plane.bin_dir / "kubectl" if plane.bin_dir is not None else Path("kubectl")
+        crds = str(ROOT / "deploy" / "crds.yaml")
+        subprocess.run(
+            [str(kubectl), "--kubeconfig", str(plane.admin_kubeconfig), "apply", "--server-side", "-f", crds],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        nodes = [fake_node(f"n{i}", cpu="64", memory="256Gi", pods="500") for i in range(NODES)]
+        nodes.append(fake_node("n-free"))
+
+        def client() -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=plane.url,
+                verify=plane.tls(),
+                headers={"Authorization": f"Bearer {plane.admin_token}"},
+                timeout=60,
+            )
+
+        async with client() as admin:
+            deadline = time.monotonic() + 120
+            while (await admin.get(PMJS)).status_code != 200:  # the CRD established
+                if time.monotonic() > deadline:
+                    raise SystemExit("the PodMigrationJob CRD was not served after 120 s")
+                await asyncio.sleep(0.5)
+            await _create_all(admin, [objects[0], *nodes, *objects[1:]])
+    except BaseException:
+        plane.stop()
+        raise
+    return Target(
+        "real control plane (koordpy_testkit.controlplane: etcd, kube-apiserver, kube-controller-manager, kwok)",
+        plane.url,
+        plane.admin_kubeconfig,
+        client,
+        plane.stop,
+    )
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="koordpy-bench-manager-"))
     load_at_start = os.getloadavg()
     now = time.time()
     objects, mix = seed(args.jobs, now)
-    seed_file = work / "seed.yaml"
-    seed_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False))
     procs: list[Proc] = []
+    seeding = time.monotonic()
+    target = await start_real(work, objects) if args.real else start_emulator(work, objects)
+    seed_seconds = time.monotonic() - seeding
+    kubeconfig = target.kubeconfig
     try:
-        emulator = Proc(
-            "emulator",
-            [
-                str(VENV_BIN / "python"),
-                "-m",
-                "koordpy_testkit.apiserver",
-                "--port",
-                "0",
-                "--seed",
-                str(seed_file),
-                "--max-grace-seconds",
-                "3600",
-                "--history-size",
-                "200000",
-            ],
-            work / "emulator.log",
-        ).start()
-        procs.append(emulator)
-        url = emulator.wait_for_log("http://", 300).strip().split()[-1]
-        kubeconfig = write_kubeconfig(work / "kubeconfig", url, "manager")
         health_port = free_port()
         config = {
             "apiVersion": "koordpy.io/v1alpha1",
             "kind": "ManagerConfiguration",
             "nodeMetric": {"enabled": False},
             "health": {"host": LOOPBACK, "port": health_port},
-            "migrationController": {"defaultJobMode": "EvictDirectly"},
+            "migrationController": {"defaultJobMode": "EvictDirectly", "evictAllBarePods": True},
         }
         (work / "manager.yaml").write_text(yaml.safe_dump(config))
         base = f"http://{LOOPBACK}:{health_port}"
@@ -277,19 +389,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             lines_after = len(manager.log.read_text(errors="replace").splitlines())
             rss = rss_mib(manager.pid)
             # a new job on a node where nothing migrates: how long until it is done
-            async with httpx.AsyncClient(base_url=url, timeout=30) as admin:
-                fresh = pod("fresh", "n-free", grace=0)
-                fresh["metadata"].pop("uid")
+            async with target.client() as admin:
+                fresh = pod("fresh", "n-free", hold=False)
                 assert (await admin.post("/api/v1/namespaces/shop/pods", json=fresh)).status_code == 201
-                await admin.patch(
-                    "/api/v1/namespaces/shop/pods/fresh/status",
-                    json={"status": fresh["status"]},
-                    headers={"Content-Type": "application/merge-patch+json"},
-                )
                 created = time.monotonic()
                 body = job("fresh", "fresh", created=time.time())
-                for key in ("uid", "creationTimestamp"):
-                    body["metadata"].pop(key)
+                body["metadata"].pop("creationTimestamp")
                 assert (await admin.post(PMJS, json=body)).status_code == 201
                 while True:
                     found = (await admin.get(f"{PMJS}/fresh")).json()
@@ -314,7 +419,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "jobs": args.jobs,
             "mix": mix,
             "nodes": NODES,
-            "api_server": "koordpy_testkit.apiserver (emulator process)",
+            "api_server": target.name,
+            "seed_seconds": round(seed_seconds, 1),
             "load_average_at_start": load_at_start,
             "load_average_at_end": os.getloadavg(),
             "cpus": os.cpu_count(),
@@ -372,6 +478,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for proc in reversed(procs):
             proc.stop()
+        target.stop()
 
 
 def _ms(value: float | None) -> float | None:
@@ -383,8 +490,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of steady state measured")
     parser.add_argument("--startup-timeout", type=float, default=600.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "manager_jobs.json")
+    parser.add_argument("--real", action="store_true", help="a real control plane instead of the emulator")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.out is None:
+        args.out = ROOT / "bench" / "results" / ("manager_jobs_real.json" if args.real else "manager_jobs.json")
     result = asyncio.run(run(args))
     text = json.dumps(result, indent=2)
     print(text)

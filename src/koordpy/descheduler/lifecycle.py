@@ -589,13 +589,14 @@ def _named_wait(
     *,
     changed: bool = False,
     events: tuple[JobEvent, ...] = (),
+    after: float = REQUEUE_SECONDS,
 ) -> Wait:
-    """Wait :data:`REQUEUE_SECONDS` with condition ``Waiting`` True naming ``reason``; the status is written
-    and an Event posted only when the condition changes (``changed``: the status differs already)."""
+    """Wait ``after`` seconds with condition ``Waiting`` True naming ``reason``; the status is written and
+    an Event posted only when the condition changes (``changed``: the status differs already)."""
     new, more = _put_condition(status, CONDITION_WAITING, "True", reason=reason, message=message, now=now)
     if more:
         events = (*events, JobEvent("Normal", reason, message))
-    return Wait(REQUEUE_SECONDS, new if changed or more else None, events)
+    return Wait(after, new if changed or more else None, events)
 
 
 def needs_pod(job: Mapping[str, Any], settings: LifecycleSettings) -> bool:
@@ -794,7 +795,11 @@ def _evict_step(
     if step.evict_tokens is not None and not step.evict_tokens.try_accept(now):
         tokens = step.evict_tokens
         message = f'evictQPS {tokens.qps:g} (evictBurst {tokens.burst}): Pod "{key}" waits for its turn to be evicted'
-        return _named_wait(status, REASON_EVICT_QPS, message, now, changed=changed, events=events)
+        # looked at again once the next token is due, not after the 3 s requeue: jobs that all missed a
+        # token together would otherwise come back together and share one token per 3 s
+        return _named_wait(
+            status, REASON_EVICT_QPS, message, now, changed=changed, events=events, after=1.0 / tokens.qps
+        )
     status = _end_wait(status, now)
     delete_options = spec.get("deleteOptions")
     if delete_options is None and settings.default_delete_options is not None:
