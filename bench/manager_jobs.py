@@ -17,8 +17,9 @@ Phases, from the manager's own metrics: **startup** (process start until its cac
 first round ran), **busy** (until every missing-pod job failed and the 100 evictions happened at
 ``evictQPS`` 10 with ``evictBurst`` 1, the waits of all waiting jobs named meanwhile, then 10 s more) and
 **steady** (``--steady`` seconds, default 60: nothing changes, every round arbitrates the waiting jobs
-again). ``/healthz`` is polled every 50 ms throughout. Then a job for a pod on a node where nothing
-migrates is created and timed until Succeeded.
+again). ``/healthz`` is polled every 50 ms throughout, and so is a bare aiohttp server in a process of
+its own (``health_of_a_bare_server``: what the machine's load alone costs an answer). Then a job for a
+pod on a node where nothing migrates is created and timed until Succeeded.
 
 Writes ``bench/results/manager_jobs.json`` (``--out``; ``manager_jobs_real.json`` with ``--real``) and
 prints it. The manager authenticates as the API server's admin (the chart's RBAC is the cluster tier's
@@ -161,6 +162,21 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
         "p99_ms": round(p99 * 1000, 2),
         "max_ms": round(ordered[-1] * 1000, 2),
     }
+
+
+CONTROL_SERVER = """
+import asyncio, sys
+from aiohttp import web
+async def health(_): return web.json_response({})
+async def main():
+    app = web.Application(); app.router.add_get("/healthz", health)
+    runner = web.AppRunner(app); await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", int(sys.argv[1])).start()
+    print("serving", flush=True); await asyncio.Event().wait()
+asyncio.run(main())
+"""
+"""A bare aiohttp /healthz in a process of its own, polled alongside the manager's: what the machine's load
+alone costs an answer (the manager's figures are read against it)."""
 
 
 class HealthPoller:
@@ -343,8 +359,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ).start()
         procs.append(manager)
         wait_http(base + "/healthz", 120, manager)
+        control_port = free_port()
+        control = Proc(
+            "control", [str(VENV_BIN / "python"), "-c", CONTROL_SERVER, str(control_port)], work / "control.log"
+        ).start()
+        procs.append(control)
+        wait_http(f"http://{LOOPBACK}:{control_port}/healthz", 60, control)
         poller = HealthPoller(base + "/healthz")
+        baseline = HealthPoller(f"http://{LOOPBACK}:{control_port}/healthz")
         polling = asyncio.create_task(poller.run())
+        polling_control = asyncio.create_task(baseline.run())
         waiting_running = NODES * 2
         async with httpx.AsyncClient(base_url=base, timeout=10) as scrape:
             deadline = time.monotonic() + args.startup_timeout
@@ -406,6 +430,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 new_job_seconds = time.monotonic() - created
                 new_job_phase = found["status"]["phase"]
         polling.cancel()
+        polling_control.cancel()
         minutes = (steady_to - steady_from) / 60
         busy_minutes = (steady_from - busy_from) / 60
 
@@ -428,6 +453,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "seconds": round(busy_from - started, 1),
                 "manager_cpu_seconds": round(startup_cpu, 1),
                 "health": percentiles(poller.between(started, busy_from)),
+                "health_of_a_bare_server": percentiles(baseline.between(started, busy_from)),
             },
             "busy": {
                 "what": "missing-pod jobs failed, 100 evictions at evictQPS, every waiting job's wait named",
@@ -437,6 +463,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if busy_rounds
                 else None,
                 "health": percentiles(poller.between(busy_from, steady_from)),
+                "health_of_a_bare_server": percentiles(baseline.between(busy_from, steady_from)),
                 "log_lines_per_minute": round(busy_lines / busy_minutes, 1) if busy_minutes else None,
             },
             "steady": {
@@ -468,6 +495,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if arb_count
                 else None,
                 "health": percentiles(poller.between(steady_from, steady_to)),
+                "health_of_a_bare_server": percentiles(baseline.between(steady_from, steady_to)),
                 "log_lines_per_minute": round((lines_after - busy_lines) / minutes, 1),
                 "manager_cpu_share": round((cpu_after - cpu_before) / (steady_to - steady_from), 3),
                 "manager_rss_mib": round(rss, 1),

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence, Sized
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +57,7 @@ from koordpy.scheduler.plugins.reservation.controller import (
     ReservationInputs,
     decide,
 )
+from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
 from koordpy.scheduler.plugins.reservation.spec import PHASES, ReservationInfo, reservation_from_dict
 
 __all__ = [
@@ -110,11 +111,19 @@ class ClusterSnapshot:
     nodemetrics: Sequence[Raw] = ()
 
 
+class NodeSource(Protocol):
+    def values(self) -> Iterable[Mapping[str, Any]]: ...
+
+
 class Source(Protocol):
-    """Where the snapshot comes from (the manager's cache): whether it is complete, and the Reservations."""
+    """Where the snapshot comes from (the manager's cache): whether it is complete, the Reservations and
+    the nodes (for a hold taint left behind)."""
 
     @property
     def reservations(self) -> Sized: ...
+
+    @property
+    def nodes(self) -> NodeSource: ...
 
     def not_ready(self) -> str | None: ...
 
@@ -331,15 +340,17 @@ class ReservationController:
     def due(self) -> bool:
         """Whether a round has anything to do: never before the ``source`` caches hold their first lists (a
         round on a half-listed cluster would place Reservations on nodes that look empty); then with
-        ``reservation.enabled`` (starving jobs are found over time) or ``reservation.taintNodes`` (a taint
-        left on a node is taken off), or while any Reservation exists (to place, to expire, to release).
-        Without a ``source`` always."""
+        ``reservation.enabled`` (starving jobs are found over time) or ``reservation.taintNodes``, while a
+        node still carries the hold taint (it is taken off), or while any Reservation exists (to place, to
+        expire, to release). Without a ``source`` always."""
         source = self.source
         if source is None:
             return True
         if source.not_ready() is not None:
             return False
-        return self.settings.enabled or self.settings.taint_nodes or len(source.reservations) > 0
+        if self.settings.enabled or self.settings.taint_nodes or len(source.reservations) > 0:
+            return True
+        return any(has_hold_taint((node.get("spec") or {}).get("taints") or ()) for node in source.nodes.values())
 
     async def run_round(self) -> RoundResult:
         """Read the snapshot, decide, execute. Returns what was done (also kept in :attr:`last`)."""
