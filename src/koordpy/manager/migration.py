@@ -92,6 +92,7 @@ from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.model.objects import pod_from_dict as pod_info_from_dict
 
 __all__ = [
+    "BOOKKEEPING_SECONDS_PER_ROUND",
     "BOOKKEEPING_WRITES_PER_ROUND",
     "OWNER_TTL_SECONDS",
     "Arbitrate",
@@ -129,6 +130,8 @@ SWEEP_SECONDS = 10.0
 """How often a round deletes the Reservations of gone, Failed or Aborted migrations."""
 BOOKKEEPING_WRITES_PER_ROUND = 100
 """Writes per round for invalid jobs, scavenging and arbitration waits (each kind its own budget)."""
+BOOKKEEPING_SECONDS_PER_ROUND = 0.25
+"""...and no more of them once a round has spent this long (a slow API server stretches no round)."""
 OWNER_READS_PER_ROUND = 100
 """Owner (ReplicaSet, Deployment, ...) reads per round; a waiting job whose owners are not read yet waits."""
 OWNER_TTL_SECONDS = 30.0
@@ -384,6 +387,10 @@ class MigrationController:
         self.last_round_seconds = 0.0
         """Duration of the last arbitration call."""
         self._swept_at: float | None = None
+        self._bookkeeping_until = 0.0
+
+    def _may_bookkeep(self) -> bool:
+        return time.monotonic() < self._bookkeeping_until
 
     # -- errors -----------------------------------------------------------------------------------
 
@@ -652,7 +659,7 @@ class MigrationController:
         """Fail the jobs :func:`examine` found unusable: once each (a job failed is finished), bounded."""
         budget = BOOKKEEPING_WRITES_PER_ROUND
         for name in list(self.index.invalid):
-            if budget <= 0:
+            if budget <= 0 or not self._may_bookkeep():
                 return
             if self._not_before.get(name, 0.0) > now:
                 continue
@@ -671,6 +678,9 @@ class MigrationController:
         for name in self.index.due_for_scavenge(now, BOOKKEEPING_WRITES_PER_ROUND):
             job = self.cache.jobs.get(name)
             if job is None:
+                continue
+            if not self._may_bookkeep():
+                self.index.requeue_scavenge(name, now)
                 continue
             decision = decide(job, None, now, self.settings)
             if not isinstance(decision, Scavenge):
@@ -704,7 +714,7 @@ class MigrationController:
                 status.update(phase="Failed", reason=verdict.job_reason, message=message)
                 finish = Finish(status, (JobEvent("Warning", verdict.job_reason, message),))
                 await self._guarded("arbitration", name, self._carry_out(name, job, finish), now)
-            elif waits > 0 and verdict.filter:
+            elif waits > 0 and verdict.filter and self._may_bookkeep():
                 found = arbitration_wait(job.get("status") or {}, verdict.filter, verdict.reason, now)
                 if found is not None:
                     waits -= 1
@@ -721,6 +731,7 @@ class MigrationController:
         by phase. A job that fails arbitration ends Failed with reason ``ForbiddenMigratePod`` and a Warning
         Event; one whose wait changes gets condition ``Waiting`` naming the filter, and an Event."""
         started = time.perf_counter()
+        self._bookkeeping_until = time.monotonic() + BOOKKEEPING_SECONDS_PER_ROUND
         now = self.clock()
         await self._report_invalid(now)
         await self._scavenge(now)

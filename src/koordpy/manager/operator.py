@@ -54,6 +54,7 @@ from koordpy.manager.policy import Action, reconcile_nodemetric
 from koordpy.manager.reservations import ReservationController, ReservationMetrics, reservation_loop
 from koordpy.manager.rounds import RoundLoop
 from koordpy.model.objects import pod_from_dict
+from koordpy.runtime.gcfreeze import GcFreezer
 from koordpy.runtime.listeners import ListenerLimits, LoopHeartbeat, threaded_health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import API_SIGS, API_X_K8S, GangCache, PodGroupError, gang_ref, podgroup_from_dict
@@ -407,6 +408,13 @@ def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
     return settings
 
 
+async def _tend_gc(freezer: GcFreezer) -> None:
+    """Freeze the caches' long-lived objects after each full collection (:mod:`koordpy.runtime.gcfreeze`)."""
+    while True:
+        freezer.tick()
+        await asyncio.sleep(1.0)
+
+
 def migration_loop(controller: MigrationController, arbitrate: Any, interval: float, cache: ManagerCache) -> RoundLoop:
     """The loop of migration rounds: one per ``interval`` once the caches hold their first lists (a round
     on a half-listed cluster would find pods missing), counted in ``koordpy_migration_rounds_total``."""
@@ -486,6 +494,7 @@ async def run(
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
+                asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
             ]
             try:
                 await kopf.operator(
