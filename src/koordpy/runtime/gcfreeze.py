@@ -6,10 +6,13 @@ the GIL: 0.4 s measured for 10,000 jobs and 4,000 pods on the loaded development
 seconds while jobs change, long enough to delay ``/healthz`` past its probe timeout.
 
 :class:`GcFreezer` moves the survivors of each full collection into Python's permanent generation
-(:func:`gc.freeze`), which collections skip, so each object is walked by at most one full collection; once
-an interval (``refreeze_seconds``) it unfreezes everything, so a cycle that became garbage among frozen
-objects is still found by the next full collection (one long pause per interval instead of one every few
-seconds). Reference counting frees frozen objects as usual: the cached API objects hold no cycles.
+(:func:`gc.freeze`), which collections skip, so each object is walked by at most one full collection.
+During the first ``warmup_seconds`` (the caches' first lists) it freezes every tick, so the first full
+collection does not walk the whole start-up at once (1.2 s measured against a real API server with
+10,000 jobs). Once an interval (``refreeze_seconds``) it unfreezes everything, so a cycle that became
+garbage among frozen objects is still found by the next full collection (one long pause per interval
+instead of one every few seconds). Reference counting frees frozen objects as usual: the cached API
+objects hold no cycles.
 
 Not guaranteed: cyclic garbage among frozen objects lives until the next unfreeze.
 """
@@ -21,9 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["REFREEZE_SECONDS", "GcFreezer", "GcLike"]
+__all__ = ["REFREEZE_SECONDS", "WARMUP_SECONDS", "GcFreezer", "GcLike"]
 
 REFREEZE_SECONDS = 3600.0
+WARMUP_SECONDS = 300.0
 
 
 class GcLike(Protocol):
@@ -43,14 +47,16 @@ class GcFreezer:
         self,
         refreeze_seconds: float = REFREEZE_SECONDS,
         *,
+        warmup_seconds: float = WARMUP_SECONDS,
         gc_module: GcLike = gc,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.gc = gc_module
         self.refreeze_seconds = refreeze_seconds
         self.clock = clock
+        self.warmup_seconds = warmup_seconds
         self._full = self._full_collections()
-        self._unfrozen_at = clock()
+        self._started = self._unfrozen_at = clock()
         self.freezes = 0
         self.unfreezes = 0
 
@@ -58,7 +64,8 @@ class GcFreezer:
         return int(self.gc.get_stats()[2]["collections"])
 
     def tick(self) -> None:
-        """Freeze after each full collection that ran since the last tick; unfreeze once per interval."""
+        """Freeze after each full collection that ran since the last tick (every tick while warming up);
+        unfreeze once per interval."""
         now = self.clock()
         if now - self._unfrozen_at >= self.refreeze_seconds:
             self.gc.unfreeze()
@@ -67,7 +74,7 @@ class GcFreezer:
             self._full = self._full_collections()
             return
         full = self._full_collections()
-        if full != self._full:
+        if full != self._full or now - self._started < self.warmup_seconds:
             self._full = full
             self.gc.freeze()
             self.freezes += 1

@@ -28,7 +28,7 @@ class FakeGc:
 def test_freezes_after_each_full_collection_and_unfreezes_once_an_interval() -> None:
     fake = FakeGc()
     now = [0.0]
-    freezer = GcFreezer(3600, gc_module=fake, clock=lambda: now[0])
+    freezer = GcFreezer(3600, warmup_seconds=0, gc_module=fake, clock=lambda: now[0])
     freezer.tick()
     assert fake.calls == []  # no full collection yet
     fake.full = 1
@@ -45,6 +45,19 @@ def test_freezes_after_each_full_collection_and_unfreezes_once_an_interval() -> 
     assert fake.calls == ["freeze", "freeze", "unfreeze"]
     freezer.tick()
     assert fake.calls[-1] == "unfreeze" and (freezer.freezes, freezer.unfreezes) == (2, 1)
+
+
+def test_while_warming_up_every_tick_freezes() -> None:
+    fake = FakeGc()
+    now = [0.0]
+    freezer = GcFreezer(3600, warmup_seconds=300, gc_module=fake, clock=lambda: now[0])
+    for at in (1.0, 2.0, 299.0):
+        now[0] = at
+        freezer.tick()
+    assert fake.calls == ["freeze"] * 3
+    now[0] = 300.0
+    freezer.tick()  # warmed up, no full collection since: nothing
+    assert fake.calls == ["freeze"] * 3
 
 
 def test_a_frozen_cache_is_not_walked_by_full_collections() -> None:
