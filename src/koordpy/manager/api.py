@@ -436,7 +436,9 @@ class KubeReservationApi:
         """Replace ``spec.taints`` (a merge patch replaces the list), only if the node is still at
         ``resource_version`` (409 otherwise)."""
         patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
-        return await self._patch_held(resources.NODES, name, None, patch)
+        written = await self._patch_held(resources.NODES, name, None, patch)
+        self.cache.nodes.observe(written)
+        return written
 
     async def patch_pod_tolerations(
         self, namespace: str, name: str, resource_version: str, tolerations: Sequence[Mapping[str, Any]]
@@ -447,4 +449,6 @@ class KubeReservationApi:
             "metadata": {"resourceVersion": resource_version},
             "spec": {"tolerations": [dict(t) for t in tolerations]},
         }
-        return await self._patch_held(resources.PODS, name, namespace, patch)
+        written = await self._patch_held(resources.PODS, name, namespace, patch)
+        self.cache.pods.observe(written)
+        return written

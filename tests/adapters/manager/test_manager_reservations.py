@@ -322,26 +322,35 @@ async def test_the_loop_counts_rounds_and_goes_on_after_a_failed_one() -> None:
 
 
 class Source:
-    def __init__(self, reservations: int, ready: bool = True) -> None:
+    def __init__(self, reservations: int, ready: bool = True, taints: list[Raw] | None = None) -> None:
         self.reservations = list(range(reservations))
         self.ready = ready
+        self.nodes = {"n1": {"metadata": {"name": "n1"}, "spec": {"taints": taints or []}}}
 
     def not_ready(self) -> str | None:
         return None if self.ready else "pods: waiting for the first list"
 
 
+HOLD = [{"key": "koordpy.io/reserved", "effect": "NoSchedule"}]
+
+
 @pytest.mark.parametrize(
-    ("enabled", "reservations", "ready", "due"),
+    ("enabled", "taint_nodes", "reservations", "ready", "taints", "due"),
     [
-        (False, 0, True, False),  # nothing to place and nothing to create: no round at all
-        (False, 1, True, True),  # a user Reservation: placed, expired, released
-        (True, 0, True, True),  # starving jobs are found over time
-        (True, 3, False, False),  # never on caches that have not listed everything yet
+        (False, False, 0, True, [], False),  # nothing to place, create or take off: no round at all
+        (False, False, 1, True, [], True),  # a user Reservation: placed, expired, released
+        (True, False, 0, True, [], True),  # starving jobs are found over time
+        (False, True, 0, True, [], True),  # the hold is kept
+        (False, False, 0, True, HOLD, True),  # a hold taint left behind is taken off
+        (True, False, 3, False, [], False),  # never on caches that have not listed everything yet
     ],
 )
-def test_a_round_is_due_only_with_something_to_do(enabled: bool, reservations: int, ready: bool, due: bool) -> None:
-    settings = ReservationSettings.model_validate({"enabled": enabled})
-    controller = ReservationController(FakeApi(snapshot([])), settings, source=Source(reservations, ready))
+def test_a_round_is_due_only_with_something_to_do(
+    enabled: bool, taint_nodes: bool, reservations: int, ready: bool, taints: list[Raw], due: bool
+) -> None:
+    settings = ReservationSettings.model_validate({"enabled": enabled, "taintNodes": taint_nodes})
+    source = Source(reservations, ready, taints)
+    controller = ReservationController(FakeApi(snapshot([])), settings, source=source)
     assert controller.due() is due
 
 
