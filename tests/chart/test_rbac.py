@@ -73,7 +73,6 @@ NEEDED = {
         ("scheduling.koordinator.sh", "podmigrationjobs", "patch"),
         ("scheduling.koordinator.sh", "podmigrationjobs", "delete"),
         ("scheduling.koordinator.sh", "podmigrationjobs/status", "patch"),
-        ("", "pods", "get"),
         ("", "pods/eviction", "create"),
         ("", "events", "create"),
         ("apps", "replicasets", "get"),
@@ -90,6 +89,7 @@ NEEDED = {
         ("scheduling.volcano.sh", "podgroups", "watch"),
         ("scheduling.volcano.sh", "podgroups", "patch"),
         ("scheduling.koordinator.sh", "reservations", "list"),
+        ("scheduling.koordinator.sh", "reservations", "watch"),
         ("scheduling.koordinator.sh", "reservations", "create"),
         ("scheduling.koordinator.sh", "reservations", "delete"),
         ("scheduling.koordinator.sh", "reservations/status", "patch"),
@@ -127,6 +127,8 @@ DENIED = {
     MANAGER: [
         ("", "pods", "delete"),
         ("", "pods", "patch"),
+        # its rounds read pods from their watch cache, never one by one
+        ("", "pods", "get"),
         ("", "nodes", "patch"),
         ("", "pods/binding", "create"),
         ("", "secrets", "list"),

@@ -323,7 +323,8 @@ def test_manager_creates_its_peering_owned_by_its_cluster_role_with_replicas() -
     single = yaml.safe_load(named(render(), "ConfigMap", "-manager")["data"]["config.yaml"])
     assert "peering" not in single or not single["peering"].get("enabled")
     ha = yaml.safe_load(named(render_scenario("ha-values.yaml"), "ConfigMap", "-manager")["data"]["config.yaml"])
-    assert ha["peering"] == {"enabled": True, "ownerClusterRole": "koordpy-manager"}
+    # lifetimeSeconds: the failover bound, a chart value (kopf's 60 s by default)
+    assert ha["peering"] == {"enabled": True, "ownerClusterRole": "koordpy-manager", "lifetimeSeconds": 60}
     (role,) = [
         r
         for r in of_kind(render_scenario("ha-values.yaml"), "ClusterRole")

@@ -23,8 +23,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
-from cluster_kit import RELEASE, RELEASE_NAMESPACE, Components, Kube, Release, Space, poll, wait_until
+from cluster_kit import Components, Kube, Release, Space, poll, wait_until
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane
@@ -64,16 +65,11 @@ def running(space: Space, app: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def manager_lists(plane: ControlPlane, resource: str) -> int:
-    """The lists of ``resource`` the manager's ServiceAccount made (the audit log records its reads)."""
-    user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}-manager"
-    return sum(
-        1
-        for e in plane.audit_events()
-        if e["user"]["username"] == user
-        and e["verb"] == "list"
-        and (e.get("objectRef") or {}).get("resource") == resource
-    )
+def migration_rounds(koordpy: Components) -> int:
+    """The migration rounds the manager ran (its ``koordpy_migration_rounds_total``, both outcomes)."""
+    text = httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text
+    prefix = "koordpy_migration_rounds_total{"
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)))
 
 
 def cordon(kube: Kube, node: str, on: bool) -> None:
@@ -154,9 +150,9 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
     stored = kube.get("PodMigrationJob", name)
     assert stored is not None
     res_name = stored["spec"]["reservationOptions"]["reservationRef"]["name"]
-    # five more migration rounds (each lists the Reservations) with the Ready sibling on the Reservation's node
-    listed = manager_lists(control_plane, "reservations")
-    wait_until("five more migration rounds", lambda: manager_lists(control_plane, "reservations") >= listed + 5)
+    # five more migration rounds with the Ready sibling on the Reservation's node
+    ran = migration_rounds(koordpy)
+    wait_until("five more migration rounds", lambda: migration_rounds(koordpy) >= ran + 5)
     still = job_status()
     res = kube.get("Reservation", res_name)
     assert res is not None

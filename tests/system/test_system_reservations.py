@@ -145,9 +145,13 @@ def start(cluster: Cluster, manager: dict[str, Any] = MANAGER) -> tuple[Proc, st
     return proc, manager_url, extender_url, driver
 
 
-async def rounds_since(cluster: Cluster, index: int) -> bool:
-    """Two whole rounds of a (re)started manager after record position ``index`` (a round lists once)."""
-    return manager_calls(cluster, "list", index) >= 3
+async def two_rounds(manager_url: str) -> bool:
+    """Two whole reservation rounds of the (re)started manager at ``manager_url`` (its own counter)."""
+    async with httpx.AsyncClient(base_url=manager_url, timeout=10) as scrape:
+        exposition = (await scrape.get("/metrics")).text
+    line = 'koordpy_reservation_rounds_total{outcome="done"} '
+    done = [float(row[len(line) :]) for row in exposition.splitlines() if row.startswith(line)]
+    return bool(done) and done[0] >= 2
 
 
 async def no_starving_reservations(admin: httpx.AsyncClient) -> bool:
@@ -175,7 +179,7 @@ async def starving_story(cluster: Cluster, admin: httpx.AsyncClient, *, restart_
             proc.kill()  # mid-story: the Reservation created and placed, the job not started
             restart_index = len(cluster.recorded_requests())
             proc, manager_url = cluster.start_manager(MANAGER)
-            await until(lambda: rounds_since(cluster, restart_index), HANG_BACKSTOP, "two rounds after the restart")
+            await until(lambda: two_rounds(manager_url), HANG_BACKSTOP, "two rounds after the restart")
             assert [r["metadata"]["uid"] for r in await reservations(admin)] == [res["metadata"]["uid"]]
         await until(lambda: blocks(extender_url, reserved), HANG_BACKSTOP, f"the extender blocks {reserved}")
         assert not await blocks(extender_url, other)

@@ -11,7 +11,7 @@
       overrides:                      # first match wins, per node labels
         - nodeSelector: {pool: batch}
           reportIntervalSeconds: 30
-    peering: {enabled: false, name: koordpy-manager}
+    peering: {enabled: false, name: koordpy-manager, lifetimeSeconds: 60}
     health: {host: 0.0.0.0, port: 8080}
     migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
       maxMigratingPerNode: 2
@@ -113,10 +113,15 @@ class PeeringSettings(_Settings):
     owner_cluster_role: str | None = Field(None, alias="ownerClusterRole", min_length=1, max_length=253)
     """A ClusterRole that owns the peering object the manager creates, so that deleting the role (helm
     uninstall) garbage-collects it. The chart sets its manager ClusterRole; unset, the object has no owner."""
+    lifetime_seconds: int = Field(60, alias="lifetimeSeconds", strict=True, ge=15, le=3600)
+    """How long a replica's keep-alive counts (kopf's peering lifetime; each replica renews it 5 to 10 s
+    before it runs out). It bounds failover: a replica that dies without exiting (kill -9, a lost node)
+    is taken over at most this long after its last keep-alive; one that exits cleanly hands over at once.
+    Shorter means faster failover and more keep-alive writes (one per replica every lifetime - 5..10 s)."""
 
 
 class HealthSettings(_Settings):
-    """kopf's liveness endpoint, served at ``http://{host}:{port}/healthz``."""
+    """The liveness endpoint, served at ``http://{host}:{port}/healthz`` (and ``/metrics``)."""
 
     host: str = "0.0.0.0"
     port: int = Field(8080, strict=True, ge=1, le=65535)
@@ -129,6 +134,9 @@ class HealthSettings(_Settings):
     )
     """A client must deliver a whole request within this many seconds of connecting (or of the previous
     response); slower connections are closed."""
+    loop_stall_seconds: float = Field(30.0, alias="loopStallSeconds", strict=True, allow_inf_nan=False, ge=1, le=3600)
+    """``/healthz`` is answered from its own thread, so a busy round never delays it; it answers 503 when
+    the operator's event loop has not run for this many seconds (stuck), 200 otherwise."""
 
 
 class PodGroupSettings(_Settings):

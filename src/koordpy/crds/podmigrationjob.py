@@ -11,10 +11,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from koordpy.crds.schema import Duration, FreeForm, PrinterColumn, Resource, Time, WireModel
+from koordpy.crds.schema import FreeForm, PrinterColumn, Resource, Time, WireModel
+from koordpy.model.durations import DURATION_PATTERN
+from koordpy.model.names import (
+    DNS1123_LABEL_MAX,
+    DNS1123_LABEL_PATTERN,
+    DNS1123_SUBDOMAIN_MAX,
+    DNS1123_SUBDOMAIN_PATTERN,
+)
 
 __all__ = [
     "POD_MIGRATION_JOB",
+    "NamedObjectReference",
     "ObjectReference",
     "PodMigrationJobCondition",
     "PodMigrationJobSpec",
@@ -37,8 +45,23 @@ class ObjectReference(WireModel):
     field_path: str | None = Field(None, alias="fieldPath")
 
 
+class NamedObjectReference(ObjectReference):
+    """A reference the manager puts into request paths (``spec.podRef``, ``reservationRef``): the API server
+    refuses a name or namespace it would refuse on the object itself, and bounds every other field."""
+
+    kind: str | None = Field(None, max_length=253)
+    namespace: str | None = Field(None, max_length=DNS1123_LABEL_MAX, pattern=DNS1123_LABEL_PATTERN)
+    """A DNS-1123 label, as every namespace."""
+    name: str | None = Field(None, max_length=DNS1123_SUBDOMAIN_MAX, pattern=DNS1123_SUBDOMAIN_PATTERN)
+    """A DNS-1123 subdomain, as every pod and Reservation name."""
+    uid: str | None = Field(None, max_length=128)
+    api_version: str | None = Field(None, alias="apiVersion", max_length=317)
+    resource_version: str | None = Field(None, alias="resourceVersion", max_length=128)
+    field_path: str | None = Field(None, alias="fieldPath", max_length=1024)
+
+
 class PodMigrateReservationOptions(WireModel):
-    reservation_ref: ObjectReference | None = Field(None, alias="reservationRef")
+    reservation_ref: NamedObjectReference | None = Field(None, alias="reservationRef")
     """An existing Reservation to use instead of creating one."""
     template: FreeForm | None = None
     """ReservationTemplateSpec for the Reservation the migration creates."""
@@ -49,11 +72,11 @@ class PodMigrateReservationOptions(WireModel):
 class PodMigrationJobSpec(WireModel):
     paused: bool | None = None
     """A paused job is not processed until unpaused."""
-    ttl: Duration | None = None
-    """Deadline of the whole migration; the job fails with reason Timeout after it."""
+    ttl: str | None = Field(None, max_length=64, pattern=DURATION_PATTERN)
+    """Deadline of the whole migration (a Go duration such as ``5m``); the job fails with reason Timeout after it."""
     mode: MigrationMode | None = None
     """``ReservationFirst`` (default) reserves room elsewhere before evicting; ``EvictDirectly`` does not."""
-    pod_ref: ObjectReference = Field(alias="podRef")
+    pod_ref: NamedObjectReference = Field(alias="podRef")
     """The pod to migrate."""
     reservation_options: PodMigrateReservationOptions | None = Field(None, alias="reservationOptions")
     delete_options: FreeForm | None = Field(None, alias="deleteOptions")

@@ -53,11 +53,15 @@ from koordpy.descheduler.reservation_first import (
     reservation_ref,
 )
 from koordpy.model.durations import DurationError, format_rfc3339, parse_duration, parse_rfc3339
+from koordpy.model.names import dns1123_label_problem, dns1123_subdomain_problem
 from koordpy.model.objects import PodInfo
 
 __all__ = [
     "ANNOTATION_PASSED_ARBITRATION",
     "ANNOTATION_SOFT_EVICTION",
+    "CONDITION_INVALID",
+    "CONDITION_WAITING",
+    "EVICTOR_VERBS",
     "LABEL_EVICT_POLICY",
     "Decision",
     "Evict",
@@ -65,6 +69,7 @@ __all__ = [
     "Finish",
     "Ignore",
     "JobEvent",
+    "JobFacts",
     "LifecycleSettings",
     "ObjectLimiter",
     "PodView",
@@ -75,9 +80,11 @@ __all__ = [
     "Wait",
     "after_eviction_error",
     "after_reservation_error",
+    "arbitration_wait",
     "bound_for",
     "decide",
     "eviction_retry_delay",
+    "examine",
     "needs_node_pods",
     "needs_pod",
     "reservation_lookup",
@@ -102,6 +109,13 @@ CONDITION_RESERVATION_SCHEDULED = "ReservationScheduled"
 CONDITION_EVICTION = "Eviction"
 CONDITION_POD_BOUND_RESERVATION = "PodBoundReservation"
 CONDITION_BOUND_POD_READY = "BoundPodReady"
+CONDITION_INVALID = "Invalid"
+"""koordpy's condition on a job that cannot be processed (no ``podRef``, a name the API server would refuse,
+a ttl that is not a duration): True, reason ``InvalidPodRef`` or ``InvalidSpec``, with the field path."""
+CONDITION_WAITING = "Waiting"
+"""koordpy's condition: True while the job waits, its reason names what for (an arbitration filter such as
+``MaxMigratingPerNode``, ``ObjectLimiter``, ``EvictQPS``, ``Paused``, ``WaitForReservationAvailable``);
+False once the wait is over. Upstream has none: its waits are silent."""
 REASON_TIMEOUT = "Timeout"
 REASON_FAILED_CREATE_RESERVATION = "FailedCreateReservation"
 REASON_INVALID_RESERVATION = "InvalidReservation"
@@ -111,6 +125,12 @@ REASON_FORBIDDEN_MIGRATE_POD = "ForbiddenMigratePod"
 REASON_MISSING_POD = "MissingPod"
 REASON_MISSING_RESERVATION = "MissingReservation"
 REASON_INVALID_POD_REF = "InvalidPodRef"
+REASON_INVALID_SPEC = "InvalidSpec"
+REASON_WAIT_FOR_RESERVATION_SCHEDULED = "WaitForReservationScheduled"
+REASON_WAIT_FOR_RESERVATION_AVAILABLE = "WaitForReservationAvailable"
+REASON_PAUSED = "Paused"
+REASON_OBJECT_LIMITER = "ObjectLimiter"
+REASON_EVICT_QPS = "EvictQPS"
 REASON_EVICTING = "Evicting"
 REASON_FAILED_EVICT = "FailedEvict"
 REASON_EVICT_COMPLETE = "EvictComplete"
@@ -416,6 +436,169 @@ def _created(job: Mapping[str, Any]) -> float | None:
         return None
 
 
+Stage = Literal["waiting", "active", "finished", "deleting", "invalid"]
+_MODES = (None, "", "ReservationFirst", "EvictDirectly")
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What a round needs to know of one PodMigrationJob without deciding its next step (:func:`examine`).
+
+    ``stage``: ``waiting`` (Pending, arbitration decides on it), ``active`` (:func:`decide` takes its next
+    step: Running, or Pending once passed or with arbitration off, paused ones included), ``finished``
+    (Succeeded, Failed, Aborted or a phase koordpy does not know: only the scavenger looks at it),
+    ``deleting`` (Pending, not passed, being deleted: nothing to do), ``invalid`` (cannot be processed:
+    :attr:`problem` says why, :attr:`reason` is the terminal reason to report).
+    """
+
+    name: str
+    stage: Stage
+    phase: str
+    deadline: float | None = None
+    """When the job fails with ``Timeout`` (creation + ttl), None without a ttl or creation time."""
+    scavenge_at: float | None = None
+    """When a finished job is deleted (creation + ttl + 5 minutes, or + 30 minutes without a ttl)."""
+    reason: str = ""
+    problem: str = ""
+
+
+def _spec_problem(spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, problem) of a spec the lifecycle cannot work with, or None. Names are checked as the API
+    server checks them, before any of them reaches a request path."""
+    ref = spec.get("podRef")
+    if ref is None:
+        return REASON_INVALID_POD_REF, "spec.podRef: required"
+    if not isinstance(ref, Mapping):
+        return REASON_INVALID_POD_REF, "spec.podRef: expected an object"
+    problem = dns1123_label_problem(ref.get("namespace"))
+    if problem is not None:
+        return REASON_INVALID_POD_REF, f"spec.podRef.namespace: {problem}"
+    problem = dns1123_subdomain_problem(ref.get("name"))
+    if problem is not None:
+        return REASON_INVALID_POD_REF, f"spec.podRef.name: {problem}"
+    ttl = spec.get("ttl")
+    if ttl not in (None, ""):
+        if not isinstance(ttl, str):
+            return REASON_INVALID_SPEC, "spec.ttl: expected a duration string such as 5m"
+        try:
+            if parse_duration(ttl) < 0:
+                return REASON_INVALID_SPEC, f"spec.ttl: {ttl[:40]!r} is negative"
+        except DurationError as exc:
+            return REASON_INVALID_SPEC, f"spec.ttl: {exc}"
+    if spec.get("mode") not in _MODES:
+        return (
+            REASON_INVALID_SPEC,
+            f"spec.mode: {str(spec.get('mode'))[:40]!r} is not ReservationFirst or EvictDirectly",
+        )
+    options = spec.get("reservationOptions")
+    if options is not None:
+        if not isinstance(options, Mapping):
+            return REASON_INVALID_SPEC, "spec.reservationOptions: expected an object"
+        res_ref = options.get("reservationRef")
+        if res_ref is not None:
+            if not isinstance(res_ref, Mapping):
+                return REASON_INVALID_SPEC, "spec.reservationOptions.reservationRef: expected an object"
+            problem = dns1123_subdomain_problem(res_ref.get("name"))
+            if problem is not None:
+                return REASON_INVALID_SPEC, f"spec.reservationOptions.reservationRef.name: {problem}"
+        template = options.get("template")
+        if template is not None and not isinstance(template, Mapping):
+            return REASON_INVALID_SPEC, "spec.reservationOptions.template: expected an object"
+        meta = (template or {}).get("metadata")
+        if meta is not None and not isinstance(meta, Mapping):
+            return REASON_INVALID_SPEC, "spec.reservationOptions.template.metadata: expected an object"
+        if (meta or {}).get("name") not in (None, ""):
+            problem = dns1123_subdomain_problem((meta or {}).get("name"))
+            if problem is not None:
+                return REASON_INVALID_SPEC, f"spec.reservationOptions.template.metadata.name: {problem}"
+    if spec.get("deleteOptions") is not None and not isinstance(spec.get("deleteOptions"), Mapping):
+        return REASON_INVALID_SPEC, "spec.deleteOptions: expected an object"
+    return None
+
+
+def examine(job: Mapping[str, Any], settings: LifecycleSettings) -> JobFacts:
+    """Classify ``job`` (a PodMigrationJob object as read): its stage, deadline and scavenge time.
+
+    An unfinished job whose spec is not an object, whose ``spec.podRef`` is missing or names a pod the API
+    server could not hold (``web-1/status``, 9,000 characters), whose ttl is not a Go duration (``1e99h``)
+    or whose status is not an object is ``invalid``: :func:`decide` fails it once, with ``reason``.
+    """
+    raw_meta = job.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+    name = str(meta.get("name") or "")
+    raw_status = job.get("status")
+    status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
+    phase = str(status.get("phase") or PENDING)
+    created = _created(job)
+    raw_spec = job.get("spec")
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+    ttl = _ttl_seconds(spec, settings)
+    if phase not in (PENDING, RUNNING):
+        wait = ttl + SCAVENGE_AFTER_TTL_SECONDS if ttl > 0 else SCAVENGE_WITHOUT_TTL_SECONDS
+        return JobFacts(name, "finished", phase, scavenge_at=created + wait if created is not None else None)
+    if raw_status is not None and not isinstance(raw_status, Mapping):
+        return JobFacts(name, "invalid", phase, reason=REASON_INVALID_SPEC, problem="status: expected an object")
+    if not isinstance(status.get("conditions") or [], list):
+        return JobFacts(
+            name, "invalid", phase, reason=REASON_INVALID_SPEC, problem="status.conditions: expected a list"
+        )
+    if not isinstance(raw_spec, Mapping):
+        return JobFacts(name, "invalid", phase, reason=REASON_INVALID_SPEC, problem="spec: expected an object")
+    found = _spec_problem(spec)
+    if found is not None:
+        return JobFacts(name, "invalid", phase, reason=found[0], problem=found[1])
+    deadline = created + ttl if created is not None and ttl > 0 else None
+    passed = (meta.get("annotations") or {}).get(ANNOTATION_PASSED_ARBITRATION) == "true"
+    if phase == PENDING and settings.arbitration_enabled and not passed:
+        stage: Stage = "deleting" if meta.get("deletionTimestamp") else "waiting"
+        return JobFacts(name, stage, phase, deadline=deadline)
+    return JobFacts(name, "active", phase, deadline=deadline)
+
+
+def arbitration_wait(
+    status: Mapping[str, Any], filter_name: str, message: str, now: float
+) -> tuple[dict[str, Any], JobEvent] | None:
+    """A waiting job that arbitration requeued: its status with condition ``Waiting`` True, reason the
+    filter's name (``MaxMigratingPerNode``, ``ObjectLimiter``, ...), and the Event to post; None when the
+    condition already names that filter (a count in the message that moved is not worth a write)."""
+    old = _condition(status, CONDITION_WAITING)
+    if old is not None and old.get("status") == "True" and old.get("reason") == filter_name:
+        return None
+    new = _with_condition(status, CONDITION_WAITING, "True", reason=filter_name, message=message, now=now)
+    return new, JobEvent("Normal", filter_name, message)
+
+
+def _end_wait(status: dict[str, Any], now: float) -> dict[str, Any]:
+    """``status`` with condition ``Waiting`` turned False when it was True (the job moves on); the status'
+    own reason and message are left to the step that follows."""
+    old = _condition(status, CONDITION_WAITING)
+    if old is None or old.get("status") != "True":
+        return status
+    stamp = format_rfc3339(now)
+    done = {**old, "status": "False", "reason": "", "message": "", "lastProbeTime": stamp, "lastTransitionTime": stamp}
+    new = dict(status)
+    new["conditions"] = [done if c is old else c for c in status.get("conditions") or ()]
+    return new
+
+
+def _named_wait(
+    status: dict[str, Any],
+    reason: str,
+    message: str,
+    now: float,
+    *,
+    changed: bool = False,
+    events: tuple[JobEvent, ...] = (),
+    after: float = REQUEUE_SECONDS,
+) -> Wait:
+    """Wait ``after`` seconds with condition ``Waiting`` True naming ``reason``; the status is written and
+    an Event posted only when the condition changes (``changed``: the status differs already)."""
+    new, more = _put_condition(status, CONDITION_WAITING, "True", reason=reason, message=message, now=now)
+    if more:
+        events = (*events, JobEvent("Normal", reason, message))
+    return Wait(after, new if changed or more else None, events)
+
+
 def needs_pod(job: Mapping[str, Any], settings: LifecycleSettings) -> bool:
     """Whether :func:`decide` will look at the pod (saves a read for waiting, paused and finished jobs)."""
     spec = job.get("spec") or {}
@@ -486,6 +669,7 @@ def decide(
     workload: str | None = None,
     workload_max_migrating: int = 1,
     object_limiter: ObjectLimiter | None = None,
+    workload_name: str = "",
     reservation: Mapping[str, Any] | None = None,
     replacement: PodView | None = None,
     node_pods: Sequence[PodInfo] = (),
@@ -494,27 +678,35 @@ def decide(
 
     ``pod`` is the pod named by ``spec.podRef`` as read now (``None``: not found). ``evict_tokens`` is the
     ``evictQPS``/``evictBurst`` bucket and ``object_limiter`` the per-workload limiter for ``workload``
-    (the pod's owning workload UID); an :class:`Evict` decision has consumed one ``evictQPS`` token and
-    checked (not consumed) the workload's.
+    (the pod's owning workload UID, shown as ``workload_name`` in messages); an :class:`Evict` decision has
+    consumed one ``evictQPS`` token and checked (not consumed) the workload's. A job held back by either
+    gets condition ``Waiting`` True naming it (:data:`CONDITION_WAITING`), written with an Event only when
+    it changes; the condition turns False when the job moves on.
 
     ``ReservationFirst`` only: ``reservation`` is the object named by :func:`reservation_lookup` (None:
     not found), ``node_pods`` the pods on its node (for the ledger, when ``status.currentOwners`` is
     still empty) and ``replacement`` the pod that bound it (see :func:`bound_pod`), as read now.
     """
+    facts = examine(job, settings)
+    if facts.stage == "finished":
+        due = facts.scavenge_at is not None and now >= facts.scavenge_at
+        return Scavenge(f"phase {facts.phase}, older than ttl + 5m") if due else Ignore(f"phase {facts.phase}")
+    raw_status = job.get("status")
+    status: dict[str, Any] = dict(raw_status) if isinstance(raw_status, Mapping) else {}
+    if facts.stage == "invalid":
+        if not isinstance(status.get("conditions") or [], list):
+            status["conditions"] = []  # a merge patch replaces the malformed list
+        status = _with_condition(status, CONDITION_INVALID, "True", reason=facts.reason, message=facts.problem, now=now)
+        return _fail(status, facts.reason, facts.problem)
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
-    status: dict[str, Any] = dict(job.get("status") or {})
-    phase = status.get("phase") or PENDING
+    phase = facts.phase
     created = _created(job)
     ttl = _ttl_seconds(spec, settings)
-
-    if phase not in (PENDING, RUNNING):
-        due = created is not None and now - created >= (
-            ttl + SCAVENGE_AFTER_TTL_SECONDS if ttl > 0 else SCAVENGE_WITHOUT_TTL_SECONDS
-        )
-        return Scavenge(f"phase {phase}, older than ttl + 5m") if due else Ignore(f"phase {phase}")
     if spec.get("paused"):
-        return Ignore("paused")
+        message = "spec.paused is true: the job waits until it is unpaused"
+        wait = _named_wait(status, REASON_PAUSED, message, now)
+        return wait if wait.status is not None else Ignore("paused")
     mode = spec.get("mode") or settings.default_job_mode
     ours = reservation_name(job) if mode != "EvictDirectly" and is_ours(job, reservation_name(job)) else None
     if ttl > 0 and created is not None and now - created >= ttl:
@@ -525,19 +717,17 @@ def decide(
 
     pod_ref = spec.get("podRef") or {}
     namespace, name = pod_ref.get("namespace"), pod_ref.get("name")
-    if not namespace or not name:
-        return _fail(status, REASON_INVALID_POD_REF, "spec.podRef needs namespace and name")
     key = f"{namespace}/{name}"
     recorded_uid = pod_ref.get("uid") or ""
 
     if phase == PENDING:
         if pod is None or (recorded_uid and pod.uid != recorded_uid):
             return _fail(status, REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
-        new = dict(status)
+        new = _end_wait(dict(status), now)
         new["phase"] = RUNNING
         return Start(pod.uid, new, (JobEvent("Normal", RUNNING, f'Start migrating Pod "{key}"'),))
 
-    step = _Step(job, key, now, settings, evict_tokens, workload, workload_max_migrating, object_limiter)
+    step = _Step(job, key, now, settings, evict_tokens, workload, workload_max_migrating, object_limiter, workload_name)
     if mode != "EvictDirectly":
         return _reservation_first(
             step, status, pod, reservation=reservation, replacement=replacement, node_pods=node_pods
@@ -569,6 +759,7 @@ class _Step:
     workload: str | None
     workload_max_migrating: int
     object_limiter: ObjectLimiter | None
+    workload_name: str = ""
 
 
 def _evict_step(
@@ -595,9 +786,21 @@ def _evict_step(
         return Wait(REQUEUE_SECONDS, status if changed else None, events)
     workload, limiter = step.workload, step.object_limiter
     if limiter is not None and workload is not None and not limiter.allows(workload, step.workload_max_migrating, now):
-        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+        message = (
+            f"objectLimiters.workload: {step.workload_name or workload} may lose "
+            f"{step.workload_max_migrating} pod(s) to eviction per {limiter.duration:g}s; "
+            f'Pod "{key}" is evicted at its next turn'
+        )
+        return _named_wait(status, REASON_OBJECT_LIMITER, message, now, changed=changed, events=events)
     if step.evict_tokens is not None and not step.evict_tokens.try_accept(now):
-        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+        tokens = step.evict_tokens
+        message = f'evictQPS {tokens.qps:g} (evictBurst {tokens.burst}): Pod "{key}" waits for its turn to be evicted'
+        # looked at again once the next token is due, not after the 3 s requeue: jobs that all missed a
+        # token together would otherwise come back together and share one token per 3 s
+        return _named_wait(
+            status, REASON_EVICT_QPS, message, now, changed=changed, events=events, after=1.0 / tokens.qps
+        )
+    status = _end_wait(status, now)
     delete_options = spec.get("deleteOptions")
     if delete_options is None and settings.default_delete_options is not None:
         delete_options = dict(settings.default_delete_options)
@@ -774,7 +977,17 @@ def _before_eviction(
         return fail(REASON_FORBIDDEN_MIGRATE_POD, "Reservation is already bound by another Pod")
     if not state.placed:
         if state.unschedulable is None:
-            return Wait(REQUEUE_SECONDS)
+            message = f'Waiting for Reservation "{res_name}" to be scheduled'
+            new, changed = _put_condition(
+                status,
+                CONDITION_RESERVATION_SCHEDULED,
+                "False",
+                reason=REASON_WAIT_FOR_RESERVATION_SCHEDULED,
+                message=message,
+                now=now,
+            )
+            told = (JobEvent("Normal", REASON_WAIT_FOR_RESERVATION_SCHEDULED, message),) if changed else ()
+            return Wait(REQUEUE_SECONDS, new if changed else None, told)
         new, changed = _put_condition(
             status,
             CONDITION_RESERVATION_SCHEDULED,
@@ -798,7 +1011,11 @@ def _before_eviction(
         status["nodeName"] = state.node_name
         events, changed = (JobEvent("Normal", CONDITION_RESERVATION_SCHEDULED, message),), True
     if state.phase != "Available":
-        return Wait(REQUEUE_SECONDS, status if changed else None, events)
+        message = (
+            f'Reservation "{res_name}" is {state.phase or "Pending"} on node "{state.node_name}": '
+            f'Pod "{step.key}" is evicted once it is Available'
+        )
+        return _named_wait(status, REASON_WAIT_FOR_RESERVATION_AVAILABLE, message, now, changed=changed, events=events)
     return _evict_step(step, status, pod, changed=changed, events=events)
 
 
@@ -815,20 +1032,60 @@ def _succeed(status: Mapping[str, Any], message: str, now: float) -> Finish:
     return Finish(new, (JobEvent("Normal", STATUS_COMPLETE, message),))
 
 
-def after_eviction_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Wait:
+EVICTOR_VERBS: Mapping[str, str] = {
+    "Eviction": "create pods/eviction",
+    "Delete": "delete pods",
+    "SoftEviction": "patch pods",
+}
+"""The permission each evictor needs (the chart grants the first only)."""
+
+
+def after_eviction_error(
+    job: Mapping[str, Any],
+    code: int,
+    detail: str,
+    failures: int,
+    now: float,
+    *,
+    evictor: EvictorName = "Eviction",
+    settings: LifecycleSettings | None = None,
+) -> Wait | Finish:
     """The eviction call failed with HTTP ``code`` (429: a PodDisruptionBudget forbids it now).
 
     Retried after :func:`eviction_retry_delay` (``failures`` counts this one) until the ttl ends the job;
-    never turned into a delete. The Eviction condition stays False with reason ``FailedEvict``.
+    never turned into a delete. The Eviction condition stays False with reason ``FailedEvict``; its
+    Warning Event is posted when the message changes (a budget answering 429 forty times is one Event).
+
+    403 is not retried: the manager's ServiceAccount may not use ``evictor`` (the chart grants
+    ``pods/eviction`` only, so ``Delete`` and ``SoftEviction`` need a ClusterRole of the user's), and
+    waiting until the ttl would not change that. The job fails at once, reason ``FailedEvict``, with a
+    message naming the missing permission; a Reservation it created is deleted (``settings`` gives the
+    default mode).
     """
     spec = job.get("spec") or {}
     ref = spec.get("podRef") or {}
     key = f"{ref.get('namespace')}/{ref.get('name')}"
+    old = _condition(job.get("status") or {}, CONDITION_EVICTION)
+    if code == 403:
+        verb = EVICTOR_VERBS.get(evictor, evictor)
+        message = (
+            f'Failed evict Pod "{key}" caused by {code}: the manager may not {verb} with evictor {evictor} '
+            f"({detail}); grant it to the manager's ServiceAccount or choose another evictor "
+            f"(label {LABEL_EVICT_POLICY}, evictionPolicy)"
+        )
+        status = _with_condition(
+            job.get("status") or {}, CONDITION_EVICTION, "False", reason=REASON_FAILED_EVICT, message=message, now=now
+        )
+        mode = spec.get("mode") or (settings.default_job_mode if settings is not None else "ReservationFirst")
+        ours = reservation_name(job) if mode != "EvictDirectly" and is_ours(job, reservation_name(job)) else None
+        return _fail(status, REASON_FAILED_EVICT, message, ours)
     message = f'Failed evict Pod "{key}" caused by {code}: {detail}'
     status = _with_condition(
         job.get("status") or {}, CONDITION_EVICTION, "False", reason=REASON_FAILED_EVICT, message=message, now=now
     )
-    return Wait(eviction_retry_delay(failures), status, (JobEvent("Warning", REASON_EVICTING, message),))
+    repeated = old is not None and old.get("reason") == REASON_FAILED_EVICT and old.get("message") == message
+    events = () if repeated else (JobEvent("Warning", REASON_EVICTING, message),)
+    return Wait(eviction_retry_delay(failures), status, events)
 
 
 def after_reservation_error(job: Mapping[str, Any], code: int, detail: str, failures: int, now: float) -> Wait | Finish:

@@ -71,6 +71,10 @@ class ResourceRef:
             raise ValueError(f"{self.qualified} is namespaced; {name!r} needs a namespace")
         if subresource is not None and name is None:
             raise ValueError(f"subresource {subresource!r} of {self.qualified} needs an object name")
+        for segment in (namespace, name):
+            if segment is not None and (segment in ("", ".", "..") or "/" in segment or "%" in segment):
+                # the API server's IsValidPathSegmentName: "web-1/status" would address a subresource
+                raise ValueError(f"{segment[:80]!r} cannot be a name in a request path (empty, '.', '..', '/' or '%')")
         parts = [self.prefix]
         if namespace is not None:
             parts.append(f"namespaces/{quote(namespace, safe='')}")

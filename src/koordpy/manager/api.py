@@ -26,6 +26,7 @@ from koordpy.descheduler.lifecycle import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
+from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
@@ -170,26 +171,17 @@ OWNER_PLURALS = {
 class KubeMigrationApi:
     """:class:`koordpy.manager.migration.MigrationApi` over :class:`koordpy.kube.ApiClient`.
 
-    Evictions, deletes and annotations carry the pod UID as a precondition, so a replacement pod that
-    reuses the name (StatefulSet) is never touched. A refusal (429 from a PodDisruptionBudget, 409 from a
-    stale UID, 404, 403 when RBAC does not grant the evictor's verb) raises :class:`EvictionRefusedError`;
-    a refused Reservation create (409 exists, 403, 404 without the CRD, 422 invalid, 429, 5xx) raises
-    :class:`ReservationRefusedError`; other API errors propagate.
+    Writes return the object as stored. Evictions, deletes and annotations carry the pod UID as a
+    precondition, so a replacement pod that reuses the name is never touched. A refusal (429 from a
+    PodDisruptionBudget, 409 from a stale UID, 404, 403 when RBAC does not grant the evictor's verb)
+    raises :class:`EvictionRefusedError`; a refused Reservation create (409 exists, 403, 404 without the
+    CRD, 422 invalid, 429, 5xx) raises :class:`ReservationRefusedError`; other API errors propagate.
+    Reads of jobs, pods and Reservations come from the manager's cache, not from here.
     """
 
     def __init__(self, client: ApiClient, component: str = "koordpy-manager") -> None:
         self.client = client
         self.component = component
-
-    async def list_jobs(self) -> list[dict[str, Any]]:
-        result = await self.client.list(resources.PODMIGRATIONJOBS)
-        return [dict(item) for item in result.items]
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(resources.PODS, name, namespace)
-        except kube_errors.NotFound:
-            return None
 
     async def get_owner(self, namespace: str, ref: Mapping[str, Any]) -> dict[str, Any] | None:
         """A pod's (or workload's) controller by its ownerReference; ``None`` when gone, forbidden or the
@@ -208,14 +200,14 @@ class KubeMigrationApi:
             return None  # a new object with the old name: not this pod's owner
         return found
 
-    async def set_pod_uid(self, job: str, uid: str) -> None:
-        await self.client.patch(resources.PODMIGRATIONJOBS, job, {"spec": {"podRef": {"uid": uid}}})
+    async def set_pod_uid(self, job: str, uid: str) -> dict[str, Any]:
+        return await self.client.patch(resources.PODMIGRATIONJOBS, job, {"spec": {"podRef": {"uid": uid}}})
 
-    async def annotate_job(self, job: str, key: str, value: str) -> None:
-        await self.client.patch(resources.PODMIGRATIONJOBS, job, {"metadata": {"annotations": {key: value}}})
+    async def annotate_job(self, job: str, key: str, value: str) -> dict[str, Any]:
+        return await self.client.patch(resources.PODMIGRATIONJOBS, job, {"metadata": {"annotations": {key: value}}})
 
-    async def write_status(self, job: str, status: dict[str, Any]) -> None:
-        await self.client.patch_status(resources.PODMIGRATIONJOBS, job, {"status": status})
+    async def write_status(self, job: str, status: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.patch_status(resources.PODMIGRATIONJOBS, job, {"status": status})
 
     async def delete_job(self, job: str) -> None:
         try:
@@ -231,11 +223,13 @@ class KubeMigrationApi:
         except (kube_errors.TooManyRequests, kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
             raise EvictionRefusedError(exc.status, exc.message) from exc
 
-    async def delete_pod(self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None) -> None:
+    async def delete_pod(
+        self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
         options = delete_options or {}
         grace = options.get("gracePeriodSeconds")
         try:
-            await self.client.delete(
+            answer = await self.client.delete(
                 resources.PODS,
                 name,
                 namespace,
@@ -245,10 +239,11 @@ class KubeMigrationApi:
             )
         except (kube_errors.Conflict, kube_errors.NotFound, kube_errors.Forbidden) as exc:
             raise EvictionRefusedError(exc.status, exc.message) from exc
+        return answer if isinstance(answer.get("metadata"), dict) and "spec" in answer else None  # not a Status
 
-    async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+    async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> dict[str, Any]:
         try:
-            await self.client.patch(
+            return await self.client.patch(
                 resources.PODS, name, {"metadata": {"annotations": {key: value}}}, namespace=namespace
             )
         except (kube_errors.NotFound, kube_errors.Forbidden) as exc:
@@ -264,17 +259,9 @@ class KubeMigrationApi:
             action="Migrating",
         )
 
-    async def list_reservations(self) -> list[dict[str, Any]]:
-        """Every Reservation; empty when the API does not serve them (CRD not installed)."""
+    async def create_reservation(self, body: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            result = await self.client.list(resources.RESERVATIONS)
-        except kube_errors.NotFound:
-            return []
-        return [dict(item) for item in result.items]
-
-    async def create_reservation(self, body: Mapping[str, Any]) -> None:
-        try:
-            await self.client.create(resources.RESERVATIONS, body)
+            return await self.client.create(resources.RESERVATIONS, body)
         except (
             kube_errors.Conflict,
             kube_errors.NotFound,
@@ -292,13 +279,9 @@ class KubeMigrationApi:
         except kube_errors.NotFound:
             return
 
-    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> None:
+    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> dict[str, Any]:
         patch = {"spec": {"reservationOptions": {"reservationRef": dict(ref)}}}
-        await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
-
-    async def list_pods_on_node(self, node: str) -> list[dict[str, Any]]:
-        result = await self.client.list(resources.PODS, field_selector=f"spec.nodeName={node}")
-        return [dict(item) for item in result.items]
+        return await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
 
 
 class GangWriter:
@@ -368,39 +351,33 @@ class GangWriter:
 
 
 class KubeReservationApi:
-    """:class:`koordpy.manager.reservations.ReservationApi` over :class:`koordpy.kube.ApiClient`.
+    """:class:`koordpy.manager.reservations.ReservationApi` over :class:`koordpy.kube.ApiClient` and the
+    manager's watch caches.
 
-    Lists everything a round decides on; a PodGroup API the server does not serve (404) lists as empty.
-    Writes: create, status merge-patch (``/status`` subresource) and delete (with the uid as a
-    precondition when known, so a Reservation re-created under the same name is never deleted). 409 and
-    404 raise :class:`WriteRefusedError`; other API errors propagate. Not guaranteed: the lists
-    are not one consistent snapshot (each is read at its own moment).
+    :meth:`snapshot` lists nothing: it copies what the caches hold (a PodGroup API whose CRD is absent is
+    not watched and reads as empty; NodeMetrics only when watched). Writes: create, status merge-patch
+    (``/status`` subresource) and delete (with the uid as a precondition when known, so a Reservation
+    re-created under the same name is never deleted); what they return is stored in the Reservation cache
+    at once. 409 and 404 raise :class:`WriteRefusedError`; other API errors propagate. Not guaranteed: the
+    caches are one consistent snapshot (each kind is as fresh as its own watch).
     """
 
-    def __init__(self, client: ApiClient, component: str = EVENT_SOURCE) -> None:
+    def __init__(self, client: ApiClient, cache: ManagerCache, component: str = EVENT_SOURCE) -> None:
         self.client = client
+        self.cache = cache
         self.component = component
 
-    async def _items(self, resource: resources.ResourceRef, *, optional: bool = False) -> list[dict[str, Any]]:
-        try:
-            result = await self.client.list(resource)
-        except kube_errors.NotFound:
-            if optional:
-                return []
-            raise
-        return [dict(item) for item in result.items]
-
     async def snapshot(self) -> ClusterSnapshot:
+        cache = self.cache
         podgroups: list[dict[str, Any]] = []
-        for api, ref in ((API_SIGS, resources.PODGROUPS), (API_X_K8S, resources.PODGROUPS_X_K8S)):
-            items = await self._items(ref, optional=True)
-            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in items)
+        for api, store in ((API_SIGS, cache.podgroups_sigs), (API_X_K8S, cache.podgroups_x_k8s)):
+            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in store.values())
         return ClusterSnapshot(
-            nodes=await self._items(resources.NODES),
-            pods=await self._items(resources.PODS),
+            nodes=list(cache.nodes.values()),
+            pods=list(cache.pods.values()),
             podgroups=podgroups,
-            reservations=await self._items(resources.RESERVATIONS),
-            nodemetrics=await self._items(resources.NODEMETRICS, optional=True),
+            reservations=list(cache.reservations.values()),
+            nodemetrics=list(cache.nodemetrics.values()),
         )
 
     @staticmethod
@@ -411,21 +388,28 @@ class KubeReservationApi:
 
     async def create_reservation(self, body: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            return await self.client.create(resources.RESERVATIONS, body)
+            created = await self.client.create(resources.RESERVATIONS, body)
         except kube_errors.Conflict as exc:
             raise self._refused(exc) from exc
+        self.cache.reservations.observe(created)
+        return created
 
     async def patch_reservation_status(self, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            return await self.client.patch_status(resources.RESERVATIONS, name, {"status": dict(status)})
+            patched = await self.client.patch_status(resources.RESERVATIONS, name, {"status": dict(status)})
         except (kube_errors.Conflict, kube_errors.NotFound) as exc:
+            if isinstance(exc, kube_errors.NotFound):
+                self.cache.reservations.discard(name)
             raise self._refused(exc) from exc
+        self.cache.reservations.observe(patched)
+        return patched
 
     async def delete_reservation(self, name: str, uid: str | None) -> None:
         try:
             await self.client.delete(resources.RESERVATIONS, name, precondition_uid=uid)
         except (kube_errors.Conflict, kube_errors.NotFound) as exc:
             raise self._refused(exc) from exc
+        self.cache.reservations.discard(name)
 
     async def post_event(self, involved: Mapping[str, Any], event: EventDecision) -> None:
         await self.client.create_event(
@@ -455,7 +439,9 @@ class KubeReservationApi:
         """Replace ``spec.taints`` (a merge patch replaces the list), only if the node is still at
         ``resource_version`` (409 otherwise)."""
         patch = {"metadata": {"resourceVersion": resource_version}, "spec": {"taints": [dict(t) for t in taints]}}
-        return await self._patch_held(resources.NODES, name, None, patch)
+        written = await self._patch_held(resources.NODES, name, None, patch)
+        self.cache.nodes.observe(written)
+        return written
 
     async def patch_pod_tolerations(
         self, namespace: str, name: str, resource_version: str, tolerations: Sequence[Mapping[str, Any]]
@@ -466,4 +452,6 @@ class KubeReservationApi:
             "metadata": {"resourceVersion": resource_version},
             "spec": {"tolerations": [dict(t) for t in tolerations]},
         }
-        return await self._patch_held(resources.PODS, name, namespace, patch)
+        written = await self._patch_held(resources.PODS, name, namespace, patch)
+        self.cache.pods.observe(written)
+        return written

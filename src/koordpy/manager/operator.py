@@ -1,7 +1,12 @@
 """kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
-PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); a timer on
-every PodMigrationJob -> one migration round per interval; a timer on every Node -> one reservation round
-per ``reservation.intervalSeconds`` (:mod:`koordpy.manager.reservations`).
+PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); one
+migration round loop (every ``arbitrationArgs.interval``) and one reservation round loop (every
+``reservation.intervalSeconds``, when due), both reading the watch caches of :mod:`koordpy.manager.cache`.
+
+The round loops run only on the active replica: with peering they are kopf daemons on the replicas'
+ClusterKopfPeering object, so kopf stops them on a replica it pauses and starts them again when it
+resumes (exactly when it would stop and start any handler); without peering they start with the
+operator. There is no per-object timer: 10,000 PodMigrationJobs cost one round every 500 ms.
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
@@ -16,12 +21,14 @@ them only if two priorities are equal (probability about n^2/2^32). Without peer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
 import secrets
+import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -29,7 +36,7 @@ import kopf
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.crds.podmigrationjob import POD_MIGRATION_JOB
+from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
 from koordpy.manager.api import (
@@ -40,13 +47,15 @@ from koordpy.manager.api import (
     Outcome,
     ensure_peering,
 )
+from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
-from koordpy.manager.migration import MigrationMetrics, controller_from_args, make_arbitrate, migration_gate
+from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
 from koordpy.manager.policy import Action, reconcile_nodemetric
-from koordpy.manager.reservations import ReservationController, ReservationMetrics, reservation_gate
-from koordpy.manager.rounds import RoundGate
+from koordpy.manager.reservations import ReservationController, ReservationMetrics, reservation_loop
+from koordpy.manager.rounds import RoundLoop
 from koordpy.model.objects import pod_from_dict
-from koordpy.runtime.listeners import ListenerLimits, health_listener
+from koordpy.runtime.gcfreeze import GcFreezer
+from koordpy.runtime.listeners import ListenerLimits, LoopHeartbeat, threaded_health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import (
     API_SIGS,
@@ -59,14 +68,19 @@ from koordpy.scheduler.plugins.gang import (
     podgroup_from_dict,
 )
 
-__all__ = ["GangStatusKeeper", "QuietNodeTimer", "build_registry", "health_report", "operator_settings", "run"]
+__all__ = [
+    "GangStatusKeeper",
+    "QuietHandlers",
+    "build_registry",
+    "health_report",
+    "migration_loop",
+    "operator_settings",
+    "run",
+]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
-PMJ = (POD_MIGRATION_JOB.group, POD_MIGRATION_JOB.version, POD_MIGRATION_JOB.plural)
-MIGRATION_TIMER_ID = "migration_round"
-RESERVATION_TIMER_ID = "reservation_round"
-TIMERS_WITHOUT_FINALIZER = frozenset({MIGRATION_TIMER_ID, RESERVATION_TIMER_ID})
+PEERING = (CLUSTER_KOPF_PEERING.group, CLUSTER_KOPF_PEERING.version, CLUSTER_KOPF_PEERING.plural)
 
 
 def _only(store: Any) -> Any:
@@ -203,57 +217,52 @@ class GangStatusKeeper:
 def build_registry(
     config: ManagerConfiguration,
     apply: Apply,
-    migration: RoundGate | None = None,
+    loops: Sequence[RoundLoop] = (),
     gangs: GangStatusKeeper | None = None,
-    reservations: RoundGate | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
     ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
 
-    With ``migration``, every PodMigrationJob gets a timer (every ``arbitrationArgs.interval``) that
-    knocks on the round gate: one round (arbitration, then one lifecycle step per job) runs per interval
-    however many jobs exist. Timers are frozen with the other handlers on a standby replica, so only the
-    active replica migrates. kopf would put a finalizer on every job for a timer; the manager never needs
-    one (it has no cleanup to do), so the timer is registered without, and a job deletes at once even
-    while no manager runs.
-
-    With ``reservations``, every Node gets a timer (every ``reservation.intervalSeconds``) knocking on the
-    reservation gate the same way: one reservation round per interval, only on the active replica, no
-    finalizer (so no ``patch nodes`` permission is needed). Nodes carry the timer because a round only has
-    work when nodes exist, and the manager watches them anyway. The round runs whatever
-    ``reservation.enabled`` says: user-created Reservations are placed either way; ``enabled`` only lets
-    the decision create starving-job ones.
+    Each of ``loops`` runs its rounds on the active replica only. With ``peering.enabled`` it is a kopf
+    daemon on the ClusterKopfPeering object ``peering.name`` (which every replica shares and kopf itself
+    watches): kopf stops daemons on a replica it pauses and spawns them again on the one that resumes,
+    so rounds follow kopf's own choice of the active replica. The daemon needs no finalizer on the
+    peering object, and none is put there. Without peering the loops start with the operator and stop
+    with it.
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
 
-    if migration is not None:
-        gate = migration
+    if loops and config.peering.enabled:
+        peering_name = config.peering.name
 
-        @kopf.timer(*PMJ, interval=gate.interval, id=MIGRATION_TIMER_ID, registry=registry)
-        async def migration_round(**_: Any) -> None:
-            try:
-                await gate.knock()
-            except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
-                logging.getLogger("koordpy.manager").exception("migration round failed")
+        def ours(name: str, **_: Any) -> bool:
+            return name == peering_name
 
-    if reservations is not None:
-        reservation_gate = reservations
+        for loop in loops:
+            _register_daemon(registry, loop, ours)
+        # why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses
+        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
+        daemon_ids = {f"{loop.name}_rounds" for loop in loops}
+        spawning = registry._spawning
+        spawning._handlers = [
+            dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in spawning._handlers
+        ]
+    elif loops:
+        running: list[asyncio.Task[None]] = []
 
-        @kopf.timer("v1", "nodes", interval=reservation_gate.interval, id=RESERVATION_TIMER_ID, registry=registry)
-        async def reservation_round(**_: Any) -> None:
-            try:
-                await reservation_gate.knock()
-            except Exception:  # why: a failed round (API error) is retried next interval, never kills the timer
-                logging.getLogger("koordpy.manager").exception("reservation round failed")
+        @kopf.on.startup(registry=registry)
+        async def start_rounds(**_: Any) -> None:
+            for loop in loops:
+                running.append(asyncio.create_task(loop.run(lambda: False, asyncio.sleep), name=f"{loop.name} rounds"))
 
-    # why: kopf has no public switch for a timer's finalizer; its handlers are frozen dataclasses
-    # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
-    spawning = registry._spawning
-    spawning._handlers = [
-        dataclasses.replace(h, requires_finalizer=False) if h.id in TIMERS_WITHOUT_FINALIZER else h
-        for h in spawning._handlers
-    ]
+        @kopf.on.cleanup(registry=registry)
+        async def stop_rounds(**_: Any) -> None:
+            for task in running:
+                task.cancel()
+            for task in running:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @kopf.index("v1", "nodes", id="node_labels", registry=registry)
     def node_labels(name: str, labels: Any, **_: Any) -> dict[str, dict[str, str]]:
@@ -363,15 +372,18 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
             task.cancel()
 
 
-def health_report(started: bool, gates: Mapping[str, RoundGate]) -> dict[str, Any]:
-    """The manager's ``/healthz`` body. ``status`` is ``ok`` whenever the endpoint answers: answering at all
-    means the operator's event loop runs (as kopf's own liveness endpoint judged). ``checks`` says what was
-    looked at: the event loop, whether kopf finished starting, and each round's last outcome and age.
+def health_report(started: bool, loop_alive: bool, loops: Sequence[RoundLoop]) -> dict[str, Any]:
+    """The manager's ``/healthz`` body: ``status`` ``ok`` while the operator's event loop runs (its heartbeat
+    is recent, :class:`~koordpy.runtime.listeners.LoopHeartbeat`), ``failing`` once it has stalled.
+    ``checks`` says what was looked at: the event loop, whether kopf finished starting, and each round loop
+    (running on this replica or not, its last outcome and how long ago its last round started).
 
-    Not guaranteed: a failed or old round makes the status fail. A round fails on API errors, which a
-    restart does not mend, and a standby replica (peering) runs no rounds at all."""
-    rounds = {f"{name}Rounds": gate.health() for name, gate in gates.items()}
-    return {"status": "ok", "checks": {"eventLoop": "ok", "operator": "running" if started else "starting", **rounds}}
+    Called from the health thread: it only reads values. Not guaranteed: a failed or old round makes the
+    status fail (a round fails on API errors, which a restart does not mend, and a standby replica runs no
+    rounds at all)."""
+    rounds = {f"{loop.name}Rounds": loop.health() for loop in loops}
+    checks = {"eventLoop": "ok" if loop_alive else "stalled", "operator": "running" if started else "starting"}
+    return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
 
 
 def _is_set(flag: Any) -> bool:
@@ -380,18 +392,32 @@ def _is_set(flag: Any) -> bool:
     return bool(is_set()) if callable(is_set) else bool(flag.done())
 
 
-class QuietNodeTimer(logging.Filter):
-    """Drops kopf's ``Timer 'reservation_round' succeeded.`` lines: every Node carries the timer, so they
-    would be one line per node per interval (the round logs what it does itself). Failures still log."""
+class QuietHandlers(logging.Filter):
+    """Drops kopf's ``Handler '...' succeeded.`` lines: the pod, node, NodeMetric and PodGroup handlers run
+    on every watch event, so at 10,000 pods they would be thousands of lines at start-up and one per pod
+    change after (the manager logs what it does itself). Failures and retries still log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (
-            record.levelno == logging.INFO and record.getMessage() == f"Timer '{RESERVATION_TIMER_ID}' succeeded."
-        )
+        if record.levelno != logging.INFO:
+            return True
+        message = record.getMessage()
+        return not (message.startswith("Handler '") and message.endswith("' succeeded."))
+
+
+def _register_daemon(registry: kopf.OperatorRegistry, loop: RoundLoop, when: Callable[..., bool]) -> None:
+    @kopf.daemon(
+        *PEERING,
+        id=f"{loop.name}_rounds",
+        when=when,
+        cancellation_timeout=10.0,
+        registry=registry,
+    )
+    async def rounds(stopped: kopf.DaemonStopped, **_: Any) -> None:
+        await loop.run(lambda: bool(stopped), stopped.wait)
 
 
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
-    """kopf settings: no Kubernetes events posted, peering per ``config.peering``."""
+    """kopf settings: no Kubernetes events posted, peering per ``config.peering`` (its lifetime bounds failover)."""
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     settings.peering.clusterwide = True
@@ -399,8 +425,34 @@ def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
     settings.peering.mandatory = config.peering.enabled
     settings.peering.name = config.peering.name
     settings.peering.priority = 1 + secrets.randbelow(2**31 - 1)
+    settings.peering.lifetime = config.peering.lifetime_seconds
     settings.persistence.consistency_timeout = 0
     return settings
+
+
+async def _tend_gc(freezer: GcFreezer) -> None:
+    """Freeze the caches' long-lived objects after each full collection (:mod:`koordpy.runtime.gcfreeze`)."""
+    while True:
+        freezer.tick()
+        await asyncio.sleep(1.0)
+
+
+def migration_loop(controller: MigrationController, arbitrate: Any, interval: float, cache: ManagerCache) -> RoundLoop:
+    """The loop of migration rounds: one per ``interval`` once the caches hold their first lists (a round
+    on a half-listed cluster would find pods missing), counted in ``koordpy_migration_rounds_total``."""
+    metrics = controller.metrics
+
+    def outcome(name: str) -> None:
+        if metrics is not None:
+            metrics.rounds.labels(outcome=name).inc()
+
+    return RoundLoop(
+        "migration",
+        lambda: controller.run_round(arbitrate),
+        interval,
+        due=lambda: cache.not_ready() is None,
+        outcome=outcome,
+    )
 
 
 async def run(
@@ -413,32 +465,45 @@ async def run(
 ) -> None:
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
 
-    With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` while the operator
-    runs, bounded by ``limits`` (default: from ``config.health``), and ``GET /metrics`` with the migration
-    and reservation metrics. ``/healthz`` answers 200 with what it checked (:func:`health_report`).
+    With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` from a thread of its own
+    while the operator runs, bounded by ``limits`` (default: from ``config.health``), and ``GET /metrics``
+    with the migration and reservation metrics. ``/healthz`` answers 200 with what it checked
+    (:func:`health_report`), 503 once the event loop has not run for ``health.loopStallSeconds``.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
     objects_logger = logging.getLogger("kopf.objects")
-    if not any(isinstance(f, QuietNodeTimer) for f in objects_logger.filters):
-        objects_logger.addFilter(QuietNodeTimer())
+    if not any(isinstance(f, QuietHandlers) for f in objects_logger.filters):
+        objects_logger.addFilter(QuietHandlers())
     settings = operator_settings(config)
     writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")
     # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
     # the same credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
     client = ApiClient(load_connection())
+    cache = ManagerCache(
+        client,
+        ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
+        logger=logger,
+    )
     api = KubeMigrationApi(client)
     args = config.migration_controller
     metrics = MigrationMetrics(new_registry())
-    controller = controller_from_args(api, args, logger=logger, metrics=metrics)
-    gate = migration_gate(controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval)
+    controller = controller_from_args(api, args, cache, logger=logger, metrics=metrics)
+    migrations = migration_loop(
+        controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
+    )
     gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
     reservations = ReservationController(
-        KubeReservationApi(client), config.reservation, metrics=ReservationMetrics(metrics.registry), logger=logger
+        KubeReservationApi(client, cache),
+        config.reservation,
+        metrics=ReservationMetrics(metrics.registry),
+        logger=logger,
+        source=cache,
     )
-    rounds = reservation_gate(reservations, config.reservation.interval_seconds)
-    registry = build_registry(config, writer.apply, gate, gangs, rounds)
+    loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
+    registry = build_registry(config, writer.apply, loops, gangs)
+    heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
     if ready_flag is None:
         ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
     started = ready_flag
@@ -448,28 +513,45 @@ async def run(
             if config.peering.enabled:
                 # Before kopf starts: until the object exists every replica would see no peers and act.
                 await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)
-            await kopf.operator(
-                registry=registry,
-                settings=settings,
-                clusterwide=True,
-                standalone=not config.peering.enabled,
-                liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
-                stop_flag=stop_flag,
-                ready_flag=ready_flag,
-            )
+            background = [
+                asyncio.create_task(cache.run(), name="manager caches"),
+                asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
+                asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
+            ]
+            try:
+                await kopf.operator(
+                    registry=registry,
+                    settings=settings,
+                    clusterwide=True,
+                    standalone=not config.peering.enabled,
+                    liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
+                    stop_flag=stop_flag,
+                    ready_flag=ready_flag,
+                )
+            finally:
+                for task in background:
+                    task.cancel()
+                for task in background:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     if not liveness:
         await operate()
         return
 
-    async def alive() -> dict[str, Any]:
-        return health_report(_is_set(started), {"migration": gate, "reservation": rounds})
+    def alive() -> dict[str, Any]:
+        return health_report(_is_set(started), heartbeat.alive(), loops)
 
+    # why: /healthz is answered from its own thread; while a round computes, that thread waits for the GIL.
+    # A 1 ms switch interval (Python's default is 5 ms) bounds each wait it makes to about 1 ms.
+    sys.setswitchinterval(0.001)
     if limits is None:
         limits = ListenerLimits(
             max_header_bytes=config.health.max_header_bytes,
             request_read_seconds=config.health.request_read_timeout_seconds,
         )
     exposition = lambda: render(metrics.registry)  # noqa: E731 - the listener calls it per scrape
-    async with health_listener(config.health.host, config.health.port, alive, limits=limits, metrics=exposition):
+    async with threaded_health_listener(
+        config.health.host, config.health.port, alive, limits=limits, metrics=exposition
+    ):
         await operate()

@@ -1,9 +1,15 @@
 """Carries out :func:`koordpy.scheduler.plugins.reservation.controller.decide` in the manager: one round per
-``reservation.intervalSeconds`` lists the cluster through a :class:`ReservationApi`, asks ``decide`` and
-executes its decision (create Reservations and write their status, write the status of existing ones,
-delete the ones to delete, post Events).
+``reservation.intervalSeconds`` reads the cluster through a :class:`ReservationApi` (in the manager: the
+watch caches of :mod:`koordpy.manager.cache`, no list), asks ``decide`` and executes its decision (create
+Reservations and write their status, write the status of existing ones, delete the ones to delete, post
+Events). A round runs only when :meth:`ReservationController.due`: with ``reservation.enabled: false`` and
+no Reservation, never.
 
-Restart-safe by construction: nothing that matters lives in memory. Every round starts from a fresh list,
+A Reservation that cannot be used (a field koordpy cannot read, a negative request) is failed once:
+phase ``Failed``, condition ``Ready`` False with reason ``Invalid`` naming the field, one Warning Event;
+it is then left alone (neither placed nor deleted: its author fixes or deletes it).
+
+Restart-safe by construction: nothing that matters lives in memory. Every round starts from the caches,
 and ``decide`` recognises the starving-job Reservations a previous process created (deterministic names and
 the ``koordpy.io/starving-job`` label), so a restarted manager adopts them instead of creating duplicates.
 A lost race is not an error: 409 on create (someone created the name since our list) and 404 on a status
@@ -21,7 +27,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,7 +37,8 @@ from prometheus_client import Counter as PromCounter
 from koordpy.config.reservation import ReservationSettings
 from koordpy.manager.gang_status import EventThrottle
 from koordpy.manager.reservation_hold import NodeHoldApi, apply_hold, reservations_after
-from koordpy.manager.rounds import RoundGate
+from koordpy.manager.rounds import RoundLoop
+from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import (
     NodeInfo,
     NodeMetricInfo,
@@ -45,14 +52,17 @@ from koordpy.model.placement import PodPlacement, placement_from_dict
 from koordpy.scheduler.plugins.gang import API_SIGS, PodGroupError, PodGroupInfo, podgroup_from_dict
 from koordpy.scheduler.plugins.reservation.controller import (
     EventDecision,
+    Regarding,
     ReservationDecision,
     ReservationInputs,
     decide,
 )
+from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
 from koordpy.scheduler.plugins.reservation.spec import PHASES, ReservationInfo, reservation_from_dict
 
 __all__ = [
     "EVENT_INTERVAL_SECONDS",
+    "REASON_INVALID",
     "ClusterSnapshot",
     "ConversionCache",
     "Decide",
@@ -60,9 +70,15 @@ __all__ = [
     "ReservationController",
     "ReservationMetrics",
     "RoundResult",
+    "Source",
     "WriteRefusedError",
-    "reservation_gate",
+    "inputs_from_snapshot",
+    "reservation_loop",
+    "unusable_reason",
 ]
+
+REASON_INVALID = "Invalid"
+"""Reason of the Ready condition (phase Failed) and of the Event on a Reservation that cannot be used."""
 
 EVENT_INTERVAL_SECONDS = 60.0
 """At most one new Event message per object and reason in this many seconds (the same one is never repeated)."""
@@ -93,6 +109,23 @@ class ClusterSnapshot:
     podgroups: Sequence[Raw]
     reservations: Sequence[Raw]
     nodemetrics: Sequence[Raw] = ()
+
+
+class NodeSource(Protocol):
+    def values(self) -> Iterable[Mapping[str, Any]]: ...
+
+
+class Source(Protocol):
+    """Where the snapshot comes from (the manager's cache): whether it is complete, the Reservations and
+    the nodes (for a hold taint left behind)."""
+
+    @property
+    def reservations(self) -> Sized: ...
+
+    @property
+    def nodes(self) -> NodeSource: ...
+
+    def not_ready(self) -> str | None: ...
 
 
 class ReservationApi(Protocol):
@@ -207,19 +240,54 @@ def _convert(
     return out
 
 
+def unusable_reason(res: ReservationInfo) -> str | None:
+    """Why a Reservation that reads fine still cannot hold anything (a negative request, which the API
+    server refuses on a pod but not in a Reservation's template), or None."""
+    negative = sorted(name for name, amount in res.requests.items() if amount < 0)
+    if negative:
+        return f"spec.template.spec.containers[].resources.requests: {', '.join(negative)} is negative"
+    return None
+
+
+def _read_reservations(
+    raw: Sequence[Raw], cache: ConversionCache, unusable: list[tuple[Raw, str]]
+) -> list[ReservationInfo]:
+    out = []
+    for item in raw:
+        try:
+            info: ReservationInfo = cache.read("Reservation", item, reservation_from_dict)
+        except (ObjectError, ValueError, TypeError, KeyError) as exc:
+            unusable.append((item, str(exc)))
+            continue
+        problem = unusable_reason(info)
+        if problem is not None:
+            unusable.append((item, problem))
+            continue
+        out.append(info)
+    return out
+
+
 def inputs_from_snapshot(
-    snapshot: ClusterSnapshot, skipped: list[str], cache: ConversionCache | None = None
+    snapshot: ClusterSnapshot,
+    skipped: list[str],
+    cache: ConversionCache | None = None,
+    unusable: list[tuple[Raw, str]] | None = None,
 ) -> ReservationInputs:
-    """The decision's inputs; an object that cannot be read is left out and named in ``skipped``
-    (a malformed Reservation is then neither placed nor deleted: its user must fix it). With ``cache``,
-    objects unchanged since the last call are not read again (and the cache is pruned to this snapshot)."""
+    """The decision's inputs; an object that cannot be read is left out and named in ``skipped``. A
+    Reservation that cannot be read or holds nothing usable (:func:`unusable_reason`) is left out too and
+    put into ``unusable`` with the problem (the round fails it), else named in ``skipped``. With
+    ``cache``, objects unchanged since the last call are not read again (and the cache is pruned to this
+    snapshot)."""
     cache = cache if cache is not None else ConversionCache()
     nodes: list[NodeInfo] = _convert(snapshot.nodes, "Node", node_from_dict, skipped, cache)
     read_pods: list[tuple[PodInfo, PodPlacement]] = _convert(snapshot.pods, "Pod", _read_pod, skipped, cache)
     podgroups: list[PodGroupInfo] = _convert(snapshot.podgroups, "PodGroup", podgroup_from_dict, skipped, cache)
-    reservations: list[ReservationInfo] = _convert(
-        snapshot.reservations, "Reservation", reservation_from_dict, skipped, cache
-    )
+    found: list[tuple[Raw, str]] = []
+    reservations = _read_reservations(snapshot.reservations, cache, found)
+    if unusable is not None:
+        unusable.extend(found)
+    else:
+        skipped.extend(f"Reservation {_name(item)}: {problem}" for item, problem in found)
     metrics: list[NodeMetricInfo] = _convert(snapshot.nodemetrics, "NodeMetric", nodemetric_from_dict, skipped, cache)
     cache.prune()
     return ReservationInputs(
@@ -250,11 +318,14 @@ class ReservationController:
         logger: logging.Logger | None = None,
         event_interval: float = EVENT_INTERVAL_SECONDS,
         hold_api: NodeHoldApi | None = None,
+        source: Source | None = None,
     ) -> None:
         self.api = api
         self.hold_api = hold_api if hold_api is not None else api if isinstance(api, NodeHoldApi) else None
         """Where ``reservation.taintNodes`` writes taints and tolerations (:mod:`.reservation_hold`); the
         Reservation API itself when it has those writes. None: no hold is written."""
+        self.source = source
+        self._warned: set[str] = set()
         self.settings = settings
         self.decide = decide
         self.clock = clock
@@ -266,17 +337,36 @@ class ReservationController:
         self.last: RoundResult | None = None
         self.cache = ConversionCache()
 
+    def due(self) -> bool:
+        """Whether a round has anything to do: never before the ``source`` caches hold their first lists (a
+        round on a half-listed cluster would place Reservations on nodes that look empty); then with
+        ``reservation.enabled`` (starving jobs are found over time) or ``reservation.taintNodes``, while a
+        node still carries the hold taint (it is taken off), or while any Reservation exists (to place, to
+        expire, to release). Without a ``source`` always."""
+        source = self.source
+        if source is None:
+            return True
+        if source.not_ready() is not None:
+            return False
+        if self.settings.enabled or self.settings.taint_nodes or len(source.reservations) > 0:
+            return True
+        return any(has_hold_taint((node.get("spec") or {}).get("taints") or ()) for node in source.nodes.values())
+
     async def run_round(self) -> RoundResult:
-        """List, decide, execute. Returns what was done (also kept in :attr:`last`)."""
+        """Read the snapshot, decide, execute. Returns what was done (also kept in :attr:`last`)."""
         snapshot = await self.api.snapshot()
         skipped: list[str] = []
+        unusable: list[tuple[Raw, str]] = []
         now = self.clock()
         # why: reading thousands of objects and deciding is CPU work; in a worker thread the operator's
         # event loop keeps serving its watches meanwhile (the GIL is shared, the loop is not blocked).
-        inputs, decision = await asyncio.to_thread(self._decide_on, snapshot, skipped, now)
+        inputs, decision = await asyncio.to_thread(self._decide_on, snapshot, skipped, now, unusable)
         for problem in skipped:
-            self._logger.warning("reservation round: skipped %s", problem)
+            if problem not in self._warned:
+                self._logger.warning("reservation round: skipped %s", problem)
+        self._warned = set(skipped)  # each problem is logged once while it lasts
         result = RoundResult(decision, skipped=skipped)
+        await self._fail_unusable(unusable, now, result)
         objects = _index(snapshot)
         phases: dict[str, str] = {r.name: (r.phase or "Pending") for r in inputs.reservations}
         made: dict[str, Raw] = {}
@@ -360,10 +450,52 @@ class ReservationController:
         )
 
     def _decide_on(
-        self, snapshot: ClusterSnapshot, skipped: list[str], now: float
+        self, snapshot: ClusterSnapshot, skipped: list[str], now: float, unusable: list[tuple[Raw, str]]
     ) -> tuple[ReservationInputs, ReservationDecision]:
-        inputs = inputs_from_snapshot(snapshot, skipped, self.cache)
+        inputs = inputs_from_snapshot(snapshot, skipped, self.cache, unusable)
         return inputs, self.decide(inputs, self.settings, now)
+
+    async def _fail_unusable(self, unusable: Sequence[tuple[Raw, str]], now: float, result: RoundResult) -> None:
+        """Phase Failed (condition Ready False, reason ``Invalid``) and one Warning Event for each Reservation
+        that cannot be read or holds nothing usable; one already failed so is left alone."""
+        for raw, problem in unusable:
+            name = str((raw.get("metadata") or {}).get("name") or "")
+            raw_status = raw.get("status")
+            status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
+            ready = next(
+                (c for c in status.get("conditions") or () if isinstance(c, Mapping) and c.get("type") == "Ready"),
+                None,
+            )
+            if status.get("phase") == "Failed" and (ready or {}).get("reason") == REASON_INVALID:
+                continue
+            stamp = format_rfc3339(now)
+            message = f"cannot be used: {problem}"[:1000]
+            condition = {
+                "type": "Ready",
+                "status": "False",
+                "reason": REASON_INVALID,
+                "message": message,
+                "lastProbeTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+            outcome, _ = await self._write(
+                "status",
+                name,
+                self.api.patch_reservation_status(name, {"phase": "Failed", "conditions": [condition]}),
+                result,
+            )
+            if outcome != "done":
+                continue
+            self._logger.warning("reservation %s failed: %s", name, message)
+            event = EventDecision(Regarding("Reservation", "", name), "Warning", REASON_INVALID, message)
+            involved = {**_RESERVATION_TYPE, **raw}
+            try:
+                await self.api.post_event(involved, event)
+            except Exception as exc:  # why: an Event is advice, never state
+                result.outcomes[("event", "error")] += 1
+                self._logger.warning("Event %s on Reservation %s not posted: %s", REASON_INVALID, name, exc)
+                continue
+            result.outcomes[("event", "done")] += 1
 
     async def _write(self, action: str, name: str, call: Awaitable[Raw | None], result: RoundResult) -> tuple[str, Raw]:
         """Await one write and count its outcome: ``done`` with the server's answer, else the refusal."""
@@ -434,17 +566,13 @@ def _index(snapshot: ClusterSnapshot) -> dict[tuple[str, str, str], Raw]:
     return out
 
 
-def reservation_gate(
-    controller: ReservationController,
-    interval: float,
-    clock: Callable[[], float] = time.monotonic,
-) -> RoundGate:
-    """The gate each Node's timer knocks on: one reservation round per ``interval``, counted in
-    ``koordpy_reservation_rounds_total{outcome}`` when the controller has metrics."""
+def reservation_loop(controller: ReservationController, interval: float) -> RoundLoop:
+    """The loop of reservation rounds: one per ``interval`` when :meth:`ReservationController.due`, counted
+    in ``koordpy_reservation_rounds_total{outcome}`` when the controller has metrics."""
     metrics = controller.metrics
 
     def outcome(name: str) -> None:
         if metrics is not None:
             metrics.rounds.labels(outcome=name).inc()
 
-    return RoundGate(controller.run_round, interval, clock, outcome)
+    return RoundLoop("reservation", controller.run_round, interval, due=controller.due, outcome=outcome)

@@ -24,16 +24,27 @@ on a dual-stack pod ``status.podIP`` is the primary family's address.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import re
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["DEFAULT_LIMITS", "ListenerLimits", "aiohttp_handler_args", "health_listener", "listen_host"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "ListenerLimits",
+    "LoopHeartbeat",
+    "aiohttp_handler_args",
+    "health_listener",
+    "listen_host",
+    "threaded_health_listener",
+]
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
@@ -125,3 +136,82 @@ async def health_listener(
         yield runner
     finally:
         await runner.cleanup()
+
+
+class LoopHeartbeat:
+    """Tells from another thread whether an event loop still runs: :meth:`beat` (a task on that loop)
+    records the time every ``period`` seconds; :meth:`alive` is True while the last record is younger than
+    ``stall`` seconds. Not guaranteed: that the loop is responsive (a loop busy for ``stall`` minus a
+    little still counts as alive)."""
+
+    def __init__(self, stall: float, period: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stall = stall
+        self.period = period
+        self.clock = clock
+        self.last = clock()
+
+    def alive(self) -> bool:
+        return self.clock() - self.last < self.stall
+
+    async def beat(self) -> None:
+        """Record the time every ``period`` seconds until cancelled."""
+        while True:
+            self.last = self.clock()
+            await asyncio.sleep(self.period)
+
+
+@contextlib.asynccontextmanager
+async def threaded_health_listener(
+    host: str,
+    port: int,
+    healthy: Callable[[], bool | Mapping[str, Any]],
+    *,
+    limits: ListenerLimits = DEFAULT_LIMITS,
+    path: str = "/healthz",
+    metrics: Callable[[], tuple[bytes, str]] | None = None,
+) -> AsyncIterator[int]:
+    """:func:`health_listener` served from a thread of its own with its own event loop, for as long as the
+    block runs: a probe is answered however busy the caller's event loop is (``healthy`` and ``metrics``
+    are called in that thread: they must be thread-safe and quick, as a :class:`LoopHeartbeat` and a
+    prometheus_client exposition are). Yields the bound port; one that cannot be bound raises here, in the
+    caller.
+
+    Not guaranteed: answers while a thread holds the GIL for long (the answer then waits for it, as
+    every Python thread does)."""
+    started = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def answer() -> bool | Mapping[str, Any]:
+        return healthy()
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        state["loop"], state["stop"] = asyncio.get_running_loop(), stop
+        try:
+            async with health_listener(host, port, answer, limits=limits, path=path, metrics=metrics) as runner:
+                state["port"] = int(runner.addresses[0][1])
+                started.set()
+                await stop.wait()
+        except BaseException as exc:
+            state["error"] = exc
+            raise
+        finally:
+            started.set()
+
+    def main() -> None:
+        with contextlib.suppress(BaseException):
+            asyncio.run(serve())
+
+    thread = threading.Thread(target=main, name=f"health {host}:{port}", daemon=True)
+    thread.start()
+    await asyncio.to_thread(started.wait)
+    if "error" in state:
+        await asyncio.to_thread(thread.join)
+        raise state["error"]
+    try:
+        yield state["port"]
+    finally:
+        loop, stop = state["loop"], state["stop"]
+        with contextlib.suppress(RuntimeError):  # the loop already ended
+            loop.call_soon_threadsafe(stop.set)
+        await asyncio.to_thread(thread.join, 10.0)

@@ -461,3 +461,13 @@ async def test_delete_collection_by_selector_and_method_not_allowed(api_client: 
     with pytest.raises(errors.ApiError) as not_allowed:
         await api_client.request("GET", "/api/v1/namespaces/default/bindings")
     assert not_allowed.value.status == 405
+
+
+@pytest.mark.parametrize("name", ["web-1/status", "..", ".", "", "web%2F1"])
+def test_a_name_that_is_not_one_path_segment_never_reaches_a_request(name: str) -> None:
+    # the API server's IsValidPathSegmentName: "web-1/status" would address pod web-1's status
+    with pytest.raises(ValueError, match="path"):
+        PODS.path("shop", name)
+    with pytest.raises(ValueError, match="path"):
+        PODS.path(name, "web-1")
+    assert PODS.path("shop", "web-1", "status") == "/api/v1/namespaces/shop/pods/web-1/status"

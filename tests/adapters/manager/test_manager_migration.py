@@ -1,27 +1,28 @@
 """MigrationController against the API server emulator over loopback HTTP: eviction, PDB 429 retries,
-restart adoption, rate limits and arbitration verdicts."""
+restart adoption, rate limits and arbitration verdicts. Each step relists the cache first (``step``), so
+a round sees every write of the step before, as a watch would a moment later."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
+from migration_kit import Clock, controller_for, evictions, phase, pmj, running_pod, step
 
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import Verdict
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LifecycleSettings, ObjectLimiter
+from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, ObjectLimiter
+from koordpy.descheduler.objects import MigrationJob
 from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.cache import ManagerCache
 from koordpy.manager.migration import (
-    MigrationController,
     MigrationMetrics,
     controller_from_args,
     make_arbitrate,
-    migration_gate,
 )
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
@@ -29,81 +30,20 @@ from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
 __all__ = ["api_client", "apiserver"]
 
-DIRECT = LifecycleSettings(default_job_mode="EvictDirectly")
-
-
-class Clock:
-    """Real time plus a test-controlled offset (to skip retry delays without sleeping)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
-async def running_pod(api: ApiClient, name: str, owner: str = "rs-web", grace: int = 0) -> dict[str, Any]:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "labels": {"app": owner},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": owner,
-                    "uid": f"uid-{owner}",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], "terminationGracePeriodSeconds": grace},
-    }
-    created = await api.create(PODS, body)
-    await api.create_binding("shop", name, created["metadata"]["uid"], "n1")
-    ready = [{"type": "Ready", "status": "True"}]
-    return await api.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": ready}}, namespace="shop")
-
-
-async def pmj(api: ApiClient, name: str, pod: str, *, passed: bool = True, ttl: str = "5m") -> dict[str, Any]:
-    body = {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "PodMigrationJob",
-        "metadata": {"name": name, "annotations": {ANNOTATION_PASSED_ARBITRATION: "true"} if passed else {}},
-        "spec": {"podRef": {"namespace": "shop", "name": pod}, "mode": "EvictDirectly", "ttl": ttl},
-    }
-    return await api.create(PODMIGRATIONJOBS, body)
-
-
-async def phase(api: ApiClient, name: str) -> str:
-    job = await api.get(PODMIGRATIONJOBS, name)
-    return str((job.get("status") or {}).get("phase") or "Pending")
-
-
-def evictions(server: ApiServerEmulator, pod: str | None = None) -> int:
-    return sum(
-        1
-        for r in server.requests
-        if r.get("subresource") == "eviction" and r.get("verb") == "create" and (pod is None or r.get("name") == pod)
-    )
-
 
 async def test_evict_directly_through_the_eviction_api(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
     await running_pod(api_client, "web-1")
     await pmj(api_client, "m1", "web-1")
     metrics = MigrationMetrics(new_registry())
-    controller = MigrationController(KubeMigrationApi(api_client), DIRECT, metrics=metrics)
-    await controller.run_round(None)  # Pending -> Running, podRef.uid recorded
+    controller = await controller_for(api_client, metrics=metrics)
+    await step(controller)  # Pending -> Running, podRef.uid recorded
     job = await api_client.get(PODMIGRATIONJOBS, "m1")
     assert job["status"]["phase"] == "Running" and job["spec"]["podRef"]["uid"]
-    await controller.run_round(None)  # evict (grace 0: gone at once)
+    await step(controller)  # evict (grace 0: gone at once)
     with pytest.raises(errors.NotFound):
         await api_client.get(PODS, "web-1", "shop")
     controller.clock = lambda: time.time() + 2  # past the 1 s look-again delay after an eviction
-    await controller.run_round(None)
+    await step(controller)
     job = await api_client.get(PODMIGRATIONJOBS, "m1")
     assert job["status"]["phase"] == "Succeeded"
     assert job["status"]["status"] == "Complete"
@@ -124,10 +64,10 @@ async def test_pdb_429_is_retried_with_backoff_never_deleted(
     await api_client.create(PDBS, pdb)
     await pmj(api_client, "m1", "web-1")
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), DIRECT, clock=clock)
-    await controller.run_round(None)  # Running
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)  # Running
     for _ in range(4):  # refused each time: 1 healthy pod, minAvailable 1 -> 0 disruptions allowed
-        await controller.run_round(None)
+        await step(controller)
         clock.offset += 31  # past the longest retry delay (30 s)
     assert controller.evictions["refused"] == 4
     job = await api_client.get(PODMIGRATIONJOBS, "m1")
@@ -137,17 +77,17 @@ async def test_pdb_429_is_retried_with_backoff_never_deleted(
     deletes = [r for r in apiserver.requests if r.get("verb") == "delete" and r.get("resource") == "pods"]
     assert deletes == []  # never turned into a plain delete
     await api_client.delete(PDBS, "web", "shop")
-    await controller.run_round(None)
+    await step(controller)
     clock.offset += 2
-    await controller.run_round(None)
+    await step(controller)
     assert await phase(api_client, "m1") == "Succeeded"
     # the ttl ends a job whose PDB never relents: 5m after creation
     await running_pod(api_client, "web-2")
     await api_client.create(PDBS, pdb)
     await pmj(api_client, "m2", "web-2")
-    await controller.run_round(None)
+    await step(controller)
     clock.offset += 301
-    await controller.run_round(None)
+    await step(controller)
     job = await api_client.get(PODMIGRATIONJOBS, "m2")
     assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Timeout")
 
@@ -157,22 +97,22 @@ async def test_restarted_controller_adopts_running_jobs_and_never_evicts_twice(
 ) -> None:
     await running_pod(api_client, "web-1", grace=30)  # terminates slowly: deletionTimestamp for 30 s
     await pmj(api_client, "m1", "web-1")
-    first = MigrationController(KubeMigrationApi(api_client), DIRECT)
-    await first.run_round(None)
-    await first.run_round(None)
+    first = await controller_for(api_client)
+    await step(first)
+    await step(first)
     assert evictions(apiserver, "web-1") == 1
     assert (await api_client.get(PODS, "web-1", "shop"))["metadata"]["deletionTimestamp"]
     # the manager dies; a new one (fresh limiters, no memory) takes over the Running job
     clock = Clock()
-    second = MigrationController(KubeMigrationApi(api_client), DIRECT, clock=clock)
+    second = await controller_for(api_client, clock=clock)
     for _ in range(3):
-        await second.run_round(None)
+        await step(second)
         clock.offset += 4
     assert evictions(apiserver, "web-1") == 1
     assert await phase(api_client, "m1") == "Running"
     # the kubelet finishes: the pod is gone, the adopted job succeeds
     apiserver.state.delete(apiserver.state.infos[("", "pods")], "shop", "web-1", {"gracePeriodSeconds": 0})
-    await second.run_round(None)
+    await step(second)
     assert await phase(api_client, "m1") == "Succeeded"
     assert evictions(apiserver, "web-1") == 1
 
@@ -186,21 +126,20 @@ async def test_limits_hold_when_many_jobs_arrive_at_once(apiserver: ApiServerEmu
         await running_pod(api_client, f"b-{i}", owner="rs-b")
         await pmj(api_client, f"jb-{i}", f"b-{i}")
     clock = Clock()
-    controller = MigrationController(
-        KubeMigrationApi(api_client),
-        DIRECT,
+    controller = await controller_for(
+        api_client,
         evict_qps=1,
         evict_burst=3,
         object_limiter=ObjectLimiter(300),
         clock=lambda: 1e9 + clock.offset,
     )
-    await controller.run_round(None)  # all Running
+    await step(controller)  # all Running
     for _ in range(5):  # no time passes: burst 3 allows 3, the object limiter 1 per workload -> 2
-        await controller.run_round(None)
+        await step(controller)
     assert evictions(apiserver) == 2
     clock.offset += 300  # one more token per workload, plenty of QPS tokens
     for _ in range(3):
-        await controller.run_round(None)
+        await step(controller)
     assert evictions(apiserver) == 4
 
 
@@ -212,27 +151,34 @@ async def test_arbitration_verdicts_start_or_fail_jobs(apiserver: ApiServerEmula
     await pmj(api_client, "wait", "web-3", passed=False)
     seen: list[list[str]] = []
 
-    async def arbitrate(jobs: Sequence[Mapping[str, Any]], now: float) -> dict[str, Verdict]:
-        seen.append(sorted(str(j["metadata"]["name"]) for j in jobs))
+    async def arbitrate(jobs: Sequence[MigrationJob], now: float) -> dict[str, Verdict]:
+        seen.append(sorted(j.name for j in jobs))
         return {
             "pass": Verdict("pass", None, "ok"),
             "fail": Verdict("fail", "ExpectedReplicas", "workload has 1 replica"),
             "wait": Verdict("requeue", "MaxMigratingPerNode", "node n1 has 2 migrating"),
         }
 
-    controller = MigrationController(KubeMigrationApi(api_client), DIRECT)
-    gate = migration_gate(controller, arbitrate, interval=3600)
-    assert await gate.knock()
-    assert not await gate.knock()  # one round per interval
+    controller = await controller_for(api_client)
+    await step(controller, arbitrate)
     assert seen == [["fail", "pass", "wait"]]
     passed = await api_client.get(PODMIGRATIONJOBS, "pass")
     assert passed["metadata"]["annotations"][ANNOTATION_PASSED_ARBITRATION] == "true"
     assert passed["status"]["phase"] == "Running"
     failed = await api_client.get(PODMIGRATIONJOBS, "fail")
     assert (failed["status"]["phase"], failed["status"]["reason"]) == ("Failed", "ForbiddenMigratePod")
-    assert await phase(api_client, "wait") == "Pending"
-    warnings = [e for e in (await api_client.list(EVENTS, namespace="default")).items if e["type"] == "Warning"]
-    assert [e["reason"] for e in warnings] == ["ForbiddenMigratePod"]
+    waiting = await api_client.get(PODMIGRATIONJOBS, "wait")
+    assert (waiting.get("status") or {}).get("phase") in (None, "", "Pending")
+    named = [c for c in waiting["status"]["conditions"] if c["type"] == "Waiting"]
+    assert [(c["status"], c["reason"], c["message"]) for c in named] == [
+        ("True", "MaxMigratingPerNode", "node n1 has 2 migrating")
+    ]
+    events = (await api_client.list(EVENTS, namespace="default")).items
+    assert [e["reason"] for e in events if e["type"] == "Warning"] == ["ForbiddenMigratePod"]
+    assert [e["reason"] for e in events if e["involvedObject"]["name"] == "wait"] == ["MaxMigratingPerNode"]
+    await step(controller, arbitrate)  # requeued again by the same filter: no second write, no second Event
+    events = (await api_client.list(EVENTS, namespace="default")).items
+    assert [e["reason"] for e in events if e["involvedObject"]["name"] == "wait"] == ["MaxMigratingPerNode"]
 
 
 async def test_real_arbitration_keeps_max_migrating_per_node(
@@ -246,14 +192,16 @@ async def test_real_arbitration_keeps_max_migrating_per_node(
     args = MigrationControllerArgs.model_validate({"defaultJobMode": "EvictDirectly"})
     clock = Clock()
     api = KubeMigrationApi(api_client)
-    controller = controller_from_args(api, args, clock=clock)
+    cache = ManagerCache(api_client)
+    await cache.resync()
+    controller = controller_from_args(api, args, cache, clock=clock)
     arbitrate = make_arbitrate(api, args, controller)
-    await controller.run_round(arbitrate)
+    await step(controller, arbitrate)
     jobs = (await api_client.list(PODMIGRATIONJOBS)).items
     started = [j["metadata"]["name"] for j in jobs if (j.get("status") or {}).get("phase") == "Running"]
     assert len(started) == 2
     for _ in range(12):
-        await controller.run_round(arbitrate)
+        await step(controller, arbitrate)
         clock.offset += 4  # past the 3 s requeue of an evictQPS wait
         phases = [
             str((j.get("status") or {}).get("phase") or "Pending")
@@ -273,15 +221,15 @@ async def test_scavenger_deletes_finished_jobs_after_ttl_plus_five_minutes(
     await running_pod(api_client, "web-1")
     await pmj(api_client, "m1", "web-1")
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), DIRECT, clock=clock)
+    controller = await controller_for(api_client, clock=clock)
     for _ in range(3):
-        await controller.run_round(None)
+        await step(controller)
         clock.offset += 2
     assert await phase(api_client, "m1") == "Succeeded"
     clock.offset = 590  # ttl 5m + 5m = 600 s after creation: not yet
-    await controller.run_round(None)
+    await step(controller)
     assert await phase(api_client, "m1") == "Succeeded"
     clock.offset = 602
-    await controller.run_round(None)
+    await step(controller)
     with pytest.raises(errors.NotFound):
         await api_client.get(PODMIGRATIONJOBS, "m1")

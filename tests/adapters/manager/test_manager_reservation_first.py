@@ -13,6 +13,7 @@ from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, Lifecyc
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODMIGRATIONJOBS, PODS, RESERVATIONS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.cache import ManagerCache
 from koordpy.manager.migration import MigrationController
 from koordpy.scheduler.plugins.reservation.spec import (
     allocated_annotations,
@@ -98,15 +99,27 @@ def calls(server: ApiServerEmulator, verb: str, resource: str, subresource: str 
     )
 
 
+async def controller_for(api: ApiClient, **kwargs: Any) -> MigrationController:
+    cache = ManagerCache(api)
+    await cache.resync()
+    return MigrationController(KubeMigrationApi(api), SETTINGS, cache, **kwargs)
+
+
+async def step(controller: MigrationController) -> None:
+    """One round on a freshly relisted cache (what the watches give a moment after each write)."""
+    await controller.cache.resync()
+    await controller.run_round(None)
+
+
 async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
     await pod_on(api_client, "web-1", "n1")
     await pod_on(api_client, "web-0", "n2")  # a sibling, Ready, on the node the Reservation will take
     job = await pmj(api_client, "m1", "web-1")
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
+    controller = await controller_for(api_client, clock=clock)
 
-    await controller.run_round(None)  # Pending -> Running
-    await controller.run_round(None)  # create the Reservation, record it on the job
+    await step(controller)  # Pending -> Running
+    await step(controller)  # create the Reservation, record it on the job
     res_name = job["metadata"]["uid"]  # deterministic: the job's UID, as upstream
     res = await api_client.get(RESERVATIONS, res_name)
     assert res["spec"]["owners"] == [{"controller": {**RS, "namespace": "shop"}}]
@@ -121,19 +134,19 @@ async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client
     assert stored["spec"]["reservationOptions"]["reservationRef"]["name"] == res_name
     assert condition(stored["status"], "ReservationCreated")["status"] == "True"
 
-    await controller.run_round(None)  # Reservation still Pending: no eviction
+    await step(controller)  # Reservation still Pending: no eviction
     assert calls(apiserver, "create", "pods", "eviction") == 0
 
     await place(api_client, res_name, "n2")
     clock.offset += 4  # past the 3 s look-again delay (upstream requeue)
-    await controller.run_round(None)  # Available on n2: evict web-1
+    await step(controller)  # Available on n2: evict web-1
     assert calls(apiserver, "create", "pods", "eviction") == 1
     status = await job_status(api_client, "m1")
     assert status["nodeName"] == "n2"
     assert condition(status, "ReservationScheduled")["status"] == "True"
 
     clock.offset += 2  # past the 1 s look-again delay after an eviction
-    await controller.run_round(None)  # the pod is gone: wait for a pod to bind the Reservation
+    await step(controller)  # the pod is gone: wait for a pod to bind the Reservation
     status = await job_status(api_client, "m1")
     assert condition(status, "Eviction")["reason"] == "EvictComplete"
     assert condition(status, "PodBoundReservation")["reason"] == "WaitForPodBindReservation"
@@ -150,7 +163,7 @@ async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client
     web2 = await pod_on(api_client, "web-2", "n2", ready=False, through=await api_client.get(RESERVATIONS, res_name))
     assert reservation_allocated(web2["metadata"]["annotations"]) is not None  # the binding wrote it
     clock.offset += 4
-    await controller.run_round(None)
+    await step(controller)
     status = await job_status(api_client, "m1")
     assert status["phase"] == "Running"
     assert status["podRef"]["name"] == "web-2"
@@ -159,7 +172,7 @@ async def test_reserve_evict_bind_ready(apiserver: ApiServerEmulator, api_client
     ready = [{"type": "Ready", "status": "True"}]
     await api_client.patch_status(PODS, "web-2", {"status": {"conditions": ready}}, namespace="shop")
     clock.offset += 4
-    await controller.run_round(None)
+    await step(controller)
     status = await job_status(api_client, "m1")
     assert (status["phase"], status["status"]) == ("Succeeded", "Complete")
     assert status["message"] == f'Bind Pod "shop/web-2" in Reservation "{res_name}"'
@@ -174,19 +187,17 @@ async def test_restarted_manager_adopts_the_reservation_it_created(
 ) -> None:
     await pod_on(api_client, "web-1", "n1")
     await pmj(api_client, "m1", "web-1")
-    first = MigrationController(KubeMigrationApi(api_client), SETTINGS)
-    await first.run_round(None)  # Running
+    first = await controller_for(api_client)
+    await step(first)  # Running
     # crash between creating the Reservation and recording it: a stale (empty) list makes the second
     # controller try to create it again; the 409 means "ours", adopted, never a second Reservation
-    job = await api_client.get(PODMIGRATIONJOBS, "m1")
-    await first.drive(job, {})
+    await first.drive("m1", {})
     await api_client.patch(PODMIGRATIONJOBS, "m1", {"spec": {"reservationOptions": None}})
-    second = MigrationController(KubeMigrationApi(api_client), SETTINGS)
-    job = await api_client.get(PODMIGRATIONJOBS, "m1")
-    await second.drive(job, {})  # create -> 409 -> adopt
+    second = await controller_for(api_client)
+    await second.drive("m1", {})  # create -> 409 -> adopt
     stored = await api_client.get(PODMIGRATIONJOBS, "m1")
     assert stored["spec"]["reservationOptions"]["reservationRef"]["name"] == stored["metadata"]["uid"]
-    await second.run_round(None)  # with a fresh list: found by name, nothing created
+    await step(second)  # with a fresh list: found by name, nothing created
     assert len((await api_client.list(RESERVATIONS)).items) == 1
     assert calls(apiserver, "create", "reservations") == 2  # the original and the refused (409) attempt
 
@@ -196,13 +207,13 @@ async def test_expired_reservation_fails_the_job_and_is_deleted(
 ) -> None:
     await pod_on(api_client, "web-1", "n1")
     job = await pmj(api_client, "m1", "web-1")
-    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS)
-    await controller.run_round(None)
-    await controller.run_round(None)
+    controller = await controller_for(api_client)
+    await step(controller)
+    await step(controller)
     res_name = job["metadata"]["uid"]
     expired = [{"type": "Ready", "status": "False", "reason": "Expired", "message": "expired"}]
     await place(api_client, res_name, "", phase="Failed", conditions=expired)
-    await controller.run_round(None)
+    await step(controller)
     status = await job_status(api_client, "m1")
     assert (status["phase"], status["reason"]) == ("Failed", "ReservationExpired")
     assert (await api_client.list(RESERVATIONS)).items == []
@@ -215,15 +226,15 @@ async def test_reservation_of_a_deleted_job_is_swept(apiserver: ApiServerEmulato
     await pmj(api_client, "m1", "web-1")
     await pmj(api_client, "m9", "web-9")  # keeps rounds running after m1 is gone
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
-    await controller.run_round(None)
-    await controller.run_round(None)
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)
+    await step(controller)
     assert len((await api_client.list(RESERVATIONS)).items) == 2
     await api_client.delete(PODMIGRATIONJOBS, "m1")
-    await controller.run_round(None)  # sweep not due yet (every 10 s)
+    await step(controller)  # sweep not due yet (every 10 s)
     assert len((await api_client.list(RESERVATIONS)).items) == 2
     clock.offset += 11
-    await controller.run_round(None)
+    await step(controller)
     names = [
         r["metadata"]["annotations"]["koordpy.io/migration-job"] for r in (await api_client.list(RESERVATIONS)).items
     ]
@@ -256,13 +267,13 @@ async def test_user_reservation_ref_is_used_and_never_deleted(
     }
     await api_client.create(PODMIGRATIONJOBS, body)
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
-    await controller.run_round(None)
-    await controller.run_round(None)
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)
+    await step(controller)
     assert calls(apiserver, "create", "reservations") == 1  # only the test's own
     await place(api_client, "shared", "n1")  # on the pod's own node: the job fails
     clock.offset += 4
-    await controller.run_round(None)
+    await step(controller)
     status = await job_status(api_client, "m1")
     assert (status["phase"], status["reason"]) == ("Failed", "ForbiddenMigratePod")
     assert [r["metadata"]["name"] for r in (await api_client.list(RESERVATIONS)).items] == ["shared"]
@@ -274,16 +285,16 @@ async def test_refused_create_is_retried_on_503_and_fails_on_422(
     await pod_on(api_client, "web-1", "n1")
     await pmj(api_client, "m1", "web-1")
     clock = Clock()
-    controller = MigrationController(KubeMigrationApi(api_client), SETTINGS, clock=clock)
-    await controller.run_round(None)  # Running
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)  # Running
     apiserver.inject_error(503, verb="create", resource="reservations")
-    await controller.run_round(None)  # 503: retried after 1 s, the job stays Running
+    await step(controller)  # 503: retried after 1 s, the job stays Running
     status = await job_status(api_client, "m1")
     assert status["phase"] == "Running"
     assert condition(status, "ReservationCreated")["reason"] == "FailedCreateReservation"
     apiserver.inject_error(422, verb="create", resource="reservations", message="spec.owners: Required value")
     clock.offset += 2
-    await controller.run_round(None)  # 422: the Reservation can never be created as it is
+    await step(controller)  # 422: the Reservation can never be created as it is
     status = await job_status(api_client, "m1")
     assert (status["phase"], status["reason"]) == ("Failed", "FailedCreateReservation")
     assert "422" in status["message"]

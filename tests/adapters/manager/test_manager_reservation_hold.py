@@ -15,7 +15,8 @@ from koordpy.config.reservation import ReservationSettings
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import NODES, PODS, RESERVATIONS
 from koordpy.manager.api import KubeReservationApi
-from koordpy.manager.reservations import ReservationController, WriteRefusedError
+from koordpy.manager.cache import ManagerCache
+from koordpy.manager.reservations import ReservationController, RoundResult, WriteRefusedError
 from koordpy.model.durations import parse_rfc3339
 from koordpy.scheduler.plugins.reservation.hold import TAINT, TOLERATION
 from koordpy.scheduler.plugins.reservation.spec import allocated_annotations, reservation_from_dict
@@ -45,6 +46,19 @@ async def cluster(api: ApiClient) -> dict[str, Any]:
     return await api.create(PODS, big)
 
 
+async def cached_api(api: ApiClient) -> KubeReservationApi:
+    cache = ManagerCache(api, ("pods", "reservations", "nodes", "nodemetrics", "podgroups"))
+    await cache.resync()
+    return KubeReservationApi(api, cache)
+
+
+async def round_of(controller: ReservationController) -> RoundResult:
+    """One round on freshly relisted caches (what the watches give a moment after each write)."""
+    assert isinstance(controller.api, KubeReservationApi)
+    await controller.api.cache.resync()
+    return await controller.run_round()
+
+
 async def taints(api: ApiClient) -> dict[str, list[dict[str, Any]]]:
     return {n["metadata"]["name"]: n["spec"].get("taints") or [] for n in (await api.list(NODES)).items}
 
@@ -54,8 +68,8 @@ async def test_the_round_holds_the_node_against_every_scheduler_then_lets_go(
 ) -> None:
     big = await cluster(api_client)
     later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61  # past the 60 s threshold
-    controller = ReservationController(KubeReservationApi(api_client), TAINTING, clock=lambda: later)
-    one = await controller.run_round()
+    controller = ReservationController(await cached_api(api_client), TAINTING, clock=lambda: later)
+    one = await round_of(controller)
     (res,) = (await api_client.list(RESERVATIONS)).items
     node = res["status"]["nodeName"]
     other = "n2" if node == "n1" else "n1"
@@ -66,14 +80,14 @@ async def test_the_round_holds_the_node_against_every_scheduler_then_lets_go(
     assert await taints(api_client) == {node: [FOREIGN, dict(TAINT)], other: [FOREIGN]}
 
     # a second round changes nothing
-    two = await controller.run_round()
+    two = await round_of(controller)
     assert not any(action in ("tolerate", "taint", "untaint") for action, _ in two.outcomes)
 
     # big binds through the Reservation (as the extender binds): consumed, the node is let go
     await api_client.delete(PODS, f"busy-{node}", "default", grace_period_seconds=0)
     through = allocated_annotations(reservation_from_dict(res))
     await api_client.create_binding("default", "big", big["metadata"]["uid"], node, annotations=through)
-    three = await controller.run_round()
+    three = await round_of(controller)
     assert three.outcomes[("untaint", "done")] == 1
     assert await taints(api_client) == {node: [FOREIGN], other: [FOREIGN]}
 
@@ -81,16 +95,16 @@ async def test_the_round_holds_the_node_against_every_scheduler_then_lets_go(
 async def test_switching_the_setting_off_removes_the_taint(api_client: ApiClient) -> None:
     big = await cluster(api_client)
     later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61
-    await ReservationController(KubeReservationApi(api_client), TAINTING, clock=lambda: later).run_round()
+    await round_of(ReservationController(await cached_api(api_client), TAINTING, clock=lambda: later))
     assert sum(TAINT in t for t in (await taints(api_client)).values()) == 1
-    off = await ReservationController(KubeReservationApi(api_client), PLAIN, clock=lambda: later + 1).run_round()
+    off = await round_of(ReservationController(await cached_api(api_client), PLAIN, clock=lambda: later + 1))
     assert off.outcomes[("untaint", "done")] == 1
     assert await taints(api_client) == {"n1": [FOREIGN], "n2": [FOREIGN]}
 
 
 async def test_a_node_changed_since_the_list_is_not_overwritten(api_client: ApiClient) -> None:
     await cluster(api_client)
-    api = KubeReservationApi(api_client)
+    api = await cached_api(api_client)
     listed = await api_client.get(NODES, "n1")
     # someone else changes the node after our list: our write with the old resourceVersion is refused
     await api_client.patch(NODES, "n1", {"metadata": {"labels": {"touched": "yes"}}})

@@ -4,7 +4,6 @@ calls (emulator), and the real ``decide`` end to end with a restart in the middl
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -20,14 +19,16 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.resources import EVENTS, NODEMETRICS, NODES, PODS, RESERVATIONS
 from koordpy.manager.api import KubeReservationApi
+from koordpy.manager.cache import ManagerCache
 from koordpy.manager.operator import run
 from koordpy.manager.reservations import (
     ClusterSnapshot,
     ConversionCache,
     ReservationController,
     ReservationMetrics,
+    RoundResult,
     WriteRefusedError,
-    reservation_gate,
+    reservation_loop,
 )
 from koordpy.model.durations import parse_rfc3339
 from koordpy.runtime.metrics import new_registry, render
@@ -103,6 +104,23 @@ class FakeApi:
         self.events.append((dict(involved), event))
 
 
+KINDS = ("pods", "reservations", "nodes", "nodemetrics", "podgroups")
+
+
+async def cached_api(api_client: ApiClient, cls: type[KubeReservationApi] = KubeReservationApi) -> KubeReservationApi:
+    cache = ManagerCache(api_client, KINDS)
+    await cache.resync()
+    return cls(api_client, cache)
+
+
+async def round_of(controller: ReservationController) -> RoundResult:
+    """One round; on freshly relisted caches when the API reads them (what the watches give a moment
+    after each write)."""
+    if isinstance(controller.api, KubeReservationApi):
+        await controller.api.cache.resync()
+    return await controller.run_round()
+
+
 def decision(
     creates: tuple[NewReservation, ...] = (),
     statuses: tuple[StatusUpdate, ...] = (),
@@ -154,7 +172,7 @@ async def test_a_round_creates_then_writes_status_updates_deletes_and_posts_even
     )
     metrics = ReservationMetrics(new_registry())
     controller = ReservationController(api, SETTINGS, decide=fixed(result), clock=lambda: 1000.0, metrics=metrics)
-    done = await controller.run_round()
+    done = await round_of(controller)
     assert api.calls == [
         ("create", NEW.name),
         ("status", NEW.name),  # right after its create
@@ -188,7 +206,7 @@ async def test_lost_races_are_counted_and_the_round_goes_on() -> None:
     )
     metrics = ReservationMetrics(new_registry())
     controller = ReservationController(api, SETTINGS, decide=fixed(result), metrics=metrics)
-    done = await controller.run_round()
+    done = await round_of(controller)
     # no status write for a create that lost (409): the next round sees the existing object and decides
     assert ("status", NEW.name) not in api.calls
     assert api.calls[-1] == ("status", "kept") or ("delete", "old") in api.calls
@@ -212,24 +230,24 @@ async def test_events_repeat_only_when_their_message_changed_and_the_interval_ra
 
     api = FakeApi(snapshot([stored("user-1", phase="Pending")]))
     controller = ReservationController(api, SETTINGS, decide=decide, clock=lambda: now[0], event_interval=60)
-    await controller.run_round()
-    await controller.run_round()  # the same message again: not reposted
+    await round_of(controller)
+    await round_of(controller)  # the same message again: not reposted
     message[0] = "n1: Insufficient cpu"
     now[0] += 30
-    await controller.run_round()  # changed, but within 60 s of the last: held back
+    await round_of(controller)  # changed, but within 60 s of the last: held back
     now[0] += 31
-    await controller.run_round()  # changed and 61 s later: posted
+    await round_of(controller)  # changed and 61 s later: posted
     assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu"]
     assert api.events[0][1].type == "Warning"
     # the Reservation is deleted (no longer listed): its memory goes; a namesake's Event is posted again
     api.view = snapshot([])
     message[0] = "no node fits"
     now[0] += 1
-    await controller.run_round()
+    await round_of(controller)
     assert len(controller.throttle) == 0
     api.view = snapshot([stored("user-1", phase="Pending")])
     now[0] += 1
-    await controller.run_round()
+    await round_of(controller)
     assert [e.message for _, e in api.events] == ["no node fits", "n1: Insufficient cpu", "no node fits"]
 
 
@@ -245,60 +263,102 @@ async def test_an_event_of_another_reason_is_never_held_back_by_the_last_one() -
     api = FakeApi(snapshot([stored("user-1")]))
     controller = ReservationController(api, SETTINGS, decide=decide, clock=lambda: now[0], event_interval=60)
     for _ in range(3):
-        await controller.run_round()
+        await round_of(controller)
         now[0] += 1
     assert [e.reason for _, e in api.events] == ["StarvingJobReserved", "Available", "StarvingJobReleased"]
 
 
-async def test_unreadable_objects_are_skipped_and_named() -> None:
+async def test_unreadable_objects_are_skipped_and_unusable_reservations_failed_once() -> None:
     bad_pod = pod_raw("bad", "uid-bad")
     bad_pod["spec"]["priority"] = "high"
-    bad_res = stored("bad-res")
-    bad_res["spec"]["ttl"] = "forever"
+    bad_ttl = stored("bad-ttl")
+    bad_ttl["spec"]["ttl"] = "forever"
+    negative = reservation_dict("negative", cpu="-100", phase="Available", node="n1")  # placed before it was checked
     decide = fixed(decision())
-    api = FakeApi(snapshot([stored("user-1"), bad_res], [pod_raw("good", "uid-good"), bad_pod]))
-    done = await ReservationController(api, SETTINGS, decide=decide).run_round()
-    assert done.skipped == [
-        "Pod default/bad: spec.priority: expected an integer",
-        f"Reservation bad-res: spec.ttl: {done.skipped[1].split(': ', 2)[2]}",
-    ]
+    api = FakeApi(snapshot([stored("user-1"), bad_ttl, negative], [pod_raw("good", "uid-good"), bad_pod]))
+    controller = ReservationController(api, SETTINGS, decide=decide)
+    done = await controller.run_round()
+    assert done.skipped == ["Pod default/bad: spec.priority: expected an integer"]
     inputs = decide.seen[0]
     assert [p.name for p in inputs.pods] == ["good"]
-    assert [r.name for r in inputs.reservations] == ["user-1"]
+    assert [r.name for r in inputs.reservations] == ["user-1"]  # neither placed nor counted
     assert set(inputs.placements) == {"uid-good"}
+    # each unusable Reservation: phase Failed, condition Ready False/Invalid naming the field, one Event
+    assert api.calls == [("status", "bad-ttl"), ("event", "Invalid"), ("status", "negative"), ("event", "Invalid")]
+    failed = {involved["metadata"]["name"]: event for involved, event in api.events}
+    assert "spec.ttl" in failed["bad-ttl"].message and failed["bad-ttl"].type == "Warning"
+    assert "cpu is negative" in failed["negative"].message
+    # the next rounds see them Failed (their status as written): no write, no Event, no log line again
+    written = {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "reason": "Invalid"}]}
+    api.view = snapshot(
+        [stored("user-1"), {**bad_ttl, "status": written}, {**negative, "status": written}],
+        [pod_raw("good", "uid-good"), bad_pod],
+    )
+    api.calls.clear()
+    for _ in range(2):
+        await controller.run_round()
+    assert api.calls == []
 
 
-async def test_the_gate_runs_one_round_per_interval_and_counts_failed_rounds() -> None:
-    ticks = itertools.count()
-    times = [0.0, 0.5, 1.2]
+async def test_the_loop_counts_rounds_and_goes_on_after_a_failed_one() -> None:
     rounds: list[int] = []
 
     class Once(ReservationController):
         async def run_round(self) -> Any:
-            rounds.append(next(ticks))
+            rounds.append(len(rounds))
             if len(rounds) == 2:
-                raise RuntimeError("list failed")
+                raise RuntimeError("decide failed")
             return None
 
     metrics = ReservationMetrics(new_registry())
     controller = Once(FakeApi(snapshot([])), SETTINGS, metrics=metrics)
-    clock = iter(times)
-    gate = reservation_gate(controller, 1.0, clock=lambda: next(clock))
-    assert await gate.knock() is True  # t=0
-    assert await gate.knock() is False  # t=0.5: within the interval
-    with pytest.raises(RuntimeError):
-        await gate.knock()  # t=1.2: runs, fails
-    assert rounds == [0, 1]
+    loop = reservation_loop(controller, 1.0)
+    for _ in range(3):
+        assert await loop.run_once() is True  # the second fails; the loop goes on
+    assert rounds == [0, 1, 2] and loop.errors == 1
     text = render(metrics.registry)[0].decode()
-    assert 'koordpy_reservation_rounds_total{outcome="done"} 1.0' in text
+    assert 'koordpy_reservation_rounds_total{outcome="done"} 2.0' in text
     assert 'koordpy_reservation_rounds_total{outcome="error"} 1.0' in text
+
+
+class Source:
+    def __init__(self, reservations: int, ready: bool = True, taints: list[Raw] | None = None) -> None:
+        self.reservations = list(range(reservations))
+        self.ready = ready
+        self.nodes = {"n1": {"metadata": {"name": "n1"}, "spec": {"taints": taints or []}}}
+
+    def not_ready(self) -> str | None:
+        return None if self.ready else "pods: waiting for the first list"
+
+
+HOLD = [{"key": "koordpy.io/reserved", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize(
+    ("enabled", "taint_nodes", "reservations", "ready", "taints", "due"),
+    [
+        (False, False, 0, True, [], False),  # nothing to place, create or take off: no round at all
+        (False, False, 1, True, [], True),  # a user Reservation: placed, expired, released
+        (True, False, 0, True, [], True),  # starving jobs are found over time
+        (False, True, 0, True, [], True),  # the hold is kept
+        (False, False, 0, True, HOLD, True),  # a hold taint left behind is taken off
+        (True, False, 3, False, [], False),  # never on caches that have not listed everything yet
+    ],
+)
+def test_a_round_is_due_only_with_something_to_do(
+    enabled: bool, taint_nodes: bool, reservations: int, ready: bool, taints: list[Raw], due: bool
+) -> None:
+    settings = ReservationSettings.model_validate({"enabled": enabled, "taintNodes": taint_nodes})
+    source = Source(reservations, ready, taints)
+    controller = ReservationController(FakeApi(snapshot([])), settings, source=source)
+    assert controller.due() is due
 
 
 # ---- against the API server emulator -------------------------------------------------------------
 
 
-async def test_kube_api_maps_conflicts_and_not_found(api_client: ApiClient) -> None:
-    api = KubeReservationApi(api_client)
+async def test_kube_api_maps_conflicts_and_not_found(apiserver: ApiServerEmulator, api_client: ApiClient) -> None:
+    api = await cached_api(api_client)
     body = reservation_dict("r1")
     for key in ("uid", "creationTimestamp"):
         body["metadata"].pop(key)
@@ -318,9 +378,13 @@ async def test_kube_api_maps_conflicts_and_not_found(api_client: ApiClient) -> N
     with pytest.raises(WriteRefusedError) as deleted:
         await api.delete_reservation("r1", None)
     assert deleted.value.outcome == "gone"
-    # scheduling.x-k8s.io is not served by the emulator (404): its PodGroups list as none
+    # scheduling.x-k8s.io is not served by the emulator: discovery says so, it is never listed or watched
+    await api.cache.resync()
     view = await api.snapshot()
     assert view.podgroups == [] and view.reservations == []
+    assert not api.cache.served("podgroups_x_k8s") and api.cache.served("podgroups_sigs")
+    podgroup_lists = [r for r in apiserver.requests if r.get("resource") == "podgroups" and r["verb"] == "list"]
+    assert {r["group"] for r in podgroup_lists} == {"scheduling.sigs.k8s.io"}
 
 
 async def cluster(api_client: ApiClient) -> None:
@@ -351,15 +415,15 @@ async def test_starving_pod_is_reserved_once_across_rounds_and_a_restart(
     await cluster(api_client)
     big = await api_client.get(PODS, "big", "default")
     later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61  # past the 60 s threshold
-    api = KubeReservationApi(api_client)
+    api = await cached_api(api_client)
     first = ReservationController(api, SETTINGS, clock=lambda: later)
-    one = await first.run_round()
+    one = await round_of(first)
     assert [c.job for c in one.decision.creates] == ["default/big"]
     assert one.outcomes[("create", "done")] == 1 and one.outcomes[("status", "done")] == 1
-    two = await first.run_round()
+    two = await round_of(first)
     assert two.decision.creates == ()
-    restarted = ReservationController(KubeReservationApi(api_client), SETTINGS, clock=lambda: later + 1)
-    three = await restarted.run_round()
+    restarted = ReservationController(await cached_api(api_client), SETTINGS, clock=lambda: later + 1)
+    three = await round_of(restarted)
     assert three.decision.creates == ()
     held = await starving_reservations(api_client)
     assert len(held) == 1 and creates(apiserver) == 1
@@ -378,10 +442,10 @@ async def test_starving_pod_is_reserved_once_across_rounds_and_a_restart(
     # its reservation is deleted
     node = res["status"]["nodeName"]
     await api_client.delete(PODS, f"busy-{node}", "default", grace_period_seconds=0)
-    four = await restarted.run_round()
+    four = await round_of(restarted)
     assert [(u.name, u.status["phase"]) for u in four.decision.statuses] == [(res["metadata"]["name"], "Available")]
     await api_client.create_binding("default", "big", big["metadata"]["uid"], node)
-    five = await restarted.run_round()
+    five = await round_of(restarted)
     assert [d.name for d in five.decision.deletes] == [res["metadata"]["name"]]
     assert five.outcomes[("delete", "done")] == 1
     assert await starving_reservations(api_client) == []
@@ -396,8 +460,8 @@ async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client:
     for key in ("uid", "creationTimestamp"):
         body["metadata"].pop(key)
     await api_client.create(RESERVATIONS, body)
-    controller = ReservationController(KubeReservationApi(api_client), SETTINGS)
-    await controller.run_round()
+    controller = ReservationController(await cached_api(api_client), SETTINGS)
+    await round_of(controller)
     placed = await api_client.get(RESERVATIONS, "hold-web")
     assert placed["status"]["phase"] == "Available"  # 1 cpu free on either node covers 1 cpu
     node = placed["status"]["nodeName"]
@@ -414,7 +478,7 @@ async def test_user_reservation_is_placed_then_consumed_by_its_owner(api_client:
     web = await api_client.create(PODS, web)
     through = allocated_annotations(reservation_from_dict(placed))
     await api_client.create_binding("default", "web", web["metadata"]["uid"], node, annotations=through)
-    await controller.run_round()
+    await round_of(controller)
     consumed = await api_client.get(RESERVATIONS, "hold-web")
     assert consumed["status"]["phase"] == "Succeeded"
     assert consumed["status"]["currentOwners"] == [
@@ -440,13 +504,13 @@ async def test_placement_reads_nodemetrics_and_avoids_a_node_above_the_load_thre
     for key in ("uid", "creationTimestamp"):
         body["metadata"].pop(key)
     await api_client.create(RESERVATIONS, body)
-    controller = ReservationController(KubeReservationApi(api_client), SETTINGS)
-    await controller.run_round()
+    controller = ReservationController(await cached_api(api_client), SETTINGS)
+    await round_of(controller)
     placed = await api_client.get(RESERVATIONS, "hold-web")
     assert (placed["status"]["phase"], placed["status"]["nodeName"]) == ("Available", expected)
 
 
-async def test_the_operator_places_a_user_reservation_from_its_node_timer(
+async def test_the_operator_places_a_user_reservation_from_its_watch_caches(
     apiserver: ApiServerEmulator,
     api_client: ApiClient,
     tmp_path: Path,
@@ -470,16 +534,28 @@ async def test_the_operator_places_a_user_reservation_from_its_node_timer(
         async with asyncio.timeout(HANG_BACKSTOP):
             while ((await api_client.get(RESERVATIONS, "hold")).get("status") or {}).get("phase") != "Available":
                 await asyncio.sleep(0.1)
+        # a few more rounds (interval 1 s) with nothing changing
+        await asyncio.sleep(3)
     finally:
         stop.set()
         await asyncio.wait_for(task, HANG_BACKSTOP)
     placed = await api_client.get(RESERVATIONS, "hold")
     assert placed["status"]["nodeName"] == "n1"
-    # one timer per Node: kopf's per-invocation success line is filtered out, the round's own line is not
     messages = [r.getMessage() for r in caplog.records]
     assert "reservation hold status: phase Available" in messages
-    assert "Timer 'reservation_round' succeeded." not in messages
-    # the timer lives on Nodes without a finalizer: the manager never writes a Node
+    # quiet: no line per watch event from kopf's handlers (the node event ran, its success is not logged)
+    assert not [m for m in messages if m.startswith("Handler '") and m.endswith("' succeeded.")]
+    # rounds (every second for 3 s and more) read the watch caches: each kind was listed by its reflector's
+    # first list, and once more by kopf for the kinds its handlers watch (NodeMetrics per node, gangs)
+    lists = Counter(
+        (r["resource"], r["group"]) for r in apiserver.requests if r.get("user") == "manager" and r["verb"] == "list"
+    )
+    assert lists[("reservations", "scheduling.koordinator.sh")] == 1, lists
+    assert lists[("podmigrationjobs", "scheduling.koordinator.sh")] == 1, lists
+    for kind in (("pods", ""), ("nodes", ""), ("nodemetrics", "slo.koordinator.sh")):
+        assert lists[kind] <= 2, lists
+    assert ("podgroups", "scheduling.x-k8s.io") not in lists  # not served by the emulator: never asked
+    # the manager never writes a Node
     assert (await api_client.get(NODES, "n1"))["metadata"].get("finalizers") in (None, [])
     node_writes = [
         r
@@ -546,11 +622,13 @@ async def test_a_crash_between_create_and_status_is_adopted_and_placed_by_the_ne
     big = await api_client.get(PODS, "big", "default")
     later = parse_rfc3339(big["metadata"]["creationTimestamp"]) + 61
     with pytest.raises(RuntimeError, match="killed"):
-        await ReservationController(CrashAfterCreate(api_client), SETTINGS, clock=lambda: later).run_round()
+        await ReservationController(
+            await cached_api(api_client, CrashAfterCreate), SETTINGS, clock=lambda: later
+        ).run_round()
     (orphan,) = await starving_reservations(api_client)
     assert not (orphan.get("status") or {}).get("phase")  # created, never placed
-    restarted = ReservationController(KubeReservationApi(api_client), SETTINGS, clock=lambda: later + 1)
-    result = await restarted.run_round()
+    restarted = ReservationController(await cached_api(api_client), SETTINGS, clock=lambda: later + 1)
+    result = await round_of(restarted)
     assert result.decision.creates == ()
     (placed,) = await starving_reservations(api_client)
     assert placed["metadata"]["uid"] == orphan["metadata"]["uid"]

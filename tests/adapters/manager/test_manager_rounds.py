@@ -1,68 +1,139 @@
-"""``RoundGate``: one round per interval however many timers knock, and none while one runs."""
+"""``RoundLoop``: rounds start to start every interval, never overlap, skip when not due, survive a failed
+round and log a repeated failure once a minute."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
-from koordpy.manager.rounds import RoundGate
+from koordpy.manager.rounds import RoundLoop
 
 
-async def test_a_knock_while_a_round_runs_does_not_start_another() -> None:
-    started, release = asyncio.Event(), asyncio.Event()
-    rounds = 0
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    async def slow_round() -> None:
-        nonlocal rounds
-        rounds += 1
-        started.set()
-        await release.wait()
-
-    gate = RoundGate(slow_round, interval=0.0, clock=lambda: 0.0)
-    first = asyncio.create_task(gate.knock())
-    await started.wait()
-    assert await gate.knock() is False  # the first round still runs
-    release.set()
-    assert await first is True
-    assert rounds == 1
+    def __call__(self) -> float:
+        return self.now
 
 
-async def test_outcomes_are_reported_and_an_error_reaches_the_knocker() -> None:
-    heard: list[str] = []
-    times = iter([0.0, 5.0, 9.0, 10.0])
-    fail = False
+async def test_rounds_run_start_to_start_and_stop_when_asked() -> None:
+    clock = Clock()
+    slept: list[float] = []
+    started: list[float] = []
+
+    async def round_() -> None:
+        started.append(clock.now)
+        clock.now += 0.2  # the round takes 0.2 s of the 0.5 s interval
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    loop = RoundLoop("migration", round_, 0.5, clock=clock)
+    await loop.run(lambda: len(started) >= 3, sleep)
+    assert started == pytest.approx([0.0, 0.5, 1.0])
+    assert slept == pytest.approx([0.3, 0.3])  # the rest of each interval; none after the last round
+    assert loop.rounds == 3 and not loop.running
+
+
+async def test_a_long_round_delays_the_next_one_never_overlaps() -> None:
+    clock = Clock()
+    slept: list[float] = []
+    active = 0
+    peak = 0
+
+    async def round_() -> None:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        clock.now += 2.0  # four times the interval
+        await asyncio.sleep(0)
+        active -= 1
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    loop = RoundLoop("migration", round_, 0.5, clock=clock)
+    await loop.run(lambda: loop.rounds >= 3, sleep)
+    assert peak == 1 and slept == [0.0, 0.0]
+
+
+async def test_not_due_rounds_are_skipped_and_not_counted() -> None:
+    ran: list[int] = []
+    due = iter([False, True, False, True])
+    outcomes: list[str] = []
+
+    async def round_() -> None:
+        ran.append(1)
+
+    loop = RoundLoop("reservation", round_, 1.0, due=lambda: next(due), outcome=outcomes.append)
+    assert [await loop.run_once() for _ in range(4)] == [False, True, False, True]
+    assert len(ran) == 2 and loop.rounds == 2 and outcomes == ["done", "done"]
+
+
+async def test_a_failed_round_is_counted_logged_once_a_minute_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    outcomes: list[str] = []
+    calls = 0
+
+    async def round_() -> None:
+        nonlocal calls
+        calls += 1
+        if calls <= 40:
+            raise RuntimeError("pods/web-1 lookup failed")
+
+    async def sleep(seconds: float) -> None:
+        clock.now += 0.5
+
+    caplog.set_level(logging.ERROR, logger="koordpy.manager")
+    loop = RoundLoop("migration", round_, 0.5, outcome=outcomes.append, clock=clock)
+    await loop.run(lambda: calls >= 41, sleep)  # 40 failed rounds in 20 s, then a good one
+    assert outcomes == ["error"] * 40 + ["done"]
+    assert loop.errors == 40
+    # 40 failures within 20 s: one line with the traceback, not 40 tracebacks
+    records = [r for r in caplog.records if "migration round failed" in r.getMessage()]
+    assert len(records) == 1 and records[0].exc_info is not None
+    clock.now += 60
+    await loop.run_once()  # a good round: nothing logged
+    assert len([r for r in caplog.records if "round failed" in r.getMessage()]) == 1
+
+
+async def test_health_says_whether_rounds_run_and_how_the_last_one_ended() -> None:
+    clock = Clock()
+    fail = True
 
     async def round_() -> None:
         if fail:
             raise RuntimeError("list failed")
 
-    gate = RoundGate(round_, interval=10.0, clock=lambda: next(times), outcome=heard.append)
-    assert await gate.knock() is True  # t=0
-    assert await gate.knock() is False  # t=5: within the interval, nothing heard
-    fail = True
-    assert await gate.knock() is False  # t=9: still within it
-    with pytest.raises(RuntimeError, match="list failed"):
-        await gate.knock()  # t=10: runs and fails
-    assert heard == ["done", "error"]
-
-
-async def test_health_reports_the_last_round() -> None:
-    now = [100.0]
+    loop = RoundLoop("migration", round_, 0.5, clock=clock)
+    assert loop.health() == {
+        "running": False,
+        "intervalSeconds": 0.5,
+        "lastOutcome": None,
+        "lastStartedSecondsAgo": None,
+    }
+    clock.now = 10.0
+    await loop.run_once()
+    clock.now = 12.5
+    assert loop.health() | {"running": False} == {
+        "running": False,
+        "intervalSeconds": 0.5,
+        "lastOutcome": "error",
+        "lastStartedSecondsAgo": 2.5,
+    }
     fail = False
+    await loop.run_once()
+    assert loop.health()["lastOutcome"] == "done" and loop.health()["lastStartedSecondsAgo"] == 0.0
 
-    async def round_() -> None:
-        if fail:
-            raise RuntimeError("list failed")
+    async def sleep(seconds: float) -> None:
+        assert loop.health()["running"] is True  # while run() runs
+        clock.now += seconds
 
-    gate = RoundGate(round_, interval=10.0, clock=lambda: now[0])
-    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": None, "lastStartedSecondsAgo": None}
-    assert await gate.knock() is True
-    now[0] = 104.25
-    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": "done", "lastStartedSecondsAgo": 4.2}
-    fail = True
-    now[0] = 110.0
-    with pytest.raises(RuntimeError):
-        await gate.knock()
-    now[0] = 113.0
-    assert gate.health() == {"intervalSeconds": 10.0, "lastOutcome": "error", "lastStartedSecondsAgo": 3.0}
+    await loop.run(lambda: loop.rounds >= 4, sleep)
+    assert loop.health()["running"] is False

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
 
-from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args, health_listener, listen_host
+from koordpy.runtime.listeners import (
+    ListenerLimits,
+    LoopHeartbeat,
+    aiohttp_handler_args,
+    health_listener,
+    listen_host,
+    threaded_health_listener,
+)
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.hostile_http import dripped_head, oversized_head
 
@@ -153,4 +162,42 @@ async def test_a_listener_bound_to_one_address_answers_there_only() -> None:
             assert resp.status == 200
         with pytest.raises(aiohttp.ClientConnectorError):
             async with aiohttp.ClientSession() as http, http.get(f"http://{HOST}:{port}/healthz"):
+                pass
+
+
+async def test_the_threaded_listener_answers_while_the_callers_loop_is_blocked() -> None:
+    # The caller's event loop is blocked (a long round doing CPU work); a probe from another thread must
+    # still be answered. The block ends as soon as the probe got its answer, or after a 60 s backstop.
+    answered = threading.Event()
+    result: list[int] = []
+
+    def probe(port: int) -> None:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=60) as resp:
+            result.append(resp.status)
+        answered.set()
+
+    heartbeat = LoopHeartbeat(stall=30.0)
+    async with threaded_health_listener(HOST, 0, heartbeat.alive, limits=LIMITS) as port:
+        prober = threading.Thread(target=probe, args=(port,))
+        prober.start()
+        blocked_until_answered = answered.wait(60)  # blocks this event loop: it cannot serve anything
+        prober.join(60)
+    assert blocked_until_answered and result == [200]
+
+
+async def test_the_threaded_listener_says_503_once_the_loop_stalls() -> None:
+    now = [0.0]
+    heartbeat = LoopHeartbeat(stall=30.0, clock=lambda: now[0])
+    async with threaded_health_listener(HOST, 0, heartbeat.alive, limits=LIMITS) as port:
+        assert await status_and_body(port) == (200, {"status": "ok"})
+        now[0] = 31.0  # no beat for 31 s: the loop is stuck
+        assert await status_and_body(port) == (503, {"status": "failing"})
+        heartbeat.last = now[0]  # it beats again
+        assert await status_and_body(port) == (200, {"status": "ok"})
+
+
+async def test_a_port_in_use_fails_in_the_caller() -> None:
+    async with health() as port:
+        with pytest.raises(OSError):
+            async with threaded_health_listener(HOST, port, lambda: True, limits=LIMITS):
                 pass

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import jsonschema
 import pytest
 from pydantic import BaseModel, ValidationError
 
@@ -213,6 +214,43 @@ def test_podmigrationjob_requires_pod_ref() -> None:
         PodMigrationJobSpec.model_validate({"mode": "EvictDirectly"})
     spec = PodMigrationJobSpec.model_validate({"podRef": {"namespace": "a", "name": "p"}, "ttl": "5m"})
     assert spec.pod_ref.name == "p"
+
+
+@pytest.mark.parametrize(
+    ("pod_ref", "accepted"),
+    [
+        ({"namespace": "shop", "name": "web-1"}, True),
+        ({"namespace": "shop", "name": "web-1.canary"}, True),
+        ({"namespace": "shop", "name": "web-1/status"}, False),  # would address the status subresource
+        ({"namespace": "shop", "name": "a" * 9000}, False),
+        ({"namespace": "shop", "name": "a" * 254}, False),
+        ({"namespace": "Shop", "name": "web-1"}, False),
+        ({"namespace": "s" * 64, "name": "web-1"}, False),
+        ({"namespace": "shop", "name": "web-1", "uid": "u" * 129}, False),
+    ],
+)
+def test_podmigrationjob_pod_ref_is_bounded_as_the_api_server_bounds_names(
+    pod_ref: dict[str, Any], accepted: bool
+) -> None:
+    # the CRD schema (what kube-apiserver enforces) and the model (what koordpy reads) agree
+    schema = at(openapi("podmigrationjobs.scheduling.koordinator.sh"), "spec")
+    body = {"podRef": pod_ref, "ttl": "5m"}
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors(body))
+    assert (errors == []) is accepted, errors
+    if accepted:
+        PodMigrationJobSpec.model_validate(body)
+    else:
+        with pytest.raises(ValidationError):
+            PodMigrationJobSpec.model_validate(body)
+
+
+@pytest.mark.parametrize(
+    ("ttl", "accepted"), [("5m", True), ("1h30m", True), ("0", True), ("1e99h", False), ("5 minutes", False)]
+)
+def test_podmigrationjob_ttl_is_a_go_duration(ttl: str, accepted: bool) -> None:
+    schema = at(openapi("podmigrationjobs.scheduling.koordinator.sh"), "spec")
+    body = {"podRef": {"namespace": "shop", "name": "web-1"}, "ttl": ttl}
+    assert (list(jsonschema.Draft7Validator(schema).iter_errors(body)) == []) is accepted
 
 
 def _render_crds_script() -> ModuleType:

@@ -22,8 +22,10 @@ from koordpy.descheduler.lifecycle import (
     TokenBucket,
     Wait,
     after_eviction_error,
+    arbitration_wait,
     decide,
     eviction_retry_delay,
+    examine,
     select_evictor,
 )
 from koordpy.model.durations import format_rfc3339
@@ -81,7 +83,7 @@ EVICTING = {"type": "Eviction", "status": "False", "reason": "Evicting"}
 @pytest.mark.parametrize(
     ("case", "the_job", "the_pod", "now", "expected"),
     [
-        ("paused is a no-op", job(paused=True), pod(), T0 + 10, Ignore),
+        ("paused names its wait", job(paused=True), pod(), T0 + 10, Wait),
         ("not passed arbitration waits", job(passed=False), pod(), T0 + 10, Ignore),
         ("pending + pod -> Running", job(), pod(), T0 + 10, Start),
         ("pending, pod missing -> Failed MissingPod", job(), None, T0 + 10, Finish),
@@ -278,7 +280,8 @@ def test_evict_qps_limits_decisions() -> None:
     first = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
     second = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
     assert isinstance(first, Evict)
-    assert isinstance(second, Wait) and second.after == 3.0  # upstream requeue 3 s
+    # looked at again when the next token is due (1 / 10 qps), not after the 3 s requeue
+    assert isinstance(second, Wait) and second.after == pytest.approx(0.1)
 
 
 def test_object_limiter_per_workload() -> None:
@@ -325,3 +328,230 @@ def test_invalid_pod_ref_fails() -> None:
 def test_arbitration_disabled_starts_without_annotation() -> None:
     settings = LifecycleSettings(default_job_mode="EvictDirectly", arbitration_enabled=False)
     assert isinstance(decide(job(passed=False), pod(), T0 + 1, settings), Start)
+
+
+# ---------------------------------------------------------------- unusable jobs
+
+
+def _with(spec_patch: dict[str, Any] | None = None, **top: Any) -> dict[str, Any]:
+    out = job(passed=False)
+    if spec_patch is not None:
+        out["spec"] = {**out["spec"], **spec_patch}
+    out.update(top)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("case", "the_job", "reason", "path"),
+    [
+        ("no podRef", _with(spec=None) | {"spec": {"ttl": "5m"}}, "InvalidPodRef", "spec.podRef: required"),
+        ("podRef not an object", _with({"podRef": "web-1"}), "InvalidPodRef", "spec.podRef: expected an object"),
+        (
+            "a subresource in the name",
+            _with({"podRef": {"namespace": "shop", "name": "web-1/status"}}),
+            "InvalidPodRef",
+            "spec.podRef.name",
+        ),
+        (
+            "9,000 characters",
+            _with({"podRef": {"namespace": "shop", "name": "a" * 9000}}),
+            "InvalidPodRef",
+            "must be no more than 253 characters",
+        ),
+        (
+            "upper case namespace",
+            _with({"podRef": {"namespace": "Shop", "name": "web-1"}}),
+            "InvalidPodRef",
+            "namespace",
+        ),
+        ("no namespace", _with({"podRef": {"name": "web-1"}}), "InvalidPodRef", "spec.podRef.namespace"),
+        ("spec not an object", _with(spec="move web-1"), "InvalidSpec", "spec: expected an object"),
+        ("status not an object", _with(status="Pending"), "InvalidSpec", "status: expected an object"),
+        ("ttl 1e99h", _with({"ttl": "1e99h"}), "InvalidSpec", "spec.ttl"),
+        ("ttl past Go's range", _with({"ttl": "99999999h"}), "InvalidSpec", "spec.ttl"),
+        ("ttl a number", _with({"ttl": 30}), "InvalidSpec", "spec.ttl"),
+        ("unknown mode", _with({"mode": "Teleport"}), "InvalidSpec", "spec.mode"),
+        (
+            "reservationRef with a slash",
+            _with({"reservationOptions": {"reservationRef": {"name": "r/status"}}}),
+            "InvalidSpec",
+            "reservationRef.name",
+        ),
+        (
+            "template name with a slash",
+            _with({"reservationOptions": {"template": {"metadata": {"name": "../x"}}}}),
+            "InvalidSpec",
+            "template.metadata.name",
+        ),
+    ],
+)
+def test_unusable_job_is_invalid_and_fails_once_with_condition_and_event(
+    case: str, the_job: dict[str, Any], reason: str, path: str
+) -> None:
+    facts = examine(the_job, DIRECT)
+    assert (facts.stage, facts.reason) == ("invalid", reason), case
+    assert path in facts.problem, (case, facts.problem)
+    decision = decide(the_job, None, T0 + 1, DIRECT)
+    assert isinstance(decision, Finish), case
+    assert (decision.status["phase"], decision.status["reason"]) == ("Failed", reason)
+    invalid = [c for c in decision.status["conditions"] if c["type"] == "Invalid"]
+    assert [(c["status"], c["reason"]) for c in invalid] == [("True", reason)]
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", reason)]
+    # once failed, the job is finished: nothing more is decided until the scavenger
+    failed = dict(the_job, status=decision.status)
+    assert examine(failed, DIRECT).stage == "finished"
+    assert isinstance(decide(failed, None, T0 + 2, DIRECT), Ignore)
+
+
+def test_malformed_conditions_are_replaced_by_the_failure() -> None:
+    bad = job(phase="Running", uid="u1")
+    bad["status"]["conditions"] = "none"
+    decision = decide(bad, pod(), T0 + 1, DIRECT)
+    assert isinstance(decision, Finish) and decision.status["reason"] == "InvalidSpec"
+    assert [c["type"] for c in decision.status["conditions"]] == ["Invalid"]
+
+
+@pytest.mark.parametrize(
+    ("case", "the_job", "stage", "deadline", "scavenge_at"),
+    [
+        # ttl 5m: deadline T0 + 300; finished: scavenged at T0 + 300 + 300
+        ("waiting for arbitration", job(passed=False), "waiting", T0 + 300, None),
+        ("passed", job(), "active", T0 + 300, None),
+        ("running", job(phase="Running"), "active", T0 + 300, None),
+        (
+            "paused running jobs are driven (they name their wait)",
+            job(phase="Running", paused=True),
+            "active",
+            T0 + 300,
+            None,
+        ),
+        ("no ttl: defaultJobTTL 5m", job(phase="Running", ttl=None), "active", T0 + 300, None),
+        ("ttl 0: no deadline", job(phase="Running", ttl="0"), "active", None, None),
+        ("succeeded", job(phase="Succeeded"), "finished", None, T0 + 600),
+        ("failed without ttl: 30 minutes", job(phase="Failed", ttl="0"), "finished", None, T0 + 1800),
+        ("an unknown phase is finished", job(phase="Exploded"), "finished", None, T0 + 600),
+    ],
+)
+def test_examine_stages(
+    case: str, the_job: dict[str, Any], stage: str, deadline: float | None, scavenge_at: float | None
+) -> None:
+    facts = examine(the_job, DIRECT)
+    assert (facts.stage, facts.deadline, facts.scavenge_at) == (stage, deadline, scavenge_at), case
+
+
+def test_a_waiting_job_being_deleted_is_left_alone() -> None:
+    deleting = job(passed=False)
+    deleting["metadata"]["deletionTimestamp"] = format_rfc3339(T0 + 5)
+    assert examine(deleting, DIRECT).stage == "deleting"
+
+
+def test_without_arbitration_a_pending_job_is_active() -> None:
+    settings = LifecycleSettings(default_job_mode="EvictDirectly", arbitration_enabled=False)
+    assert examine(job(passed=False), settings).stage == "active"
+
+
+# ---------------------------------------------------------------- named waits
+
+
+def waiting_condition(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    assert status is not None
+    return next((c for c in status.get("conditions") or () if c["type"] == "Waiting"), None)
+
+
+def test_paused_names_its_wait_once() -> None:
+    first = decide(job(phase="Running", uid="u1", paused=True), pod(), T0 + 10, DIRECT)
+    assert isinstance(first, Wait)
+    cond = waiting_condition(first.status)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "Paused")
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "Paused")]
+    again = job(phase="Running", uid="u1", paused=True, conditions=first.status["conditions"])  # type: ignore[index]
+    assert isinstance(decide(again, pod(), T0 + 20, DIRECT), Ignore)  # named already: no write, no Event
+
+
+def test_object_limiter_wait_is_named_once_and_ends_with_the_eviction() -> None:
+    # the issue's case: the workload may lose 2 pods per 5 minutes (burst 1), one was just evicted
+    limiter = ObjectLimiter(300, burst=1)
+    limiter.record("w1", 2, T0 + 5)
+    kwargs: dict[str, Any] = {
+        "object_limiter": limiter,
+        "workload": "w1",
+        "workload_max_migrating": 2,
+        "workload_name": "Deployment shop/web",
+    }
+    first = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, **kwargs)
+    assert isinstance(first, Wait)
+    cond = waiting_condition(first.status)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "ObjectLimiter")
+    assert "Deployment shop/web" in cond["message"] and "2 pod(s)" in cond["message"] and "300s" in cond["message"]
+    assert first.status is not None and first.status["reason"] == "ObjectLimiter"
+    assert [(e.type, e.reason) for e in first.events] == [("Normal", "ObjectLimiter")]
+    named = job(phase="Running", uid="u1", conditions=first.status["conditions"])
+    again = decide(named, pod(), T0 + 60, DIRECT, **kwargs)
+    assert isinstance(again, Wait) and again.status is None and again.events == ()
+    # rate 2 per 300 s: the next token 150 s after the recorded eviction
+    evict = decide(named, pod(), T0 + 155, DIRECT, **kwargs)
+    assert isinstance(evict, Evict)
+    ended = waiting_condition(evict.status)
+    assert ended is not None and ended["status"] == "False"
+
+
+def test_evict_qps_wait_is_named() -> None:
+    bucket = TokenBucket(10, 1)
+    assert bucket.try_accept(T0 + 10)
+    decision = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
+    assert isinstance(decision, Wait)
+    cond = waiting_condition(decision.status)
+    assert cond is not None and cond["reason"] == "EvictQPS" and "evictQPS 10" in cond["message"]
+
+
+def test_start_ends_an_arbitration_wait() -> None:
+    found = arbitration_wait({}, "MaxMigratingPerNode", "2 pods migrating on node n1 >= maxMigratingPerNode 2", T0)
+    assert found is not None
+    status, event = found
+    assert (event.type, event.reason) == ("Normal", "MaxMigratingPerNode")
+    assert waiting_condition(status)["reason"] == "MaxMigratingPerNode"  # type: ignore[index]
+    assert status["reason"] == "MaxMigratingPerNode" and status.get("phase") is None  # still Pending
+    # the same filter again (its count moved): nothing to write
+    assert arbitration_wait(status, "MaxMigratingPerNode", "3 pods migrating ...", T0 + 1) is None
+    # another filter: written again
+    other = arbitration_wait(status, "ObjectLimiter", "Deployment shop/web is rate limited", T0 + 2)
+    assert other is not None and waiting_condition(other[0])["reason"] == "ObjectLimiter"  # type: ignore[index]
+    passed = job(conditions=status["conditions"])
+    start = decide(passed, pod(), T0 + 3, DIRECT)
+    assert isinstance(start, Start)
+    assert waiting_condition(start.status)["status"] == "False"  # type: ignore[index]
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("evictor", "verb"),
+    [("Eviction", "create pods/eviction"), ("Delete", "delete pods"), ("SoftEviction", "patch pods")],
+)
+def test_forbidden_evictor_fails_the_job_at_once(evictor: str, verb: str) -> None:
+    the_job = job(phase="Running", uid="u1", conditions=[EVICTING])
+    decision = after_eviction_error(the_job, 403, "pods is forbidden", 1, T0 + 5, evictor=evictor)  # type: ignore[arg-type]
+    assert isinstance(decision, Finish)
+    assert (decision.status["phase"], decision.status["reason"]) == ("Failed", "FailedEvict")
+    assert verb in decision.status["message"] and evictor in decision.status["message"]
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", "FailedEvict")]
+    assert decision.delete_reservation is None  # EvictDirectly: no Reservation of its own
+
+
+def test_forbidden_eviction_of_a_reservation_first_job_deletes_its_reservation() -> None:
+    the_job = job(phase="Running", uid="u1", mode=None, conditions=[EVICTING])
+    the_job["metadata"]["uid"] = "job-uid-1"
+    the_job["spec"]["reservationOptions"] = {"reservationRef": {"name": "job-uid-1"}}
+    decision = after_eviction_error(the_job, 403, "forbidden", 1, T0 + 5, settings=LifecycleSettings())
+    assert isinstance(decision, Finish) and decision.delete_reservation == "job-uid-1"
+
+
+def test_a_repeated_refusal_posts_its_event_once() -> None:
+    the_job = job(phase="Running", uid="u1", conditions=[EVICTING])
+    first = after_eviction_error(the_job, 429, "budget", 1, T0)
+    assert isinstance(first, Wait) and len(first.events) == 1
+    second = after_eviction_error(dict(the_job, status=first.status), 429, "budget", 2, T0 + 1)
+    assert isinstance(second, Wait) and second.events == () and second.status is not None
+    changed = after_eviction_error(dict(the_job, status=second.status), 429, "another budget", 3, T0 + 3)
+    assert isinstance(changed, Wait) and len(changed.events) == 1

@@ -390,7 +390,19 @@ def test_failures_delete_our_reservation(
 
 def test_pending_reservation_waits_and_copies_unschedulable_once() -> None:
     plain = decide(job(options=OURS), view(), T0 + 10, SETTINGS, reservation=reservation(phase="Pending", node=""))
-    assert isinstance(plain, Wait) and plain.status is None and plain.after == 3.0
+    # not placed yet, no message from the scheduler: the wait is named once (condition and Event)
+    assert isinstance(plain, Wait) and plain.status is not None and plain.after == 3.0
+    named = last(plain, "ReservationScheduled")
+    assert (named["status"], named["reason"]) == ("False", "WaitForReservationScheduled")
+    assert [(e.type, e.reason) for e in plain.events] == [("Normal", "WaitForReservationScheduled")]
+    quiet = decide(
+        job(options=OURS, conditions=plain.status["conditions"]),
+        view(),
+        T0 + 13,
+        SETTINGS,
+        reservation=reservation(phase="Pending", node=""),
+    )
+    assert isinstance(quiet, Wait) and quiet.status is None and quiet.events == ()
     unschedulable = cond("Scheduled", "False", "Unschedulable")
     unschedulable["message"] = "0/3 nodes are available: 2 Insufficient cpu, 1 excluded"
     res = reservation(phase="Pending", node="", conditions=[unschedulable])
@@ -412,6 +424,9 @@ def test_waiting_reservation_records_node_but_does_not_evict() -> None:
     assert isinstance(decision, Wait)
     assert decision.status is not None and decision.status["nodeName"] == "n2"
     assert last(decision, "ReservationScheduled")["status"] == "True"
+    waiting = last(decision, "Waiting")
+    assert (waiting["status"], waiting["reason"]) == ("True", "WaitForReservationAvailable")
+    assert [e.reason for e in decision.events] == ["ReservationScheduled", "WaitForReservationAvailable"]
 
 
 def test_available_elsewhere_evicts_through_the_evictor_path() -> None:

@@ -124,7 +124,11 @@ def test_disabled_does_nothing() -> None:
         ({"nodeMetric": {"nodeAggregateDurations": ["5m", "300s"]}}, "nodeMetric.nodeAggregateDurations", "repeats"),
         ({"nodeMetric": {"overrides": [{"nodeSelector": {}}]}}, "nodeMetric.overrides[0].nodeSelector", "at least 1"),
         ({"peering": {"enabled": "maybe"}}, "peering.enabled", "boolean"),
+        # kopf renews a keep-alive 5 to 10 s before it runs out: below 15 s there is no margin left
+        ({"peering": {"lifetimeSeconds": 10}}, "peering.lifetimeSeconds", "greater than or equal to 15"),
+        ({"peering": {"lifetimeSeconds": "60"}}, "peering.lifetimeSeconds", "integer"),
         ({"health": {"port": 70000}}, "health.port", "less than or equal"),
+        ({"health": {"loopStallSeconds": 0}}, "health.loopStallSeconds", "greater than or equal to 1"),
         ({"kind": "SchedulerConfiguration"}, "kind", "ManagerConfiguration"),
         ({"nodeMetrics": {}}, "nodeMetrics", "Extra inputs"),
     ],

@@ -1,0 +1,44 @@
+"""docs/descheduler.md's chart examples against the rendered chart: the ClusterRole a user adds for the
+``Delete`` evictor grants the chart's manager exactly that (the chart itself never does), and the HA
+example reaches the manager's configuration with its peering lifetime."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from helm_render import ROOT, allowed, grants, named, render
+
+from koordpy.config.errors import validate
+from koordpy.config.manager import ManagerConfiguration
+
+DOC = (ROOT / "docs" / "descheduler.md").read_text(encoding="utf-8")
+MANAGER = "koordpy-system/koordpy-manager"
+
+
+def yaml_blocks(containing: str) -> list[str]:
+    return [b for b in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S) if containing in b]
+
+
+def test_the_documented_cluster_role_grants_the_delete_evictor_that_the_chart_does_not() -> None:
+    chart = render()
+    assert not allowed(grants(chart)[MANAGER].rules, "", "pods", "delete")
+    (block,) = yaml_blocks("kind: ClusterRoleBinding")
+    extra = list(yaml.safe_load_all(block))
+    with_extra = grants([*chart, *extra])[MANAGER].rules
+    assert allowed(with_extra, "", "pods", "delete")
+    assert not allowed(with_extra, "", "pods", "patch")  # the SoftEviction evictor needs patch: not this one
+
+
+def test_the_documented_ha_values_reach_the_managers_peering() -> None:
+    (block,) = yaml_blocks("replicaCount: 2")
+    values = yaml.safe_load(block)["manager"]
+    objects = render(
+        "--set",
+        f"manager.replicaCount={values['replicaCount']}",
+        "--set",
+        f"manager.config.peering.lifetimeSeconds={values['config']['peering']['lifetimeSeconds']}",
+    )
+    config = yaml.safe_load(named(objects, "ConfigMap", "-manager")["data"]["config.yaml"])
+    peering = validate(ManagerConfiguration, config).peering
+    assert (peering.enabled, peering.lifetime_seconds) == (True, 20)

@@ -1,0 +1,282 @@
+"""PodMigrationJobs on the real control plane: the chart's CRD and the real API server refuse a podRef they
+could not hold; every wait of a job is named in a condition and an Event; a ttl fails the job at its
+deadline while a PodDisruptionBudget keeps the disruption controller answering 429; an evictor the chart's
+RBAC does not grant fails the job at once. The manager runs on the chart's ServiceAccount token with the
+chart's configuration; the pods are a real Deployment's, scheduled by the stock default scheduler onto a
+kwok node, replaced by the real ReplicaSet controller.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from cluster_kit import Components, Kube, Space, wait_until
+
+from koordpy.model.durations import parse_rfc3339
+from koordpy_testkit.controlplane import ControlPlane
+
+pytestmark = pytest.mark.cluster
+
+SA = "system:serviceaccount:koordpy-system:koordpy-manager"
+PMJ = "PodMigrationJob"
+DIRECT = {"migrationController": {"defaultJobMode": "EvictDirectly"}}
+
+
+def deployment(space: Space, name: str, replicas: int, node: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": space.namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.invalid/app:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def running_pods(space: Space, app: str, count: int) -> list[str]:
+    """The names of the ``count`` Ready pods of ``app`` (waits for the Deployment to have them)."""
+
+    def ready() -> list[str] | None:
+        names = [
+            name
+            for name, pod in space.pods().items()
+            if pod["metadata"].get("labels", {}).get("app") == app
+            and not pod["metadata"].get("deletionTimestamp")
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+        ]
+        return sorted(names) if len(names) == count else None
+
+    pods: list[str] = wait_until(f"{count} Ready pods of {app}", ready)
+    return pods
+
+
+def job(space: Space, name: str, pod: str, *, ttl: str = "5m", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": PMJ,
+        "metadata": {"name": f"{space.namespace}-{name}", "labels": labels or {}},
+        "spec": {"mode": "EvictDirectly", "ttl": ttl, "podRef": {"namespace": space.namespace, "name": pod}},
+    }
+
+
+def status(kube: Kube, name: str) -> dict[str, Any]:
+    found = kube.get(PMJ, name)
+    assert found is not None, name
+    return dict(found.get("status") or {})
+
+
+def waiting(status_: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in status_.get("conditions") or () if c["type"] == "Waiting" and c["status"] == "True"), None)
+
+
+def job_events(kube: Kube, name: str) -> list[dict[str, Any]]:
+    return kube.events("default", involved=name)
+
+
+def manager_audit(plane: ControlPlane, resource: str, subresource: str = "") -> list[dict[str, Any]]:
+    return [
+        e
+        for e in plane.audit_events()
+        if e["user"]["username"] == SA
+        and (e.get("objectRef") or {}).get("resource") == resource
+        and (e.get("objectRef") or {}).get("subresource", "") == subresource
+    ]
+
+
+def test_a_pod_ref_the_api_server_could_not_hold_is_refused_and_a_valid_job_completes(
+    koordpy: Components, space: Space, kube: Kube
+) -> None:
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 4, node))
+    pods = running_pods(space, "web", 4)
+    manager = koordpy.start_manager(DIRECT)
+    refused = {
+        "long-name": {"podRef": {"namespace": space.namespace, "name": "w" * 9000}},
+        "subresource": {"podRef": {"namespace": space.namespace, "name": f"{pods[0]}/status"}},
+        "upper-namespace": {"podRef": {"namespace": "Shop", "name": pods[0]}},
+        "absurd-ttl": {"podRef": {"namespace": space.namespace, "name": pods[0]}, "ttl": "1e99h"},
+    }
+    for name, spec in refused.items():
+        body = {**job(space, name, pods[0]), "spec": {"mode": "EvictDirectly", **spec}}
+        resp = kube.client.post("/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs", json=body)
+        assert resp.status_code == 422, (name, resp.status_code, resp.text[:300])
+        field = "spec.ttl" if name == "absurd-ttl" else "spec.podRef"
+        assert field in resp.text, (name, resp.text[:300])
+    good = kube.create(job(space, "good", pods[0]))["metadata"]["name"]
+    wait_until("the valid job done", lambda: status(kube, good).get("phase") in ("Succeeded", "Failed"))
+    assert status(kube, good)["phase"] == "Succeeded"
+    assert pods[0] not in space.pods() or space.pods()[pods[0]]["metadata"].get("deletionTimestamp")
+    running_pods(space, "web", 4)  # the ReplicaSet replaced it
+    assert "Traceback" not in manager.log.read_text(errors="replace")
+
+
+def test_every_wait_names_its_reason_in_a_condition_and_an_event(koordpy: Components, space: Space, kube: Kube) -> None:
+    """Four replicas: two may migrate at once (maxMigratingPerWorkload), and objectLimiters' default
+    (5 minutes) lets the workload lose two pods per 300 s, one at a time: the first job evicts, the second
+    waits for the limiter (Running), the third for arbitration (Pending). Both say why."""
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 4, node))
+    pods = running_pods(space, "web", 4)
+    koordpy.start_manager(DIRECT)
+    names = [kube.create(job(space, f"m{i}", pods[i]))["metadata"]["name"] for i in range(3)]
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        found = {name: status(kube, name) for name in names}
+        done = [n for n, s in found.items() if s.get("phase") == "Succeeded"]
+        named = [n for n, s in found.items() if waiting(s) is not None]
+        return found if len(done) == 1 and len(named) == 2 else None
+
+    found: dict[str, dict[str, Any]] = wait_until("one job done, two naming their wait", settled)
+    held = {name: waiting(s) for name, s in found.items() if waiting(s) is not None}
+    phases = sorted(found[name].get("phase") or "Pending" for name in held)
+    assert phases == ["Pending", "Running"], found
+    for name, condition in held.items():
+        assert condition is not None and condition["message"], found[name]
+        phase = found[name].get("phase") or "Pending"
+        if phase == "Running":  # passed arbitration: the object limiter holds its eviction back
+            assert condition["reason"] == "ObjectLimiter" and "300s" in condition["message"], condition
+        else:  # still in arbitration: the filter that requeued it
+            assert condition["reason"] in ("ObjectLimiter", "MaxMigratingPerNode", "MaxMigratingPerWorkload"), condition
+        reasons = [e["reason"] for e in job_events(kube, name)]
+        assert condition["reason"] in reasons, (name, reasons)
+
+
+def test_ttl_fails_the_job_at_its_deadline_while_a_budget_answers_429(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """A budget that allows no disruption: the disruption controller keeps disruptionsAllowed at 0 and the
+    API server answers each eviction 429. The retries back off 1, 2, 4, 8, 16 then 30 s, so the attempt
+    after the 40 s ttl would come at about 61 s; the job fails at its deadline instead."""
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "db", 3, node))
+    pods = running_pods(space, "db", 3)
+    kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db", "namespace": space.namespace},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}},
+        }
+    )
+
+    def budget_observed() -> bool:
+        pdb = kube.get("PodDisruptionBudget", "db", space.namespace) or {}
+        return (pdb.get("status") or {}).get("expectedPods") == 3
+
+    wait_until("the disruption controller computed the budget", budget_observed)
+    koordpy.start_manager(DIRECT)
+    created = kube.create(job(space, "db", pods[0], ttl="40s"))
+    name = created["metadata"]["name"]
+    born = parse_rfc3339(created["metadata"]["creationTimestamp"])
+    wait_until("the job failed", lambda: status(kube, name).get("phase") == "Failed", timeout=300)
+    final = status(kube, name)
+    assert (final["reason"], final["message"]) == ("Timeout", "Abort job caused by timeout")
+    (timeout_event,) = [e for e in job_events(kube, name) if e["reason"] == "Timeout"]
+    at = parse_rfc3339(timeout_event.get("eventTime") or timeout_event["firstTimestamp"])
+    # at its deadline (40 s), well before the next retry (about 61 s) would have noticed the ttl
+    print(
+        f"ttl 40 s: Failed/Timeout {at - born:.1f} s after creation, after {len(manager_audit(control_plane, 'pods', 'eviction'))} refused evictions"
+    )
+    assert 40 <= at - born < 55, at - born
+    refused = [e for e in manager_audit(control_plane, "pods", "eviction") if e["objectRef"].get("name") == pods[0]]
+    assert len(refused) >= 3 and {e["responseStatus"]["code"] for e in refused} == {429}
+    deletes = [e for e in manager_audit(control_plane, "pods") if e["verb"] == "delete"]
+    assert deletes == []  # a refused eviction never became a plain delete
+    assert space.pods()[pods[0]]["metadata"].get("deletionTimestamp") is None
+
+
+def test_evictions_refused_by_a_budget_are_retried_until_it_allows_them(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "api", 3, node))
+    pods = running_pods(space, "api", 3)
+    kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "api", "namespace": space.namespace},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}},
+        }
+    )
+    wait_until(
+        "the budget computed",
+        lambda: (
+            ((kube.get("PodDisruptionBudget", "api", space.namespace) or {}).get("status") or {}).get("expectedPods")
+            == 3
+        ),
+    )
+    koordpy.start_manager(DIRECT)
+    name = kube.create(job(space, "api", pods[0]))["metadata"]["name"]
+
+    def refusals() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in manager_audit(control_plane, "pods", "eviction")
+            if e["objectRef"].get("name") == pods[0] and e["responseStatus"]["code"] == 429
+        ]
+
+    wait_until("two refused evictions", lambda: len(refusals()) >= 2)
+    held = status(kube, name)
+    assert held["phase"] == "Running"
+    eviction = next(c for c in held["conditions"] if c["type"] == "Eviction")
+    assert (eviction["status"], eviction["reason"]) == ("False", "FailedEvict")
+    assert [e["reason"] for e in job_events(kube, name)].count("Evicting") >= 1
+    kube.patch("PodDisruptionBudget", "api", {"spec": {"maxUnavailable": 1}}, space.namespace)
+    wait_until("the job done", lambda: status(kube, name).get("phase") == "Succeeded", timeout=300)
+    allowed = [
+        e
+        for e in manager_audit(control_plane, "pods", "eviction")
+        if e["objectRef"].get("name") == pods[0] and e["responseStatus"]["code"] in (200, 201)
+    ]
+    assert len(allowed) == 1  # one eviction went through, once
+    assert [e for e in manager_audit(control_plane, "pods") if e["verb"] == "delete"] == []
+
+
+def test_an_evictor_the_chart_does_not_grant_fails_the_job_at_once(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """``koordinator.sh/evict-policy: Delete`` asks for a plain delete; the chart grants pods/eviction only,
+    so the real authorizer answers 403 and the job fails at once, naming the missing permission, instead
+    of retrying until its ttl."""
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 4, node))
+    pods = running_pods(space, "web", 4)
+    koordpy.start_manager(DIRECT)
+    body = job(space, "delete", pods[0], labels={"koordinator.sh/evict-policy": "Delete"})
+    name = kube.create(body)["metadata"]["name"]
+    wait_until("the job failed", lambda: status(kube, name).get("phase") == "Failed")
+    final = status(kube, name)
+    assert final["reason"] == "FailedEvict" and "delete pods" in final["message"], final
+    assert [e["reason"] for e in job_events(kube, name) if e["type"] == "Warning"][-1] == "FailedEvict"
+    time.sleep(5)  # ten rounds: the failed job is not tried again
+    deletes = [
+        e
+        for e in manager_audit(control_plane, "pods")
+        if e["verb"] == "delete" and e["objectRef"].get("name") == pods[0]
+    ]
+    assert [e["responseStatus"]["code"] for e in deletes] == [403]
+    assert pods[0] in space.pods() and not space.pods()[pods[0]]["metadata"].get("deletionTimestamp")
