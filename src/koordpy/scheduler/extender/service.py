@@ -399,7 +399,7 @@ class ExtenderService:
         if error is None:
             self._finish("bind", "ok", started)
             self.backoff.forget(uid)
-            self.log.info(
+            self.log.debug(
                 "bind", pod=where, uid=uid, node=node, assumed=placed is not None, reservation=_reservation(annotations)
             )
             return Reply(200, encode_bind_result(""))
