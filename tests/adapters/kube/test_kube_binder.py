@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 import pytest
 
 from koordpy.kube import errors
@@ -85,16 +86,17 @@ async def raw_server(handler: Handler) -> AsyncIterator[ConnectionInfo]:
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     head = await reader.readuntil(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
     return head, await reader.readexactly(length)
 
 
 async def test_reads_chunked_answers_and_sends_credentials() -> None:
-    seen: list[bytes] = []
+    seen: list[tuple[bytes, bytes]] = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, body = await read_request(reader)
-        seen.append(head)
+        seen.append(await read_request(reader))
         payload = b'{"kind":"Status","status":"Success"}'
         writer.write(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         writer.write(b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (10, payload[:10], len(payload) - 10, payload[10:]))
@@ -106,8 +108,15 @@ async def test_reads_chunked_answers_and_sends_credentials() -> None:
         answer = await binder.create_binding("ns", "p", "u-1", "n1")
         await binder.close()
     assert answer == {"kind": "Status", "status": "Success"}
-    assert b"POST /api/v1/namespaces/ns/pods/p/binding HTTP/1.1\r\n" in seen[0]
-    assert b"Authorization: Bearer t0ken\r\n" in seen[0]
+    head, body = seen[0]
+    assert head.startswith(b"POST /api/v1/namespaces/ns/pods/p/binding HTTP/1.1\r\n")
+    assert b"Authorization: Bearer t0ken\r\n" in head
+    assert orjson.loads(body) == {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
 
 
 async def test_a_connection_the_server_closed_is_not_reused_and_errors_keep_their_kind() -> None:

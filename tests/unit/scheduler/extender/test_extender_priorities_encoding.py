@@ -59,7 +59,7 @@ def test_mixed_lengths_unknowns_and_churn_match_the_plain_encoding() -> None:
         scores = [rng.randrange(-2, 14) for _ in query]
         body = encode_priorities(fragments, state.index.lookup(query), np.array(scores, np.int64))
         assert orjson.loads(body) == plain(query, [max(s, 0) for s in scores], known)
-        assert b"  " not in body and b' ,' not in body and b' "' not in body  # no padding left
+        assert b"  " not in body and b" ," not in body and b' "' not in body  # no padding left
 
 
 def test_nothing_to_report_is_an_empty_list() -> None:
