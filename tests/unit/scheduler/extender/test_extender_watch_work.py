@@ -120,13 +120,22 @@ def test_confirming_an_assumed_placement_is_not_replayed_to_the_plugins() -> Non
     state.assume(pending, "n1", 100.0)
     assert recorder.calls == [("assigned", "a", 100.0)]
 
-    confirmed = pod_from_dict(PodBuilder("a").uid("u-a").requests(cpu="1").node("n1").phase("Pending").scheduled_at(99.0).build())
+    confirmed = pod_from_dict(
+        PodBuilder("a").uid("u-a").requests(cpu="1").node("n1").phase("Pending").scheduled_at(99.0).build()
+    )
     state.upsert_pod(confirmed, 101.0)
     assert recorder.calls == [("assigned", "a", 100.0)]  # the assume stands, timed when we bound it
     assert state.assigned["u-a"] is confirmed
 
     relabelled = pod_from_dict(
-        PodBuilder("a").uid("u-a").requests(cpu="1").node("n1").phase("Pending").scheduled_at(99.0).label("x", "1").build()
+        PodBuilder("a")
+        .uid("u-a")
+        .requests(cpu="1")
+        .node("n1")
+        .phase("Pending")
+        .scheduled_at(99.0)
+        .label("x", "1")
+        .build()
     )
     state.upsert_pod(relabelled, 102.0)  # anything else that changes is replayed, as before
     assert recorder.calls[1:] == [("unassigned", "a", None), ("assigned", "a", 99.0)]
