@@ -430,8 +430,9 @@ class Bench:
     def cpu(self) -> dict[str, tuple[float, float]]:
         return {name: cpu_seconds(pid) for name, pid in self.measured().items()}
 
-    def wait_quiet(self, limit: float = 60.0) -> None:
-        """Until the schedulers, the extenders and the API server used < 10 % of a cpu over 0.5 s."""
+    def wait_quiet(self, limit: float = 60.0) -> dict[str, float]:
+        """Until no measured process used 10 % of a cpu over 0.5 s; then each one's idle CPU over 2 s
+        (milliseconds per second: what it spends with nothing to schedule)."""
         names = [n for n in self.measured() if n != "bench"]
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
@@ -439,8 +440,13 @@ class Bench:
             time.sleep(0.5)
             after = self.cpu()
             if max(sum(after[n]) - sum(before[n]) for n in names) < 0.05:
-                return
-        log("processes not quiet; going on")
+                break
+        else:
+            log("processes not quiet; going on")
+        before, started = self.cpu(), time.monotonic()
+        time.sleep(2.0)
+        after, took = self.cpu(), time.monotonic() - started
+        return {n: round((sum(after[n]) - sum(before[n])) * 1000 / took, 2) for n in after}
 
     # -- rounds --
 
@@ -448,9 +454,17 @@ class Bench:
         text = self.plane.metrics(self.schedulers[profile].name)
         return histogram_sums(text, SCHEDULER_HISTOGRAMS, {"profile": SCHEDULER_NAMES[profile]})
 
-    def extender_histograms(self) -> dict[str, list[float]]:
+    def extender_histograms(self) -> tuple[dict[str, list[float]], dict[str, float]]:
+        """The extender's handler histograms and its watch-event counters."""
         assert self.components is not None
-        return histogram_sums(self.components.extender_metrics(), ("koordpy_extender_request_duration_seconds",))
+        text = self.components.extender_metrics()
+        events = {
+            f"{resource}/{kind}": float(value)
+            for resource, kind, value in re.findall(
+                r'koordpy_extender_watch_events_total\{resource="(\w+)",type="(\w+)"\} ([0-9.e+]+)', text
+            )
+        }
+        return histogram_sums(text, ("koordpy_extender_request_duration_seconds",)), events
 
     def create_pods(self, prefix: str, scheduler: str) -> None:
         """Create the round's pods."""
@@ -507,14 +521,14 @@ class Bench:
 
     def one_round(self, profile: str, variant: str) -> dict[str, Any]:
         self.refresh_metrics()
-        self.wait_quiet()
+        idle = self.wait_quiet()
         self.round_serial += 1
         prefix = f"r{self.round_serial:03d}-{profile}"
         proc = self.schedulers[profile]
         ext_before = self.extender_histograms()
         sched_before = self.scheduler_histograms(profile)
         load = os.getloadavg()[0]
-        spy = self._start_py_spy(prefix) if profile == "koordpy" and self.py_spy else None
+        spy = self._start_py_spy(prefix) if self.py_spy else None
         perf = self._start_perf(prefix) if profile == "koordpy" and self.perf else None
         os.killpg(proc.pid, signal.SIGSTOP)
         try:
@@ -568,7 +582,16 @@ class Bench:
             "kube_scheduler": histogram_delta(sched_before, sched_after),
         }
         if profile == "koordpy":
-            row["extender_handler"] = histogram_delta(ext_before, ext_after)
+            row["extender_handler"] = histogram_delta(ext_before[0], ext_after[0])
+        row["extender_watch_events"] = {
+            key: ext_after[1][key] - ext_before[1].get(key, 0.0)
+            for key in ext_after[1]
+            if ext_after[1][key] != ext_before[1].get(key, 0.0)
+        }
+        row["idle_cpu_ms_per_second"] = idle
+        row["cpu_ms_per_pod_net"] = {
+            name: round(max(row["cpu_ms_per_pod"][name] - idle[name] * wall / self.pods, 0.0), 3) for name in idle
+        }
         self.delete_pods()
         return row
 
@@ -643,6 +666,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "cpu_ms_per_pod_median": {
                 n: round(statistics.median(r["cpu_ms_per_pod"][n] for r in mine), 3) for n in cpu_names
             },
+            "cpu_ms_per_pod_net_median": {
+                n: round(statistics.median(r["cpu_ms_per_pod_net"][n] for r in mine), 3) for n in cpu_names
+            },
             "share_on_hot_nodes_median": statistics.median(r["quality"]["share_on_hot_nodes"] for r in mine),
         }
         if profile == "koordpy":
@@ -703,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", default="raised,chart", help=f"comma-separated, of {', '.join(VARIANTS)} (default raised,chart)"
     )
     parser.add_argument("--pin", action="store_true", help="kube-schedulers on cpu 0, extenders on cpu 1")
-    parser.add_argument("--py-spy", metavar="BINARY", help="sample the koordpy extender with py-spy during its rounds")
+    parser.add_argument("--py-spy", metavar="BINARY", help="sample the koordpy extender with py-spy in every round")
     parser.add_argument("--perf", action="store_true", help="perf record the koordpy extender during its rounds")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, help="keep the control plane's files here (default: a temp dir)")
