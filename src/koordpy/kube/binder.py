@@ -6,10 +6,12 @@ here a request is one pre-assembled write and a response parsed by httptools in 
 ``asyncio.Protocol`` (about 0.15 ms, most of it TLS). It speaks exactly what this call needs: a JSON
 body out, a status and a JSON body back, ``Content-Length`` or chunked.
 
-Connections are kept in a last-in-first-out idle pool (as Go's transport does) and dropped after
-``idle_seconds`` unused, before the API server's own idle timeout closes them under us (kube-apiserver:
-90 s). Requests that find no idle connection open a new one; there is no limit on concurrent requests
-(kube-scheduler starts one binding at a time per pod; each waits for its answer).
+At most ``max_connections`` connections are open; a request that finds none idle opens one while under
+that bound and otherwise waits for the next one released (kube-scheduler starts a binding per pod
+without limit, and a TLS handshake costs the API server more than the binding itself: Go's client
+avoids it with one multiplexed HTTP/2 connection). Idle connections are reused last-in-first-out (as
+Go's transport does) and dropped after ``idle_seconds`` unused, before the API server's own idle
+timeout closes them under us (kube-apiserver: 90 s).
 
 Errors are raised as :class:`koordpy.kube.client.ApiClient` raises them: an HTTP error status as the
 matching :class:`koordpy.kube.errors.ApiError`, anything on the way (refused, reset, closed before the
@@ -115,7 +117,7 @@ class BindingClient:
         connection: ConnectionInfo,
         *,
         idle_seconds: float = 60.0,
-        max_idle: int = 16,
+        max_connections: int = 16,
         connect_timeout: float = 10.0,
         user_agent: str = "koordpy",
     ) -> None:
@@ -126,8 +128,10 @@ class BindingClient:
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
+        if max_connections < 1:
+            raise ValueError("max_connections: must be at least 1")
         self.idle_seconds = idle_seconds
-        self.max_idle = max_idle
+        self.max_connections = max_connections
         self.connect_timeout = connect_timeout
         self._ssl = connection.ssl_context() if connection.is_tls else None
         host_header = parts.netloc.rsplit("@", 1)[-1]
@@ -136,6 +140,10 @@ class BindingClient:
         head.append("Content-Type: application/json")
         self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
         self._idle: list[_Connection] = []
+        self._open = 0
+        """Connections opened and not closed yet (idle or in use)."""
+        self._waiting: list[asyncio.Future[_Connection | None]] = []
+        """Requests waiting for a connection: handed a released one, or None (open your own)."""
         self._closed = False
 
     @classmethod
@@ -181,28 +189,72 @@ class BindingClient:
     async def _exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
         if self._closed:
             raise ApiConnectionError("the binding client is closed")
-        conn = self._take() or await self._connect()
+        conn = await self._acquire()
         try:
             status, raw = await conn.send(request)
         except BaseException:
-            conn.close()  # half a request or half an answer: the connection cannot be reused
+            self._discard(conn)  # half a request or half an answer: the connection cannot be reused
             raise
         retry_after = conn.retry_after
-        if conn.keep_alive and not conn.closed and not self._closed and len(self._idle) < self.max_idle:
-            conn.idle_since = time.monotonic()
-            self._idle.append(conn)
+        if conn.keep_alive and not conn.closed and not self._closed:
+            self._release(conn)
         else:
-            conn.close()
+            self._discard(conn)
         return status, raw, retry_after
 
-    def _take(self) -> _Connection | None:
+    async def _acquire(self) -> _Connection:
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and now - conn.idle_since < self.idle_seconds:
                 return conn
-            conn.close()
-        return None
+            self._discard(conn)
+        while self._open >= self.max_connections:
+            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                handed = await waiter
+            except BaseException:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():  # handed over as we gave up: pass it on
+                    late = waiter.result()
+                    if late is not None:
+                        self._release(late)
+                    else:
+                        self._wake(None)
+                raise
+            if handed is not None:
+                return handed
+        self._open += 1
+        try:
+            return await self._connect()
+        except BaseException:
+            self._open -= 1
+            self._wake(None)
+            raise
+
+    def _release(self, conn: _Connection) -> None:
+        """A connection that is good for another request: to the first waiter, else to the idle pool."""
+        while self._waiting:
+            waiter = self._waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        conn.idle_since = time.monotonic()
+        self._idle.append(conn)
+
+    def _discard(self, conn: _Connection) -> None:
+        conn.close()
+        self._open -= 1
+        self._wake(None)
+
+    def _wake(self, conn: _Connection | None) -> None:
+        while self._waiting:
+            waiter = self._waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(conn)  # None: a slot is free, open a connection
+                return
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -222,4 +274,8 @@ class BindingClient:
     async def close(self) -> None:
         self._closed = True
         while self._idle:
-            self._idle.pop().close()
+            self._discard(self._idle.pop())
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_exception(ApiConnectionError("the binding client is closed"))
+        self._waiting.clear()

@@ -62,7 +62,7 @@ async def test_keeps_one_connection_for_requests_one_after_another(api_client: A
         names = [f"q{i}" for i in range(4)]
         uids = [(await api_client.create(PODS, pod(n)))["metadata"]["uid"] for n in names]
         await asyncio.gather(*(binder.create_binding("default", n, u, "n1") for n, u in zip(names, uids, strict=True)))
-        assert 1 <= len(binder._idle) <= 4
+        assert 1 <= len(binder._idle) <= 4 and binder._open == len(binder._idle)
     finally:
         await binder.close()
     assert not binder._idle
@@ -173,3 +173,45 @@ def test_falls_back_to_the_api_client_behind_a_proxy() -> None:
     assert BindingClient.for_connection(proxied, fallback) is fallback
     with pytest.raises(ValueError, match="expected http"):
         BindingClient(ConnectionInfo(server="unix:///var/run/k8s.sock"))
+
+
+async def test_at_most_max_connections_are_open_and_waiters_get_released_ones() -> None:
+    opened = 0
+    busy = 0
+    most_busy = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal opened, busy, most_busy
+        opened += 1
+        try:
+            while True:  # keep-alive: one request after another on this connection
+                await read_request(reader)
+                busy += 1
+                most_busy = max(most_busy, busy)
+                await asyncio.sleep(0.02)
+                busy -= 1
+                writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            writer.close()
+
+    async with raw_server(handler) as connection:
+        binder = BindingClient(connection, max_connections=2)
+        try:
+            answers = await asyncio.gather(*(binder.create_binding("ns", f"p{i}", None, "n1") for i in range(7)))
+            assert answers == [{}] * 7
+            assert opened == 2 and most_busy == 2 and binder._open == 2 and len(binder._idle) == 2
+            # a request that gives up while waiting for a connection takes nothing with it
+            blockers = [asyncio.ensure_future(binder.create_binding("ns", f"b{i}", None, "n1")) for i in range(2)]
+            await asyncio.sleep(0)  # both connections in use
+            assert not binder._idle
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.005):
+                    await binder.create_binding("ns", "impatient", None, "n1")
+            await asyncio.gather(*blockers)
+            assert await binder.create_binding("ns", "after", None, "n1") == {}
+            assert opened == 2 and binder._open == 2 and not binder._waiting
+        finally:
+            await binder.close()
+    with pytest.raises(ValueError, match="max_connections"):
+        BindingClient(connection, max_connections=0)
