@@ -703,6 +703,67 @@ def print_table(size: int, variant: str, summary: dict[str, Any]) -> None:
     print(f"{size:>5} nodes  {variant:<16} ms/pod: {'  '.join(cells)}  |  {ratios}  |  extender cpu ms/pod {ext}")
 
 
+def markdown_report(results: Mapping[str, Any]) -> str:
+    """The tables of docs/performance.md from a results file (``--report FILE``)."""
+    lines = [
+        "| nodes | variant | % scored (koordpy) | stock ms/pod | koordpy ms/pod | no-op ms/pod "
+        "| koordpy ÷ stock | koordpy ÷ no-op | no-op ÷ stock | extender CPU ms/pod | load (1 min) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    cpu_lines = [
+        "| nodes | variant | profile | kube-scheduler | extender | kube-apiserver | etcd | handler filter / prioritize / bind (ms) |",
+        "|---:|---|---|---:|---:|---:|---:|---|",
+    ]
+    quality_lines = [
+        "| nodes | variant | profile | pods on nodes over 65 % cpu | mean reported cpu of the chosen nodes | most pods on one node |",
+        "|---:|---|---|---:|---:|---:|",
+    ]
+    for size, size_out in results["sizes"].items():
+        for variant, out in size_out["variants"].items():
+            summary = out["summary"]
+            profiles, ratios = summary["profiles"], summary["ratios"]
+            loads = [r["load_average_1m"] for r in out["rounds"]]
+            pct = out["percentage_of_nodes_to_score"]["koordpy"]
+            ext = profiles["koordpy"]["cpu_ms_per_pod_median"]["extender/koordpy"]
+            lines.append(
+                f"| {int(size):,} | {variant} | {'adaptive' if pct in (0, None) else pct} "
+                + "".join(f"| {profiles[p]['ms_per_pod_median']:.2f} " for p in PROFILES)
+                + "".join(f"| {ratios[k]['median']:.2f} " for k in ("koordpy/stock", "koordpy/noop", "noop/stock"))
+                + f"| {ext:.2f} | {min(loads):.1f}–{max(loads):.1f} |"
+            )
+            for profile in PROFILES:
+                cpu = profiles[profile]["cpu_ms_per_pod_median"]
+                extender = {"koordpy": "extender/koordpy", "noop": "extender/noop"}.get(profile)
+                handler = profiles[profile].get("extender_handler_ms_median", {})
+                verbs = " / ".join(f"{handler[v]:.2f}" for v in ("filter", "prioritize", "bind") if v in handler)
+                extender_cpu = f"{cpu[extender]:.2f}" if extender else "–"
+                cpu_lines.append(
+                    f"| {int(size):,} | {variant} | {profile} | {cpu[f'kube-scheduler/{profile}']:.2f} "
+                    f"| {extender_cpu} | {cpu['kube-apiserver']:.2f} | {cpu['etcd']:.2f} | {verbs or '–'} |"
+                )
+                rows = [r for r in out["rounds"] if r["profile"] == profile]
+                quality = [r["quality"] for r in rows]
+                quality_lines.append(
+                    f"| {int(size):,} | {variant} | {profile} "
+                    f"| {statistics.median(q['share_on_hot_nodes'] for q in quality):.1%} "
+                    f"| {statistics.median(q['mean_reported_cpu_percent_of_chosen'] for q in quality):.1f} % "
+                    f"| {statistics.median(q['most_pods_on_one_node'] for q in quality):.0f} |"
+                )
+    sizes = [
+        "| nodes | profile | filter answer (bytes) | prioritize answer (bytes) | candidates sent |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for size, size_out in results["sizes"].items():
+        for sample, answer in size_out.get("answer_bytes", {}).items():
+            for label in ("koordpy", "noop"):
+                a = answer[label]
+                sizes.append(
+                    f"| {int(size):,} ({sample.replace('_', ' ')}) | {label} | {a['filter_answer_bytes']:,} "
+                    f"| {a['prioritize_answer_bytes']:,} | {answer['candidates']:,} |"
+                )
+    return "\n\n".join("\n".join(table) for table in (lines, cpu_lines, quality_lines, sizes)) + "\n"
+
+
 @contextlib.contextmanager
 def control_plane(workdir: Path) -> Iterator[ControlPlane]:
     plane = ControlPlane(
@@ -733,7 +794,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perf", action="store_true", help="perf record the koordpy extender during its rounds")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, help="keep the control plane's files here (default: a temp dir)")
+    parser.add_argument("--report", type=Path, metavar="FILE", help="print the markdown tables of a results file")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        print(markdown_report(json.loads(args.report.read_text())), end="")
+        return 0
     sizes = [int(n) for n in args.nodes.split(",")]
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
