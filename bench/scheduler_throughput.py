@@ -768,7 +768,6 @@ def markdown_report(results: Mapping[str, Any]) -> str:
 def control_plane(workdir: Path) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         workdir=workdir / "controlplane",
-        allow_privileged=True,  # the chart's agent DaemonSet is privileged (it writes cgroups)
         default_scheduler=False,
         kwok=False,
         controllers=CONTROLLERS,
