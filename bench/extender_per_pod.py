@@ -31,6 +31,7 @@ import pstats
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,9 @@ STEPS = ("added", "filter", "prioritize", "bind", "bound", "deleted")
 
 
 class InstantBinder:
-    async def create_binding(self, namespace: str, name: str, uid: str, node: str) -> Any:
+    async def create_binding(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
+    ) -> Any:
         return {}
 
 
@@ -274,7 +277,8 @@ def run(nodes: int, pods: int, profile: cProfile.Profile | None) -> dict[str, fl
         bound = line("MODIFIED", bound_pod(raw, best, 20000 + 3 * i + 1))
         deleted = line("DELETED", bound_pod(raw, best, 20000 + 3 * i + 2))
         t5 = clock()
-        loop.run_until_complete(service.bind(bind_body))
+        reply = loop.run_until_complete(service.bind(bind_body))
+        assert reply.body == b'{"Error":""}', reply.body
         t6 = clock()
         event = orjson.loads(bound)
         on_pod(event["type"], event["object"])

@@ -99,7 +99,15 @@ HOT_PERCENT = 65
 METRIC_REFRESH_AFTER = 90.0
 RAISED_QPS = 5000
 PROFILES = ("stock", "koordpy", "noop")
-SCHEDULER_NAMES = {"stock": "default-scheduler", "koordpy": "koordpy-scheduler", "noop": "bench-noop"}
+BEFORE = "before"
+"""With ``--before SRC``: a fourth profile, the koordpy profile in front of the extender of another source tree."""
+SCHEDULER_NAMES = {
+    "stock": "default-scheduler",
+    "koordpy": "koordpy-scheduler",
+    "noop": "bench-noop",
+    BEFORE: "koordpy-before",
+}
+EXTENDER_OF = {"koordpy": "extender/koordpy", "noop": "extender/noop", BEFORE: "extender/before"}
 VARIANTS: dict[str, tuple[bool, int | None]] = {
     # name: (client QPS raised, percentageOfNodesToScore for koordpy and noop; None = the chart's)
     "raised": (True, None),
@@ -258,10 +266,18 @@ class Bench:
     pin: bool
     py_spy: str | None = None
     perf: bool = False
+    before_src: Path | None = None
+    before: Proc | None = None
+    before_base: str = ""
     components: Components | None = None
     noop: Proc | None = None
     noop_base: str = ""
     schedulers: dict[str, Proc] = field(default_factory=dict)
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        return (*PROFILES, BEFORE) if self.before_src is not None else PROFILES
+
     nodes: int = 0
     metrics_at: float = 0.0
     round_serial: int = 0
@@ -352,6 +368,36 @@ class Bench:
         wait_http(self.noop_base + "/healthz", 120, self.noop)
         if self.pin:
             taskset(self.noop.pid, "1")
+        if self.before_src is not None:
+            self._start_before(token)
+
+    def _start_before(self, token: str) -> None:
+        """``koordpy extender`` of ``before_src`` (its ``src`` directory first on the path), chart config."""
+        assert self.before_src is not None
+        port, ops = free_port(), free_port()
+        config = self.release.component_config("scheduler")
+        config["extender"] = {
+            **config.get("extender", {}),
+            "host": LOOPBACK,
+            "port": port,
+            "metricsHost": LOOPBACK,
+            "metricsPort": ops,
+            "schedulerName": SCHEDULER_NAMES[BEFORE],
+        }
+        path = self.workdir / "before-extender-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        kubeconfig = self.plane.kubeconfig("before-extender", token, "before-extender")
+        self.before = Proc(
+            "before-extender",
+            [sys.executable, "-m", "koordpy", "extender", "--config", str(path), "--kubeconfig", str(kubeconfig)],
+            self.workdir / "before-extender.log",
+            env={"PYTHONPATH": str(self.before_src / "src")},
+            cwd=self.before_src,
+        ).start()
+        self.before_base = f"http://{LOOPBACK}:{port}"
+        wait_http(self.before_base + "/readyz", 600, self.before)
+        if self.pin:
+            taskset(self.before.pid, "1")
 
     def wait_extender_synced(self) -> None:
         """Until the koordpy extender's cache holds every node and NodeMetric."""
@@ -380,7 +426,7 @@ class Bench:
         else:
             config = yaml.safe_load(self.release.configmap("scheduler")["kube-scheduler.yaml"])
             assert self.components is not None
-            base = self.components.extender_base if profile == "koordpy" else self.noop_base
+            base = {"koordpy": self.components.extender_base, "noop": self.noop_base, BEFORE: self.before_base}[profile]
             for extender in config.get("extenders") or []:
                 extender["urlPrefix"] = base
             config["profiles"][0]["schedulerName"] = SCHEDULER_NAMES[profile]
@@ -395,7 +441,7 @@ class Bench:
         token = self.release.token("scheduler")
         verbosity = self.release_values()["scheduler"]["kubeScheduler"]["verbosity"]
         configs = {}
-        for profile in PROFILES:
+        for profile in self.profiles:
             config = self.scheduler_config(profile, variant)
             configs[profile] = config
             name = f"sched-{profile}-{variant}-{self.nodes}"
@@ -424,6 +470,8 @@ class Bench:
         assert self.components is not None and self.components.procs and self.noop is not None
         pids["extender/koordpy"] = self.components.procs[0].pid
         pids["extender/noop"] = self.noop.pid
+        if self.before is not None:
+            pids["extender/before"] = self.before.pid
         pids["bench"] = os.getpid()
         return pids
 
@@ -465,6 +513,16 @@ class Bench:
             )
         }
         return histogram_sums(text, ("koordpy_extender_request_duration_seconds",)), events
+
+    def _before_histograms(self) -> dict[str, list[float]]:
+        text = httpx.get(
+            self.before_base.rsplit(":", 1)[0] + ":" + self._before_ops_port() + "/metrics", timeout=30
+        ).text
+        return histogram_sums(text, ("koordpy_extender_request_duration_seconds",))
+
+    def _before_ops_port(self) -> str:
+        config = yaml.safe_load((self.workdir / "before-extender-config.yaml").read_text())
+        return str(config["extender"]["metricsPort"])
 
     def create_pods(self, prefix: str, scheduler: str) -> None:
         """Create the round's pods."""
@@ -526,6 +584,7 @@ class Bench:
         prefix = f"r{self.round_serial:03d}-{profile}"
         proc = self.schedulers[profile]
         ext_before = self.extender_histograms()
+        before_handler = self._before_histograms() if profile == BEFORE else {}
         sched_before = self.scheduler_histograms(profile)
         load = os.getloadavg()[0]
         spy = self._start_py_spy(prefix) if self.py_spy else None
@@ -583,6 +642,8 @@ class Bench:
         }
         if profile == "koordpy":
             row["extender_handler"] = histogram_delta(ext_before[0], ext_after[0])
+        if profile == BEFORE:
+            row["extender_handler"] = histogram_delta(before_handler, self._before_histograms())
         row["extender_watch_events"] = {
             key: ext_after[1][key] - ext_before[1].get(key, 0.0)
             for key in ext_after[1]
@@ -655,7 +716,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         by_round.setdefault(row["round"], {})[row["profile"]] = row
     out: dict[str, Any] = {"profiles": {}, "ratios": {}}
-    for profile in PROFILES:
+    for profile in (*PROFILES, BEFORE):
         mine = [r for r in rows if r["profile"] == profile]
         if not mine:
             continue
@@ -671,7 +732,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             },
             "share_on_hot_nodes_median": statistics.median(r["quality"]["share_on_hot_nodes"] for r in mine),
         }
-        if profile == "koordpy":
+        if profile in ("koordpy", BEFORE):
             verbs: dict[str, list[float]] = {}
             for r in mine:
                 for key, value in r.get("extender_handler", {}).items():
@@ -685,6 +746,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "koordpy/stock": ("koordpy", "stock"),
         "koordpy/noop": ("koordpy", "noop"),
         "noop/stock": ("noop", "stock"),
+        "koordpy/before": ("koordpy", BEFORE),
+        "before/stock": (BEFORE, "stock"),
     }.items():
         ratios = [rnd[a]["ms_per_pod"] / rnd[b]["ms_per_pod"] for rnd in by_round.values() if a in rnd and b in rnd]
         if ratios:
@@ -705,6 +768,11 @@ def print_table(size: int, variant: str, summary: dict[str, Any]) -> None:
 
 def markdown_report(results: Mapping[str, Any]) -> str:
     """The tables of docs/performance.md from a results file (``--report FILE``)."""
+    before_lines = [
+        "| nodes | variant | koordpy ms/pod | before ms/pod | koordpy ÷ before | extender CPU ms/pod, koordpy "
+        "| extender CPU ms/pod, before | load (1 min) |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
     lines = [
         "| nodes | variant | % scored (koordpy) | stock ms/pod | koordpy ms/pod | no-op ms/pod "
         "| koordpy ÷ stock | koordpy ÷ no-op | no-op ÷ stock | extender CPU ms/pod | load (1 min) |",
@@ -724,6 +792,14 @@ def markdown_report(results: Mapping[str, Any]) -> str:
             profiles, ratios = summary["profiles"], summary["ratios"]
             loads = [r["load_average_1m"] for r in out["rounds"]]
             pct = out["percentage_of_nodes_to_score"]["koordpy"]
+            if BEFORE in profiles:
+                before_lines.append(
+                    f"| {int(size):,} | {variant} | {profiles['koordpy']['ms_per_pod_median']:.2f} "
+                    f"| {profiles[BEFORE]['ms_per_pod_median']:.2f} | {ratios['koordpy/before']['median']:.2f} "
+                    f"| {profiles['koordpy']['cpu_ms_per_pod_median']['extender/koordpy']:.2f} "
+                    f"| {profiles[BEFORE]['cpu_ms_per_pod_median']['extender/before']:.2f} "
+                    f"| {min(loads):.1f}–{max(loads):.1f} |"
+                )
             ext = profiles["koordpy"]["cpu_ms_per_pod_median"]["extender/koordpy"]
             lines.append(
                 f"| {int(size):,} | {variant} | {'adaptive' if pct in (0, None) else pct} "
@@ -731,9 +807,9 @@ def markdown_report(results: Mapping[str, Any]) -> str:
                 + "".join(f"| {ratios[k]['median']:.2f} " for k in ("koordpy/stock", "koordpy/noop", "noop/stock"))
                 + f"| {ext:.2f} | {min(loads):.1f}–{max(loads):.1f} |"
             )
-            for profile in PROFILES:
+            for profile in (p for p in (*PROFILES, BEFORE) if p in profiles):
                 cpu = profiles[profile]["cpu_ms_per_pod_median"]
-                extender = {"koordpy": "extender/koordpy", "noop": "extender/noop"}.get(profile)
+                extender = EXTENDER_OF.get(profile)
                 handler = profiles[profile].get("extender_handler_ms_median", {})
                 verbs = " / ".join(f"{handler[v]:.2f}" for v in ("filter", "prioritize", "bind") if v in handler)
                 extender_cpu = f"{cpu[extender]:.2f}" if extender else "–"
@@ -761,7 +837,8 @@ def markdown_report(results: Mapping[str, Any]) -> str:
                     f"| {int(size):,} ({sample.replace('_', ' ')}) | {label} | {a['filter_answer_bytes']:,} "
                     f"| {a['prioritize_answer_bytes']:,} | {answer['candidates']:,} |"
                 )
-    return "\n\n".join("\n".join(table) for table in (lines, cpu_lines, quality_lines, sizes)) + "\n"
+    tables = [lines, cpu_lines, quality_lines, sizes] + ([before_lines] if len(before_lines) > 2 else [])
+    return "\n\n".join("\n".join(table) for table in tables) + "\n"
 
 
 @contextlib.contextmanager
@@ -791,6 +868,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true", help="kube-schedulers on cpu 0, extenders on cpu 1")
     parser.add_argument("--py-spy", metavar="BINARY", help="sample the koordpy extender with py-spy in every round")
     parser.add_argument("--perf", action="store_true", help="perf record the koordpy extender during its rounds")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="TREE",
+        help="also run the koordpy profile in front of the extender of this source tree (its src/ first on the path)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--workdir", type=Path, help="keep the control plane's files here (default: a temp dir)")
     parser.add_argument("--report", type=Path, metavar="FILE", help="print the markdown tables of a results file")
@@ -829,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
         log("installing the chart")
         release.install()
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        bench = Bench(plane, kube, release, workdir, args.pods, args.pin, args.py_spy, args.perf)
+        bench = Bench(plane, kube, release, workdir, args.pods, args.pin, args.py_spy, args.perf, args.before)
         try:
             bench.grow_nodes(sizes[0])
             bench.start_extenders()
@@ -842,7 +925,8 @@ def main(argv: list[str] | None = None) -> int:
                     configs = bench.start_schedulers(variant)
                     rows: list[dict[str, Any]] = []
                     for rnd in range(args.rounds):
-                        order = PROFILES[rnd % 3 :] + PROFILES[: rnd % 3]
+                        profiles = bench.profiles
+                        order = profiles[rnd % len(profiles) :] + profiles[: rnd % len(profiles)]
                         for profile in order:
                             row = bench.one_round(profile, variant)
                             row["round"] = rnd
@@ -853,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
                             )
                     bench.stop_schedulers()
                     summary = summarise(rows)
-                    percentages = {p: configs[p].get("percentageOfNodesToScore") for p in PROFILES}
+                    percentages = {p: configs[p].get("percentageOfNodesToScore") for p in bench.profiles}
                     size_out["variants"][variant] = {
                         "percentage_of_nodes_to_score": percentages,
                         "summary": summary,
@@ -871,8 +955,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.out.write_text(json.dumps(results, indent=1) + "\n")
         finally:
             bench.stop_schedulers()
-            if bench.noop is not None:
-                bench.noop.stop()
+            for proc in (bench.noop, bench.before):
+                if proc is not None:
+                    proc.stop()
             if bench.components is not None:
                 bench.components.close()
     log(f"wrote {args.out}")
