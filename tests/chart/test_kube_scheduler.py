@@ -18,6 +18,7 @@ import yaml
 from helm_render import SCENARIOS, named, render, render_scenario
 
 from koordpy.config.errors import validate
+from koordpy.config.scenario import CHART_PERCENTAGE_OF_NODES_TO_SCORE
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import parse_duration
 
@@ -161,7 +162,8 @@ def test_koordpy_choices() -> None:
     for entry in (main, binder):
         assert entry["nodeCacheCapable"] is True
         assert entry["ignorable"] is False
-    assert cfg["percentageOfNodesToScore"] == 100
+    # kube-scheduler's adaptive sample, as the simulator assumes by default (docs/performance.md)
+    assert cfg["percentageOfNodesToScore"] == CHART_PERCENTAGE_OF_NODES_TO_SCORE == 0
     assert cfg["leaderElection"]["leaderElect"] is True
     assert cfg["leaderElection"]["resourceName"] == "koordpy-scheduler"
     assert cfg["leaderElection"]["resourceNamespace"] == "koordpy-system"

@@ -353,6 +353,21 @@ class QosSettings(_Model):
     """``ensurance.crane.io/v1alpha1`` PodQOS objects: NodeQOS rules act only on pods they allow."""
 
 
+CHART_PERCENTAGE_OF_NODES_TO_SCORE = 0
+"""The chart's ``scheduler.kubeScheduler.percentageOfNodesToScore`` (a chart test keeps them equal)."""
+
+
+class KubeSchedulerSettings(_Model):
+    """The koordpy profile's kube-scheduler (``KubeSchedulerConfiguration``) as far as the simulator models it."""
+
+    percentage_of_nodes_to_score: int = Field(
+        CHART_PERCENTAGE_OF_NODES_TO_SCORE, ge=0, le=100, alias="percentageOfNodesToScore", strict=True
+    )
+    """Share of the fitting nodes each cycle sends to the extender, kube-scheduler's rule: 0 = adaptive
+    (``50 - nodes/125`` percent, at least 5 %, at least 100 nodes); with fewer than 100 nodes, all of them.
+    The default is the chart's. The ``--compare baseline`` run always uses kube-scheduler's own default (0)."""
+
+
 class ReportSettings(_Model):
     hot_threshold: int | None = Field(None, ge=1, le=100, alias="hotThreshold", strict=True)
     """CPU usage percent above which a node counts as hot; default: the load-aware cpu threshold."""
@@ -372,6 +387,7 @@ class Scenario(_Model):
     workloads: list[Workload] = Field(min_length=1)
     node_metric: NodeMetricSettings = Field(default_factory=NodeMetricSettings, alias="nodeMetric")
     scheduler: SchedulerConfiguration = Field(default_factory=lambda: SchedulerConfiguration.model_validate({}))
+    kube_scheduler: KubeSchedulerSettings = Field(default_factory=KubeSchedulerSettings, alias="kubeScheduler")
     qos: QosSettings = Field(default_factory=QosSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
 

@@ -52,7 +52,13 @@ from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, Pod
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import GangCache, Release
 from koordpy.scheduler.profile import build_plugins
-from koordpy.sim.kubescheduler import LeastAllocatedPlacement, LoadAwarePlacement, Placement, RequestsFit
+from koordpy.sim.kubescheduler import (
+    LeastAllocatedPlacement,
+    LoadAwarePlacement,
+    NodeSampler,
+    Placement,
+    RequestsFit,
+)
 from koordpy.sim.qos import ClusterView, PodUsage, QosAction, QosPlanner
 from koordpy.sim.stats import RunStats
 from koordpy.sim.trace import Trace
@@ -142,13 +148,16 @@ class Simulation:
         rng = np.random.default_rng([seed, 2])
         self.state: ClusterState | None = None
         self.placement: Placement
+        self.sampler: NodeSampler
         if policy.placement == "load-aware":
             self.state = ClusterState(build_plugins(scenario.scheduler))
             for node in self.nodes:
                 self.state.upsert_node(node)
             self.placement = LoadAwarePlacement(self.state, self.fit, rng)
+            self.sampler = NodeSampler(scenario.kube_scheduler.percentage_of_nodes_to_score)
         else:
             self.placement = LeastAllocatedPlacement(self.fit, rng)
+            self.sampler = NodeSampler(0)  # the stock kube-scheduler's default
         pools = [(pool, pool.count) for pool in scenario.node_pools]
         self.sys_cpu = np.concatenate([np.full(c, p.system_usage.get("cpu", 0), np.float64) for p, c in pools])
         self.sys_memory = np.concatenate([np.full(c, p.system_usage.get("memory", 0), np.float64) for p, c in pools])
@@ -342,11 +351,12 @@ class Simulation:
             if member and gangs is not None and self._rejected_at_once(pod_id, pod.key, now):
                 continue
             vec = self.vectors[w]
-            candidates = np.flatnonzero(self.fit.feasible(vec))
+            candidates, every_node = self.sampler.sample(self.fit.feasible(vec))
             self.stats.attempts += 1
             node = self.placement.choose(pod, candidates, epoch) if candidates.size else None
             if node is None:
-                failed.add(w)
+                if every_node:  # a sample that failed says nothing about the next pod's sample
+                    failed.add(w)
                 self.unschedulable[pod_id] = now
                 if member:
                     self._gang_failed(pod.key)

@@ -26,7 +26,14 @@ from koordpy.model.objects import NodeInfo, PodInfo
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.framework.fit import RequestsTable
 
-__all__ = ["LeastAllocatedPlacement", "LoadAwarePlacement", "Placement", "RequestsFit"]
+__all__ = [
+    "LeastAllocatedPlacement",
+    "LoadAwarePlacement",
+    "NodeSampler",
+    "Placement",
+    "RequestsFit",
+    "feasible_nodes_to_find",
+]
 
 I64 = npt.NDArray[np.int64]
 # kube-scheduler's NonZeroRequested defaults (pkg/scheduler/util/pod_resources.go)
@@ -61,6 +68,44 @@ class RequestsFit(RequestsTable):
             total += np.where((alloc == 0) | (left < 0), 0, left * 100 // safe)
         out: I64 = total // 2
         return out
+
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def feasible_nodes_to_find(percentage: int, nodes: int) -> int:
+    """kube-scheduler's ``numFeasibleNodesToFind`` (pkg/scheduler/schedule_one.go, v1.37): how many fitting
+    nodes a cycle collects before it stops filtering. ``percentage`` 0 is the adaptive default."""
+    if nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return nodes
+    if percentage == 0:
+        percentage = max(50 - nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class NodeSampler:
+    """kube-scheduler's ``percentageOfNodesToScore``: each cycle walks the nodes from where the last one
+    stopped (``nextStartNodeIndex``) and keeps the first ``feasible_nodes_to_find`` that fit; only those
+    reach the extender and the scores. Not modelled: the parallel filter's overshoot (kube-scheduler may
+    examine a few more nodes than it keeps), the zone-interleaved node order."""
+
+    def __init__(self, percentage: int) -> None:
+        self.percentage = percentage
+        self.next_start = 0
+
+    def sample(self, fits: npt.NDArray[np.bool_]) -> tuple[I64, bool]:
+        """The candidate rows in the order examined, and whether every node was examined."""
+        count = fits.size
+        want = feasible_nodes_to_find(self.percentage, count)
+        start = self.next_start % count if count else 0
+        order = np.roll(np.arange(count, dtype=np.int64), -start)
+        found = np.flatnonzero(fits[order])
+        if want >= count or found.size <= want:
+            return order[found], True  # every node examined: processed == count, the start stays
+        kept = found[:want]
+        self.next_start = (start + int(kept[-1]) + 1) % count
+        return order[kept], False
 
 
 class Placement(Protocol):

@@ -116,3 +116,23 @@ def test_aggregated_usage_is_reported_when_configured(small_raw: dict[str, Any])
         assert entry.usage["p50"]["cpu"] <= entry.usage["p90"]["cpu"] <= entry.usage["p99"]["cpu"]
     assert metric.pods and all(p.usage["cpu"] >= 0 for p in metric.pods)
     assert metric.node_usage is not None and metric.node_usage["cpu"] >= sum(p.usage["cpu"] for p in metric.pods) * 0.5
+
+
+def test_the_koordpy_profile_samples_as_configured_and_the_baseline_as_stock(small_raw: dict[str, Any]) -> None:
+    small_raw["nodePools"] = [{"name": "n", "count": 1000, "allocatable": {"cpu": "32", "memory": "128Gi"}}]
+    small_raw["kubeScheduler"] = {"percentageOfNodesToScore": 10}
+    scenario = validate(Scenario, small_raw)
+    seen: list[int] = []
+    koordpy = Simulation(scenario, build_trace(scenario, 3), KOORDPY, 3, None)
+    original = koordpy.placement.choose
+
+    def choose(pod: PodInfo, candidates: Any, now: float) -> int | None:
+        seen.append(candidates.size)
+        return original(pod, candidates, now)
+
+    koordpy.placement.choose = choose  # type: ignore[method-assign]
+    koordpy.run()
+    assert seen and set(seen) == {100}  # 10 % of 1,000 nodes, every one of them fits
+    baseline = Simulation(scenario, build_trace(scenario, 3), BASELINE, 3, None)
+    assert koordpy.sampler.percentage == 10 and baseline.sampler.percentage == 0  # 0: adaptive, 420 here
+    assert validate(Scenario, {**small_raw, "kubeScheduler": {}}).kube_scheduler.percentage_of_nodes_to_score == 0

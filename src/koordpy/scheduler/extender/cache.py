@@ -69,6 +69,9 @@ class ClusterCache:
         """resource -> node name -> why its current object could not be read."""
         self.pending: dict[str, PodInfo] = {}
         """uid -> pod without a node (and not terminated), as last seen by the watch."""
+        self.pending_versions: dict[str, str] = {}
+        """uid -> the resourceVersion of ``pending[uid]`` (when the watch gave one): a verb whose pod has the
+        same uid and version takes the converted pod from here instead of converting it again."""
         self.conversion_errors: Counter[str] = Counter()
         """resource -> objects that could not be converted."""
         self.events: Counter[tuple[str, str]] = Counter()
@@ -161,6 +164,9 @@ class ClusterCache:
     def on_pod(self, event_type: str, raw: Mapping[str, Any]) -> None:
         if event_type not in _APPLIED:
             return
+        if event_type == "DELETED" and (known := self._known(raw)) is not None:
+            self.apply_pod(event_type, known, raw)  # a deletion needs only who it was: no conversion
+            return
         try:
             pod = pod_from_dict(raw)
         except Exception as exc:
@@ -168,16 +174,35 @@ class ClusterCache:
             return
         self.apply_pod(event_type, pod, raw)
 
+    def _known(self, raw: Mapping[str, Any]) -> PodInfo | None:
+        """The cached pod (assigned or pending) with ``raw``'s uid, namespace and name, if any."""
+        meta = raw.get("metadata")
+        uid = meta.get("uid") if type(meta) is dict else None
+        if type(uid) is not str:
+            return None
+        pod = self.state.assigned.get(uid) or self.pending.get(uid)
+        if pod is None or pod.name != meta.get("name") or pod.namespace != meta.get("namespace"):  # type: ignore[union-attr]
+            return None
+        return pod
+
     def apply_pod(self, event_type: str, pod: PodInfo, raw: Mapping[str, Any] | None = None) -> None:
         """Apply an already converted pod event (``raw``, when given, goes to ``pod_listener``)."""
         if event_type == "DELETED":
             self.pending.pop(pod.uid, None)
+            self.pending_versions.pop(pod.uid, None)
             self.state.remove_pod(pod.uid)
         else:
             if pod.node_name or pod.terminated:
                 self.pending.pop(pod.uid, None)
+                self.pending_versions.pop(pod.uid, None)
             else:
                 self.pending[pod.uid] = pod
+                meta = raw.get("metadata") if raw is not None else None
+                version = meta.get("resourceVersion") if type(meta) is dict else None
+                if type(version) is str and version:
+                    self.pending_versions[pod.uid] = version
+                else:
+                    self.pending_versions.pop(pod.uid, None)
             held = self.held_node(pod.key) if self.held_node is not None and not pod.node_name else None
             if held is not None and not pod.terminated:
                 self.state.assume(pod, held, self.clock.now())

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.kube.binder import BindingClient
 from koordpy.kube.client import ApiClient
 from koordpy.kube.reflector import Reflector, run_reflectors
 from koordpy.kube.resources import (
@@ -202,12 +203,13 @@ def build_extender(
     def not_ready() -> str | None:
         return holder["extender"].not_ready()
 
+    binder = BindingClient.for_connection(client.connection, client) if client is not None else None
     service = ExtenderService(
         cache=cache,
         fragments=fragments,
         settings=config.extender,
         metrics=metrics,
-        binder=client,
+        binder=binder,
         clock=clock,
         log=log,
         not_ready=not_ready,
@@ -236,6 +238,8 @@ def build_extender(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await gangs.close()
+            if isinstance(binder, BindingClient):
+                await binder.close()
             await client.close()
 
     app = create_app(service, registry, lifespan=lifespan)

@@ -150,16 +150,24 @@ class ExtenderService:
                 pod = hit[1]
                 self._note_foreign(pod, verb)
                 return pod
+            if self.cache.pending_versions.get(uid) == version:  # the watch converted this very version
+                pod = self.cache.pending[uid]
+                self._remember(uid, version, pod)
+                self._note_foreign(pod, verb)
+                return pod
         try:
             pod = pod_from_dict(raw)
         except Exception as exc:
             raise ProtocolError(400, f"Pod: {exc}") from None
-        self._recent[pod.uid] = (version if isinstance(version, str) else "", pod)
-        self._recent.move_to_end(pod.uid)
-        if len(self._recent) > RECENT_PODS:
-            self._recent.popitem(last=False)
+        self._remember(pod.uid, version if isinstance(version, str) else "", pod)
         self._note_foreign(pod, verb)
         return pod
+
+    def _remember(self, uid: str, version: str, pod: PodInfo) -> None:
+        self._recent[uid] = (version, pod)
+        self._recent.move_to_end(uid)
+        if len(self._recent) > RECENT_PODS:
+            self._recent.popitem(last=False)
 
     def _note_foreign(self, pod: PodInfo, verb: str) -> None:
         if pod.scheduler_name != self.settings.scheduler_name:
@@ -417,7 +425,7 @@ class ExtenderService:
         if error is None:
             self._finish("bind", "ok", started)
             self.backoff.forget(uid)
-            self.log.info(
+            self.log.debug(
                 "bind", pod=where, uid=uid, node=node, assumed=placed is not None, reservation=_reservation(annotations)
             )
             return Reply(200, encode_bind_result(""))

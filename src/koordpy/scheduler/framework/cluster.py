@@ -7,7 +7,8 @@ and ``koordpy simulate`` all need, so there is one implementation of each rule.
 
 A pod is *assigned* while it has ``spec.nodeName`` (or was just bound by us) and is not
 terminated (phase Succeeded/Failed). Its assignment time is its ``PodScheduled=True`` transition
-time, else the time we first saw it assigned.
+time, else the time we first saw it assigned; a placement we assumed keeps the time we assumed it
+when the watch confirms it (the update that only adds the ``PodScheduled`` time is not replayed).
 
 Not guaranteed: thread safety. Call from one thread (the extender's event loop).
 """
@@ -87,6 +88,8 @@ class ClusterState:
         self.invalid_nodes: dict[str, str] = {}
         """Node name -> why its last object could not be read; such a node fails every filter."""
         self._assigned_at: dict[str, float] = {}
+        self._assumed: set[str] = set()
+        """Pods placed by :meth:`assume` whose placement the watch has not confirmed yet."""
         self._filters = [p for p in self.plugins if isinstance(p, FilterPlugin)]
         self._scorers = [p for p in self.plugins if isinstance(p, ScorePlugin)]
         self._capacity = 0
@@ -131,8 +134,20 @@ class ClusterState:
         old = self.assigned.get(pod.uid)
         keep = bool(pod.node_name) and not pod.terminated
         if old is not None:
-            if keep and old.node_name == pod.node_name and old == pod:
-                return
+            if keep and old.node_name == pod.node_name:
+                if old == pod:
+                    return
+                if (
+                    old.scheduled_time is None
+                    and pod.scheduled_time is not None
+                    and pod.uid in self._assumed
+                    and dataclasses.replace(old, scheduled_time=pod.scheduled_time) == pod
+                ):
+                    # The watch confirms a placement we assumed (only the PodScheduled time is new): the
+                    # plugins keep the assume, timed when we bound it; nothing they read has changed.
+                    self.assigned[pod.uid] = pod
+                    self._assumed.discard(pod.uid)
+                    return
             self._unassign(old)
         if keep:
             first_seen = self._assigned_at.get(pod.uid) if old is not None and old.node_name == pod.node_name else None
@@ -150,6 +165,8 @@ class ClusterState:
         """Record a placement we made (a bind) before the watch reports it."""
         placed = dataclasses.replace(pod, node_name=node_name)
         self.upsert_pod(placed, now)
+        if placed.uid in self.assigned:
+            self._assumed.add(placed.uid)
         return placed
 
     def _assign(self, pod: PodInfo, assigned_at: float) -> None:
@@ -162,6 +179,7 @@ class ClusterState:
 
     def _unassign(self, pod: PodInfo) -> None:
         del self.assigned[pod.uid]
+        self._assumed.discard(pod.uid)
         index = self.index.get(pod.node_name)
         for plugin in self.plugins:
             plugin.on_pod_unassigned(index, pod.node_name, pod)

@@ -75,11 +75,11 @@ async def test_prioritize_is_a_bare_clamped_host_priority_list(ext: Any) -> None
     assert isinstance(result, list)
     assert all(set(entry) == {"Host", "Score"} for entry in result)
     scores = {entry["Host"]: entry["Score"] for entry in result}
-    # unknown names are left out (kube-scheduler adds nothing for a missing host)
-    assert set(scores) == {"idle", "hot", "empty-metric"}
+    # unknown names and scores of 0 are left out (kube-scheduler adds nothing for a missing host)
+    assert set(scores) == {"idle", "hot"}
     # idle: cpu (32000-5700)*100//32000 = 82; memory 32Gi+3006477107 of 128Gi -> 72; (82+72)//2 = 77 -> 7
     # hot:  cpu (32000-25700)*100//32000 = 19; memory 72; (19+72)//2 = 45 -> 4
-    assert scores == {"idle": 7, "hot": 4, "empty-metric": 0}
+    assert scores == {"idle": 7, "hot": 4}  # empty-metric: 0
     assert all(isinstance(s, int) and 0 <= s <= 10 for s in scores.values())
 
 

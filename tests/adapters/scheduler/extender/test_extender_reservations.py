@@ -58,7 +58,7 @@ async def filtered(ext: Any, raw: dict[str, Any]) -> dict[str, Any]:
 
 async def scores(ext: Any, raw: dict[str, Any], names: list[str]) -> dict[str, int]:
     resp = await ext.post("prioritize", {"Pod": raw, "Nodes": None, "NodeNames": names})
-    return {e["Host"]: e["Score"] for e in orjson.loads(resp.content)}
+    return dict.fromkeys(names, 0) | {e["Host"]: e["Score"] for e in orjson.loads(resp.content)}  # 0: left out
 
 
 async def bind(ext: Any, raw: dict[str, Any], node: str) -> str:
