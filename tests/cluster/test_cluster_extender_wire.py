@@ -45,7 +45,8 @@ def test_kube_scheduler_and_the_extender_speak_the_same_wire_format(
         if verb == "filter":
             assert list(answer) == FILTER_ANSWER and answer["Error"] == "" and answer["Nodes"] is None, answer
         elif verb == "prioritize":
-            assert all(list(row) == ["Host", "Score"] and 0 < row["Score"] <= 10 for row in answer), answer  # 0: left out
+            # a score of 0 is left out of the answer
+            assert all(list(row) == ["Host", "Score"] and 0 < row["Score"] <= 10 for row in answer), answer
         else:
             assert answer == {"Error": ""}
 
