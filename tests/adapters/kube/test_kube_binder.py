@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -75,12 +76,28 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
 
 @asynccontextmanager
 async def raw_server(handler: Handler) -> AsyncIterator[ConnectionInfo]:
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    """A server running ``handler`` per connection; every connection is closed by the end of the block
+    (a handler that returns on the client's close would leave its side open past the event loop)."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        try:
+            result = handler(reader, writer)
+            if inspect.isawaitable(result):
+                await result
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         yield ConnectionInfo(server=f"http://127.0.0.1:{port}", authorization="Bearer t0ken")
     finally:
         server.close()
+        for writer in writers:
+            writer.close()
+        await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         await server.wait_closed()
 
 
