@@ -519,11 +519,17 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_nothing_of_the_
     """Two NonStrict gangs of 2 members of 5 cpu each on two 8-cpu nodes: the room fits one gang (one member
     per node; a member's load-aware estimate is 5 x 85 % = 4.25 cores, 53 % of a node, under the 65 %
     threshold). Whatever order kube-scheduler takes the four members in, one gang binds whole and the other
-    binds nothing: neither deadlocks the other, and no gang is partly bound."""
+    binds nothing: when each holds one node, the deadlock resolution releases the younger PodGroup's hold
+    and the older gang's pending member takes the room; no gang is partly bound.
+
+    The PodGroups are created in different seconds (creation times have a resolution of one second): with
+    equal creation times the victim is the greater group id, whatever the members' order in kube-scheduler's
+    queue, and the released member can take the room back (docs/gang.md, NonStrict deadlocks)."""
     ready_nodes(space, kube, 2, cpu="8")
     koordpy.start_extender()
     for gang in ("red", "blue"):
         kube.create(podgroup(space.namespace, gang, 2, timeout_seconds=600, annotations={GANG + "mode": "NonStrict"}))
+        time.sleep(1.1)  # the next PodGroup's creationTimestamp is a later second
     for index in range(2):  # interleaved, so each gang has a member in the queue before the other's second
         for gang in ("red", "blue"):
             member(space, f"{gang}-{index}", gang, cpu="5")
