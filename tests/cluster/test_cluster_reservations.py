@@ -419,9 +419,10 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
         assert starving == [("create", record["name"]), ("delete", record["name"])], starving
 
         def released() -> set[tuple[str, str, str]] | None:
+            """The manager's Events on the Reservation (cluster-scoped: they go to ``default``) and the pod."""
             got = {
                 (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
-                for e in kube.events(space.namespace)
+                for e in [*kube.events("default", involved=record["name"]), *kube.events(space.namespace)]
             }
             return got if ("Reservation", record["name"], "StarvingJobReleased") in got else None
 

@@ -129,7 +129,25 @@ def manager_calls(cluster: Cluster, verb: str, resource: str) -> int:
     )
 
 
-async def drive_to_success(admin: httpx.AsyncClient, cluster: Cluster, res_name: str) -> dict[str, Any]:
+async def migration_rounds(manager: str) -> int:
+    """The migration rounds the manager ran (its ``koordpy_migration_rounds_total``, both outcomes); the rounds
+    read the manager's watch caches, so no request per round would count them."""
+    async with httpx.AsyncClient(base_url=manager, timeout=HANG_BACKSTOP) as scrape:
+        text = (await scrape.get("/metrics")).text
+    prefix = "koordpy_migration_rounds_total{"
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)))
+
+
+async def five_more_rounds(manager: str) -> None:
+    ran = await migration_rounds(manager)
+
+    async def rounds_ran() -> bool:
+        return await migration_rounds(manager) >= ran + 5
+
+    await until("five more migration rounds", rounds_ran)
+
+
+async def drive_to_success(admin: httpx.AsyncClient, manager: str, res_name: str) -> dict[str, Any]:
     """Place the Reservation on n2 (where the sibling web-0 runs), let the manager evict, bring up the
     replacement, wait for Succeeded."""
     await pod_on(admin, "web-0", "n2")
@@ -145,13 +163,8 @@ async def drive_to_success(admin: httpx.AsyncClient, cluster: Cluster, res_name:
         return any(c.get("reason") == "WaitForPodBindReservation" for c in conditions)
 
     await until("the job waits for a pod to bind the Reservation", waiting_for_bind)
-    # five more rounds (each lists the Reservations) with the Ready sibling web-0 on n2
-    listed = manager_calls(cluster, "list", "reservations")
-
-    async def rounds_ran() -> bool:
-        return manager_calls(cluster, "list", "reservations") >= listed + 5
-
-    await until("five more migration rounds", rounds_ran)
+    # five more rounds with the Ready sibling web-0 on n2
+    await five_more_rounds(manager)
     still = (await job(admin))["status"]
     assert still["phase"] == "Running" and "podRef" not in still
     await pod_on(admin, "web-2", "n2", ready=False, through=res_name)
@@ -178,7 +191,7 @@ async def test_reservation_first_reserves_evicts_and_waits_for_the_ready_replace
     async with cluster.admin() as admin:
         await shop(admin)
         await pod_on(admin, "web-1", "n1")
-        cluster.start_manager(FAST)
+        _, manager = cluster.start_manager(FAST)
         kubectl_apply(cluster, manifest(tmp_path / "pmj.yaml"))
 
         async def reserved() -> bool:
@@ -193,17 +206,12 @@ async def test_reservation_first_reserves_evicts_and_waits_for_the_ready_replace
         assert terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
             {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
         ]
-        # several rounds (each lists the Reservations) while the Reservation is not placed: no eviction
-        listed = manager_calls(cluster, "list", "reservations")
-
-        async def rounds_ran() -> bool:
-            return manager_calls(cluster, "list", "reservations") >= listed + 5
-
-        await until("five more migration rounds", rounds_ran)
+        # several rounds while the Reservation is not placed: no eviction
+        await five_more_rounds(manager)
         assert evictions(cluster, "web-1") == 0
         assert (await job(admin))["spec"]["reservationOptions"]["reservationRef"]["name"] == uid
 
-        done = await drive_to_success(admin, cluster, uid)
+        done = await drive_to_success(admin, manager, uid)
     status = done["status"]
     assert (status["status"], status["nodeName"], status["podRef"]["name"]) == ("Complete", "n2", "web-2")
     assert status["message"] == f'Bind Pod "shop/web-2" in Reservation "{uid}"'
