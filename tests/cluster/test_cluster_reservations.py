@@ -440,6 +440,7 @@ def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(
     manager's placement finds none. A placement written by someone else onto the pod's own node (here the
     test, through the status subresource) must not make the job evict: it fails with ForbiddenMigratePod,
     the manager deletes its Reservation, and the pod stays."""
+    koordpy.start_scheduling()
     koordpy.start_manager({**FAST_MIGRATION, **NO_NODEMETRICS, "reservation": {"intervalSeconds": 1}})
     n0 = space.node("n0", cpu="8", memory="16Gi")
     space.wait_nodes_ready()
@@ -476,6 +477,7 @@ def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(
 
     final = wait_until("the job ended", failed)
     assert (final["phase"], final["reason"]) == ("Failed", "ForbiddenMigratePod"), final
+    assert final["message"] == f'Scheduler assigned the Reservation "{res_name}" on the same node as the Pod'
     wait_until("the Reservation deleted", lambda: kube.get("Reservation", res_name) is None)
     assert victim in running(space, "web")
     evictions = manager_writes(control_plane, "pods", "create", "eviction")
