@@ -280,22 +280,24 @@ def test_late_member_completes_its_gang_without_waiting_for_the_flush(
     one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
 
 
-def incoming(koordpy: Components, event: str) -> float:
-    """kube-scheduler's ``scheduler_queue_incoming_pods_total`` for ``event`` (pods moved into its queues)."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in koordpy.scheduler_metrics().splitlines()
-        if line.startswith("scheduler_queue_incoming_pods_total{") and f'event="{event}"' in line
-    )
+def incoming(koordpy: Components) -> dict[str, float]:
+    """kube-scheduler's ``scheduler_queue_incoming_pods_total`` by event (pods moved into its queues)."""
+    out: dict[str, float] = {}
+    for line in koordpy.scheduler_metrics().splitlines():
+        if line.startswith("scheduler_queue_incoming_pods_total{") and 'event="' in line:
+            event = line.split('event="', 1)[1].split('"', 1)[0]
+            out[event] = out.get(event, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
 
 
-def test_without_the_requeue_only_kube_schedulers_flush_moves_the_parked_member(
+def test_without_the_requeue_the_extender_patches_nothing_and_kube_scheduler_moves_the_member(
     control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
 ) -> None:
-    """The late-member test's control: with ``gang.requeueQPS: 0`` the extender patches no pod, and b's
-    creation does not move the parked a; only kube-scheduler's flush of pods left unschedulable too long
-    does (its ``UnschedulableTimeout`` move). The flush's age is shortened here to 20 s (the default is
-    5 minutes; the flush runs every 30 s), so the gang binds within a minute rather than five."""
+    """The late-member test's control: with ``gang.requeueQPS: 0`` the extender patches no pod; the parked
+    member a is moved by kube-scheduler alone, on a cluster event that is not b's creation (on kwok, a node
+    heartbeat) or by its flush of pods left unschedulable too long, whichever comes first. The flush's age is
+    shortened to 20 s (the default is 5 minutes; the flush runs every 30 s) so that the wait stays short;
+    which event moved a is printed (kube-scheduler's own counter), not asserted: both are kube-scheduler's."""
     ready_nodes(space, kube, 2)
     koordpy.start_extender({"gang": {"requeueQPS": 0}})
     koordpy.start_scheduler(extra_args=["--pod-max-in-unschedulable-pods-duration=20s"])
@@ -303,11 +305,13 @@ def test_without_the_requeue_only_kube_schedulers_flush_moves_the_parked_member(
     member(space, "late-a", "late")
     wait_until("first member parked", lambda: filters(koordpy) >= 2 and koordpy.parked(1))
     assert refused(kube, space, "late-a")
-    flushed = incoming(koordpy, "UnschedulableTimeout")
+    before = incoming(koordpy)
     member(space, "late-b", "late")
-    poll("gang bound through the flush", lambda: len(space.bound()) == 2, timeout=UNDER_THE_FLUSH)
+    poll("gang bound by kube-scheduler's own move", lambda: len(space.bound()) == 2, timeout=UNDER_THE_FLUSH)
     assert sorted(space.bound()) == ["late-a", "late-b"]
-    assert incoming(koordpy, "UnschedulableTimeout") > flushed
+    after = incoming(koordpy)
+    moved = {event: after[event] - before.get(event, 0.0) for event in after if after[event] > before.get(event, 0.0)}
+    print(f"kube-scheduler's queue moves since b was created, by event: {moved}")
     assert requeue_patches(control_plane, space.namespace) == {}
     one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
 
