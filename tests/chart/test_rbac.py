@@ -1,7 +1,7 @@
 """Rendered RBAC: least privilege per component, no wildcards, a ``# why:`` comment on every rule.
 
-``grants(objects)`` (helm_render.py) maps each ServiceAccount to the rules bound to it; the system tier's
-RBAC-against-reality test can reuse it.
+``grants(objects)`` (helm_render.py) maps each ServiceAccount to the rules bound to it. Whether the components'
+calls are allowed is the real authorizer's answer on the real-cluster tier (``tests/cluster/test_cluster_rbac.py``).
 """
 
 from __future__ import annotations

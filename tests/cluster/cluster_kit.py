@@ -356,8 +356,11 @@ class Components:
             extender["urlPrefix"] = url
         return config
 
-    def start_scheduler(self, config: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP) -> Proc:
-        """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token."""
+    def start_scheduler(
+        self, config: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, extra_args: Iterable[str] = ()
+    ) -> Proc:
+        """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token
+        (``extra_args``: command-line flags added to ``--v=2``)."""
         config = config or self.kube_scheduler_config()
         lease = (config.get("leaderElection") or {}).get("resourceName")
         if lease:  # a previous test's scheduler may have died holding it
@@ -368,7 +371,7 @@ class Components:
             self.release.token("scheduler"),
             user="koordpy-scheduler-sa",
             timeout=timeout,
-            extra_args=["--v=2"],
+            extra_args=["--v=2", *extra_args],
         )
         self.procs.append(proc)
         self.scheduler_proc = proc

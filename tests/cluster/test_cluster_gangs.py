@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import Components, Kube, Space, bindings_by_pod, poll, wait_until
+from cluster_kit import PROFILE, Components, Kube, Space, bindings_by_pod, poll, wait_until
 
 from koordpy.crds import crd_manifest
 from koordpy.crds.podgroup import POD_GROUP_VOLCANO, POD_GROUP_X_K8S
@@ -280,6 +280,42 @@ def test_late_member_completes_its_gang_without_waiting_for_the_flush(
     one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
 
 
+def incoming(koordpy: Components) -> dict[str, float]:
+    """kube-scheduler's ``scheduler_queue_incoming_pods_total`` by event (pods moved into its queues)."""
+    out: dict[str, float] = {}
+    for line in koordpy.scheduler_metrics().splitlines():
+        if line.startswith("scheduler_queue_incoming_pods_total{") and 'event="' in line:
+            event = line.split('event="', 1)[1].split('"', 1)[0]
+            out[event] = out.get(event, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_without_the_requeue_the_extender_patches_nothing_and_kube_scheduler_moves_the_member(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """The late-member test's control: with ``gang.requeueQPS: 0`` the extender patches no pod; the parked
+    member a is moved by kube-scheduler alone, on a cluster event that is not b's creation (on kwok, a node
+    heartbeat) or by its flush of pods left unschedulable too long, whichever comes first. The flush's age is
+    shortened to 20 s (the default is 5 minutes; the flush runs every 30 s) so that the wait stays short;
+    which event moved a is printed (kube-scheduler's own counter), not asserted: both are kube-scheduler's."""
+    ready_nodes(space, kube, 2)
+    koordpy.start_extender({"gang": {"requeueQPS": 0}})
+    koordpy.start_scheduler(extra_args=["--pod-max-in-unschedulable-pods-duration=20s"])
+    kube.create(podgroup(space.namespace, "late", 2))
+    member(space, "late-a", "late")
+    wait_until("first member parked", lambda: filters(koordpy) >= 2 and koordpy.parked(1))
+    assert refused(kube, space, "late-a")
+    before = incoming(koordpy)
+    member(space, "late-b", "late")
+    poll("gang bound by kube-scheduler's own move", lambda: len(space.bound()) == 2, timeout=UNDER_THE_FLUSH)
+    assert sorted(space.bound()) == ["late-a", "late-b"]
+    after = incoming(koordpy)
+    moved = {event: after[event] - before.get(event, 0.0) for event in after if after[event] > before.get(event, 0.0)}
+    print(f"kube-scheduler's queue moves since b was created, by event: {moved}")
+    assert requeue_patches(control_plane, space.namespace) == {}
+    one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
+
+
 def test_recreated_gang_is_all_or_nothing_again(koordpy: Components, space: Space, kube: Kube) -> None:
     ready_nodes(space, kube, 2)
     koordpy.start_extender()
@@ -305,11 +341,12 @@ def test_recreated_gang_is_all_or_nothing_again(koordpy: Components, space: Spac
 
 
 def test_another_namespace_cannot_complete_a_gang_group(
-    koordpy: Components, space: Space, other_space: Space, kube: Kube
+    control_plane: ControlPlane, koordpy: Components, space: Space, other_space: Space, kube: Kube
 ) -> None:
     """The victim's GangGroup: PodGroups train (2 members) and ps (1 of its 2 members), both declaring
     [train, ps]. A pod in another namespace names the victim's gangs in its own groups annotation. It binds
-    (alone: foreign entries are left out of its group) and nothing of the victim binds."""
+    (alone: foreign entries are left out of its group) and nothing of the victim binds, until ps's own
+    second member arrives: then both gangs are satisfied and all four members bind."""
     ready_nodes(space, kube, 2)
     koordpy.start_scheduling()
     victim = space.namespace
@@ -336,6 +373,12 @@ def test_another_namespace_cannot_complete_a_gang_group(
         "the victim's members refused", lambda: all(refused(kube, space, n) for n in ("train-0", "train-1", "ps-0"))
     )
     assert space.bound() == {}
+    # ps's own second member satisfies both gangs of the group: all four bind, once each
+    member(space, "ps-1", "ps")
+    poll("the GangGroup bound", lambda: len(space.bound()) == 4, timeout=UNDER_THE_FLUSH)
+    names = ["ps-0", "ps-1", "train-0", "train-1"]
+    assert sorted(space.bound()) == names
+    one_binding_each(control_plane, space.namespace, names)
 
 
 def test_members_filtered_before_the_watch_saw_them_are_not_bound_below_quorum(
@@ -544,3 +587,95 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_nothing_of_the_
     assert sorted(bound) == [f"{winner}-0", f"{winner}-1"]
     assert sorted(set(bound.values())) == sorted(space.nodes)  # one member per node
     one_binding_each(control_plane, space.namespace, sorted(bound))
+
+
+# ---- PodGroup status and gang Events, written by the manager ------------------------------------------
+
+
+def owned_member(space: Space, name: str, group: str, owner: dict[str, Any], scheduler: str = PROFILE) -> None:
+    """A member of ``group`` controlled by ``owner`` (a ConfigMap: no controller acts on its pods, and the
+    garbage collector keeps them while it exists)."""
+    pod = space.pod(name, cpu="500m", memory="1Gi", labels={POD_GROUP_LABEL: group}, scheduler=scheduler)
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"], "controller": True}
+    pod["metadata"]["ownerReferences"] = [{**ref, "uid": owner["metadata"]["uid"]}]
+    space.kube.create(pod)
+
+
+def podgroup_status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return dict((kube.get("PodGroup", name, namespace) or {}).get("status") or {})
+
+
+def test_the_manager_writes_podgroup_status_and_one_quorum_event_per_object(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """PodGroup ``mpi`` (minMember 3): with 2 members the manager posts the quorum Event on the PodGroup and
+    keeps it Pending; the third completes it, the three bind, kwok runs them, and the status says Running
+    with three running and ``occupiedBy`` the members' owner. PodGroup ``idle`` (minMember 2) has one
+    member that no scheduler takes: the PodGroup and the pod get the quorum Event, once each, and ``idle``
+    stays Pending. The manager writes the PodGroups' status subresource and nothing else of them or the
+    pods."""
+    ns = space.namespace
+    ready_nodes(space, kube, 2)
+    koordpy.start_scheduling()
+    koordpy.start_manager()
+    owner = kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mpi", "namespace": ns}})
+    idle_owner = kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "idle", "namespace": ns}})
+    kube.create(podgroup(ns, "mpi", 3, timeout_seconds=600))
+    kube.create(podgroup(ns, "idle", 2))
+    owned_member(space, "idle-0", "idle", idle_owner, scheduler="nobody")
+    for index in range(2):
+        owned_member(space, f"mpi-{index}", "mpi", owner)
+
+    def event(kind: str, name: str, message: str) -> dict[str, Any] | None:
+        return next(
+            (
+                e
+                for e in kube.events(ns, involved=name)
+                if e["involvedObject"]["kind"] == kind and e["message"] == message
+            ),
+            None,
+        )
+
+    quorum = wait_until(
+        "the PodGroup's quorum Event", lambda: event("PodGroup", "mpi", f"gang {ns}/mpi: 2 of 3 members exist")
+    )
+    assert quorum["reason"] == "GangWaiting"
+    assert quorum["involvedObject"]["apiVersion"] == "scheduling.sigs.k8s.io/v1alpha1"
+    assert (quorum.get("source") or {}).get("component") == "koordpy-manager", quorum
+    assert podgroup_status(kube, ns, "mpi").get("phase", "Pending") == "Pending"
+    assert space.bound() == {}
+
+    owned_member(space, "mpi-2", "mpi", owner)
+    poll("the gang bound", lambda: len(space.bound()) == 3, timeout=UNDER_THE_FLUSH)
+    assert sorted(space.bound()) == ["mpi-0", "mpi-1", "mpi-2"]
+
+    def running() -> dict[str, Any] | None:
+        got = podgroup_status(kube, ns, "mpi")
+        return got if got.get("phase") == "Running" and got.get("running") == 3 else None
+
+    got = wait_until("phase Running, three running", running)
+    assert (got["scheduled"], got["succeeded"], got["failed"]) == (3, 0, 0), got
+    assert got["occupiedBy"] == f"{ns}/mpi", got
+
+    message = f"gang {ns}/idle: 1 of 2 members exist"
+    wait_until(
+        "the quorum Event on idle and idle-0",
+        lambda: event("PodGroup", "idle", message) and event("Pod", "idle-0", message),
+    )
+    assert podgroup_status(kube, ns, "idle").get("phase", "Pending") == "Pending"
+    # one Event of the manager per object and message, never a repeat (a repeat would raise the count or
+    # add an object)
+    events = [e for e in kube.events(ns) if (e.get("source") or {}).get("component") == "koordpy-manager"]
+    keys = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["message"]) for e in events]
+    assert len(keys) == len(set(keys)), keys
+    assert events and all((e.get("count") or 1) == 1 for e in events), events
+
+    manager = "system:serviceaccount:koordpy-system:koordpy-manager"
+    writes = {
+        ((e.get("objectRef") or {}).get("resource"), (e.get("objectRef") or {}).get("subresource", ""))
+        for e in control_plane.audit_events()
+        if e["user"]["username"] == manager
+        and (e.get("objectRef") or {}).get("namespace") == ns
+        and e["verb"] in ("patch", "update")
+    }
+    assert writes == {("podgroups", "status")}, writes

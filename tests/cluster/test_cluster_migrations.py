@@ -8,13 +8,17 @@ kwok node, replaced by the real ReplicaSet controller.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from typing import Any
 
+import httpx
 import pytest
 from cluster_kit import Components, Kube, Space, wait_until
 
 from koordpy.model.durations import parse_rfc3339
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
@@ -87,6 +91,20 @@ def waiting(status_: dict[str, Any]) -> dict[str, Any] | None:
     return next((c for c in status_.get("conditions") or () if c["type"] == "Waiting" and c["status"] == "True"), None)
 
 
+def kubectl_apply(plane: ControlPlane, obj: dict[str, Any]) -> None:
+    """``kubectl apply -f -`` of ``obj`` with the control plane's kubectl, as its admin."""
+    assert plane.bin_dir is not None
+    done = subprocess.run(
+        [str(plane.bin_dir / "kubectl"), "--kubeconfig", str(plane.admin_kubeconfig), "apply", "-f", "-"],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=HANG_BACKSTOP,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def job_events(kube: Kube, name: str) -> list[dict[str, Any]]:
     return kube.events("default", involved=name)
 
@@ -102,8 +120,10 @@ def manager_audit(plane: ControlPlane, resource: str, subresource: str = "") -> 
 
 
 def test_a_pod_ref_the_api_server_could_not_hold_is_refused_and_a_valid_job_completes(
-    koordpy: Components, space: Space, kube: Kube
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
 ) -> None:
+    """The refused specs get 422 naming the field; a valid job applied with the real kubectl passes
+    arbitration, evicts its pod once through the Eviction API and completes."""
     node = space.node("n0", cpu="8", memory="32Gi")
     space.wait_nodes_ready()
     kube.create(deployment(space, "web", 4, node))
@@ -121,11 +141,19 @@ def test_a_pod_ref_the_api_server_could_not_hold_is_refused_and_a_valid_job_comp
         assert resp.status_code == 422, (name, resp.status_code, resp.text[:300])
         field = "spec.ttl" if name == "absurd-ttl" else "spec.podRef"
         assert field in resp.text, (name, resp.text[:300])
-    good = kube.create(job(space, "good", pods[0]))["metadata"]["name"]
+    good = job(space, "good", pods[0])["metadata"]["name"]
+    kubectl_apply(control_plane, job(space, "good", pods[0]))  # as a user would, with the real kubectl
     wait_until("the valid job done", lambda: status(kube, good).get("phase") in ("Succeeded", "Failed"))
-    assert status(kube, good)["phase"] == "Succeeded"
+    done = kube.get(PMJ, good)
+    assert done is not None
+    assert (done["status"]["phase"], done["status"]["status"]) == ("Succeeded", "Complete"), done["status"]
+    assert done["metadata"]["annotations"]["descheduler.koordinator.sh/passed-arbitration"] == "true"
     assert pods[0] not in space.pods() or space.pods()[pods[0]]["metadata"].get("deletionTimestamp")
     running_pods(space, "web", 4)  # the ReplicaSet replaced it
+    exposition = httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text
+    assert 'koordpy_migration_evictions_total{evictor="Eviction",outcome="evicted"} 1.0' in exposition
+    evicted = [e for e in manager_audit(control_plane, "pods", "eviction") if e["objectRef"].get("name") == pods[0]]
+    assert [e["responseStatus"]["code"] for e in evicted] == [201]
     assert "Traceback" not in manager.log.read_text(errors="replace")
 
 
@@ -155,10 +183,15 @@ def test_every_wait_names_its_reason_in_a_condition_and_an_event(koordpy: Compon
         phase = found[name].get("phase") or "Pending"
         if phase == "Running":  # passed arbitration: the object limiter holds its eviction back
             assert condition["reason"] == "ObjectLimiter" and "300s" in condition["message"], condition
+            assert f"{space.namespace}/web" in condition["message"], condition  # it names the workload
         else:  # still in arbitration: the filter that requeued it
             assert condition["reason"] in ("ObjectLimiter", "MaxMigratingPerNode", "MaxMigratingPerWorkload"), condition
         reasons = [e["reason"] for e in job_events(kube, name)]
         assert condition["reason"] in reasons, (name, reasons)
+    time.sleep(2)  # ten more rounds: a wait is told once, not once per round
+    for name, condition in held.items():
+        told = [e for e in job_events(kube, name) if e["reason"] == condition["reason"]]
+        assert len(told) == 1 and (told[0].get("count") or 1) == 1, told
 
 
 def test_ttl_fails_the_job_at_its_deadline_while_a_budget_answers_429(

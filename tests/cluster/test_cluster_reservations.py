@@ -29,6 +29,7 @@ from cluster_kit import Components, Kube, Release, Space, poll, wait_until
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane
+from koordpy_testkit.controlplane.cluster import ADMIN_USER
 
 pytestmark = pytest.mark.cluster
 
@@ -72,6 +73,21 @@ def migration_rounds(koordpy: Components) -> int:
     return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)))
 
 
+MANAGER_SA = "system:serviceaccount:koordpy-system:koordpy-manager"
+
+
+def manager_writes(plane: ControlPlane, resource: str, verb: str, subresource: str = "") -> list[dict[str, Any]]:
+    """The manager ServiceAccount's ``verb`` requests on ``resource`` (``subresource``), from the audit log."""
+    return [
+        e
+        for e in plane.audit_events()
+        if e["user"]["username"] == MANAGER_SA
+        and e["verb"] == verb
+        and (e.get("objectRef") or {}).get("resource") == resource
+        and (e.get("objectRef") or {}).get("subresource", "") == subresource
+    ]
+
+
 def cordon(kube: Kube, node: str, on: bool) -> None:
     kube.patch("Node", node, {"spec": {"unschedulable": on}})
 
@@ -112,7 +128,7 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
     wait, not succeed with the sibling; once the scheduler is back the replacement binds through the
     Reservation and only then the job succeeds, with it."""
     koordpy.start_scheduling()
-    koordpy.start_manager({**FAST_MIGRATION, **NO_NODEMETRICS})
+    manager = koordpy.start_manager({**FAST_MIGRATION, **NO_NODEMETRICS})
     sibling, n0, victim, n1 = two_replicas_on_two_nodes(kube, space)
     cordon(kube, n1, True)  # the replacement may only take the reserved room on n0
     assert koordpy.scheduler_proc is not None
@@ -138,6 +154,12 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
     placed = poll("the Reservation is placed", reservation)
     assert placed, json.dumps([r.get("status") for r in kube.list("Reservation")])[:3000]
     assert placed["status"]["nodeName"] == n0
+    uid = (kube.get("PodMigrationJob", name) or {})["metadata"]["uid"]
+    assert placed["metadata"]["name"] == uid  # the job's Reservation is named after the job
+    # SIGKILL mid-migration (the Reservation placed, the eviction just before or after): the new process
+    # adopts the job and its Reservation
+    manager.kill()
+    koordpy.restart(manager, koordpy.manager_base + "/healthz")
     wait_until("the migrated pod is gone", lambda: victim not in space.pods())
     replacement = wait_until(
         "the ReplicaSet's replacement exists",
@@ -173,10 +195,20 @@ def test_a_reservation_first_job_completes_only_with_the_pod_bound_through_its_r
         lambda: (r := kube.get("Reservation", res_name)) and r["status"].get("phase") == "Succeeded" and r,
     )
     assert [o["name"] for o in consumed["status"]["currentOwners"]] == [replacement]
+    assert done["message"] == f'Bind Pod "{space.namespace}/{replacement}" in Reservation "{res_name}"'
+    # across the kill: one Reservation created, the pod evicted once
+    created = [e for e in manager_writes(control_plane, "reservations", "create") if e["objectRef"]["name"] == res_name]
+    assert [e["responseStatus"]["code"] for e in created] == [201]
+    evicted = [
+        e["responseStatus"]["code"]
+        for e in manager_writes(control_plane, "pods", "create", "eviction")
+        if e["objectRef"].get("namespace") == space.namespace and e["objectRef"]["name"] == victim
+    ]
+    assert evicted == [201], evicted
 
 
 def test_a_reservation_next_to_a_sibling_holds_until_an_owner_binds_through_it(
-    kube: Kube, space: Space, koordpy: Components
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
 ) -> None:
     """A user Reservation (owners: web's ReplicaSet, 1 cpu) placed on the node where a web pod already
     runs: a 1-cpu stranger is refused there (3 − 1.05 − 1 = 0.95 < 1: node(s) resource was(were)
@@ -241,6 +273,20 @@ def test_a_reservation_next_to_a_sibling_holds_until_an_owner_binds_through_it(
         assert owner["name"] != sibling and pod["spec"]["nodeName"] == n0
         assert record_of(pod) == {"name": name, "uid": placed["metadata"]["uid"]}
         assert space.pods()["stranger"]["spec"].get("nodeName") is None
+        # the user's Reservation: its status is the manager's, the object is not
+        writes = [
+            e
+            for e in control_plane.audit_events()
+            if (e.get("objectRef") or {}).get("resource") == "reservations"
+            and (e.get("objectRef") or {}).get("name") == name
+            and e["verb"] not in ("get", "list", "watch")
+        ]
+        by_writer = {
+            (e["user"]["username"], e["verb"], e["objectRef"].get("subresource", ""))
+            for e in writes
+            if e["user"]["username"] != ADMIN_USER  # the test created it
+        }
+        assert by_writer == {(MANAGER_SA, "patch", "status")}, by_writer
     finally:
         kube.delete("Reservation", name)
 
@@ -265,7 +311,7 @@ def metric(text: str, name: str) -> float:
 
 @pytest.mark.usefixtures("taint_nodes")
 def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_runs(
-    kube: Kube, space: Space, koordpy: Components
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
 ) -> None:
     """Three 4-cpu nodes (each also runs the chart's agent pod, 50m); the default scheduler places a stream
     of 1-cpu pods (2 a second, 6 to 12 s each, so some always wait); a 3.5-cpu pod of priority 1000
@@ -276,7 +322,8 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
     before the Reservation exists (the extender's back-off then refuses more), one lost in the instant
     between the Reservation and its taint, one on the held node. Without the hold and the preempt verb,
     ``bench/reservation_hold.py`` measured 15 to 111 preemptions and 42 to 303 victims per run (in one of
-    three runs the big pod never bound)."""
+    three runs the big pod never bound). The manager is SIGKILLed once it holds a node and started again:
+    the new process adopts the hold (no second Reservation) and releases it."""
     koordpy.start_scheduling()
     reservation = {
         "enabled": True,
@@ -285,7 +332,7 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
         "reservedNodePercent": 100,
         "priorityThreshold": 1000,
     }
-    koordpy.start_manager({**NO_NODEMETRICS, "reservation": reservation})
+    manager = koordpy.start_manager({**NO_NODEMETRICS, "reservation": reservation})
     nodes = [space.node(f"n{i}", cpu="4", memory="16Gi") for i in range(3)]
     space.wait_nodes_ready()
     big_class = f"{space.namespace}-big"
@@ -300,6 +347,7 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
     held_node = ""
     before_hold: set[str] = set()
     onto_held: list[str] = []
+    restarted = False
     try:
         deadline = start + HANG_BACKSTOP
         while time.monotonic() < deadline:
@@ -322,12 +370,16 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
                 if at <= now:
                     kube.delete("Pod", name, space.namespace, grace=0)
                     del due[name]
-            if not held_node:
+            if not restarted:
                 for node in nodes:
                     taints = (kube.get("Node", node) or {}).get("spec", {}).get("taints") or []
                     if any(t["key"] == HOLD_TAINT for t in taints):
                         held_node = node
                         before_hold = {n for n, p in pods.items() if p["spec"].get("nodeName") == node}
+                if held_node:  # SIGKILL the manager once it holds a node: the new process adopts the hold
+                    manager.kill()
+                    koordpy.restart(manager, koordpy.manager_base + "/healthz")
+                    restarted = True
             if pods.get("big", {}).get("spec", {}).get("nodeName"):
                 break
             time.sleep(0.3)
@@ -356,5 +408,79 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
                 and kube.get("Reservation", record["name"]) is None
             ),
         )
+        # across the kill: one Reservation created and one deleted, by the manager; the Events say which
+        # node was held for which pod, and the release
+        starving = [
+            (e["verb"], e["objectRef"]["name"])
+            for verb in ("create", "delete")
+            for e in manager_writes(control_plane, "reservations", verb)
+            if e["objectRef"]["name"].startswith("starving-")
+        ]
+        assert starving == [("create", record["name"]), ("delete", record["name"])], starving
+
+        def released() -> set[tuple[str, str, str]] | None:
+            """The manager's Events on the Reservation (cluster-scoped: they go to ``default``) and the pod."""
+            got = {
+                (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+                for e in [*kube.events("default", involved=record["name"]), *kube.events(space.namespace)]
+            }
+            return got if ("Reservation", record["name"], "StarvingJobReleased") in got else None
+
+        reasons = wait_until("the StarvingJobReleased Event", released)
+        assert ("Reservation", record["name"], "StarvingJobReserved") in reasons, reasons
+        assert ("Pod", "big", "Reserved") in reasons, reasons
     finally:
         kube.delete("PriorityClass", big_class)
+
+
+def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
+) -> None:
+    """A ReservationFirst job's Reservation excludes the pod's node, and the space has no other node, so the
+    manager's placement finds none. A placement written by someone else onto the pod's own node (here the
+    test, through the status subresource) must not make the job evict: it fails with ForbiddenMigratePod,
+    the manager deletes its Reservation, and the pod stays."""
+    koordpy.start_scheduling()
+    koordpy.start_manager({**FAST_MIGRATION, **NO_NODEMETRICS, "reservation": {"intervalSeconds": 1}})
+    n0 = space.node("n0", cpu="8", memory="16Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 2))
+    pods = wait_until("two replicas bound", lambda: len(running(space, "web")) == 2 and running(space, "web"))
+    victim = sorted(pods)[0]
+    assert pods[victim]["spec"]["nodeName"] == n0
+    name = f"own-{space.namespace}"
+    kube.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": name},
+            "spec": {"ttl": "5m", "podRef": {"namespace": space.namespace, "name": victim}},
+        }
+    )
+
+    def reservation_name() -> str | None:
+        spec = (kube.get("PodMigrationJob", name) or {}).get("spec") or {}
+        ref = (spec.get("reservationOptions") or {}).get("reservationRef") or {}
+        return ref.get("name") if ref.get("name") and kube.get("Reservation", ref["name"]) else None
+
+    res_name = wait_until("the manager created the Reservation", reservation_name)
+    placement = {
+        "phase": "Available",
+        "nodeName": n0,
+        "conditions": [{"type": "Scheduled", "status": "True", "reason": "Scheduled"}],
+    }
+    kube.patch("Reservation", res_name, {"status": placement}, subresource="status")
+
+    def failed() -> dict[str, Any] | None:
+        found = ((kube.get("PodMigrationJob", name) or {}).get("status")) or {}
+        return found if found.get("phase") in ("Failed", "Succeeded") else None
+
+    final = wait_until("the job ended", failed)
+    assert (final["phase"], final["reason"]) == ("Failed", "ForbiddenMigratePod"), final
+    assert final["message"] == f'Scheduler assigned the Reservation "{res_name}" on the same node as the Pod'
+    wait_until("the Reservation deleted", lambda: kube.get("Reservation", res_name) is None)
+    assert victim in running(space, "web")
+    evictions = manager_writes(control_plane, "pods", "create", "eviction")
+    assert [e for e in evictions if e["objectRef"].get("namespace") == space.namespace] == []
+    deletes = [e for e in manager_writes(control_plane, "reservations", "delete") if e["objectRef"]["name"] == res_name]
+    assert len(deletes) == 1, deletes

@@ -2,7 +2,7 @@
 
 Users (from each kubeconfig's bearer token): ``admin`` (the test itself, creating objects),
 ``driver`` (the kube-scheduler stand-in), ``extender``, ``manager``, ``agent``. The emulator records
-every request with its user; :meth:`Cluster.recorded_calls` turns the record into request attributes.
+every request with its user; :meth:`Cluster.recorded_requests` reads the record.
 
 Component configuration comes from the rendered chart (the ConfigMaps ``helm template`` writes), with
 only ports, file paths and the scenario's load-aware arguments overridden.
@@ -26,7 +26,6 @@ from system_harness import BIN, KOORDPY, LOOPBACK, ROOT, Proc, free_port, wait_h
 
 from koordpy.kube.connection import write_kubeconfig
 from koordpy_testkit.bounds import HANG_BACKSTOP
-from koordpy_testkit.requestinfo import Call, call_from_http
 
 HELM = BIN / "helm"
 CHART = ROOT / "charts" / "koordpy"
@@ -143,46 +142,6 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def extender_config(self, load_aware: Mapping[str, Any] | None = None, port: int | None = None) -> Path:
-        config = self.chart.component_config("-scheduler")
-        port = port or free_port()
-        extender: dict[str, Any] = {"host": LOOPBACK, "port": port}
-        if config.get("extender", {}).get("metricsPort") is not None:
-            # The chart's ops listener (/healthz, /readyz, /metrics) too, on loopback and a free port.
-            extender |= {"metricsHost": LOOPBACK, "metricsPort": next(p for p in iter(free_port, None) if p != port)}
-        config = _deep_merge(config, {"extender": extender})
-        if load_aware is not None:
-            config["loadAware"] = dict(load_aware)
-        path = self.workdir / "extender-config.yaml"
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
-
-    def start_extender(
-        self, config: Path, timeout: float = HANG_BACKSTOP, extra_args: Sequence[str] = ()
-    ) -> tuple[Proc, str]:
-        settings = yaml.safe_load(config.read_text())["extender"]
-        proc = self._proc(
-            "extender",
-            [
-                str(KOORDPY),
-                "extender",
-                "--config",
-                str(config),
-                "--kubeconfig",
-                str(self.kubeconfig("extender")),
-                *extra_args,
-            ],
-        )
-        base = f"http://{LOOPBACK}:{int(settings['port'])}"
-        wait_http(base + "/readyz", timeout, proc)
-        if settings.get("metricsPort") is not None:  # the kubelet's readiness probe in the chart
-            wait_http(f"http://{LOOPBACK}:{int(settings['metricsPort'])}/readyz", timeout, proc)
-        return proc, base
-
-    def restart(self, proc: Proc, ready_url: str, timeout: float = HANG_BACKSTOP) -> None:
-        proc.start()
-        wait_http(ready_url, timeout, proc)
-
     def start_manager(
         self,
         overrides: Mapping[str, Any] | None = None,
@@ -218,9 +177,6 @@ class Cluster:
             return []
         return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
 
-    def recorded_calls(self) -> list[Call]:
-        return calls_from_record(self.recorded_requests())
-
     def close(self) -> None:
         """Stop every process group; fail if any process of them survived."""
         for proc in reversed(self.procs):
@@ -232,27 +188,3 @@ class Cluster:
 def user_token(user: str) -> str:
     """The bearer token of ``user`` (the emulator maps it back to the user name)."""
     return user
-
-
-def calls_from_record(entries: list[dict[str, Any]]) -> list[Call]:
-    """Record entries → RBAC calls (entries carry user + method + path, or the resolved attributes)."""
-    calls: list[Call] = []
-    for entry in entries:
-        user = str(entry.get("user") or "")
-        if "method" in entry and "path" in entry:
-            call = call_from_http(user, entry["method"], entry["path"])
-            if call is not None:
-                calls.append(call)
-        elif entry.get("resource"):
-            calls.append(
-                Call(
-                    user,
-                    str(entry["verb"]),
-                    str(entry.get("group") or ""),
-                    str(entry["resource"]),
-                    str(entry.get("subresource") or ""),
-                    str(entry.get("namespace") or ""),
-                    str(entry.get("name") or ""),
-                )
-            )
-    return calls

@@ -1,0 +1,230 @@
+"""The manager dying on the real control plane: SIGKILLed in the middle of a batch of PodMigrationJobs and
+started again, and two replicas peering through the ClusterKopfPeering the manager creates, the active one
+SIGKILLed. No pod is evicted twice and every job ends.
+
+The managers run on the chart's ServiceAccount token with the chart's configuration (for two replicas the
+release is upgraded to ``manager.replicaCount=2``, which turns peering on); the pods are real Deployments'
+on a kwok node. Evictions are read from the API server's audit log: every ``pods/eviction`` create the
+manager's ServiceAccount made, with the code the API server answered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cluster_kit import Components, Kube, Release, Space, wait_until
+from test_cluster_migrations import deployment, job, manager_audit, running_pods, status
+
+from koordpy_testkit.controlplane import ControlPlane
+from koordpy_testkit.processes import Proc
+
+pytestmark = pytest.mark.cluster
+
+LIFETIME = 15
+"""``peering.lifetimeSeconds`` of the two-replica test (the smallest the manager accepts)."""
+
+BATCH = {
+    "migrationController": {
+        "defaultJobMode": "EvictDirectly",
+        "arbitrationArgs": {"interval": "200ms"},
+        "objectLimiters": {"workload": {"duration": "0s"}},
+        "maxMigratingPerWorkload": 4,
+        "maxUnavailablePerWorkload": 4,
+    }
+}
+"""Only ``maxMigratingPerNode`` (2, the default) limits a batch of six pods of one Deployment: the object
+limiter is off and four of the six may migrate and be unavailable (all six would be refused: migrating
+would leave none)."""
+
+FAILOVER = {
+    "migrationController": {
+        "defaultJobMode": "EvictDirectly",
+        "arbitrationArgs": {"interval": "200ms"},
+        "objectLimiters": {"workload": {"duration": "0s"}},
+    }
+}
+
+
+def evictions(plane: ControlPlane, namespace: str) -> dict[str, list[int]]:
+    """Per pod of ``namespace``: the codes of the manager's eviction requests, oldest first."""
+    out: dict[str, list[int]] = {}
+    for event in manager_audit(plane, "pods", "eviction"):
+        if event["objectRef"].get("namespace") == namespace:
+            out.setdefault(event["objectRef"]["name"], []).append(event["responseStatus"]["code"])
+    return out
+
+
+def evicted_once_each(plane: ControlPlane, namespace: str, pods: list[str]) -> None:
+    """Each of ``pods`` was evicted (2xx) exactly once and never asked for again afterwards; the manager
+    asked to evict no other pod (a replacement) of the namespace."""
+    codes = evictions(plane, namespace)
+    assert sorted(codes) == sorted(pods), codes
+    for pod, answered in codes.items():
+        granted = [i for i, code in enumerate(answered) if 200 <= code < 300]
+        assert len(granted) == 1 and granted[0] == len(answered) - 1, (pod, answered)
+
+
+def phases(kube: Kube, names: list[str]) -> dict[str, str]:
+    return {name: status(kube, name).get("phase") or "Pending" for name in names}
+
+
+def test_a_manager_killed_mid_batch_evicts_no_pod_twice_and_every_job_ends(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """Six jobs for the six pods of one Deployment on one node, a budget letting one pod go at a time (the
+    disruption controller allows the next eviction once the ReplicaSet's replacement is Ready, and answers
+    429 meanwhile). Once a pod was evicted and another job is Running, the manager is SIGKILLed and started
+    again: the new process adopts the jobs where they are; every pod is evicted once and every job
+    succeeds, and at no moment do more than two jobs (``maxMigratingPerNode``) migrate a pod that still
+    exists."""
+    node = space.node("n0", cpu="16", memory="64Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "batch", 6, node))
+    pods = running_pods(space, "batch", 6)
+    kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "batch", "namespace": space.namespace},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "batch"}}},
+        }
+    )
+
+    def budget_observed() -> bool:
+        pdb = kube.get("PodDisruptionBudget", "batch", space.namespace) or {}
+        return (pdb.get("status") or {}).get("disruptionsAllowed") == 1
+
+    wait_until("the disruption controller allows one disruption", budget_observed)
+    manager = koordpy.start_manager(BATCH)
+    names = [kube.create(job(space, f"m{i}", pod))["metadata"]["name"] for i, pod in enumerate(pods)]
+    peak = 0
+
+    def migrating() -> int:
+        """Jobs Running whose pod still exists (terminating counts)."""
+        present = set(space.pods())
+        found = {name: status(kube, name) for name in names}
+        return sum(
+            1 for name, pod in zip(names, pods, strict=True) if found[name].get("phase") == "Running" and pod in present
+        )
+
+    def mid_batch() -> bool:
+        nonlocal peak
+        peak = max(peak, migrating())
+        found = phases(kube, names)
+        assert "Failed" not in found.values(), {n: status(kube, n) for n in names}
+        gone = [pod for pod in pods if pod not in space.pods()]
+        return bool(gone) and "Running" in found.values()
+
+    wait_until("one pod evicted and a job Running", mid_batch, interval=0.05)
+    manager.kill()
+    at_kill = phases(kube, names)
+    print(f"at the kill: {sorted(at_kill.values())}, evictions {evictions(control_plane, space.namespace)}")
+    assert sum(1 for p in at_kill.values() if p not in ("Succeeded", "Failed")) >= 1, at_kill
+    koordpy.restart(manager, koordpy.manager_base + "/healthz")
+
+    def all_ended() -> bool:
+        nonlocal peak
+        peak = max(peak, migrating())
+        return all(p in ("Succeeded", "Failed") for p in phases(kube, names).values())
+
+    wait_until("every job ended", all_ended, interval=0.05)
+    final = phases(kube, names)
+    assert set(final.values()) == {"Succeeded"}, {n: status(kube, n) for n in names}
+    wait_until("six granted evictions in the audit log", lambda: len(evictions(control_plane, space.namespace)) == 6)
+    evicted_once_each(control_plane, space.namespace, pods)
+    print(f"peak of jobs migrating an existing pod: {peak}")
+    assert 1 <= peak <= 2, peak
+    running_pods(space, "batch", 6)  # the ReplicaSet replaced every one
+    assert [e for e in manager_audit(control_plane, "pods") if e["verb"] == "delete"] == []
+
+
+# ---- two replicas ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_replicas(release: Release) -> Iterator[None]:
+    """The release with two manager replicas (the chart turns peering on) and the shortest keep-alive,
+    back to the defaults afterwards."""
+    release.install(
+        "--reuse-values",
+        "--set",
+        "manager.replicaCount=2",
+        "--set",
+        f"manager.config.peering.lifetimeSeconds={LIFETIME}",
+        upgrade=True,
+    )
+    try:
+        yield
+    finally:
+        release.install(
+            "--reuse-values",
+            "--set",
+            "manager.replicaCount=1",
+            "--set",
+            "manager.config.peering.lifetimeSeconds=60",
+            upgrade=True,
+        )
+
+
+def rounds_running(proc: Proc) -> bool:
+    """Whether the replica's migration rounds run now (its log's last start/stop line says started)."""
+    lines = [
+        line
+        for line in proc.log.read_text(errors="replace").splitlines()
+        if "migration rounds started" in line or "migration rounds stopped" in line
+    ]
+    return bool(lines) and "started" in lines[-1]
+
+
+@pytest.mark.usefixtures("two_replicas")
+def test_two_replicas_one_acts_and_the_other_takes_over_after_a_kill(
+    control_plane: ControlPlane, release: Release, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """Two ``koordpy manager`` processes with the chart's configuration for ``replicaCount: 2``: only one
+    runs migration rounds; it migrates a pod, is SIGKILLed (no clean exit, so its keep-alive stays in the
+    ClusterKopfPeering until it runs out), and the other takes over and migrates the next pod. Each pod is
+    evicted once. The failover time (kill to the standby's first round) is printed."""
+    config = release.component_config("manager")
+    assert config["peering"] == {"enabled": True, "lifetimeSeconds": LIFETIME, "ownerClusterRole": "koordpy-manager"}
+    node = space.node("n0", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 2, node))
+    pods = running_pods(space, "web", 2)
+    first = koordpy.start_manager(FAILOVER, name="manager-a")
+    wait_until("the lone replica runs rounds", lambda: rounds_running(first))
+    second = koordpy.start_manager(FAILOVER, name="manager-b")
+    # kopf settles on the replica with the higher (random) priority: exactly one runs rounds
+    wait_until("one active replica", lambda: rounds_running(first) != rounds_running(second))
+    peering = wait_until("both replicas in the peering", lambda: peers(kube) if len(peers(kube)) >= 2 else None)
+    print(f"peers: {sorted(peering)}")
+    time.sleep(3)  # a few keep-alives later, still exactly one
+    assert rounds_running(first) != rounds_running(second)
+    active, standby = (first, second) if rounds_running(first) else (second, first)
+    before = kube.create(job(space, "m0", pods[0]))["metadata"]["name"]
+    wait_until("the active replica migrated", lambda: status(kube, before).get("phase") in ("Succeeded", "Failed"))
+    assert status(kube, before)["phase"] == "Succeeded"
+    assert not rounds_running(standby)
+
+    active.kill()  # no clean exit: its keep-alive stays until it runs out
+    killed_at = time.monotonic()
+    after = kube.create(job(space, "m1", pods[1]))["metadata"]["name"]
+    wait_until("the standby takes over", lambda: rounds_running(standby), timeout=20 * LIFETIME)
+    takeover = time.monotonic() - killed_at
+    wait_until("the new active replica migrated", lambda: status(kube, after).get("phase") in ("Succeeded", "Failed"))
+    done = time.monotonic() - killed_at
+    assert status(kube, after)["phase"] == "Succeeded"
+    print(
+        f"peering.lifetimeSeconds {LIFETIME}: the standby ran rounds {takeover:.1f} s after the SIGKILL; "
+        f"the job created at the kill succeeded {done:.1f} s after it"
+    )
+    wait_until("two granted evictions in the audit log", lambda: len(evictions(control_plane, space.namespace)) == 2)
+    evicted_once_each(control_plane, space.namespace, pods)
+
+
+def peers(kube: Kube) -> dict[str, Any]:
+    """The keep-alives in the manager's ClusterKopfPeering (kopf keeps them in its status), by peer id."""
+    obj = kube.get("ClusterKopfPeering", "koordpy-manager") or {}
+    return dict(obj.get("status") or {})
