@@ -9,9 +9,11 @@ No upstream detects this (the Koordinator proposal names the risk: quota 10, thr
   request, and when the node lists ``pods`` free, at least one pod slot is free. Only resource requests
   are compared: taints, affinity and load thresholds are not (the snapshot has no room for them);
 * **deadlock** ⇔ at least two waiting groups, no pending member of any of them fits any node with the
-  free resources as they are (after every hold), and releasing the holds of one of them would let a
-  pending member of *another* fit. Without the last condition the groups are merely waiting for
-  capacity; releasing one would help nobody and the wait times decide.
+  free resources as they are (after every hold) — a member kube-scheduler reported unschedulable since
+  its last hold counts as fitting nowhere, since its verdict covers the node selectors, affinity and
+  taints that requests cannot — and releasing the holds of one of them would let a pending member of
+  *another* fit on a node that release frees. Without the last condition the groups are merely waiting
+  for capacity; releasing one would help nobody and the wait times decide.
 
 The victim is chosen among the groups whose release helps another: lowest priority (the highest
 ``spec.priority`` of its members, 0 when unset), then youngest (the latest gang creation time), then the
@@ -41,6 +43,10 @@ class WaitingGroup:
     """``(node, requests)`` of each held member."""
     pending: tuple[ResourceList, ...]
     """Requests of each pending member."""
+    pending_failed: tuple[bool, ...] = ()
+    """Per pending member (same order; missing: False): kube-scheduler reported its last attempt
+    unschedulable (``PodScheduled=False``) and it was not held since. Its own filters (node selectors,
+    affinity, taints) decided that, which requests alone cannot tell."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,18 @@ def _any_fits(pending: Sequence[ResourceList], free: Mapping[str, ResourceList])
     return any(fits(req, node_free) for req in pending for node_free in free.values())
 
 
+def _untried(group: WaitingGroup) -> list[ResourceList]:
+    """The pending members kube-scheduler has not found unschedulable since their last hold."""
+    failed = group.pending_failed
+    return [req for i, req in enumerate(group.pending) if not (i < len(failed) and failed[i])]
+
+
+def _fits_freed(pending: Sequence[ResourceList], candidate: WaitingGroup, freed: Mapping[str, ResourceList]) -> bool:
+    """Whether a pending member fits one of the nodes ``candidate``'s release frees."""
+    nodes = {node for node, _ in candidate.holds if node in freed}
+    return any(fits(req, freed[node]) for req in pending for node in nodes)
+
+
 def _without(group: WaitingGroup, free: Mapping[str, ResourceList]) -> dict[str, ResourceList]:
     """Free resources if ``group``'s holds were released."""
     out = {node: dict(res) for node, res in free.items()}
@@ -79,12 +97,14 @@ def find_deadlock(groups: Sequence[WaitingGroup], free: Mapping[str, ResourceLis
     """The deadlock among ``groups`` given each node's free resources after every hold, or None."""
     if len(groups) < 2:
         return None
-    if any(_any_fits(g.pending, free) for g in groups):
+    if any(_any_fits(_untried(g), free) for g in groups):
         return None
     helpful: list[WaitingGroup] = []
     for candidate in groups:
         freed = _without(candidate, free)
-        if any(_any_fits(other.pending, freed) for other in groups if other.group_id != candidate.group_id):
+        if any(
+            _fits_freed(other.pending, candidate, freed) for other in groups if other.group_id != candidate.group_id
+        ):
             helpful.append(candidate)
     if not helpful:
         return None

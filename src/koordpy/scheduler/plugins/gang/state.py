@@ -800,6 +800,7 @@ class GangCache:
         held: list[str] = []
         holds: list[tuple[str, ResourceList]] = []
         pending: list[ResourceList] = []
+        pending_failed: list[bool] = []
         priority: int | None = None
         created: float | None = None
         for gang in members:
@@ -815,6 +816,7 @@ class GangCache:
                     continue
                 else:
                     pending.append(pod.requests)
+                    pending_failed.append(key in gang.failed)
         return WaitingGroup(
             group_id=spec.group_id,
             priority=priority or 0,
@@ -822,6 +824,7 @@ class GangCache:
             held_pods=tuple(held),
             holds=tuple(holds),
             pending=tuple(pending),
+            pending_failed=tuple(pending_failed),
         )
 
 

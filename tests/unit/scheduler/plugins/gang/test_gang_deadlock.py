@@ -104,3 +104,62 @@ def test_allowed_groups_are_not_in_a_deadlock() -> None:
     cache.hold("default/a0", "ua0", "n1", T0)  # a is satisfied (1 of 1): verdict allow, not waiting
     cache.hold("default/b0", "ub0", "n1", T0)
     assert cache.resolve_deadlock({"n1": {"cpu": 0}}, T0) is None
+
+
+def two_held(failed: bool) -> list[WaitingGroup]:
+    """Groups x and y each hold one 5-cpu member, x on n0 and y on n1 (8 cpu each: 3 free); each has one
+    5-cpu member pending, which kube-scheduler reported unschedulable (``failed``) or has not tried."""
+    return [
+        WaitingGroup(gid, 0, created, (f"{gid}-0",), ((node, {"cpu": 5}),), ({"cpu": 5},), (failed,))
+        for gid, created, node in (("ns/x", 1.0, "n0"), ("ns/y", 2.0, "n1"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("failed", "elsewhere", "victim"),
+    [
+        # No other node: 3 free on each held node < 5, a deadlock either way; y is younger.
+        (False, None, "ns/y"),
+        (True, None, "ns/y"),
+        # A node with 8 free that the pending members may not use (kube-scheduler said so): 8 ≥ 5 by
+        # requests, but both were found unschedulable, so neither fits; releasing y frees n1 (3 + 5 = 8 ≥ 5).
+        (True, 8, "ns/y"),
+        # The same node, members not tried since: they may fit it, the groups are only waiting.
+        (False, 8, None),
+        # A node with 4 free: too small by requests, a deadlock with or without kube-scheduler's verdict.
+        (False, 4, "ns/y"),
+    ],
+)
+def test_members_kube_scheduler_found_unschedulable_fit_nowhere(
+    failed: bool, elsewhere: int | None, victim: str | None
+) -> None:
+    free = {"n0": {"cpu": 3}, "n1": {"cpu": 3}}
+    if elsewhere is not None:
+        free["other"] = {"cpu": elsewhere}
+    found = find_deadlock(two_held(failed), free)
+    assert (found.victim if found else None) == victim
+
+
+def test_the_cache_passes_kube_schedulers_verdict_on_pending_members() -> None:
+    """Gangs x and y (NonStrict, min 2, 5 cpu per member) hold one member each on n0 and n1 (3 cpu left on
+    each); node "other" has 8 cpu free. Until kube-scheduler reports x1 and y1 unschedulable they may fit
+    "other": no deadlock. Once both are reported, the younger gang y is released."""
+    cache = GangCache(ARGS)
+    for gang, created in (("x", T0 - 20), ("y", T0 - 10)):
+        for i in range(2):
+            annotations = annotated(gang, 2, mode="NonStrict")
+            cache.upsert_pod(member(f"{gang}{i}", annotations=annotations, cpu="5", created=created + i))
+    cache.hold("default/x0", "ux0", "n0", T0)
+    cache.hold("default/y0", "uy0", "n1", T0)
+    # free after the holds: 8 - 5 = 3 cpu on n0 and n1; 8 on "other"
+    free = {
+        node: {"cpu": cpu, "memory": 100 * GI, "pods": 100}
+        for node, cpu in (("n0", 3000), ("n1", 3000), ("other", 8000))
+    }
+    assert cache.resolve_deadlock(free, T0 + 1) is None
+    cache.scheduling_failed("default/x1", "0/3 nodes are available: 3 node(s) didn't match node selector.")
+    assert cache.resolve_deadlock(free, T0 + 1) is None  # y1 not tried since
+    cache.scheduling_failed("default/y1", "0/3 nodes are available: 3 node(s) didn't match node selector.")
+    found = cache.resolve_deadlock(free, T0 + 1)
+    assert found is not None and found.victim == "default/y"
+    assert [h.pod for h in found.released] == ["default/y0"]
