@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from migration_kit import PMJS, controlled_pod, jobs, phase, running, shop
 from scenario_kit import create
 from system_cluster import Cluster
+from system_migration_kit import PMJS, controlled_pod, jobs, phase, running, shop
 
 FAST = {"migrationController": {"arbitrationArgs": {"interval": "200ms"}, "defaultJobMode": "EvictDirectly"}}
 EVENTS = "/api/v1/namespaces/default/events"

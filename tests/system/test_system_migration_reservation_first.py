@@ -29,9 +29,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from migration_kit import FAST, evictions, kubectl_apply, shop
 from scenario_kit import create
 from system_cluster import Cluster
+from system_migration_kit import FAST, evictions, kubectl_apply, shop
 
 from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit.bounds import HANG_BACKSTOP
