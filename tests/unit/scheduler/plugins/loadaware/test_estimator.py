@@ -88,7 +88,7 @@ def test_raw_allocatable_overrides_keys() -> None:
     estimated = estimate_node(node_from_dict(raw))
     assert estimated["cpu"] == 16000 and estimated["memory"] == 64 * GI
     # An unreadable annotation makes the Node unreadable (ObjectError naming the annotation): falling
-    # back to the amplified 32 cpu, as upstream does, would make the node look emptier (issue 14).
+    # back to the amplified 32 cpu, as upstream does, would make the node look emptier.
     for bad in ("{oops", '{"cpu": "1e400"}', '{"cpu": "-1"}', "[" * 100_000):
         broken = NodeBuilder("n").allocatable(cpu="32").annotation("node.koordinator.sh/raw-allocatable", bad).build()
         with pytest.raises(ObjectError, match=r"metadata\.annotations\[node\.koordinator\.sh/raw-allocatable\]"):
