@@ -472,6 +472,24 @@ class Components:
             ],
         )
 
+    def start_ready_agent(self, node: str, cgroup_root: Path, proc_root: Path, state_dir: Path) -> tuple[Proc, str]:
+        """``start_agent`` on a fake cgroup tree and /proc, collecting every 0.2 s and reporting every 1 s;
+        returns once its ``/readyz`` answers, with that URL (for :meth:`restart`)."""
+        port = free_port()
+        agent = self.start_agent(
+            node,
+            ["--cgroup-root", str(cgroup_root), "--proc-root", str(proc_root)],
+            {
+                "collectIntervalSeconds": 0.2,
+                "stateDir": str(state_dir),
+                "server": {"host": LOOPBACK, "port": port},
+                "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
+            },
+        )
+        readyz = f"http://{LOOPBACK}:{port}/readyz"
+        wait_http(readyz, 180, agent)
+        return agent, readyz
+
     def close(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()

@@ -24,7 +24,6 @@ from koordpy.model.objects import nodemetric_from_dict
 from koordpy.model.quantity import resource_value
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
-from koordpy_testkit.processes import LOOPBACK, free_port, wait_http
 
 pytestmark = pytest.mark.cluster
 
@@ -95,18 +94,7 @@ def test_agent_reports_throttles_survives_a_restart_and_restores_exactly_with_th
     ticker = threading.Thread(target=burn, daemon=True)
     ticker.start()
     try:
-        port = free_port()
-        agent = koordpy.start_agent(
-            node,
-            ["--cgroup-root", str(tree.root), "--proc-root", str(busy.root)],
-            {
-                "collectIntervalSeconds": 0.2,
-                "stateDir": str(tmp_path / "agent-state"),
-                "server": {"host": LOOPBACK, "port": port},
-                "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
-            },
-        )
-        wait_http(f"http://{LOOPBACK}:{port}/readyz", 180, agent)
+        agent, readyz = koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
         # 3.0 cores x (1 - 50 %) = 1.5 cores -> 150000 us per 100000 us period (within the step's bounds)
         wait_until("the agent throttles the pod", lambda: tree.quota(rel) != "max 100000")
         quota, period = (int(x) for x in tree.quota(rel).split())
@@ -124,7 +112,7 @@ def test_agent_reports_throttles_survives_a_restart_and_restores_exactly_with_th
         # SIGTERM and start again: the cap is re-adopted (one record of the original), not restored, not lost.
         agent.stop()
         assert tree.quota(rel) != "max 100000"
-        koordpy.restart(agent, f"http://{LOOPBACK}:{port}/readyz")
+        koordpy.restart(agent, readyz)
         assert (tmp_path / "agent-state" / "throttle-originals.json").read_text().count(uid) == 1
         # Load drops: after two samples under the line the cap steps back up to exactly the original "max".
         busy.busy_fraction = 0.05
@@ -197,18 +185,7 @@ def test_the_agents_report_steers_the_extender(koordpy: Components, space: Space
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
-        port = free_port()
-        agent = koordpy.start_agent(
-            node,
-            ["--cgroup-root", str(tree.root), "--proc-root", str(busy.root)],
-            {
-                "collectIntervalSeconds": 0.2,
-                "stateDir": str(tmp_path / "agent-state"),
-                "server": {"host": LOOPBACK, "port": port},
-                "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
-            },
-        )
-        wait_http(f"http://{LOOPBACK}:{port}/readyz", 180, agent)
+        koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
         wait_until("the agent reports its node cold", lambda: (reported_cpu(kube, node) or CPU_MILLI) < 3000)
         koordpy.start_extender(FRESH_FOR_THE_RUN)  # the warm nodes' reports are written once
         front = koordpy.record_extender_calls()

@@ -32,7 +32,6 @@ from koordpy.crds import RESOURCES, crd_manifest
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.manifests import INSTALL_DOC, ROOT, VALUES, doc_blocks, is_object
-from koordpy_testkit.processes import LOOPBACK, free_port, wait_http
 
 pytestmark = pytest.mark.cluster
 
@@ -182,18 +181,7 @@ def test_managed_fields_name_the_writers_the_page_shows(
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
-        port = free_port()
-        agent = koordpy.start_agent(
-            node,
-            ["--cgroup-root", str(tree.root), "--proc-root", str(busy.root)],
-            {
-                "collectIntervalSeconds": 0.2,
-                "stateDir": str(tmp_path / "agent-state"),
-                "server": {"host": LOOPBACK, "port": port},
-                "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
-            },
-        )
-        wait_http(f"http://{LOOPBACK}:{port}/readyz", 180, agent)
+        koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
         wait_until(
             "the agent's report", lambda: (kube.get("NodeMetric", node) or {}).get("status", {}).get("updateTime")
         )

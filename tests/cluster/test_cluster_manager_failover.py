@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from cluster_kit import Components, Kube, Release, Space, wait_until
-from test_cluster_migrations import deployment, job, manager_audit, running_pods, status
+from test_cluster_migrations import budget, deployment, job, manager_audit, running_pods, status
 
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.processes import Proc
@@ -84,20 +84,7 @@ def test_a_manager_killed_mid_batch_evicts_no_pod_twice_and_every_job_ends(
     space.wait_nodes_ready()
     kube.create(deployment(space, "batch", 6, node))
     pods = running_pods(space, "batch", 6)
-    kube.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "batch", "namespace": space.namespace},
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "batch"}}},
-        }
-    )
-
-    def budget_observed() -> bool:
-        pdb = kube.get("PodDisruptionBudget", "batch", space.namespace) or {}
-        return (pdb.get("status") or {}).get("disruptionsAllowed") == 1
-
-    wait_until("the disruption controller allows one disruption", budget_observed)
+    budget(kube, space, "batch", 1, "disruptionsAllowed", 1)
     manager = koordpy.start_manager(BATCH)
     names = [kube.create(job(space, f"m{i}", pod))["metadata"]["name"] for i, pod in enumerate(pods)]
     peak = 0

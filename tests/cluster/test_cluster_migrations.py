@@ -109,6 +109,25 @@ def job_events(kube: Kube, name: str) -> list[dict[str, Any]]:
     return kube.events("default", involved=name)
 
 
+def budget(kube: Kube, space: Space, app: str, max_unavailable: int, observed: str, value: int) -> None:
+    """A PodDisruptionBudget over ``app``'s pods; returns once the disruption controller's status has
+    ``observed`` == ``value`` (until then the API server answers evictions as it pleases)."""
+    kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": app, "namespace": space.namespace},
+            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}},
+        }
+    )
+
+    def computed() -> bool:
+        pdb = kube.get("PodDisruptionBudget", app, space.namespace) or {}
+        return (pdb.get("status") or {}).get(observed) == value
+
+    wait_until(f"the disruption controller's {observed} = {value} for {app}", computed)
+
+
 def manager_audit(plane: ControlPlane, resource: str, subresource: str = "") -> list[dict[str, Any]]:
     return [
         e
@@ -204,20 +223,7 @@ def test_ttl_fails_the_job_at_its_deadline_while_a_budget_answers_429(
     space.wait_nodes_ready()
     kube.create(deployment(space, "db", 3, node))
     pods = running_pods(space, "db", 3)
-    kube.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "db", "namespace": space.namespace},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}},
-        }
-    )
-
-    def budget_observed() -> bool:
-        pdb = kube.get("PodDisruptionBudget", "db", space.namespace) or {}
-        return (pdb.get("status") or {}).get("expectedPods") == 3
-
-    wait_until("the disruption controller computed the budget", budget_observed)
+    budget(kube, space, "db", 0, "expectedPods", 3)
     koordpy.start_manager(DIRECT)
     created = kube.create(job(space, "db", pods[0], ttl="40s"))
     name = created["metadata"]["name"]
@@ -246,21 +252,7 @@ def test_evictions_refused_by_a_budget_are_retried_until_it_allows_them(
     space.wait_nodes_ready()
     kube.create(deployment(space, "api", 3, node))
     pods = running_pods(space, "api", 3)
-    kube.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "api", "namespace": space.namespace},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "api"}}},
-        }
-    )
-    wait_until(
-        "the budget computed",
-        lambda: (
-            ((kube.get("PodDisruptionBudget", "api", space.namespace) or {}).get("status") or {}).get("expectedPods")
-            == 3
-        ),
-    )
+    budget(kube, space, "api", 0, "expectedPods", 3)
     koordpy.start_manager(DIRECT)
     name = kube.create(job(space, "api", pods[0]))["metadata"]["name"]
 

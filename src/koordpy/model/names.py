@@ -42,29 +42,23 @@ def _shown(name: str) -> str:
     return repr(name) if len(name) <= 60 else f"{name[:40]!r}... ({len(name)} characters)"
 
 
-def dns1123_label_problem(name: object) -> str | None:
-    """Why ``name`` is not a DNS-1123 label (a namespace), or None."""
+def _name_problem(name: object, limit: int, pattern: re.Pattern[str], what: str) -> str | None:
     if not isinstance(name, str) or not name:
         return "must be a non-empty string"
-    if len(name) > DNS1123_LABEL_MAX:
-        return f"{_shown(name)} must be no more than {DNS1123_LABEL_MAX} characters"
-    if _LABEL_RE.fullmatch(name) is None:
-        return (
-            f"{_shown(name)} must be a DNS-1123 label: lower case alphanumeric characters or '-', "
-            "starting and ending with an alphanumeric character"
-        )
+    if len(name) > limit:
+        return f"{_shown(name)} must be no more than {limit} characters"
+    if pattern.fullmatch(name) is None:
+        return f"{_shown(name)} must be a DNS-1123 {what}, starting and ending with an alphanumeric character"
     return None
+
+
+def dns1123_label_problem(name: object) -> str | None:
+    """Why ``name`` is not a DNS-1123 label (a namespace), or None."""
+    return _name_problem(name, DNS1123_LABEL_MAX, _LABEL_RE, "label: lower case alphanumeric characters or '-'")
 
 
 def dns1123_subdomain_problem(name: object) -> str | None:
     """Why ``name`` is not a DNS-1123 subdomain (a pod, node or Reservation name), or None."""
-    if not isinstance(name, str) or not name:
-        return "must be a non-empty string"
-    if len(name) > DNS1123_SUBDOMAIN_MAX:
-        return f"{_shown(name)} must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
-    if _SUBDOMAIN_RE.fullmatch(name) is None:
-        return (
-            f"{_shown(name)} must be a DNS-1123 subdomain: lower case alphanumeric characters, '-' or '.', "
-            "starting and ending with an alphanumeric character"
-        )
-    return None
+    return _name_problem(
+        name, DNS1123_SUBDOMAIN_MAX, _SUBDOMAIN_RE, "subdomain: lower case alphanumeric characters, '-' or '.'"
+    )
