@@ -27,7 +27,7 @@ def test_license_is_the_standard_apache_2_text_with_the_projects_copyright() -> 
     standard = "\n".join([*lines[:notice], PLACEHOLDER, *lines[notice + 1 :]])
     assert hashlib.md5(standard.encode("utf-8")).hexdigest() == APACHE_2_0_MD5
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["license"] == {"text": "Apache-2.0"}
+    assert (project["license"], project["license-files"]) == ("Apache-2.0", ["LICENSE"])  # SPDX, PEP 639
 
 
 def test_changelog_opens_with_unreleased_and_uses_keep_a_changelog_sections() -> None:
