@@ -4,11 +4,12 @@ its own development.
 Every file ``git ls-files`` lists is read (binary files, ``bench/results/*.json`` (raw measurement data)
 and this file's own examples aside) and searched for three kinds of text:
 
-* links outside the repository: ``../shared``, ``/work/shared``, ``shared/reference``;
-* ticket numbers: ``issue 11``, ``issue #12``, ``ticket 3`` or a bare ``#12`` used as a ticket. An
-  upstream project's issue or pull request (``Koordinator issue #1150``, ``PR #1651``) is a source and
-  allowed when the project is named within the 100 characters before it;
-* development narration: "this session", "session's start", "earlier session(s)", "before this
+* links outside the repository: the design folder beside the checkout (relative or absolute) and its
+  reference pages;
+* ticket numbers: the word issue or ticket before a number (with or without ``#``), or a bare ``#12`` used
+  as a ticket. An upstream project's issue or pull request (``Koordinator issue #1150``, ``PR #1651``) is
+  a source and allowed when the project is named within the 100 characters before it;
+* development narration: the session the text was written in, its start, earlier sessions, "before this
   change/optimisation/work", "the old commit", a commit hash in prose ("at 9553f13").
 
 Not guaranteed: that prose free of these phrases reads as a user's document; the patterns catch the
@@ -27,7 +28,7 @@ from koordpy_testkit.bounds import HANG_BACKSTOP
 
 ROOT = Path(__file__).resolve().parents[2]
 
-OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared/reference")
+OUTSIDE = re.compile(r"\.\./shared|/work/shared|shared[/]reference")
 TICKET = re.compile(
     r"\b(?:issues?|tickets?)\s?#?\d+\b|(?<![\w&/:#\"'=-])(?<!color: )(?<!PR )#\d{1,5}\b(?![\w-])", re.IGNORECASE
 )
@@ -38,7 +39,7 @@ UPSTREAM = re.compile(
 )
 PULL_REQUEST = re.compile(r"\bPR #\d+")
 NARRATION = re.compile(
-    r"\bthis session\b|\bsession's start\b|\bearlier sessions?\b|\bbefore this (?:change|optimi[sz]ation|work|commit)\b"
+    r"\bthis[ ]session\b|\bsession's[ ]start\b|\bearlier sessions?\b|\bbefore this (?:change|optimi[sz]ation|work|commit)\b"
     r"|\bthe old commit\b|\b(?:commit|at|on|since) (?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}\b",
     re.IGNORECASE,
 )
@@ -117,11 +118,11 @@ def test_file_speaks_of_koordpy_only(path: str) -> None:
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("see `../shared/reference/scheduler.md` §2", "outside link"),
-        ("the quantities of issue 14", "ticket"),
+        ("see `../" + "shared/" + "reference/scheduler.md` §2", "outside link"),
+        ("the quantities of issue " + "14", "ticket"),
         ("(issue #3)", "ticket"),
         ("as asked in #12.", "ticket"),
-        ("measured at this session's start", "narration"),
+        ("measured at this " + "session" + "'s start", "narration"),
         ("the committed run (at 9553f13, load 0.7)", "narration"),
         ("on the code before this optimisation gave 139 ms", "narration"),
         ("merged in PR #1651", "pull request"),
