@@ -454,13 +454,13 @@ class ExtenderService:
         try:
             error = await self.gangs.hold(where, uid, node, gone, annotations=annotations)
         except asyncio.CancelledError:
-            self._unassume(uid, placed)
+            self._unassume_held(where, uid, placed)
             raise
         if not error:
             self._finish("bind", "ok", started)
             self.log.info("bind", pod=where, uid=uid, node=node, assumed=placed is not None, gang=True)
             return Reply(200, encode_bind_result(""))
-        self._unassume(uid, placed)
+        self._unassume_held(where, uid, placed)
         self._finish("bind", "gang_released", started)
         return Reply(200, encode_bind_result(error))
 
@@ -487,8 +487,22 @@ class ExtenderService:
                 return pod
         return None
 
-    def _unassume(self, uid: str, placed: PodInfo | None) -> None:
-        if placed is not None and self.state.assigned.get(uid) is placed:
+    def _unassume_held(self, where: str, uid: str, placed: PodInfo | None) -> None:
+        """Take back the placement of a held member whose bind was not made. The watch re-records a held
+        member's placement on each event it shows for the pod (``ExtenderCache``), so the placement may no
+        longer be the very object this request recorded: an unconfirmed placement on the same node that no
+        newer hold of the pod owns is taken back too. Left behind, it would fill the node for good (a pod
+        that once showed a node is never taken off it by a later event without one)."""
+        if placed is None:
+            return
+        current = self.state.assigned.get(uid)
+        if current is None:
+            return
+        if current is placed or (
+            self.state.is_assumed(uid)
+            and current.node_name == placed.node_name
+            and (self.gangs is None or self.gangs.held_node(where) is None)
+        ):
             self.state.remove_pod(uid)  # the watch corrects anything else later
 
 

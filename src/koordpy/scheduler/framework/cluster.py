@@ -169,6 +169,10 @@ class ClusterState:
             self._assumed.add(placed.uid)
         return placed
 
+    def is_assumed(self, uid: str) -> bool:
+        """Whether the pod's placement is one we recorded (``assume``) and the watch has not confirmed."""
+        return uid in self._assumed
+
     def _assign(self, pod: PodInfo, assigned_at: float) -> None:
         self.assigned[pod.uid] = pod
         self._assigned_at[pod.uid] = assigned_at
