@@ -95,6 +95,12 @@ def refused(kube: Kube, space: Space, name: str) -> bool:
     return condition.get("status") == "False" and QUORUM_REFUSED in str(condition.get("message"))
 
 
+def unschedulable(kube: Kube, space: Space, name: str) -> bool:
+    """kube-scheduler wrote ``PodScheduled=False/Unschedulable`` on the pod."""
+    condition = scheduled_condition(kube.get("Pod", name, space.namespace)) or {}
+    return condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+
+
 def requeue_patches(plane: ControlPlane, namespace: str) -> dict[str, int]:
     """Per pod: the patches of the pod itself (not a subresource) the API server answered 200, from the
     audit log: the extender's requeue annotation is the only such write in these tests."""
@@ -562,12 +568,13 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_nothing_of_the_
     """Two NonStrict gangs of 2 members of 5 cpu each on two 8-cpu nodes: the room fits one gang (one member
     per node; a member's load-aware estimate is 5 x 85 % = 4.25 cores, 53 % of a node, under the 65 %
     threshold). Whatever order kube-scheduler takes the four members in, one gang binds whole and the other
-    binds nothing: when each holds one node, the deadlock resolution releases the younger PodGroup's hold
-    and the older gang's pending member takes the room; no gang is partly bound.
+    binds nothing: when each holds one node, the deadlock resolution releases the younger PodGroup's hold,
+    the released gang yields, and the older gang's pending member takes the room; no gang is partly bound.
+    (kube-scheduler's informer lists the pods by name, so it usually takes blue's two first and no deadlock
+    forms; the next test makes it form.)
 
     The PodGroups are created in different seconds (creation times have a resolution of one second): with
-    equal creation times the victim is the greater group id, whatever the members' order in kube-scheduler's
-    queue, and the released member can take the room back (docs/gang.md, NonStrict deadlocks)."""
+    equal creation times the victim is the greater group id (docs/gang.md, NonStrict deadlocks)."""
     ready_nodes(space, kube, 2, cpu="8")
     koordpy.start_extender()
     for gang in ("red", "blue"):
@@ -587,6 +594,49 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_nothing_of_the_
     assert sorted(bound) == [f"{winner}-0", f"{winner}-1"]
     assert sorted(set(bound.values())) == sorted(space.nodes)  # one member per node
     one_binding_each(control_plane, space.namespace, sorted(bound))
+
+
+def test_a_formed_deadlock_binds_the_older_gang_whole_and_the_released_one_yields(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """The deadlock made to form: NonStrict gangs red (older PodGroup) and blue, 2 members of 5 cpu each,
+    two 8-cpu nodes. The second member of each is created behind a scheduling gate, so kube-scheduler
+    places red-0 and blue-0 first, one per node (5 + 5 > 8), and both are held. Ungated, red-1 and blue-1
+    fit nowhere (8 − 5 = 3 < 5): a deadlock. Blue (the younger) is released and yields, so red-1 takes
+    the freed node and red binds whole; blue binds nothing.
+
+    blue-1 is ungated first, so it fails before red-1: without the yield, kube-scheduler retries it first
+    once the release moves both, it takes the freed node and the deadlock forms again."""
+    ready_nodes(space, kube, 2, cpu="8")
+    koordpy.start_extender()
+    for gang in ("red", "blue"):
+        kube.create(podgroup(space.namespace, gang, 2, timeout_seconds=600, annotations={GANG + "mode": "NonStrict"}))
+        time.sleep(1.1)  # the next PodGroup's creationTimestamp is a later second
+    gate = {"schedulingGates": [{"name": "koordpy.io/test-hold"}]}
+    for gang in ("red", "blue"):
+        member(space, f"{gang}-0", gang, cpu="5")
+        space.create_pod(f"{gang}-1", cpu="5", memory="1Gi", labels={POD_GROUP_LABEL: gang}, extra_spec=gate)
+    koordpy.start_scheduler()
+    wait_until("red-0 and blue-0 held", lambda: "koordpy_extender_gang_held_binds 2.0" in koordpy.extender_metrics())
+    assert space.bound() == {}
+    # blue-1 first: it fails before red-1, so it is ahead of red-1 in kube-scheduler's queue once the
+    # release moves both (the order that defeats a release without a yield).
+    kube.patch("Pod", "blue-1", {"spec": {"schedulingGates": None}}, space.namespace)
+    wait_until("blue-1 unschedulable", lambda: unschedulable(kube, space, "blue-1"))
+    kube.patch("Pod", "red-1", {"spec": {"schedulingGates": None}}, space.namespace)
+    wait_until("one gang bound", lambda: len(space.bound()) >= 2)
+    poll("a third pod bound (it must not be)", lambda: len(space.bound()) > 2, timeout=20)
+    bound = space.bound()
+    assert sorted(bound) == ["red-0", "red-1"], bound
+    assert sorted(set(bound.values())) == sorted(space.nodes)  # one member per node
+    one_binding_each(control_plane, space.namespace, sorted(bound))
+    released = {
+        name: sum(
+            e.get("count") or 1 for e in kube.events(space.namespace, name) if e["reason"] == "GangDeadlockReleased"
+        )
+        for name in ("red-0", "red-1", "blue-0", "blue-1")
+    }
+    assert released == {"red-0": 0, "red-1": 0, "blue-0": 1, "blue-1": 0}  # once: the deadlock did not form again
 
 
 # ---- PodGroup status and gang Events, written by the manager ------------------------------------------

@@ -28,7 +28,11 @@ runs inside the scheduler):
 * ``requeueQPS`` 50 and ``requeueBurst`` 100: how fast the extender asks kube-scheduler to retry gang
   members it refused at quorum once their gang has enough members (one pod annotation patch per parked
   member, a token bucket of this rate and depth); ``requeueQPS: 0`` turns the retry off, leaving the
-  members to kube-scheduler's own retries (up to 5 minutes).
+  members to kube-scheduler's own retries (up to 5 minutes);
+* ``deadlockYieldSeconds`` 30 (≥ 0): after NonStrict deadlock resolution releases a GangGroup, its
+  members are refused at ``/filter`` (and woken like quorum refusals afterwards) until no group the
+  release helps holds a member any more, for at most this long. Without it, kube-scheduler's queue order
+  decides who takes the freed room, and the released group's own members are often first. 0: no yield.
 
 Not guaranteed: that ``binderHttpTimeoutSeconds`` matches what kube-scheduler is really configured
 with; the chart renders both from one value, a hand-written configuration must keep them equal.
@@ -90,6 +94,10 @@ class CoschedulingArgs(BaseModel):
     """koordpy: parked gang members asked to be retried per second once their gang has a quorum (0: off)."""
     requeue_burst: int = Field(100, alias="requeueBurst", ge=1, le=100000)
     """koordpy: how many such requests may go out at once before ``requeueQPS`` paces them."""
+    deadlock_yield_seconds: Seconds = Field(30.0, alias="deadlockYieldSeconds", ge=0, le=86400)
+    """koordpy: after NonStrict deadlock resolution releases a GangGroup, its members are refused at
+    ``/filter`` until no group its release helps holds a member any more (bound, or given up), for at
+    most this long (0: no yield)."""
 
     @model_validator(mode="after")
     def _check(self) -> CoschedulingArgs:

@@ -20,8 +20,9 @@ extender's ``ClusterState`` for koordpy), QoS from the planner in ``koordpy.sim.
 verdicts from the gang model's ``GangCache`` (koordpy only).
 
 Gang jobs under koordpy (the extender as binder, as ``koordpy.scheduler.plugins.gang`` describes):
-a member that fails the model's ``admit`` (quorum) waits unschedulable until another member of its
-GangGroup arrives; a member kube-scheduler places is *held*: its requests stay reserved on the node
+a member that fails the model's admission (quorum, or a yield after deadlock resolution) waits
+unschedulable until another member of its GangGroup arrives or the model wakes it (``take_wakeups``,
+the extender's requeue); a member kube-scheduler places is *held*: its requests stay reserved on the node
 (kube-scheduler's assumed pod, also recorded in ``ClusterState``) and it is bound only when the
 model hands it out with ``take_ready``. A member that finds no node is reported with
 ``scheduling_failed`` (Strict: the group's holds are released). Released holds (Strict cascade,
@@ -50,7 +51,7 @@ import numpy.typing as npt
 from koordpy.config.scenario import Scenario
 from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, PodInfo, PodMetricInfo, node_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
-from koordpy.scheduler.plugins.gang import GangCache, Release
+from koordpy.scheduler.plugins.gang import Admission, GangCache, Release
 from koordpy.scheduler.profile import build_plugins
 from koordpy.sim.kubescheduler import (
     LeastAllocatedPlacement,
@@ -340,7 +341,7 @@ class Simulation:
             pod = self.current[pod_id]
             assert pod is not None
             member = gangs is not None and self.job[pod_id] >= 0
-            if member and gangs is not None and not gangs.admit(pod.key).ok:
+            if member and gangs is not None and not _admitted(gangs.admit_request(pod)):
                 self.unschedulable[pod_id] = now  # PreEnqueue: not a scheduling attempt, not a failure
                 continue
             if w in failed:
@@ -481,6 +482,11 @@ class Simulation:
         released = 0
         for release in gangs.take_releases(now):
             released += self._release(release, now)
+        for wakeup in gangs.take_wakeups():  # the extender's requeue of members it refused at admission
+            pod_id = self.pod_of_key.get(wakeup.pod)
+            if pod_id is not None and self.unschedulable.pop(pod_id, None) is not None:
+                self.active.add(pod_id)
+                released += 1
         deadline = gangs.next_deadline()
         if deadline is not None and deadline < self.timer_at:
             self.timer_at = max(deadline, now)
@@ -753,3 +759,7 @@ def _aggregated(window: float, kinds: dict[str, tuple[I64, I64]], row: int) -> A
         duration=window,
         usage={kind: {"cpu": int(cpu[row]), "memory": int(memory[row])} for kind, (cpu, memory) in kinds.items()},
     )
+
+
+def _admitted(admission: Admission | None) -> bool:
+    return admission is None or admission.ok

@@ -592,6 +592,7 @@ class GangBarrier:
         now = self.clock.now()
         views = self.cache.views() if gang_id is None else [v for v in [self.cache.view(gang_id)] if v is not None]
         out: list[dict[str, Any]] = []
+        yielding = self.cache.yielding()
         for view in views:
             spec = view.spec
             permit = self.cache.permit(spec.id, now)
@@ -610,6 +611,7 @@ class GangBarrier:
                     "leftOutOfGroup": list(spec.left_out),
                     "parked": self.cache.parked(spec.id),
                     "requeuePending": [p for p in view.children if p in self.requeuer.pending],
+                    "yieldingTo": list(yielding.get(spec.group_id, ())),
                     "held": [
                         {
                             "pod": h.pod,

@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 
 from koordpy.kube.errors import ApiError
 from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION, TokenBucket
-from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, keys
+from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, YIELD_REFUSED, keys
 from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit import PodBuilder
 from koordpy_testkit.bounds import HANG_BACKSTOP, eventually
@@ -280,6 +280,65 @@ async def test_nonstrict_deadlock_releases_one_gang_with_an_event(ext: Any) -> N
     assert 'koordpy_extender_gang_releases_total{cause="deadlock"} 1.0' in (await ext.http.get("/metrics")).text
     for other in tasks.values():
         other.cancel()
+
+
+async def test_a_member_the_watch_showed_while_held_is_unassumed_when_released(ext: Any) -> None:
+    """The watch re-records a held member's placement on each event it shows for the pod (here a label
+    added while it is held): the release must still free the node. The reproduction: left behind, the
+    placement filled the node for good and no later deadlock could be found."""
+    a, b, c = member("a", waiting_time="30s"), member("b"), member("c")
+    setup(ext, a, b, c)
+    task = asyncio.create_task(ext.post("bind", bind_args(a, "n1")))
+    await until(lambda: held(ext) == {"team/a"}, "a held")
+    uid = a["metadata"]["uid"]
+    assert ext.extender.state.assigned[uid].node_name == "n1"  # the hold's placement counts
+    changed = {**a, "metadata": {**a["metadata"], "labels": {"touched": "yes"}, "resourceVersion": "4"}}
+    ext.pod_event("MODIFIED", changed)
+    assert ext.extender.state.assigned[uid].labels == {"touched": "yes"}  # re-recorded from the event
+    ext.clock.advance(31)  # 31 s > the gang's 30 s wait time
+    assert "waited 30s" in (await task).json()["Error"]
+    assert uid not in ext.extender.state.assigned
+    ext.pod_event("MODIFIED", {**changed, "metadata": {**changed["metadata"], "resourceVersion": "5"}})
+    assert uid not in ext.extender.state.assigned  # a later event of the pending pod does not bring it back
+
+
+async def test_the_deadlock_victim_yields_at_filter_until_the_helped_gang_binds(ext: Any) -> None:
+    """Gangs x and y (NonStrict, min 2, 1 cpu per member) each hold one member on the one 2-cpu node; x's
+    PodGroup-less gang is older only by id, so y (the greater id) is released. y's members are refused at
+    /filter (yielding to x) while x holds a member; once x binds whole, y's refused members are woken."""
+    ext.node("small", cpu="2", memory="8Gi")
+    ext.metric("small", cpu="0", memory="1Gi")
+    gangs = ext.extender.gangs
+    gangs.tick = 0.02
+    gangs.events = FakeEvents()
+    patcher = with_patcher(ext)
+    pods = {}
+    for gang in ("x", "y"):
+        for i in range(2):
+            raw = member(f"{gang}{i}", gang=gang, minimum=2, mode="NonStrict")
+            pods[f"{gang}{i}"] = raw
+            ext.pod_event("ADDED", raw)
+    tasks = {n: asyncio.create_task(ext.post("bind", bind_args(pods[n], "small"))) for n in ("x0", "y0")}
+    await until(lambda: held(ext) == {"team/x0", "team/y0"}, "x0 and y0 held")
+    gangs.resolve_deadlock()
+    assert "deadlock" in (await tasks["y0"]).json()["Error"]
+    assert gangs.cache.yielding() == {"team/y": ("team/x",)}
+    assert (await ext.http.get("/debug/gangs/team/y")).json()["yieldingTo"] == ["team/x"]
+    for name in ("y0", "y1"):
+        resp = await ext.post("filter", {"Pod": pods[name], "Nodes": None, "NodeNames": ["small"]})
+        body = orjson.loads(resp.content)
+        assert body["NodeNames"] == []
+        assert body["FailedAndUnresolvableNodes"]["small"].startswith(YIELD_REFUSED + "gang group team/y ")
+    resp = await ext.post("filter", {"Pod": pods["x1"], "Nodes": None, "NodeNames": ["small"]})
+    refusals = " ".join(orjson.loads(resp.content)["FailedAndUnresolvableNodes"].values())
+    assert YIELD_REFUSED not in refusals and QUORUM_REFUSED not in refusals  # the helped gang is admitted
+    x1 = asyncio.create_task(ext.post("bind", bind_args(pods["x1"], "small")))
+    assert (await x1).json()["Error"] == "" and (await tasks["x0"]).json()["Error"] == ""
+    await until(lambda: gangs.cache.yielding() == {}, "the yield over")
+    await until(lambda: sorted(call[1] for call in patcher.calls) == ["y0", "y1"], "y0 and y1 woken")
+    resp = await ext.post("filter", {"Pod": pods["y1"], "Nodes": None, "NodeNames": ["small"]})
+    refusals = " ".join(orjson.loads(resp.content)["FailedAndUnresolvableNodes"].values())
+    assert YIELD_REFUSED not in refusals  # admitted again (the node itself is full now)
 
 
 async def until_one(tasks: dict[str, asyncio.Task[Any]]) -> tuple[str, Any]:

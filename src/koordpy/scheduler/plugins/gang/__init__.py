@@ -10,6 +10,7 @@ from koordpy.scheduler.plugins.gang.deadlock import DeadlockFinding, WaitingGrou
 from koordpy.scheduler.plugins.gang.decisions import (
     CASCADING_CAUSES,
     QUORUM_REFUSED,
+    YIELD_REFUSED,
     Admission,
     BindBatch,
     Deadlock,
@@ -19,7 +20,7 @@ from koordpy.scheduler.plugins.gang.decisions import (
     ReleaseCause,
     Verdict,
     Wakeup,
-    is_quorum_refusal,
+    is_admission_refusal,
 )
 from koordpy.scheduler.plugins.gang.outcome import CONDITION_TYPE, GangOutcome, bound_outcome, gang_condition, outcomes
 from koordpy.scheduler.plugins.gang.phase import (
@@ -55,6 +56,7 @@ __all__ = [
     "CASCADING_CAUSES",
     "CONDITION_TYPE",
     "QUORUM_REFUSED",
+    "YIELD_REFUSED",
     "Admission",
     "BindBatch",
     "Deadlock",
@@ -82,7 +84,7 @@ __all__ = [
     "gang_phase",
     "gang_ref",
     "group_id",
-    "is_quorum_refusal",
+    "is_admission_refusal",
     "koordinator_phase",
     "outcomes",
     "podgroup_from_dict",

@@ -17,7 +17,8 @@ No upstream detects this (the Koordinator proposal names the risk: quota 10, thr
 
 The victim is chosen among the groups whose release helps another: lowest priority (the highest
 ``spec.priority`` of its members, 0 when unset), then youngest (the latest gang creation time), then the
-greatest group id, so the choice is deterministic.
+greatest group id, so the choice is deterministic. The finding names the groups the victim's release
+helps (``helped``): ``GangCache`` makes the victim yield the freed room to them.
 
 Not guaranteed: that the freed capacity is actually used by the other group (kube-scheduler decides),
 nor detection of deadlocks that other filters (affinity, taints) cause.
@@ -54,6 +55,8 @@ class DeadlockFinding:
     groups: tuple[str, ...]
     victim: str
     reason: str
+    helped: tuple[str, ...] = ()
+    """The groups a pending member of which fits a node the victim's release frees, sorted."""
 
 
 def fits(requests: Mapping[str, int], free: Mapping[str, int]) -> bool:
@@ -99,13 +102,19 @@ def find_deadlock(groups: Sequence[WaitingGroup], free: Mapping[str, ResourceLis
         return None
     if any(_any_fits(_untried(g), free) for g in groups):
         return None
-    helpful: list[WaitingGroup] = []
+    helps: dict[str, tuple[str, ...]] = {}
     for candidate in groups:
         freed = _without(candidate, free)
-        if any(
-            _fits_freed(other.pending, candidate, freed) for other in groups if other.group_id != candidate.group_id
-        ):
-            helpful.append(candidate)
+        helped = tuple(
+            sorted(
+                other.group_id
+                for other in groups
+                if other.group_id != candidate.group_id and _fits_freed(other.pending, candidate, freed)
+            )
+        )
+        if helped:
+            helps[candidate.group_id] = helped
+    helpful = [g for g in groups if g.group_id in helps]
     if not helpful:
         return None
     victim = min(helpful, key=lambda g: (g.priority, -g.create_time, _reverse(g.group_id)))
@@ -116,7 +125,7 @@ def find_deadlock(groups: Sequence[WaitingGroup], free: Mapping[str, ResourceLis
         f"of them fits a node; releasing the {len(victim.held_pods)} held member(s) of {victim.group_id} "
         f"(priority {victim.priority}, the lowest-priority, youngest group whose release lets another proceed)"
     )
-    return DeadlockFinding(ids, victim.group_id, reason)
+    return DeadlockFinding(ids, victim.group_id, reason, helps[victim.group_id])
 
 
 def _reverse(text: str) -> tuple[int, ...]:

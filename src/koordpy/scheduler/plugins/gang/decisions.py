@@ -8,6 +8,7 @@ from typing import Literal
 __all__ = [
     "CASCADING_CAUSES",
     "QUORUM_REFUSED",
+    "YIELD_REFUSED",
     "Admission",
     "BindBatch",
     "Deadlock",
@@ -17,7 +18,7 @@ __all__ = [
     "ReleaseCause",
     "Verdict",
     "Wakeup",
-    "is_quorum_refusal",
+    "is_admission_refusal",
 ]
 
 Verdict = Literal["allow", "wait", "reject"]
@@ -43,19 +44,26 @@ QUORUM_REFUSED = "gang quorum not reached: "
 condition, so a restarted extender recognises its own refusals there (they are not scheduling failures)."""
 
 
-def is_quorum_refusal(message: str) -> bool:
-    """Whether a ``PodScheduled`` message carries a quorum refusal (``Admission.reason`` of a refusal)."""
-    return QUORUM_REFUSED in message
+YIELD_REFUSED = "gang yields after a deadlock resolution: "
+"""How every refusal of a member of a GangGroup released by NonStrict deadlock resolution begins, while it
+yields the freed room to the groups its release lets proceed (``gang.deadlockYieldSeconds``)."""
+
+
+def is_admission_refusal(message: str) -> bool:
+    """Whether a ``PodScheduled`` message carries an admission refusal (``Admission.reason`` of a refusal:
+    quorum not reached, or yielding after a deadlock). Neither is a scheduling failure."""
+    return QUORUM_REFUSED in message or YIELD_REFUSED in message
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """PreEnqueue (quorum): may this member be tried at all?
+    """PreEnqueue (quorum, and the yield after a deadlock): may this member be tried at all?
 
-    ``reason`` is what ``/filter`` answers: for a refusal it starts with :data:`QUORUM_REFUSED` and names
-    the first gang that falls short without counting its members (the text stays true while the pod
-    waits, and kube-scheduler rewrites the pod's condition only when the text changes). ``detail`` says
-    the same with the counts, for Events and ``/debug/gangs``."""
+    ``reason`` is what ``/filter`` answers: for a quorum refusal it starts with :data:`QUORUM_REFUSED` and
+    names the first gang that falls short without counting its members (the text stays true while the pod
+    waits, and kube-scheduler rewrites the pod's condition only when the text changes); for a yield it
+    starts with :data:`YIELD_REFUSED`. ``detail`` says the same with the counts, for Events and
+    ``/debug/gangs``."""
 
     ok: bool
     reason: str
@@ -65,7 +73,7 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Wakeup:
-    """A member refused at quorum whose GangGroup now passes: kube-scheduler must be told to retry it
+    """A member refused at admission whose GangGroup now passes: kube-scheduler must be told to retry it
     (it does not retry a pod an extender refused until some cluster event or its 5-minute flush)."""
 
     pod: str
@@ -140,3 +148,6 @@ class Deadlock:
     """The GangGroup id whose holds are released."""
     released: tuple[Hold, ...]
     reason: str
+    helped: tuple[str, ...] = ()
+    """The GangGroup ids a pending member of which fits a node the release frees, sorted: the victim
+    yields to them (``gang.deadlockYieldSeconds``)."""

@@ -50,6 +50,7 @@ from koordpy.scheduler.plugins.gang.deadlock import WaitingGroup, find_deadlock
 from koordpy.scheduler.plugins.gang.decisions import (
     CASCADING_CAUSES,
     QUORUM_REFUSED,
+    YIELD_REFUSED,
     Admission,
     BindBatch,
     Deadlock,
@@ -58,7 +59,7 @@ from koordpy.scheduler.plugins.gang.decisions import (
     Release,
     ReleaseCause,
     Wakeup,
-    is_quorum_refusal,
+    is_admission_refusal,
 )
 from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
 from koordpy.scheduler.plugins.gang.spec import (
@@ -155,6 +156,20 @@ class _HoldTable:
 
 
 @dataclass(frozen=True, slots=True)
+class _Yield:
+    """A GangGroup released by deadlock resolution, yielding the freed room to the groups it helps."""
+
+    gangs: frozenset[str]
+    """The yielding group's gang ids."""
+    helped: tuple[str, ...]
+    """Group ids yielded to."""
+    helped_gangs: frozenset[str]
+    """Their gang ids: the yield lasts while one of them holds a member (held, or allowed and binding)."""
+    until: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class GangView:
     """A gang as it stands: for ``/debug/gangs``, PodGroup status and the offline tool. Lists sorted."""
 
@@ -194,6 +209,8 @@ class GangCache:
         self._parked_gang: dict[str, str] = {}
         self._in_groups: dict[str, set[str]] = {}
         """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
+        self._yielding: dict[str, _Yield] = {}
+        """Group id → the yield of a group released by deadlock resolution (``deadlockYieldSeconds``)."""
 
     # ------------------------------------------------------------------ events: objects
 
@@ -359,7 +376,7 @@ class GangCache:
         gang_id = self._pod_gang.get(pod_key)
         if gang_id is None:
             return
-        if is_quorum_refusal(reason):
+        if is_admission_refusal(reason):
             if pod_key not in self._held and pod_key not in self._binding:
                 self._park(pod_key, gang_id)
                 self._wake_dirty.add(gang_id)
@@ -491,7 +508,10 @@ class GangCache:
     def take_releases(self, now: float) -> list[Release]:
         """Holds to answer with an error now: queued decisions (Strict cascades, rejections, deletions),
         then every held member whose wait time ran out (``expired``, cascading for Strict) or whose
-        bind request must be answered before kube-scheduler's binder timeout (``answer-deadline``)."""
+        bind request must be answered before kube-scheduler's binder timeout (``answer-deadline``).
+        Yields after a deadlock that are over (see ``resolve_deadlock``) end here: their members are woken
+        by ``take_wakeups``."""
+        self._end_yields(now)
         for hold in self._held.take_due(now):
             if self._held.get(hold.pod) is not hold:
                 continue  # released by a cascade earlier in this loop
@@ -516,21 +536,43 @@ class GangCache:
         return out
 
     def next_deadline(self) -> float | None:
-        """The earliest moment ``take_releases`` has something new to say (None when nothing is held)."""
+        """The earliest moment ``take_releases`` has something new to say (None when nothing is held and
+        no group yields)."""
         earliest = self._held.earliest()
-        return None if earliest is None else earliest.deadline
+        moments = [y.until for y in self._yielding.values()]
+        if earliest is not None:
+            moments.append(earliest.deadline)
+        return min(moments) if moments else None
+
+    def yielding(self) -> dict[str, tuple[str, ...]]:
+        """Group id → the group ids it yields to, for the groups yielding after a deadlock now."""
+        return {group: y.helped for group, y in sorted(self._yielding.items())}
+
+    def _end_yields(self, now: float) -> None:
+        for group in list(self._yielding):
+            y = self._yielding[group]
+            if now >= y.until or not any(self._held.of(g) or self._binding.of(g) for g in y.helped_gangs):
+                del self._yielding[group]
+                self._wake_dirty.update(y.gangs)
 
     def resolve_deadlock(self, free: Mapping[str, ResourceList], now: float) -> Deadlock | None:
         """Detect a NonStrict deadlock among waiting GangGroups (see ``deadlock.find_deadlock``) given each
         node's free resources *after* every hold, and release the victim group's holds (cause
-        ``deadlock``, in ``take_releases``). None when there is no deadlock."""
+        ``deadlock``, in ``take_releases``). None when there is no deadlock.
+
+        The victim then *yields* (``deadlockYieldSeconds`` > 0): its members are refused at admission
+        (:data:`YIELD_REFUSED`, parked) until none of the groups its release helps holds a member any
+        more (bound, or given up), or for at most ``deadlockYieldSeconds``; then they are woken like
+        members refused at quorum. Without the yield, kube-scheduler's queue decides who takes the freed
+        room, and the victim's own members, which failed before the other group's, are often first.
+        Not guaranteed: a yield outlives a restart (it does not)."""
         waiting: list[WaitingGroup] = []
-        seen: set[str] = set()
+        seen: dict[str, GangSpec] = {}
         for hold in self._held.values():
             spec = self._gangs[hold.gang_id].spec
             if spec.group_id in seen or self.permit(hold.gang_id, now).verdict != "wait":
                 continue
-            seen.add(spec.group_id)
+            seen[spec.group_id] = spec
             waiting.append(self._waiting_group(spec))
         found = find_deadlock(waiting, free)
         if found is None:
@@ -539,7 +581,17 @@ class GangCache:
         released = tuple(sorted((h for p in victim.held_pods if (h := self._held.get(p))), key=lambda h: h.pod))
         for hold in released:
             self._release(hold, "deadlock", found.reason)
-        return Deadlock(found.groups, found.victim, released, found.reason)
+        if self.args.deadlock_yield_seconds > 0:
+            gangs = {group: frozenset(self._members(spec)) for group, spec in seen.items()}
+            helped_gangs = frozenset(gang for group in found.helped for gang in gangs[group])
+            until = now + self.args.deadlock_yield_seconds
+            why = (
+                f"gang group {found.victim} was released to resolve a NonStrict deadlock and yields the room to "
+                f"{', '.join(found.helped)} until they bind or give up (at most "
+                f"{self.args.deadlock_yield_seconds:g}s)"
+            )
+            self._yielding[found.victim] = _Yield(gangs[found.victim], found.helped, helped_gangs, until, why)
+        return Deadlock(found.groups, found.victim, released, found.reason, found.helped)
 
     # ------------------------------------------------------------------ views
 
@@ -626,6 +678,9 @@ class GangCache:
         own = self._gangs[gang_id].spec
         if not own.initialised:
             return Admission(False, QUORUM_REFUSED + own.problem, gang_id, own.problem)
+        yielding = self._yielding.get(own.group_id)
+        if yielding is not None:
+            return Admission(False, YIELD_REFUSED + yielding.reason, gang_id, yielding.reason)
         if own.match_policy == "once-satisfied" and self._satisfied_once(own):
             why = f"gang {gang_id}: satisfied once (once-satisfied)"
             return Admission(True, why, gang_id, why)

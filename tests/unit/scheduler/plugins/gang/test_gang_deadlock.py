@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.scheduler.plugins.gang import GangCache, WaitingGroup, find_deadlock
+from koordpy.scheduler.plugins.gang import YIELD_REFUSED, GangCache, WaitingGroup, find_deadlock, is_admission_refusal
 from koordpy_testkit.gangs import T0, annotated, member
 
 ARGS = CoschedulingArgs.model_validate({})
@@ -163,3 +163,93 @@ def test_the_cache_passes_kube_schedulers_verdict_on_pending_members() -> None:
     found = cache.resolve_deadlock(free, T0 + 1)
     assert found is not None and found.victim == "default/y"
     assert [h.pod for h in found.released] == ["default/y0"]
+
+
+# ---- the victim yields ---------------------------------------------------------------------------------
+
+
+def two_gangs_deadlocked(yield_seconds: float = 30.0) -> GangCache:
+    """Gangs x and y (NonStrict, min 2, 5 cpu per member) hold one member each, x0 on n0 and y0 on n1
+    (8 cpu each: 8 − 5 = 3 free < 5); x1 and y1 pending. y is younger: resolution releases y0."""
+    cache = GangCache(CoschedulingArgs.model_validate({"deadlockYieldSeconds": yield_seconds}))
+    for gang, created in (("x", T0 - 20), ("y", T0 - 10)):
+        for i in range(2):
+            annotations = annotated(gang, 2, mode="NonStrict")
+            cache.upsert_pod(member(f"{gang}{i}", annotations=annotations, cpu="5", created=created + i))
+    cache.hold("default/x0", "ux0", "n0", T0)
+    cache.hold("default/y0", "uy0", "n1", T0)
+    return cache
+
+
+FREE = {node: {"cpu": 3000, "memory": 100 * GI, "pods": 100} for node in ("n0", "n1")}
+
+
+def test_the_victim_yields_to_the_group_its_release_helps() -> None:
+    cache = two_gangs_deadlocked()
+    found = cache.resolve_deadlock(FREE, T0 + 10)
+    assert found is not None and (found.victim, found.helped) == ("default/y", ("default/x",))
+    cache.take_releases(T0 + 10)
+    assert cache.yielding() == {"default/y": ("default/x",)}
+    for pod in ("default/y0", "default/y1"):
+        refusal = cache.admit(pod)
+        assert not refusal.ok and refusal.reason.startswith(YIELD_REFUSED + "gang group default/y ")
+        assert "yields the room to default/x until they bind or give up (at most 30s)" in refusal.reason
+        assert is_admission_refusal(refusal.reason)
+    assert cache.admit("default/x1").ok  # the helped group is not refused
+    # The yield ends at most 30 s after the release: the timer is armed for it.
+    assert cache.next_deadline() == T0 + 40
+
+
+def test_the_yield_ends_when_the_helped_group_binds_and_wakes_the_parked_members() -> None:
+    cache = two_gangs_deadlocked()
+    cache.resolve_deadlock(FREE, T0 + 10)
+    cache.take_releases(T0 + 10)
+    y1 = member("y1", annotations=annotated("y", 2, mode="NonStrict"), cpu="5", created=T0 - 9)
+    assert not cache.admit_request(y1).ok  # refused while yielding: parked
+    assert cache.take_wakeups() == []
+    cache.hold("default/x1", "ux1", "n1", T0 + 11)  # x1 takes the freed node: x is whole
+    [batch] = cache.take_ready(T0 + 11)
+    assert batch.group_id == "default/x"
+    cache.take_releases(T0 + 11)
+    assert cache.yielding() == {"default/y": ("default/x",)}  # x's members are binding, not bound yet
+    for hold in batch.holds:
+        cache.bound(hold.pod, hold.node)
+    cache.take_releases(T0 + 12)
+    assert cache.yielding() == {}
+    assert [w.pod for w in cache.take_wakeups()] == ["default/y1"]
+    assert cache.admit("default/y1").ok
+
+
+@pytest.mark.parametrize(
+    ("at", "still_yielding"),
+    [
+        # 10 s (the release) + 30 s = 40 s: x still holds x0 and has not bound; the yield lasts until then.
+        (39.9, True),
+        (40.0, False),
+    ],
+)
+def test_the_yield_ends_at_most_deadlock_yield_seconds_after_the_release(at: float, still_yielding: bool) -> None:
+    cache = two_gangs_deadlocked()
+    cache.resolve_deadlock(FREE, T0 + 10)
+    cache.take_releases(T0 + 10)
+    cache.take_releases(T0 + at)
+    assert (cache.yielding() != {}) is still_yielding
+    assert cache.admit("default/y1").ok is not still_yielding
+
+
+def test_the_yield_ends_when_the_helped_group_gives_up() -> None:
+    """x0's wait time (the default 600 s) runs out while the yield's 1 h bound has not: x holds nothing
+    any more, so y's members are admitted again."""
+    cache = two_gangs_deadlocked(yield_seconds=3600)
+    cache.resolve_deadlock(FREE, T0 + 10)
+    cache.take_releases(T0 + 10)
+    released = cache.take_releases(T0 + 600)
+    assert [(r.hold.pod, r.cause) for r in released] == [("default/x0", "expired")]
+    assert cache.take_releases(T0 + 600) == [] and cache.yielding() == {}
+    assert cache.admit("default/y1").ok
+
+
+def test_no_yield_when_deadlock_yield_seconds_is_zero() -> None:
+    cache = two_gangs_deadlocked(yield_seconds=0)
+    assert cache.resolve_deadlock(FREE, T0 + 10) is not None
+    assert cache.yielding() == {} and cache.admit("default/y1").ok

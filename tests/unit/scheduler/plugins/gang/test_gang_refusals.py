@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, GangCache, is_quorum_refusal
+from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, YIELD_REFUSED, GangCache, is_admission_refusal
 from koordpy_testkit.gangs import T0, annotated, member, podgroup
 
 ARGS = CoschedulingArgs.model_validate({})
@@ -51,7 +51,7 @@ def test_every_refusal_carries_the_marker() -> None:
         QUORUM_REFUSED + "gang default/b: member default/bad: annotation "
         "gang.scheduling.koordinator.sh/min-available is not an integer",
     ]
-    assert all(is_quorum_refusal(kube_scheduler_message(r)) for r in reasons)
+    assert all(is_admission_refusal(kube_scheduler_message(r)) for r in reasons)
 
 
 @pytest.mark.parametrize(
@@ -64,14 +64,15 @@ def test_every_refusal_carries_the_marker() -> None:
             "4 members exist. preemption: not eligible",
             True,
         ),
+        (kube_scheduler_message(YIELD_REFUSED + "gang group default/b yields to default/a"), True),
         ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available.", False),
         ("0/3 nodes are available: 3 node(s) exceed the cpu usage threshold 65%.", False),
         # The pre-marker wording (an older extender's condition) is a failure: it cannot be told apart.
         ("0/3 nodes are available: 3 gang default/g: 3 of 4 members exist.", False),
     ],
 )
-def test_is_quorum_refusal(message: str, refusal: bool) -> None:
-    assert is_quorum_refusal(message) is refusal
+def test_is_admission_refusal(message: str, refusal: bool) -> None:
+    assert is_admission_refusal(message) is refusal
 
 
 def test_a_restarted_extender_does_not_count_its_refusals_as_strict_failures() -> None:
