@@ -630,6 +630,7 @@ def test_a_formed_deadlock_binds_the_older_gang_whole_and_the_released_one_yield
     assert sorted(bound) == ["red-0", "red-1"], bound
     assert sorted(set(bound.values())) == sorted(space.nodes)  # one member per node
     one_binding_each(control_plane, space.namespace, sorted(bound))
+    wait_until("blue-0's GangDeadlockReleased Event", lambda: kube.events(space.namespace, "blue-0"))
     released = {
         name: sum(
             e.get("count") or 1 for e in kube.events(space.namespace, name) if e["reason"] == "GangDeadlockReleased"

@@ -109,6 +109,10 @@ def job_events(kube: Kube, name: str) -> list[dict[str, Any]]:
     return kube.events("default", involved=name)
 
 
+def event_reasons(kube: Kube, name: str) -> list[str]:
+    return [e["reason"] for e in job_events(kube, name)]
+
+
 def budget(kube: Kube, space: Space, app: str, max_unavailable: int, observed: str, value: int) -> None:
     """A PodDisruptionBudget over ``app``'s pods; returns once the disruption controller's status has
     ``observed`` == ``value`` (until then the API server answers evictions as it pleases)."""
@@ -205,8 +209,9 @@ def test_every_wait_names_its_reason_in_a_condition_and_an_event(koordpy: Compon
             assert f"{space.namespace}/web" in condition["message"], condition  # it names the workload
         else:  # still in arbitration: the filter that requeued it
             assert condition["reason"] in ("ObjectLimiter", "MaxMigratingPerNode", "MaxMigratingPerWorkload"), condition
-        reasons = [e["reason"] for e in job_events(kube, name)]
-        assert condition["reason"] in reasons, (name, reasons)
+        # the Event follows the condition: wait for it
+        reason = condition["reason"]
+        wait_until(f"{name}'s {reason} Event", lambda n=name, r=reason: r in event_reasons(kube, n))
     time.sleep(2)  # ten more rounds: a wait is told once, not once per round
     for name, condition in held.items():
         told = [e for e in job_events(kube, name) if e["reason"] == condition["reason"]]
@@ -231,6 +236,8 @@ def test_ttl_fails_the_job_at_its_deadline_while_a_budget_answers_429(
     wait_until("the job failed", lambda: status(kube, name).get("phase") == "Failed", timeout=300)
     final = status(kube, name)
     assert (final["reason"], final["message"]) == ("Timeout", "Abort job caused by timeout")
+    # The Event is posted after the status is written: wait for it, then there must be exactly one.
+    wait_until("the Timeout Event", lambda: "Timeout" in event_reasons(kube, name))
     (timeout_event,) = [e for e in job_events(kube, name) if e["reason"] == "Timeout"]
     at = parse_rfc3339(timeout_event.get("eventTime") or timeout_event["firstTimestamp"])
     # at its deadline (40 s), well before the next retry (about 61 s) would have noticed the ttl
@@ -268,7 +275,7 @@ def test_evictions_refused_by_a_budget_are_retried_until_it_allows_them(
     assert held["phase"] == "Running"
     eviction = next(c for c in held["conditions"] if c["type"] == "Eviction")
     assert (eviction["status"], eviction["reason"]) == ("False", "FailedEvict")
-    assert [e["reason"] for e in job_events(kube, name)].count("Evicting") >= 1
+    wait_until("an Evicting Event", lambda: "Evicting" in event_reasons(kube, name))
     kube.patch("PodDisruptionBudget", "api", {"spec": {"maxUnavailable": 1}}, space.namespace)
     wait_until("the job done", lambda: status(kube, name).get("phase") == "Succeeded", timeout=300)
     allowed = [
@@ -296,6 +303,7 @@ def test_an_evictor_the_chart_does_not_grant_fails_the_job_at_once(
     wait_until("the job failed", lambda: status(kube, name).get("phase") == "Failed")
     final = status(kube, name)
     assert final["reason"] == "FailedEvict" and "delete pods" in final["message"], final
+    wait_until("the FailedEvict Event", lambda: "FailedEvict" in event_reasons(kube, name))  # it follows the status
     assert [e["reason"] for e in job_events(kube, name) if e["type"] == "Warning"][-1] == "FailedEvict"
     time.sleep(5)  # ten rounds: the failed job is not tried again
     deletes = [
