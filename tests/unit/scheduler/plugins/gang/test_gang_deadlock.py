@@ -144,13 +144,7 @@ def test_the_cache_passes_kube_schedulers_verdict_on_pending_members() -> None:
     """Gangs x and y (NonStrict, min 2, 5 cpu per member) hold one member each on n0 and n1 (3 cpu left on
     each); node "other" has 8 cpu free. Until kube-scheduler reports x1 and y1 unschedulable they may fit
     "other": no deadlock. Once both are reported, the younger gang y is released."""
-    cache = GangCache(ARGS)
-    for gang, created in (("x", T0 - 20), ("y", T0 - 10)):
-        for i in range(2):
-            annotations = annotated(gang, 2, mode="NonStrict")
-            cache.upsert_pod(member(f"{gang}{i}", annotations=annotations, cpu="5", created=created + i))
-    cache.hold("default/x0", "ux0", "n0", T0)
-    cache.hold("default/y0", "uy0", "n1", T0)
+    cache = two_gangs_deadlocked()
     # free after the holds: 8 - 5 = 3 cpu on n0 and n1; 8 on "other"
     free = {
         node: {"cpu": cpu, "memory": 100 * GI, "pods": 100}
