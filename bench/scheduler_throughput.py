@@ -267,6 +267,7 @@ class Bench:
     py_spy: str | None = None
     perf: bool = False
     before_src: Path | None = None
+    shortlist: int = 0
     before: Proc | None = None
     before_base: str = ""
     components: Components | None = None
@@ -344,7 +345,8 @@ class Bench:
     def start_extenders(self) -> None:
         (self.workdir / "koordpy").mkdir(parents=True, exist_ok=True)
         self.components = Components(self.plane, self.release, self.workdir / "koordpy")
-        extender = self.components.start_extender(timeout=600)
+        overrides = {"extender": {"shortlistNodes": self.shortlist}} if self.shortlist else None
+        extender = self.components.start_extender(overrides, timeout=600)
         if self.pin:
             taskset(extender.pid, "1")
         token = self.release.token("scheduler")
@@ -866,6 +868,9 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", default="raised,chart", help=f"comma-separated, of {', '.join(VARIANTS)} (default raised,chart)"
     )
     parser.add_argument("--pin", action="store_true", help="kube-schedulers on cpu 0, extenders on cpu 1")
+    parser.add_argument(
+        "--shortlist", type=int, default=0, metavar="K", help="the koordpy extender's extender.shortlistNodes (0: off)"
+    )
     parser.add_argument("--py-spy", metavar="BINARY", help="sample the koordpy extender with py-spy in every round")
     parser.add_argument("--perf", action="store_true", help="perf record the koordpy extender during its rounds")
     parser.add_argument(
@@ -903,6 +908,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "pods_per_round": args.pods,
         "pinned": args.pin,
+        "shortlistNodes": args.shortlist,
         "load_average_at_start": [round(x, 2) for x in load_start],
         "sizes": {},
     }
@@ -912,7 +918,9 @@ def main(argv: list[str] | None = None) -> int:
         log("installing the chart")
         release.install()
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        bench = Bench(plane, kube, release, workdir, args.pods, args.pin, args.py_spy, args.perf, args.before)
+        bench = Bench(
+            plane, kube, release, workdir, args.pods, args.pin, args.py_spy, args.perf, args.before, args.shortlist
+        )
         try:
             bench.grow_nodes(sizes[0])
             bench.start_extenders()

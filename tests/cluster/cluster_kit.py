@@ -330,7 +330,7 @@ class Components:
         ports: dict[str, Any] = {"host": LOOPBACK, "port": port}
         if config.get("extender", {}).get("metricsPort") is not None:
             ports |= {"metricsHost": LOOPBACK, "metricsPort": ops}
-        config = deep_merge(config, {"extender": ports, **(overrides or {})})
+        config = deep_merge(deep_merge(config, dict(overrides or {})), {"extender": ports})
         path = self.workdir / "extender-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"), api)

@@ -71,6 +71,12 @@ class ExtenderSettings(_Settings):
     """The preempt verb: a pod that preempted on a node and lost it (another scheduler took the room) does
     not preempt again for this many seconds, on any node but one koordpy's taint holds for it (0 to 1 day;
     0 turns the back-off off). See ``koordpy.scheduler.framework.preemption``."""
+    shortlist_nodes: int = Field(0, alias="shortlistNodes", strict=True, ge=0, le=100_000)
+    """Experimental: ``/filter`` passes at most this many of the nodes that pass it, those koordpy scores
+    highest (ties in kube-scheduler's order), so kube-scheduler scores and ``/prioritize`` sends only
+    them; the others are left out of the answer (neither passed nor failed). 0: every node that passes.
+    Not guaranteed: that kube-scheduler's own score plugins (spreading, affinity preferences) find their
+    best node among the shortlist."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
 
     @model_validator(mode="after")

@@ -62,7 +62,7 @@ from koordpy.scheduler.extender.protocol import (
     names_suffix,
     require_strings,
 )
-from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.cluster import ClusterState, FilterOutcome
 from koordpy.scheduler.framework.preemption import PreemptionBackoff
 from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
 from koordpy.scheduler.plugins.reservation.preemption import REASON_NOT_RESERVED_NODE, REASON_STILL_RESERVED
@@ -233,6 +233,9 @@ class ExtenderService:
             outcome = self.state.filter(pod, args.names, now, indices=indices)
             if self.cache.reservations is not None:
                 outcome = self.cache.reservations.refine(pod, outcome, now)
+            shortlist = self.settings.shortlist_nodes
+            if shortlist and len(outcome.passed) > shortlist:
+                self._shortlist(pod, outcome, shortlist, now)
             if args.items is None:
                 names_json = orjson.dumps(outcome.passed)
                 reply = encode_names_result(names_json, outcome.failed, outcome.unresolvable)
@@ -253,6 +256,19 @@ class ExtenderService:
             return Reply(200, encode_filter_error(f"koordpy extender internal error: {type(exc).__name__}"))
         self._finish("filter", "ok", started)
         return Reply(200, reply)
+
+    def _shortlist(self, pod: PodInfo, outcome: FilterOutcome, size: int, now: float) -> None:
+        """Keep the ``size`` passing nodes koordpy scores highest (a node the pod's Reservation makes
+        preferred first; ties in request order), in request order."""
+        indices = outcome.passed_indices
+        scored = self.state.score(pod, outcome.passed, now, indices=indices)
+        key = scored.total.astype(np.int64)
+        if self.cache.reservations is not None:
+            preferred = self.cache.reservations.prefer(pod, indices, scored.extender, now)
+            key = key + (np.asarray(preferred, dtype=np.int64) - scored.extender) * (1 << 40)
+        keep = np.sort(np.argsort(-key, kind="stable")[:size])
+        outcome.passed = [outcome.passed[i] for i in keep.tolist()]
+        outcome.passed_indices = indices[keep]
 
     def _gang_quorum(self, pod: PodInfo, args: Any) -> bytes | None:
         """A gang member whose gang (or GangGroup) is short of members fails every node, unresolvable
