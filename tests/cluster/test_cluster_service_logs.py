@@ -20,9 +20,11 @@ LOGFMT_HEAD = re.compile(r'^timestamp=\S+ level=\w+ logger=\S+ event=(?:"(?:[^"\
 
 
 def log_lines(proc: Proc) -> list[str]:
-    """The process's own lines of its current start (the harness's ``====`` markers left out)."""
+    """The process's own lines of its current start (the harness's ``====`` markers left out); a last line
+    the process is still writing (no newline yet) is left out too."""
     text = Path(proc.log).read_text(encoding="utf-8", errors="replace")
-    return [line for line in text.splitlines() if line and not line.startswith("====")]
+    whole = text[: text.rfind("\n") + 1]
+    return [line for line in whole.splitlines() if line and not line.startswith("====")]
 
 
 def some_lines(proc: Proc, count: int) -> list[str]:

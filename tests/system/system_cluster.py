@@ -175,7 +175,9 @@ class Cluster:
         """The emulator's request record (one JSON object per line)."""
         if not self.record_file.exists():
             return []
-        return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
+        text = self.record_file.read_text()
+        whole = text[: text.rfind("\n") + 1]  # a last line still being written is left for the next read
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
     def close(self) -> None:
         """Stop every process group; fail if any process of them survived."""

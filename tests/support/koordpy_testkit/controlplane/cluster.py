@@ -278,11 +278,17 @@ class ControlPlane:
         return self.workdir / "audit.jsonl"
 
     def audit_events(self) -> Iterator[dict[str, Any]]:
-        """Every write the API server answered, oldest first (``ResponseComplete`` audit events)."""
+        """Every write the API server answered, oldest first (``ResponseComplete`` audit events).
+
+        The API server appends while this reads: a last line without its newline is an event still being
+        written and is left for the next read (an event written after this call began may or may not be seen).
+        """
         if not self.audit_log.exists():
             return
         with self.audit_log.open() as lines:
             for line in lines:
+                if not line.endswith("\n"):
+                    return
                 if line.strip():
                     event: dict[str, Any] = json.loads(line)
                     if event.get("stage") == "ResponseComplete":
