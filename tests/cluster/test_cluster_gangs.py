@@ -118,8 +118,18 @@ def requeue_patches(plane: ControlPlane, namespace: str) -> dict[str, int]:
     return out
 
 
+def logged_bindings(plane: ControlPlane, namespace: str, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The namespace's bindings from the audit log once each of ``names`` has one there: the API server writes
+    a request's audit event after it answers, so a pod can show as bound a moment before its binding is logged."""
+    (bindings,) = wait_until(
+        f"a binding of each of {names} in the audit log",
+        lambda: [found] if all((found := bindings_by_pod(plane, namespace)).get(name) for name in names) else None,
+    )
+    return bindings
+
+
 def one_binding_each(plane: ControlPlane, namespace: str, names: list[str]) -> None:
-    bindings = bindings_by_pod(plane, namespace)
+    bindings = logged_bindings(plane, namespace, names)
     assert {pod: len(events) for pod, events in bindings.items()} == dict.fromkeys(names, 1)
 
 
@@ -211,7 +221,7 @@ def test_a_timeout_releases_the_held_capacity_and_says_so_on_the_podgroup(
     space.create_pod("plain", cpu="2", memory="1Gi")
     wait_until("the plain pod bound", lambda: "plain" in space.bound())
     assert {name: node for name, node in space.bound().items() if name.startswith("tight")} == {}
-    assert sorted(bindings_by_pod(control_plane, space.namespace)) == ["plain"]
+    assert sorted(logged_bindings(control_plane, space.namespace, ["plain"])) == ["plain"]
 
 
 def test_extender_killed_with_held_binds_loses_and_duplicates_nothing(

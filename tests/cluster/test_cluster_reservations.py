@@ -401,13 +401,22 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
             for e in manager_writes(control_plane, "nodes", "patch")
             if e["objectRef"]["name"] == held_node and e["responseStatus"]["code"] == 200
         )
-        requested = {
-            e["objectRef"]["name"]: audit_time(e["requestReceivedTimestamp"])
-            for e in control_plane.audit_events()
-            if (e.get("objectRef") or {}).get("subresource") == "binding"
-            and e["objectRef"].get("namespace") == space.namespace
-            and e["verb"] == "create"
-        }
+
+        def binding_requests() -> dict[str, datetime.datetime]:
+            return {
+                e["objectRef"]["name"]: audit_time(e["requestReceivedTimestamp"])
+                for e in control_plane.audit_events()
+                if (e.get("objectRef") or {}).get("subresource") == "binding"
+                and e["objectRef"].get("namespace") == space.namespace
+                and e["verb"] == "create"
+            }
+
+        # the API server writes a request's ResponseComplete audit event after it answers: a pod seen bound
+        # a moment ago may not have its binding in the log yet
+        (requested,) = wait_until(
+            "a binding audit event for every pod seen on the held node",
+            lambda: [found] if (found := binding_requests()).keys() >= set(onto_held) else None,
+        )
         late = [name for name in onto_held if requested[name] > tainted]
         assert late == [], f"pods the default scheduler put on the held node after its taint: {late} of {onto_held}"
         record = record_of(big)
@@ -430,14 +439,21 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
                 and kube.get("Reservation", record["name"]) is None
             ),
         )
+
         # across the kill: one Reservation created and one deleted, by the manager; the Events say which
         # node was held for which pod, and the release
-        starving = [
-            (e["verb"], e["objectRef"]["name"])
-            for verb in ("create", "delete")
-            for e in manager_writes(control_plane, "reservations", verb)
-            if e["objectRef"]["name"].startswith("starving-")
-        ]
+        def starving_writes() -> list[tuple[str, str]]:
+            return [
+                (e["verb"], e["objectRef"]["name"])
+                for verb in ("create", "delete")
+                for e in manager_writes(control_plane, "reservations", verb)
+                if e["objectRef"]["name"].startswith("starving-")
+            ]
+
+        # the delete's audit event is written after its answer, which the wait above may have seen first
+        starving = wait_until(
+            "the Reservation's delete in the audit log", lambda: ("delete" in dict(w := starving_writes())) and w
+        )
         assert starving == [("create", record["name"]), ("delete", record["name"])], starving
 
         def released() -> set[tuple[str, str, str]] | None:
@@ -504,5 +520,10 @@ def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(
     assert victim in running(space, "web")
     evictions = manager_writes(control_plane, "pods", "create", "eviction")
     assert [e for e in evictions if e["objectRef"].get("namespace") == space.namespace] == []
-    deletes = [e for e in manager_writes(control_plane, "reservations", "delete") if e["objectRef"]["name"] == res_name]
+    deletes = wait_until(  # its audit event is written after the answer the wait above saw
+        "the Reservation's delete in the audit log",
+        lambda: [
+            e for e in manager_writes(control_plane, "reservations", "delete") if e["objectRef"]["name"] == res_name
+        ],
+    )
     assert len(deletes) == 1, deletes
