@@ -7,8 +7,10 @@ complete. No task, no ASGI messages, no flow-control pauses at 64 KiB, no ``Requ
 object: measured at 5,000 nodes this is most of what HTTP added to a filter+prioritize pair
 (see ``bench/extender.py``).
 
-Bind awaits the API (and a gang member waits at the barrier), so it runs as one task per request that
-writes the reply when ``ExtenderService.bind`` returns; the client closing the connection meanwhile sets
+Bind awaits the API (and a gang member waits at the barrier), so it is started in the parser callback
+(``ExtenderService.start_bind`` records the placement, so a ``/filter`` read after it, even in the same
+read from another connection, counts the pod) and finished as one task per request that writes the reply
+when ``ExtenderService.finish_bind`` returns; the client closing the connection meanwhile sets
 the service's ``gone`` event, as the ASGI route's disconnect watcher does. Meanwhile a stand-in cycle
 marks the connection busy, so requests pipelined behind the bind queue in uvicorn's pipeline and are
 answered after it, in order (kube-scheduler never pipelines; this is for other clients). Measured with
@@ -40,7 +42,7 @@ from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.scheduler.extender.app import declared_length
 from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
 from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
-from koordpy.scheduler.extender.service import ExtenderService, Reply
+from koordpy.scheduler.extender.service import BindStart, ExtenderService, Reply
 
 __all__ = ["InlineVerbProtocol", "inline_verb_protocol"]
 
@@ -136,7 +138,10 @@ class InlineVerbProtocol(LimitedHttpToolsProtocol):
             busy = _BindInFlight(self._gone)
             self.cycle = busy  # type: ignore[assignment]  # what uvicorn reads of a cycle: see _BindInFlight
             keep_alive = self.parser.should_keep_alive()
-            task = self.loop.create_task(self._answer_bind(body, self._started, busy, keep_alive))
+            # started here, before any request read after this one is answered: the placement is recorded
+            # before kube-scheduler's next /filter (on another connection, maybe in the same read) is decided
+            bind = self.service.start_bind(body, self._started)
+            task = self.loop.create_task(self._answer_bind(bind, busy, keep_alive))
             self._bind_task = task
             self.tasks.add(task)  # the server waits for it on a graceful shutdown
             task.add_done_callback(self.tasks.discard)
@@ -158,10 +163,10 @@ class InlineVerbProtocol(LimitedHttpToolsProtocol):
         InlineVerbProtocol.answered_inline += 1
         self._write(reply)
 
-    async def _answer_bind(self, body: bytes, started: float, busy: _BindInFlight, keep_alive: bool) -> None:
+    async def _answer_bind(self, bind: BindStart | Reply, busy: _BindInFlight, keep_alive: bool) -> None:
         assert self.service is not None
         try:
-            reply = await self.service.bind(body, started, busy.message_event)
+            reply = await self.service.finish_bind(bind, busy.message_event)
         except Exception as exc:  # the service catches everything; this is the last resort
             self.service.log.error("request.crashed", path="/bind", error=f"{type(exc).__name__}: {exc}")
             reply = Reply(200, encode_bind_result(f"koordpy extender internal error: {type(exc).__name__}"))

@@ -68,7 +68,7 @@ from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
 from koordpy.scheduler.plugins.reservation.preemption import REASON_NOT_RESERVED_NODE, REASON_STILL_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import reservation_allocated
 
-__all__ = ["Binder", "ExtenderService", "Reply"]
+__all__ = ["BindStart", "Binder", "ExtenderService", "Reply"]
 
 RECENT_PODS = 2048
 """Pods converted from filter/prioritize requests, kept (LRU) for reuse and for bind."""
@@ -95,6 +95,24 @@ class PodReader(Protocol):
 class Reply:
     status: int
     body: bytes
+
+
+@dataclass(slots=True)
+class BindStart:
+    """A ``/bind`` request read and started (:meth:`ExtenderService.start_bind`), not answered yet."""
+
+    args: BindArgs
+    where: str
+    """``namespace/name`` of the pod."""
+    started: float
+    look_up: bool = False
+    """The pod was not known: it is read from the API (and placed) before the bind goes on."""
+    placed: PodInfo | None = None
+    """The placement recorded for the pod (None: none was, the watch shows it)."""
+    annotations: dict[str, str] = dataclasses.field(default_factory=dict)
+    """What the binding writes on the pod (a Reservation's allocation)."""
+    failed: Exception | None = None
+    """What went wrong while starting (answered as an internal error)."""
 
 
 def _always_ready() -> str | None:
@@ -378,18 +396,44 @@ class ExtenderService:
 
     async def bind(self, body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Reply:
         """``gone`` is set by the HTTP layer when the client closed the connection (a held gang bind is
-        then abandoned: never bound from this request)."""
+        then abandoned: never bound from this request). Same as :meth:`start_bind` then :meth:`finish_bind`."""
+        return await self.finish_bind(self.start_bind(body, started), gone)
+
+    def start_bind(self, body: bytes, started: float | None = None) -> BindStart | Reply:
+        """The synchronous first part of ``/bind``: decode the request and record the placement, so that a
+        request read after this one (kube-scheduler's next ``/filter``, on another connection) counts the
+        pod on its node. The HTTP layer calls it as soon as the request is read, before any later one;
+        the answer (a Reply for a bad request) comes from :meth:`finish_bind`. Never raises.
+
+        Not recorded here: a gang pod this process has not seen yet (it is read from the API first)."""
         started = time.perf_counter() if started is None else started
         try:
             args = decode_bind_args(body)
         except ProtocolError as exc:
             return self._bad_request("bind", exc, started)
-        where = f"{args.pod_namespace}/{args.pod_name}"
+        bind = BindStart(args, f"{args.pod_namespace}/{args.pod_name}", started)
         try:
-            return await self._bind(args, where, started, gone)
+            pod = self._known_pod(args.pod_namespace, args.pod_name, args.pod_uid) if args.pod_uid else None
+            if pod is None and self.gangs is not None:
+                bind.look_up = True  # placed once read (finish_bind): never bind a gang member blind
+            else:
+                self._place(bind, pod)
         except Exception as exc:
-            self._finish("bind", "error", started)
-            self.log.exception("bind.failed", pod=where, node=args.node, error=f"{type(exc).__name__}: {exc}")
+            bind.failed = exc
+        return bind
+
+    async def finish_bind(self, bind: BindStart | Reply, gone: asyncio.Event | None = None) -> Reply:
+        """Bind what :meth:`start_bind` started and answer it. Never raises (cancellation aside)."""
+        if isinstance(bind, Reply):
+            return bind
+        try:
+            if bind.failed is not None:
+                raise bind.failed
+            return await self._bind(bind, gone)
+        except Exception as exc:
+            self._finish("bind", "error", bind.started)
+            node = bind.args.node
+            self.log.exception("bind.failed", pod=bind.where, node=node, error=f"{type(exc).__name__}: {exc}")
             return Reply(200, encode_bind_result(f"koordpy extender internal error: {type(exc).__name__}"))
 
     def _known_pod(self, namespace: str, name: str, uid: str) -> PodInfo | None:
@@ -401,32 +445,35 @@ class ExtenderService:
             return None
         return pod
 
-    async def _bind(self, args: BindArgs, where: str, started: float, gone: asyncio.Event | None = None) -> Reply:
+    def _place(self, bind: BindStart, pod: PodInfo | None) -> None:
+        """Record the placement of ``bind`` (unless the watch already shows the pod assigned)."""
+        uid, node = bind.args.pod_uid, bind.args.node
+        if pod is not None and self.gangs is not None:
+            self.gangs.observe(pod)  # a gang member is held at the barrier even before the watch shows it
+        if pod is None:
+            self.metrics.binds_unassumed.inc()
+            return
+        self._note_foreign(pod, "bind")
+        now = self.clock.now()
+        if self.cache.reservations is not None:
+            # the Reservation this bind allocates is recorded on the pod in the binding's own write
+            bind.annotations = self.cache.reservations.annotations_for_bind(pod, node, now)
+            if bind.annotations:
+                pod = dataclasses.replace(pod, annotations={**pod.annotations, **bind.annotations})
+        if uid not in self.state.assigned:  # already assigned: the watch knows better than we do
+            bind.placed = self.state.assume(pod, node, now)
+
+    async def _bind(self, bind: BindStart, gone: asyncio.Event | None = None) -> Reply:
+        args, where, started = bind.args, bind.where, bind.started
         namespace, name, uid, node = args.pod_namespace, args.pod_name, args.pod_uid, args.node
-        pod = self._known_pod(namespace, name, uid) if uid else None
-        if pod is None and self.gangs is not None:
+        if bind.look_up:
             found = await self._look_up(namespace, name, uid)
             if isinstance(found, str):
                 self._finish("bind", "bind_failed", started)
                 self.log.warning("bind.unknown_pod", pod=where, uid=uid, node=node, error=found)
                 return Reply(200, encode_bind_result(found))
-            pod = found
-        if pod is not None and self.gangs is not None:
-            self.gangs.observe(pod)  # a gang member is held at the barrier even before the watch shows it
-        placed: PodInfo | None = None
-        annotations: dict[str, str] = {}
-        if pod is not None:
-            self._note_foreign(pod, "bind")
-            now = self.clock.now()
-            if self.cache.reservations is not None:
-                # the Reservation this bind allocates is recorded on the pod in the binding's own write
-                annotations = self.cache.reservations.annotations_for_bind(pod, node, now)
-                if annotations:
-                    pod = dataclasses.replace(pod, annotations={**pod.annotations, **annotations})
-            if uid not in self.state.assigned:  # already assigned: the watch knows better than we do
-                placed = self.state.assume(pod, node, now)
-        else:
-            self.metrics.binds_unassumed.inc()
+            self._place(bind, found)
+        placed, annotations = bind.placed, bind.annotations
         if self.gangs is not None and self.gangs.is_member(where):
             return await self._gang_bind(args, where, started, placed, gone, annotations=annotations)
         if self.binder is None:

@@ -240,13 +240,13 @@ async def test_the_client_closing_during_a_bind_sets_the_services_gone_event(mak
     service = running.extender.service
     seen: list[asyncio.Event] = []
 
-    async def bind(body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Any:
+    async def finish_bind(bind: Any, gone: asyncio.Event | None = None) -> Any:
         assert gone is not None
         seen.append(gone)
         await gone.wait()
-        return await original(body, started, gone)
+        return await original(bind, gone)
 
-    original, service.bind = service.bind, bind
+    original, service.finish_bind = service.finish_bind, finish_bind
     _, writer = await asyncio.open_connection("127.0.0.1", port(running))
     writer.write(request("/bind", bind_body()))
     await until(lambda: seen != [], "the bind reached the service")
@@ -271,3 +271,42 @@ async def test_a_bind_in_flight_at_shutdown_is_answered_then_the_connection_clos
         assert await asyncio.wait_for(reader.read(10), HANG_BACKSTOP) == b""
     finally:
         writer.close()
+
+
+def pod_args(name: str, cpu: str, names: list[str]) -> bytes:
+    pod = PodBuilder(name, "default").requests(cpu=cpu, memory="1Gi").build()
+    pod["metadata"]["uid"] = f"uid-{name}"
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+async def test_a_bind_read_with_the_next_filter_counts_its_pod_in_that_filter(make_ext: Make) -> None:
+    """kube-scheduler sends a pod's /bind from its binding goroutine and the next pod's /filter from its
+    scheduling loop, on two connections; both can arrive in one read of the server's event loop. The bind's
+    placement is recorded when its request is read, so the filter read with it counts the pod.
+    node-2 (32 cores, 16 used, threshold 65 %): big (4 cpu, estimate 3.4) fits: (16 + 3.4) / 32 = 61 %;
+    small (2 cpu, estimate 1.7) then does not: (16 + 3.4 + 1.7) / 32 = 65.9 %, rounds to 66 > 65."""
+    running = await served(make_ext, True)
+    running.binder.gate = asyncio.Event()  # the binding stays in flight: only the assumed placement counts
+    first = await exchange(running, request("/filter", pod_args("big", "4", ["node-2"])))
+    assert orjson.loads(first[0][2])["NodeNames"] == ["node-2"]
+    alone = await exchange(running, request("/filter", pod_args("small", "2", ["node-2"])))
+    assert orjson.loads(alone[0][2])["NodeNames"] == ["node-2"]  # without big, small fits: (16 + 1.7) / 32 = 55 %
+
+    bind = orjson.dumps({"PodName": "big", "PodNamespace": "default", "PodUID": "uid-big", "Node": "node-2"})
+    binding = await asyncio.open_connection("127.0.0.1", port(running))
+    scheduling = await asyncio.open_connection("127.0.0.1", port(running))
+    try:
+        # both written before the server's loop runs again: it reads them in one go, the bind first
+        binding[1].write(request("/bind", bind))
+        scheduling[1].write(request("/filter", pod_args("small", "2", ["node-2"])))
+        status, _, body = await read_response(scheduling[0])
+        await until(lambda: running.binder.calls != [], "the bind reached the binder")
+        running.binder.gate.set()
+        bound = await read_response(binding[0])
+    finally:
+        binding[1].close()
+        scheduling[1].close()
+    assert status == 200
+    answer = orjson.loads(body)
+    assert answer["NodeNames"] == [] and list(answer["FailedNodes"]) == ["node-2"], answer
+    assert (bound[0], bound[2]) == (200, b'{"Error":""}')
