@@ -129,7 +129,11 @@ def test_manager_reservation_settings_pass_through_and_are_checked_at_template_t
         for d in yaml.safe_load_all(proc.stdout)
         if isinstance(d, dict) and d.get("kind") == "ConfigMap" and d["metadata"]["name"].endswith("-manager")
     ]
-    assert [c["reservation"] for c in configs] == [tuned["manager"]["config"]["reservation"]]
+    # schedulerNames, when not given, is the koordpy-scheduler profile's name (only its pods can starve)
+    profile = tuned["scheduler"]["config"]["extender"]["schedulerName"]
+    assert profile != "koordpy-scheduler"
+    expected = {"schedulerNames": [profile], **tuned["manager"]["config"]["reservation"]}
+    assert [c["reservation"] for c in configs] == [expected]
     assert validate(MODELS["manager"], configs[0]).reservation.reserved_node_percent == 50
     err = helm_errors(tmp_path, {"manager": {"config": {"reservation": {"reservedNodePercent": 150}}}})
     assert "at '/manager/config/reservation/reservedNodePercent': maximum: got 150, want 100" in err, err

@@ -10,6 +10,8 @@ default scheduler.
 * A starving job while the default scheduler keeps placing small pods on the same nodes: with
   ``reservation.taintNodes`` the job's node is tainted, drains and the job binds; kube-scheduler's own
   metrics count the preemptions.
+* A pending pod of another scheduler never starves (the chart's ``reservation.schedulerNames``); a pod of
+  the koordpy profile beside it does.
 
 The nodes have no NodeMetric and the manager runs with ``nodeMetric.enabled: false``: the load-aware filter
 passes a node without a NodeMetric, so only resources and Reservations decide.
@@ -26,8 +28,10 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import Components, Kube, Release, Space, poll, wait_until
+import yaml
+from cluster_kit import PROFILE, Components, Kube, Release, Space, poll, wait_until
 
+from koordpy.scheduler.plugins.reservation.starving import reservation_name
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.controlplane.cluster import ADMIN_USER
@@ -345,6 +349,7 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
     kube.create(
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": big_class}, "value": 1000}
     )
+    began = datetime.datetime.now(datetime.UTC)  # the audit log is the whole control plane's: read from here
     rng = random.Random(7)
     due: dict[str, float] = {}  # small pod -> when this test deletes it (inf until it is bound)
     start = time.monotonic()
@@ -447,7 +452,7 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
                 (e["verb"], e["objectRef"]["name"])
                 for verb in ("create", "delete")
                 for e in manager_writes(control_plane, "reservations", verb)
-                if e["objectRef"]["name"].startswith("starving-")
+                if e["objectRef"]["name"].startswith("starving-") and audit_time(e["requestReceivedTimestamp"]) >= began
             ]
 
         # the delete's audit event is written after its answer, which the wait above may have seen first
@@ -469,6 +474,55 @@ def test_a_starving_job_binds_when_its_node_drains_while_the_default_scheduler_r
         assert ("Pod", "big", "Reserved") in reasons, reasons
     finally:
         kube.delete("PriorityClass", big_class)
+
+
+def test_a_pod_of_another_scheduler_never_starves(
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
+) -> None:
+    """The chart renders ``reservation.schedulerNames`` as its ``koordpy-scheduler`` profile: only that
+    profile's pods bind through the extender, so only they can allocate a Reservation. Two pending pods of
+    the same priority and size, one for a scheduler nobody runs and one for the koordpy profile (no
+    kube-scheduler runs it here either, so both stay pending): the manager reserves for the koordpy pod
+    and, in the rounds after, never for the other (a Reservation for it would only hold the node; the
+    chart's agent pods, waiting a moment for the default scheduler on a new node, were such pods)."""
+    began = datetime.datetime.now(datetime.UTC)
+    settings = {"enabled": True, "starvingJobTimeThreshold": 1, "intervalSeconds": 1, "reservedNodePercent": 100}
+    koordpy.start_manager({**NO_NODEMETRICS, "reservation": {**settings, "priorityThreshold": 1000}})
+    config = yaml.safe_load((koordpy.workdir / "manager-config.yaml").read_text(encoding="utf-8"))
+    assert config["reservation"]["schedulerNames"] == [PROFILE]  # rendered by the chart, not by this test
+    space.node("n0", cpu="4", memory="16Gi")
+    space.wait_nodes_ready()
+    high = f"{space.namespace}-high"
+    kube.create(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high}, "value": 1000}
+    )
+    ours, theirs = (reservation_name(f"{space.namespace}/{pod}", 0) for pod in ("ours", "theirs"))
+    try:
+        space.create_pod("theirs", cpu="1", memory="1Gi", priority_class=high, scheduler="no-such-scheduler")
+        space.create_pod("ours", cpu="1", memory="1Gi", priority_class=high)
+
+        def created() -> list[str]:
+            return [
+                e["objectRef"]["name"]
+                for e in manager_writes(control_plane, "reservations", "create")
+                if audit_time(e["requestReceivedTimestamp"]) >= began and e["responseStatus"]["code"] == 201
+            ]
+
+        def rounds() -> float:
+            text = httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text
+            return metric(text, "koordpy_reservation_rounds_total")
+
+        wait_until("a Reservation for the koordpy pod", lambda: ours in created())
+        after = rounds()
+        # each of three more rounds would have reserved for the other pod, were it a starving job
+        wait_until("three more reservation rounds", lambda: rounds() >= after + 3)
+        assert created() == [ours]
+        assert kube.get("Reservation", theirs) is None
+        assert (kube.get("Reservation", ours) or {}).get("status", {}).get("nodeName") == space.nodes[0]
+    finally:
+        kube.delete("Reservation", ours)  # cluster-scoped: not deleted with the namespace
+        kube.delete("PriorityClass", high)
+        wait_until("the Reservation deleted", lambda: kube.get("Reservation", ours) is None)
 
 
 def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(

@@ -91,6 +91,12 @@ peering object the manager creates is owned by the manager's ClusterRole (uninst
 {{- $_ := set $peering "enabled" true }}
 {{- $_ := set $cfg "peering" $peering }}
 {{- end }}
+{{- /* only the koordpy-scheduler profile's pods can bind through a Reservation: they alone may starve */}}
+{{- $reservation := default (dict) $cfg.reservation }}
+{{- if not (hasKey $reservation "schedulerNames") }}
+{{- $_ := set $reservation "schedulerNames" (list (include "koordpy.scheduler.profile" .)) }}
+{{- $_ := set $cfg "reservation" $reservation }}
+{{- end }}
 {{- $peering := default (dict) $cfg.peering }}
 {{- if and $peering.enabled (not $peering.ownerClusterRole) }}
 {{- $_ := set $peering "ownerClusterRole" (printf "%s-manager" (include "koordpy.fullname" .)) }}

@@ -11,6 +11,7 @@
       priorityThreshold: 0            # jobs with a lower priority never get a reservation
       loadAware: {}                   # LoadAwareSchedulingArgs for placement (paste the scheduler's)
       taintNodes: false               # hold reserved nodes against every scheduler (a taint; patch nodes and pods)
+      schedulerNames: []              # only pods of these schedulers starve ([]: every pod; the chart sets its profile)
 
 Names ``starvingJobTimeThreshold`` and ``reservedNodePercent`` are the Volcano reserve design's (seed
 ``002``). User-created Reservations are placed and kept whatever ``enabled`` says; ``enabled`` only turns
@@ -22,7 +23,9 @@ delays the next.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
 
@@ -56,6 +59,13 @@ class ReservationSettings(BaseModel):
     the matching toleration to their pending owner pods (:mod:`koordpy.scheduler.plugins.reservation.hold`).
     Needs ``patch`` on ``nodes`` and ``pods`` (the chart grants them when this is true). False: taints
     koordpy put on nodes earlier are removed."""
+    scheduler_names: tuple[Annotated[str, StringConstraints(min_length=1, max_length=253)], ...] = Field(
+        (), alias="schedulerNames", max_length=64
+    )
+    """Only pods whose ``spec.schedulerName`` is in this list can starve: a pod another scheduler places
+    never binds through koordpy's extender, so a Reservation could not be allocated by it and would only
+    hold its node. Empty (the default, kept by the simulator and offline tools): every pod. The chart
+    sets it to the ``koordpy-scheduler`` profile's name when it is not given."""
     load_aware: LoadAwareSchedulingArgs = Field(
         default_factory=lambda: LoadAwareSchedulingArgs.model_validate({}), alias="loadAware"
     )

@@ -10,7 +10,8 @@
   member that owns a reservation holding on a node (Available or Waiting).
 * **Starving**: priority ≥ ``priorityThreshold``, created more than ``starvingJobTimeThreshold``
   seconds ago, neither Ready nor Condition Ready, and with at least one unbound member that
-  requests resources (a BestEffort member is never short of resources).
+  requests resources (a BestEffort member is never short of resources) and, when ``schedulerNames`` is
+  set, is scheduled by one of them (another scheduler's pod never binds through a Reservation).
 * The job reserved for is the first starving job by (priority desc, waiting longest, id), and only
   when no *pending* job of strictly higher priority could be placed now (:func:`placeable`). Pending
   jobs that request nothing (BestEffort) do not count: a reservation never blocks them.
@@ -174,8 +175,13 @@ def starving_jobs(
         reserved = reserved_members(job, holding_owner_uids)
         if len(job.bound) + len(reserved) >= job.min_member:
             continue  # Condition Ready
+        names = settings.scheduler_names
         wanting = tuple(
-            p for p in job.unbound if p.uid not in holding_owner_uids and any(a > 0 for a in p.requests.values())
+            p
+            for p in job.unbound
+            if p.uid not in holding_owner_uids
+            and any(a > 0 for a in p.requests.values())
+            and (not names or p.scheduler_name in names)
         )
         if not wanting:
             continue

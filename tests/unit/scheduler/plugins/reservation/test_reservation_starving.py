@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -156,6 +157,26 @@ def test_threshold_and_priority_threshold(
         config=settings(priorityThreshold=threshold),
     )
     assert bool(decision.starving) is starving, case
+
+
+@pytest.mark.parametrize(
+    ("case", "scheduler_names", "pod_scheduler", "starving"),
+    [
+        ("no list: every pod", (), "default-scheduler", True),
+        ("the listed profile", ("koordpy-scheduler",), "koordpy-scheduler", True),
+        ("another scheduler's pod", ("koordpy-scheduler",), "default-scheduler", False),
+        ("one of several", ("koord-scheduler", "koordpy-scheduler"), "koord-scheduler", True),
+    ],
+)
+def test_only_pods_of_the_listed_schedulers_starve(
+    case: str, scheduler_names: tuple[str, ...], pod_scheduler: str, starving: bool
+) -> None:
+    # another scheduler's pod never binds through the extender, so a Reservation would only hold its node
+    n1, filler = busy("n1")
+    big = dataclasses.replace(pod("big", "3"), scheduler_name=pod_scheduler)
+    decision = decide_on([n1], [filler, big], LATER, config=settings(schedulerNames=list(scheduler_names)))
+    assert [s.job for s in decision.starving] == (["default/big"] if starving else []), case
+    assert len(decision.creates) == (1 if starving else 0), case
 
 
 def test_a_pod_without_priority_is_not_a_job_but_a_gang_member_is() -> None:
