@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -41,5 +42,8 @@ def test_config_table_lists_every_key_with_its_default() -> None:
         if isinstance(value, dict):  # a nested section shown as `{}`: all of its own defaults
             assert shown == "{}", key
             assert value == LoadAwareSchedulingArgs.model_validate({}).model_dump(by_alias=True)
+            continue
+        if isinstance(value, tuple | list):  # a list shown as YAML flow: `[]`
+            assert shown == json.dumps(list(value)), key
             continue
         assert shown == (str(value).lower() if isinstance(value, bool) else f"{value:g}"), key
