@@ -9,7 +9,7 @@ and bind call is known with its body, its answer and when it was forwarded and a
 Cluster shape: kwok nodes of 16 cpu / 64 GiB reporting cpu at 5, 13, ..., 77 % by node index (memory
 30 %); pods request 800m / 2 GiB, so the default estimator (85 % cpu, 70 % memory) estimates 680m /
 1434 MiB per pod; the chart's default thresholds are cpu 65 %, memory 95 %. A node reporting u % cpu
-takes pods while round((u % x 16000 + k x 680) / 16000 x 100) <= 65, e.g. u = 5 -> k <= 14, u = 61 ->
+takes pods while round((u % x 16000 + k x 680) / 16000 x 100) <= 65, e.g. u = 5 -> k <= 14, u = 53 -> k <= 2, u = 61 ->
 k <= 1, u >= 69 -> none. Each node also runs the chart's agent DaemonSet pod (50m / 96 MiB requested),
 which the extender counts like any assigned pod (and so might be a pod of the chart's Deployments): the
 oracle starts from the same pods.
@@ -137,10 +137,18 @@ def test_load_aware_placement_on_50_nodes_matches_the_oracle(
     decisions: list[Decision] = wait_until("200 bind calls answered", lambda: answered_binds(front, 200))
     final = [p for p in space.pods().values() if p["spec"].get("nodeName")]
 
-    # One scheduling cycle per pod, each answered "ok" by the extender (its own /metrics agree).
-    assert len(decisions) == 200 and all(d.cycle == 1 and d.outcome == "filtered" for d in decisions)
+    # One scheduling cycle per pod, each answered "ok" by the extender (its own /metrics agree), except
+    # where a bind arrived after the next pod's filter and found its node full: refused, and the pod
+    # bound in a later cycle (scenario (d) makes that happen on purpose).
+    refused = [d for d in decisions if d.bind_outcome == "error"]
+    assert all("no longer fits node" in d.bind_error for d in refused), refused
+    assert {d.uid for d in decisions if d.cycle > 1} <= {d.uid for d in refused}
+    assert len(decisions) == 200 + len(refused) and all(d.outcome == "filtered" for d in decisions)
     prioritized = sum(d.prioritize_sent is not None for d in decisions)
-    assert served(koordpy) == {("filter", "ok"): 200, ("prioritize", "ok"): prioritized, ("bind", "ok"): 200}
+    expected = {("filter", "ok"): 200 + len(refused), ("prioritize", "ok"): prioritized, ("bind", "ok"): 200}
+    if refused:
+        expected[("bind", "no_longer_fits")] = len(refused)
+    assert served(koordpy) == expected
     assert canonical_answers(front) == []
     # Every placement was among the nodes the extender's filter passed in that cycle.
     for d in decisions:
@@ -149,7 +157,7 @@ def test_load_aware_placement_on_50_nodes_matches_the_oracle(
     now = time.time()
     problems, checked = sandwich_violations(decisions, created, nodes, metrics, config, now, assigned=before)
     assert problems == []
-    assert checked == 200
+    assert checked == len(decisions)
     # ... and the oracle is discriminating: with a 50 % cpu threshold it disagrees with these answers.
     stricter = config.model_copy(
         update={"load_aware": config.load_aware.model_copy(update={"usage_thresholds": {"cpu": 50, "memory": 95}})}
@@ -252,3 +260,59 @@ def test_extender_killed_mid_run_and_restarted_binds_every_pod_once(
     usage = final_usage(config, nodes, metrics, [*final, *before], now)
     per_node = Counter(p["spec"]["nodeName"] for p in final)
     assert {n: u.over() for n, u in usage.items() if per_node[n] and u.over()} == {}
+
+
+def test_binds_that_arrive_after_later_filters_never_push_a_node_past_its_threshold(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """(d) kube-scheduler answers the next pod's scheduling cycle while the last pod's bind is on its way.
+    The proxy holds every /bind for 3 s, so the 12 pods are filtered before their binds arrive, the
+    answers passing all three nodes (53 % cpu: room for about two pods each, worked in the module
+    docstring). The binds that find their node full are refused ("no longer fits") and kube-scheduler
+    retries those pods; no node ends over its threshold, and each pod bound was bound once."""
+    level_of = populate(space, kube, [53, 53, 53])
+    names = sorted(level_of)
+    before = pods_already_on(kube, names)
+    nodes, metrics = stored(kube, names, "Node"), stored(kube, names, "NodeMetric")
+    koordpy.start_extender(FRESH_FOR_THE_RUN)
+    front = koordpy.record_extender_calls()
+    held = 3.0
+    front.delay("/bind", held)
+    config = extender_config(koordpy)
+    created = {}
+    for i in range(12):
+        raw = space.create_pod(f"late-{i:02d}", cpu="800m", memory="2Gi")
+        created[raw["metadata"]["uid"]] = raw
+    koordpy.start_scheduler()  # it finds all 12 pending and runs their cycles back to back
+
+    def settled() -> list[Decision] | None:
+        """The cycles once every pod is bound or was filtered out of every node in a later cycle."""
+        decisions = decisions_from(front.exchanges())
+        bound = space.bound()
+        latest = {d.uid: d for d in decisions}
+        for uid, raw in created.items():
+            name = raw["metadata"]["name"]
+            last = latest.get(uid)
+            if name in bound:
+                continue
+            if last is None or last.cycle < 2 or last.outcome != "filtered" or last.passed:
+                return None
+        return decisions
+
+    decisions: list[Decision] = wait_until("every pod bound, or refused and then filtered out", settled)
+    binds = [e for e in front.exchanges() if e.path == "/bind"]
+    assert binds and all(e.forwarded is not None and e.forwarded - e.received >= held for e in binds)
+    refused = [d for d in decisions if d.bind_outcome == "error"]
+    assert refused
+    assert all("no longer fits node" in d.bind_error and "cpu usage exceed threshold" in d.bind_error for d in refused)
+    assert served(koordpy).get(("bind", "no_longer_fits")) == len(refused)
+
+    now = time.time()
+    problems, _ = sandwich_violations(decisions, created, nodes, metrics, config, now, assigned=before)
+    assert problems == []
+    final = [p for p in space.pods().values() if p["spec"].get("nodeName")]
+    usage = final_usage(config, nodes, metrics, [*final, *before], now)
+    per_node = Counter(p["spec"]["nodeName"] for p in final)
+    print(f"\n(d) bound per node {dict(sorted(per_node.items()))}; binds refused {len(refused)}")
+    assert {n: u.over() for n, u in usage.items() if per_node[n] and u.over()} == {}
+    assert one_binding_each(control_plane, space.namespace, set(space.bound())) == []

@@ -238,6 +238,8 @@ class FaultProxy:
     host: str = LOOPBACK
     port: int = 0
     rules: list[Rule] = field(default_factory=list)
+    delays: dict[str, float] = field(default_factory=dict)
+    """Request path → seconds each request on it is held before it is forwarded (:meth:`delay`)."""
     _exchanges: list[Exchange] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -350,6 +352,15 @@ class FaultProxy:
         with self._lock:
             self.rules.append(rule)
         return rule
+
+    def delay(self, path: str, seconds: float) -> None:
+        """Hold every request whose path is exactly ``path`` for ``seconds`` before forwarding it (0: stop).
+        Requests are held concurrently; an ``Exchange``'s ``forwarded`` is when the hold ended."""
+        with self._lock:
+            if seconds > 0:
+                self.delays[path] = seconds
+            else:
+                self.delays.pop(path, None)
 
     def remove(self, rule: Rule) -> None:
         with self._lock:
@@ -472,6 +483,10 @@ class FaultProxy:
 
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        with self._lock:
+            held = self.delays.get(request.path, 0.0)
+        if held:
+            await asyncio.sleep(held)
         forwarded = time.monotonic()
         try:
             upstream = await self._session.request(

@@ -56,6 +56,12 @@ class ExtenderMetrics:
             "Binds of pods the extender had not seen; their estimate waits for the watch.",
             registry=registry,
         )
+        self.binds_refused = Counter(
+            "koordpy_extender_binds_refused",
+            "Binds refused because a placement recorded after the pod's filter answer left its node without room "
+            "(kube-scheduler retries the pod).",
+            registry=registry,
+        )
         self.preemption_refused = Counter(
             "koordpy_extender_preemption_nodes_refused",
             "Candidate nodes the preempt verb removed, by reason: backoff (the pod preempted there and lost the "

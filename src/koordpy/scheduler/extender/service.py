@@ -63,8 +63,11 @@ from koordpy.scheduler.extender.protocol import (
     require_strings,
 )
 from koordpy.scheduler.framework.cluster import ClusterState, FilterOutcome
+from koordpy.scheduler.framework.fit import REASON_INSUFFICIENT, REASON_TOO_MANY_PODS
 from koordpy.scheduler.framework.preemption import PreemptionBackoff
+from koordpy.scheduler.plugins.loadaware.plugin import REASON_AGGREGATED_USAGE_EXCEED, REASON_USAGE_EXCEED
 from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
+from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
 from koordpy.scheduler.plugins.reservation.preemption import REASON_NOT_RESERVED_NODE, REASON_STILL_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import reservation_allocated
 
@@ -153,6 +156,12 @@ class ExtenderService:
         """The latency and request-counter children of each (verb, outcome) seen."""
         self.backoff = PreemptionBackoff(settings.preemption_backoff_seconds)
         """Pods that preempted on a node and lost it: no preemption for them for a while."""
+        self._placements = 0
+        """How many placements binds have recorded (a sequence number)."""
+        self._placed_on: dict[str, int] = {}
+        """Node → the sequence number of the last placement a bind recorded on it."""
+        self._filtered_at: OrderedDict[str, int] = OrderedDict()
+        """Pod uid → the placements recorded when its last filter answer was computed (LRU)."""
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -186,6 +195,13 @@ class ExtenderService:
         self._recent.move_to_end(uid)
         if len(self._recent) > RECENT_PODS:
             self._recent.popitem(last=False)
+
+    def _note_filtered(self, uid: str) -> None:
+        filtered = self._filtered_at
+        filtered[uid] = self._placements
+        filtered.move_to_end(uid)
+        if len(filtered) > RECENT_PODS:
+            filtered.popitem(last=False)
 
     def _note_foreign(self, pod: PodInfo, verb: str) -> None:
         if pod.scheduler_name != self.settings.scheduler_name:
@@ -265,6 +281,7 @@ class ExtenderService:
                 self._last_suffix = None
             self._last_passed = outcome.passed
             self._last_passed_indices = outcome.passed_indices
+            self._note_filtered(pod.uid)
             self._last_removals = self.fragments.removals
         except ProtocolError as exc:
             return self._bad_request("filter", exc, started)
@@ -416,6 +433,8 @@ class ExtenderService:
             pod = self._known_pod(args.pod_namespace, args.pod_name, args.pod_uid) if args.pod_uid else None
             if pod is None and self.gangs is not None:
                 bind.look_up = True  # placed once read (finish_bind): never bind a gang member blind
+            elif (refused := self._no_longer_fits(bind, pod)) is not None:
+                return self._refuse(bind, refused)
             else:
                 self._place(bind, pod)
         except Exception as exc:
@@ -445,6 +464,50 @@ class ExtenderService:
             return None
         return pod
 
+    def _no_longer_fits(self, bind: BindStart, pod: PodInfo | None) -> str | None:
+        """Why ``pod`` must not bind to its node after all, or None.
+
+        kube-scheduler's next scheduling cycle starts while the last pod's bind is still on its way, so
+        a ``/filter`` can be answered before the bind of a pod placed just before it arrives; both pods
+        may then take the last room on a node. When a bind recorded a placement on the node after the
+        pod's last filter answer, the filter is run again for that node with every placement known now,
+        as kube-scheduler's in-tree plugins would have seen it; a node that now fails for want of room
+        (a usage threshold, room a Reservation keeps) refuses the bind, and kube-scheduler retries the pod.
+
+        Not guaranteed: a bind that arrives after the next pod's bind (the binding goroutines run
+        concurrently) is not seen by that pod's check; a pod this process answered no filter for (it
+        restarted in between) is not checked; a node failing for another reason (an expired
+        NodeMetric) and changes no bind recorded (a newer NodeMetric, a pod bound by another scheduler)
+        are left to the next filter."""
+        if pod is None or pod.uid in self.state.assigned:
+            return None
+        node = bind.args.node
+        last = self._placed_on.get(node)
+        if last is None:
+            return None
+        seen = self._filtered_at.get(pod.uid)
+        if seen is None or last <= seen:
+            return None
+        now = self.clock.now()
+        outcome = self.state.filter(pod, [node], now)
+        if self.cache.reservations is not None:
+            outcome = self.cache.reservations.refine(pod, outcome, now)
+        if outcome.passed:
+            return None
+        reason = outcome.failed.get(node) or outcome.unresolvable.get(node) or ""
+        if not _for_want_of_room(reason):
+            return None
+        return (
+            f"koordpy extender: {bind.where} no longer fits node {node}: {reason} "
+            "(another pod's bind recorded there after this pod's filter answer); kube-scheduler retries it"
+        )
+
+    def _refuse(self, bind: BindStart, reason: str) -> Reply:
+        self.metrics.binds_refused.inc()
+        self._finish("bind", "no_longer_fits", bind.started)
+        self.log.info("bind.refused", pod=bind.where, uid=bind.args.pod_uid, node=bind.args.node, reason=reason)
+        return Reply(200, encode_bind_result(reason))
+
     def _place(self, bind: BindStart, pod: PodInfo | None) -> None:
         """Record the placement of ``bind`` (unless the watch already shows the pod assigned)."""
         uid, node = bind.args.pod_uid, bind.args.node
@@ -462,6 +525,9 @@ class ExtenderService:
                 pod = dataclasses.replace(pod, annotations={**pod.annotations, **bind.annotations})
         if uid not in self.state.assigned:  # already assigned: the watch knows better than we do
             bind.placed = self.state.assume(pod, node, now)
+            self._placements += 1
+            self._placed_on[node] = self._placements
+            self._note_filtered(uid)  # its own placement never makes a retried bind of it look late
 
     async def _bind(self, bind: BindStart, gone: asyncio.Event | None = None) -> Reply:
         args, where, started = bind.args, bind.where, bind.started
@@ -472,6 +538,8 @@ class ExtenderService:
                 self._finish("bind", "bind_failed", started)
                 self.log.warning("bind.unknown_pod", pod=where, uid=uid, node=node, error=found)
                 return Reply(200, encode_bind_result(found))
+            if (refused := self._no_longer_fits(bind, found)) is not None:
+                return self._refuse(bind, refused)
             self._place(bind, found)
         placed, annotations = bind.placed, bind.annotations
         if self.gangs is not None and self.gangs.is_member(where):
@@ -567,6 +635,20 @@ class ExtenderService:
             and (self.gangs is None or self.gangs.held_node(where) is None)
         ):
             self.state.remove_pod(uid)  # the watch corrects anything else later
+
+
+_ROOM_SUFFIXES = (REASON_USAGE_EXCEED.split("{}")[-1], REASON_AGGREGATED_USAGE_EXCEED.split("{}")[-1])
+_ROOM_PREFIX = REASON_INSUFFICIENT.split("{}")[0]
+
+
+def _for_want_of_room(reason: str) -> bool:
+    """Whether a filter reason is one that more pods on the node can cause (a usage threshold, room a
+    Reservation keeps, requests), as opposed to the node's own state (an expired NodeMetric, a taint)."""
+    return (
+        reason.endswith(_ROOM_SUFFIXES)
+        or reason.startswith(_ROOM_PREFIX)
+        or reason in (REASON_RESERVED, REASON_TOO_MANY_PODS)
+    )
 
 
 def _reservation(annotations: Mapping[str, str]) -> str | None:

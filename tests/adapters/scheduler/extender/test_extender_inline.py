@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+import pytest
 
 from koordpy.scheduler.extender.inline import InlineVerbProtocol
 from koordpy_testkit import PodBuilder
@@ -310,3 +311,75 @@ async def test_a_bind_read_with_the_next_filter_counts_its_pod_in_that_filter(ma
     answer = orjson.loads(body)
     assert answer["NodeNames"] == [] and list(answer["FailedNodes"]) == ["node-2"], answer
     assert (bound[0], bound[2]) == (200, b'{"Error":""}')
+
+
+def bind_of(name: str, node: str) -> bytes:
+    return orjson.dumps({"PodName": name, "PodNamespace": "default", "PodUID": f"uid-{name}", "Node": node})
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "asgi"])
+async def test_a_bind_that_arrives_after_the_next_filter_is_refused_when_its_node_is_full(
+    make_ext: Make, inline: bool
+) -> None:
+    """kube-scheduler can answer the next pod's /filter before the last pod's /bind arrives: both filters
+    pass node-2, and the second bind finds the room taken. It is refused (kube-scheduler retries the pod),
+    and that pod's next filter fails the node. node-2 (32 cores, 16 used, threshold 65 %):
+    big (4 cpu, estimate 3.4): (16 + 3.4) / 32 = 61 %; small (2 cpu, estimate 1.7) alone: 55 %;
+    small after big: (16 + 3.4 + 1.7) / 32 = 65.9 %, rounds to 66 > 65."""
+    running = await served(make_ext, inline)
+    first, second = await exchange(
+        running,
+        request("/filter", pod_args("big", "4", ["node-2"])),
+        request("/filter", pod_args("small", "2", ["node-2"])),
+    )
+    assert orjson.loads(first[2])["NodeNames"] == ["node-2"]
+    assert orjson.loads(second[2])["NodeNames"] == ["node-2"]  # big's bind has not arrived yet
+
+    (big,) = await exchange(running, request("/bind", bind_of("big", "node-2")))
+    (small,) = await exchange(running, request("/bind", bind_of("small", "node-2")))
+    assert (big[0], big[2]) == (200, b'{"Error":""}')
+    assert small[0] == 200
+    error = orjson.loads(small[2])["Error"]
+    assert "default/small no longer fits node node-2: node(s) cpu usage exceed threshold" in error, error
+    assert [call[1] for call in running.binder.calls] == ["big"]  # small was never bound
+    metrics = (await running.http.get("/metrics")).text
+    assert "koordpy_extender_binds_refused_total 1.0" in metrics
+    assert 'koordpy_extender_requests_total{outcome="no_longer_fits",verb="bind"} 1.0' in metrics
+
+    (again,) = await exchange(running, request("/filter", pod_args("small", "2", ["node-2"])))
+    assert list(orjson.loads(again[2])["FailedNodes"]) == ["node-2"]
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "asgi"])
+async def test_a_bind_after_another_on_its_node_goes_through_while_the_node_has_room(
+    make_ext: Make, inline: bool
+) -> None:
+    """Both filters pass node-2 before either bind, and both pods fit together:
+    (16 + 1.7 + 1.7) / 32 = 60.6 %, rounds to 61 <= 65. The second bind is checked again and goes through."""
+    running = await served(make_ext, inline)
+    await exchange(
+        running,
+        request("/filter", pod_args("one", "2", ["node-2"])),
+        request("/filter", pod_args("two", "2", ["node-2"])),
+    )
+    answers = [(await exchange(running, request("/bind", bind_of(name, "node-2"))))[0] for name in ("one", "two")]
+    assert [(status, body) for status, _, body in answers] == [(200, b'{"Error":""}')] * 2
+    assert [call[1] for call in running.binder.calls] == ["one", "two"]
+
+
+async def test_a_bind_is_refused_only_for_want_of_room(make_ext: Make) -> None:
+    """After both filters passed node-2 and one/bind recorded a placement there, node-2's NodeMetric goes
+    an hour stale: two's bind is checked again and the node now fails as expired, which no placement
+    caused, so the bind goes through (the next filter sees the expiry)."""
+    running = await served(make_ext, True)
+    await exchange(
+        running,
+        request("/filter", pod_args("one", "2", ["node-2"])),
+        request("/filter", pod_args("two", "2", ["node-2"])),
+    )
+    (one,) = await exchange(running, request("/bind", bind_of("one", "node-2")))
+    running.metric("node-2", cpu="16", memory="10Gi", age=3600)
+    (two,) = await exchange(running, request("/bind", bind_of("two", "node-2")))
+    assert [(one[0], one[2]), (two[0], two[2])] == [(200, b'{"Error":""}')] * 2
+    (probe,) = await exchange(running, request("/filter", pod_args("three", "2", ["node-2"])))
+    assert orjson.loads(probe[2])["FailedNodes"] == {"node-2": "node(s) nodeMetric expired"}
