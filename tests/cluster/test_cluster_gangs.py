@@ -362,8 +362,9 @@ def test_another_namespace_cannot_complete_a_gang_group(
     """The victim's GangGroup: PodGroups train (2 members) and ps (1 of its 2 members), both declaring
     [train, ps]. A pod in another namespace names the victim's gangs in its own groups annotation. It binds
     (alone: foreign entries are left out of its group) and nothing of the victim binds, until ps's own
-    second member arrives: then both gangs are satisfied and all four members bind."""
-    ready_nodes(space, kube, 2)
+    second member arrives: then both gangs are satisfied and all four members bind. Five pods of 1 cpu
+    (estimate 850m) on two nodes of 8 cpu: room for five per node under the 65 % threshold."""
+    ready_nodes(space, kube, 2, cpu="8")
     koordpy.start_scheduling()
     victim = space.namespace
     group = f'["{victim}/train", "{victim}/ps"]'
