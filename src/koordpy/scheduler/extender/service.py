@@ -264,9 +264,7 @@ class ExtenderService:
             self._forget_stale_indices()
             indices = self._indices(args.names)
             now = self.clock.now()
-            outcome = self.state.filter(pod, args.names, now, indices=indices)
-            if self.cache.reservations is not None:
-                outcome = self.cache.reservations.refine(pod, outcome, now)
+            outcome = self._fits(pod, args.names, now, indices)
             shortlist = self.settings.shortlist_nodes
             if shortlist and len(outcome.passed) > shortlist:
                 self._shortlist(pod, outcome, shortlist, now)
@@ -291,6 +289,15 @@ class ExtenderService:
             return Reply(200, encode_filter_error(f"koordpy extender internal error: {type(exc).__name__}"))
         self._finish("filter", "ok", started)
         return Reply(200, reply)
+
+    def _fits(
+        self, pod: PodInfo, names: list[str], now: float, indices: npt.NDArray[np.int64] | None = None
+    ) -> FilterOutcome:
+        """The filter plugins' outcome on ``names``, with the nodes Reservations block moved to failed."""
+        outcome = self.state.filter(pod, names, now, indices=indices)
+        if self.cache.reservations is not None:
+            outcome = self.cache.reservations.refine(pod, outcome, now)
+        return outcome
 
     def _shortlist(self, pod: PodInfo, outcome: FilterOutcome, size: int, now: float) -> None:
         """Keep the ``size`` passing nodes koordpy scores highest (a node the pod's Reservation makes
@@ -488,10 +495,7 @@ class ExtenderService:
         seen = self._filtered_at.get(pod.uid)
         if seen is None or last <= seen:
             return None
-        now = self.clock.now()
-        outcome = self.state.filter(pod, [node], now)
-        if self.cache.reservations is not None:
-            outcome = self.cache.reservations.refine(pod, outcome, now)
+        outcome = self._fits(pod, [node], self.clock.now())
         if outcome.passed:
             return None
         reason = outcome.failed.get(node) or outcome.unresolvable.get(node) or ""
