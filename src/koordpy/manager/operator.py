@@ -3,49 +3,57 @@ PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup stat
 migration round loop (every ``arbitrationArgs.interval``) and one reservation round loop (every
 ``reservation.intervalSeconds``, when due), both reading the watch caches of :mod:`koordpy.manager.cache`.
 
-The round loops run only on the active replica: with peering they are kopf daemons on the replicas'
-ClusterKopfPeering object, so kopf stops them on a replica it pauses and starts them again when it
-resumes (exactly when it would stop and start any handler); without peering they start with the
-operator. There is no per-object timer: 10,000 PodMigrationJobs cost one round every 500 ms.
+The round loops start with the operator and stop with it. There is no per-object timer: 10,000
+PodMigrationJobs cost one round every 500 ms.
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
 before any handler runs, so a NodeMetric whose node is already gone is deleted on start-up.
 
-High availability: with ``peering.enabled`` the replicas share a ClusterKopfPeering and each starts with
-a random 31-bit priority, so exactly one (the highest) acts and the others stand by; kopf freezes all of
-them only if two priorities are equal (probability about n^2/2^32). Without peering the process runs
-``standalone``.
+One actor: with ``leaderElection.leaderElect`` (the default) a replica first takes the manager's Lease
+(:mod:`koordpy.kube.leaderelection`, client-go's rules) and only then starts kopf; until then it stands
+by with its watch caches warm and its ``/healthz`` up. kopf itself runs ``standalone``: everything that
+writes (kopf's handlers, the rounds, the Event pass) runs inside the operator, so only the Lease's holder
+writes. On SIGTERM the leader stops kopf (handlers and rounds end) and then releases the Lease, so a
+standby takes over within about ``retryPeriod``. A leader that cannot renew for ``renewDeadline`` stops
+kopf and :func:`run` raises :class:`LeadershipLost` (the process exits and is started again as a
+standby, as client-go components do). Replicas of older versions that peer through a ClusterKopfPeering
+(``peering.name``) are waited out: no Lease is taken while a live keep-alive is left in it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
 import logging
-import secrets
+import os
+import signal
+import socket
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
+from prometheus_client import Gauge
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
+from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
+from koordpy.kube.errors import ApiError, NotFound
+from koordpy.kube.leaderelection import LeaseElector
 from koordpy.manager.api import (
     GangWriter,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
-    ensure_peering,
 )
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
@@ -70,9 +78,11 @@ from koordpy.scheduler.plugins.gang import (
 
 __all__ = [
     "GangStatusKeeper",
+    "LeadershipLost",
     "QuietHandlers",
     "build_registry",
     "health_report",
+    "legacy_peers_gone",
     "migration_loop",
     "operator_settings",
     "run",
@@ -80,7 +90,6 @@ __all__ = [
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
-PEERING = (CLUSTER_KOPF_PEERING.group, CLUSTER_KOPF_PEERING.version, CLUSTER_KOPF_PEERING.plural)
 
 
 def _only(store: Any) -> Any:
@@ -223,32 +232,12 @@ def build_registry(
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
     ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
 
-    Each of ``loops`` runs its rounds on the active replica only. With ``peering.enabled`` it is a kopf
-    daemon on the ClusterKopfPeering object ``peering.name`` (which every replica shares and kopf itself
-    watches): kopf stops daemons on a replica it pauses and spawns them again on the one that resumes,
-    so rounds follow kopf's own choice of the active replica. The daemon needs no finalizer on the
-    peering object, and none is put there. Without peering the loops start with the operator and stop
-    with it.
+    Each of ``loops`` starts with the operator and stops with it (the operator runs on the leader only).
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
 
-    if loops and config.peering.enabled:
-        peering_name = config.peering.name
-
-        def ours(name: str, **_: Any) -> bool:
-            return name == peering_name
-
-        for loop in loops:
-            _register_daemon(registry, loop, ours)
-        # why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses
-        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
-        daemon_ids = {f"{loop.name}_rounds" for loop in loops}
-        spawning = registry._spawning
-        spawning._handlers = [
-            dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in spawning._handlers
-        ]
-    elif loops:
+    if loops:
         running: list[asyncio.Task[None]] = []
 
         @kopf.on.startup(registry=registry)
@@ -372,17 +361,26 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
             task.cancel()
 
 
-def health_report(started: bool, loop_alive: bool, loops: Sequence[RoundLoop]) -> dict[str, Any]:
+def health_report(
+    started: bool, loop_alive: bool, loops: Sequence[RoundLoop], leader: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The manager's ``/healthz`` body: ``status`` ``ok`` while the operator's event loop runs (its heartbeat
     is recent, :class:`~koordpy.runtime.listeners.LoopHeartbeat`), ``failing`` once it has stalled.
-    ``checks`` says what was looked at: the event loop, whether kopf finished starting, and each round loop
-    (running on this replica or not, its last outcome and how long ago its last round started).
+    ``checks`` says what was looked at: the event loop, whether kopf finished starting (``standby`` while
+    another replica holds the Lease), each round loop (running on this replica or not, its last outcome
+    and how long ago its last round started) and, with leader election, ``leaderElection`` (``leading``,
+    the holder last seen, the Lease's transitions). A standby is healthy.
 
     Called from the health thread: it only reads values. Not guaranteed: a failed or old round makes the
     status fail (a round fails on API errors, which a restart does not mend, and a standby replica runs no
     rounds at all)."""
     rounds = {f"{loop.name}Rounds": loop.health() for loop in loops}
-    checks = {"eventLoop": "ok" if loop_alive else "stalled", "operator": "running" if started else "starting"}
+    operator = "running" if started else "starting"
+    if leader is not None and not leader.get("leading") and not started:
+        operator = "standby"
+    checks: dict[str, Any] = {"eventLoop": "ok" if loop_alive else "stalled", "operator": operator}
+    if leader is not None:
+        checks["leaderElection"] = leader
     return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
 
 
@@ -404,30 +402,75 @@ class QuietHandlers(logging.Filter):
         return not (message.startswith("Handler '") and message.endswith("' succeeded."))
 
 
-def _register_daemon(registry: kopf.OperatorRegistry, loop: RoundLoop, when: Callable[..., bool]) -> None:
-    @kopf.daemon(
-        *PEERING,
-        id=f"{loop.name}_rounds",
-        when=when,
-        cancellation_timeout=10.0,
-        registry=registry,
-    )
-    async def rounds(stopped: kopf.DaemonStopped, **_: Any) -> None:
-        await loop.run(lambda: bool(stopped), stopped.wait)
-
-
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
-    """kopf settings: no Kubernetes events posted, peering per ``config.peering`` (its lifetime bounds failover)."""
+    """kopf settings: no Kubernetes events posted, no kopf peering (the Lease decides who runs kopf at all)."""
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
-    settings.peering.clusterwide = True
-    settings.peering.standalone = not config.peering.enabled
-    settings.peering.mandatory = config.peering.enabled
-    settings.peering.name = config.peering.name
-    settings.peering.priority = 1 + secrets.randbelow(2**31 - 1)
-    settings.peering.lifetime = config.peering.lifetime_seconds
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
     settings.persistence.consistency_timeout = 0
     return settings
+
+
+class LeadershipLost(RuntimeError):  # noqa: N818 - named after what happened, as client-go logs it
+    """The leader could not renew its Lease for ``renewDeadline``: it stopped acting; the process should exit."""
+
+
+def legacy_peers_gone(client: ApiClient, name: str, logger: logging.Logger) -> Callable[[], Awaitable[bool]]:
+    """``may_lead`` for the elector: True once the ClusterKopfPeering ``name`` (older versions' peering) holds
+    no live keep-alive (kopf's rule: ``lastseen`` + ``lifetime`` not past), or does not exist (or its kind
+    is not served). A read that fails otherwise says False (try again)."""
+    path = f"/apis/{CLUSTER_KOPF_PEERING.group}/{CLUSTER_KOPF_PEERING.version}/{CLUSTER_KOPF_PEERING.plural}/{name}"
+    said: set[str] = set()
+
+    async def check() -> bool:
+        try:
+            obj = await client.request("GET", path)
+        except NotFound:
+            return True
+        except ApiError as exc:
+            logger.warning("reading ClusterKopfPeering %s: %s", name, exc)
+            return False
+        now = datetime.datetime.now(datetime.UTC)
+        live = []
+        for peer, info in (obj.get("status") or {}).items():
+            try:
+                seen = datetime.datetime.fromisoformat(str(info["lastseen"]))
+                if seen.tzinfo is None:
+                    seen = seen.replace(tzinfo=datetime.UTC)
+                if seen + datetime.timedelta(seconds=float(info.get("lifetime") or 0)) > now:
+                    live.append(peer)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+        if live and ",".join(sorted(live)) not in said:
+            said.add(",".join(sorted(live)))
+            logger.info("waiting for older replicas peering in ClusterKopfPeering %s to stop: %s", name, sorted(live))
+        return not live
+
+    return check
+
+
+def _identity() -> str:
+    """client-go's candidate identity: the pod's name (``POD_ID``, else the host name) and a fresh UUID."""
+    return f"{os.environ.get('POD_ID') or socket.gethostname()}_{uuid.uuid4()}"
+
+
+async def _flag_set(flag: Any) -> None:
+    """Wait for an asyncio Event or Future, or a threading Event (polled), as kopf accepts for its flags."""
+    if isinstance(flag, asyncio.Event):
+        await flag.wait()
+    elif isinstance(flag, asyncio.Future):
+        await asyncio.shield(flag)
+    elif isinstance(flag, threading.Event):
+        while not flag.is_set():
+            await asyncio.sleep(0.1)
+    else:  # pragma: no cover - kopf's flags are one of the above
+        raise TypeError(f"unsupported stop flag {type(flag).__name__}")
+
+
+async def _set_after(flag: Any, event: asyncio.Event) -> None:
+    await _flag_set(flag)
+    event.set()
 
 
 async def _tend_gc(freezer: GcFreezer) -> None:
@@ -508,39 +551,111 @@ async def run(
         ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
     started = ready_flag
 
+    election = config.leader_election
+    elector: LeaseElector | None = None
+    if election.leader_elect:
+        elector = LeaseElector(
+            client,
+            namespace=election.resource_namespace,
+            name=election.resource_name,
+            identity=_identity(),
+            lease_duration=election.lease_duration_seconds,
+            renew_deadline=election.renew_deadline_seconds,
+            retry_period=election.retry_period_seconds,
+            may_lead=legacy_peers_gone(client, config.peering.name, logger),
+        )
+    leader_gauge = Gauge(
+        "koordpy_leader_election_master_status",
+        "1 while this replica holds the manager's Lease (client-go's leader_election_master_status).",
+        ["name"],
+        registry=metrics.registry,
+    ).labels(name=election.resource_name)
+    for warning in deprecation_warnings(config):
+        logger.warning("%s", warning)
+
+    async def standby(stop: asyncio.Event) -> bool:
+        """Wait for the Lease; False when stopped first (SIGTERM or ``stop_flag``)."""
+        assert elector is not None
+        acquiring = asyncio.create_task(elector.acquire(), name="manager leader election")
+        stopping = asyncio.create_task(stop.wait(), name="manager standby stop")
+        await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (acquiring, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return elector.state.leading
+
     async def operate() -> None:
         async with client:
-            if config.peering.enabled:
-                # Before kopf starts: until the object exists every replica would see no peers and act.
-                await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
                 asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
             ]
+            stop = asyncio.Event()
+            lost = asyncio.Event()
+            watchers: list[asyncio.Task[Any]] = []
+            loop = asyncio.get_running_loop()
+            signals = threading.current_thread() is threading.main_thread()
             try:
+                if stop_flag is not None:
+                    watchers.append(asyncio.create_task(_set_after(stop_flag, stop), name="manager stop flag"))
+                if elector is not None:
+                    if signals:  # kopf installs its own handlers once it starts; a standby needs these
+                        for sig in (signal.SIGINT, signal.SIGTERM):
+                            loop.add_signal_handler(sig, stop.set)
+                    if not await standby(stop):
+                        logger.info("stopped while standing by")
+                        return
+                    leader_gauge.set(1)
+
+                    async def hold() -> None:
+                        assert elector is not None
+                        await elector.hold()
+                        leader_gauge.set(0)
+                        lost.set()
+                        stop.set()
+
+                    watchers.append(asyncio.create_task(hold(), name="manager lease renewal"))
                 await kopf.operator(
                     registry=registry,
                     settings=settings,
                     clusterwide=True,
-                    standalone=not config.peering.enabled,
+                    standalone=True,
                     liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
-                    stop_flag=stop_flag,
+                    stop_flag=stop,
                     ready_flag=ready_flag,
                 )
             finally:
+                for task in watchers:
+                    task.cancel()
+                for task in watchers:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                if elector is not None and not lost.is_set():
+                    await elector.release()  # after kopf stopped: nothing of ours writes any more
+                    leader_gauge.set(0)
                 for task in background:
                     task.cancel()
                 for task in background:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+            if lost.is_set():
+                raise LeadershipLost(
+                    f"leader election lost: Lease {election.resource_namespace}/{election.resource_name} "
+                    f"not renewed for {election.renew_deadline}"
+                )
 
     if not liveness:
         await operate()
         return
 
     def alive() -> dict[str, Any]:
-        return health_report(_is_set(started), heartbeat.alive(), loops)
+        leader = None
+        if elector is not None:
+            state = elector.state
+            leader = {"leading": state.leading, "holder": state.holder, "transitions": state.transitions}
+        return health_report(_is_set(started), heartbeat.alive(), loops, leader)
 
     # why: /healthz is answered from its own thread; while a round computes, that thread waits for the GIL.
     # A 1 ms switch interval (Python's default is 5 ms) bounds each wait it makes to about 1 ms.
