@@ -61,17 +61,12 @@ def manager_command(
         os.environ["KUBECONFIG"] = str(kubeconfig)
     # kopf would retry a missing login forever with a traceback per attempt: check it once, up front.
     require_connection(str(kubeconfig) if kubeconfig is not None else None)
-    from koordpy.manager.operator import LeadershipLost, run
+    from koordpy.manager.operator import run
     from koordpy.runtime.logging import configure_logging
 
     configure_logging(cfg.log_level, fmt=fmt)
 
-    try:
-        asyncio.run(run(cfg))
-    except LeadershipLost as exc:
-        # client-go components exit too: the container is started again and stands by
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+    asyncio.run(run(cfg))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,10 +15,12 @@ One actor: with ``leaderElection.leaderElect`` (the default) a replica first tak
 by with its watch caches warm and its ``/healthz`` up. kopf itself runs ``standalone``: everything that
 writes (kopf's handlers, the rounds, the Event pass) runs inside the operator, so only the Lease's holder
 writes. On SIGTERM the leader stops kopf (handlers and rounds end) and then releases the Lease, so a
-standby takes over within about ``retryPeriod``. A leader that cannot renew for ``renewDeadline`` stops
-kopf and :func:`run` raises :class:`LeadershipLost` (the process exits and is started again as a
-standby, as client-go components do). Replicas of older versions that peer through a ClusterKopfPeering
-(``peering.name``) are waited out: no Lease is taken while a live keep-alive is left in it.
+standby takes over within about ``retryPeriod``. A leader that cannot renew for ``renewDeadline`` (the API
+server unreachable, or another holder) stops kopf and stands by again in the same process, and competes
+for the Lease again when it can (client-go components exit instead and are restarted: the caches here
+stay warm, and an outage of the API server ends with every replica running, none restarted). Replicas
+of older versions that peer through a ClusterKopfPeering (``peering.name``) are waited out: no Lease is
+taken while a live keep-alive is left in it.
 """
 
 from __future__ import annotations
@@ -78,7 +80,6 @@ from koordpy.scheduler.plugins.gang import (
 
 __all__ = [
     "GangStatusKeeper",
-    "LeadershipLost",
     "QuietHandlers",
     "build_registry",
     "health_report",
@@ -362,14 +363,19 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
 
 
 def health_report(
-    started: bool, loop_alive: bool, loops: Sequence[RoundLoop], leader: dict[str, Any] | None = None
+    started: bool,
+    loop_alive: bool,
+    loops: Sequence[RoundLoop],
+    leader: dict[str, Any] | None = None,
+    caches: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The manager's ``/healthz`` body: ``status`` ``ok`` while the operator's event loop runs (its heartbeat
     is recent, :class:`~koordpy.runtime.listeners.LoopHeartbeat`), ``failing`` once it has stalled.
     ``checks`` says what was looked at: the event loop, whether kopf finished starting (``standby`` while
     another replica holds the Lease), each round loop (running on this replica or not, its last outcome
-    and how long ago its last round started) and, with leader election, ``leaderElection`` (``leading``,
-    the holder last seen, the Lease's transitions). A standby is healthy.
+    and how long ago its last round started), with leader election ``leaderElection`` (``leading``, the
+    holder last seen, the Lease's transitions) and ``caches`` (objects per watched kind). A standby is
+    healthy.
 
     Called from the health thread: it only reads values. Not guaranteed: a failed or old round makes the
     status fail (a round fails on API errors, which a restart does not mend, and a standby replica runs no
@@ -381,13 +387,9 @@ def health_report(
     checks: dict[str, Any] = {"eventLoop": "ok" if loop_alive else "stalled", "operator": operator}
     if leader is not None:
         checks["leaderElection"] = leader
+    if caches is not None:
+        checks["caches"] = caches
     return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
-
-
-def _is_set(flag: Any) -> bool:
-    """An asyncio or threading Event (``is_set``) or a Future (``done``), as kopf accepts for ``ready_flag``."""
-    is_set = getattr(flag, "is_set", None)
-    return bool(is_set()) if callable(is_set) else bool(flag.done())
 
 
 class QuietHandlers(logging.Filter):
@@ -410,10 +412,6 @@ def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
     settings.peering.mandatory = False
     settings.persistence.consistency_timeout = 0
     return settings
-
-
-class LeadershipLost(RuntimeError):  # noqa: N818 - named after what happened, as client-go logs it
-    """The leader could not renew its Lease for ``renewDeadline``: it stopped acting; the process should exit."""
 
 
 def legacy_peers_gone(client: ApiClient, name: str, logger: logging.Logger) -> Callable[[], Awaitable[bool]]:
@@ -471,6 +469,35 @@ async def _flag_set(flag: Any) -> None:
 async def _set_after(flag: Any, event: asyncio.Event) -> None:
     await _flag_set(flag)
     event.set()
+
+
+def _raise_flag(flag: Any) -> None:
+    """Set an asyncio or threading Event, or resolve a Future (kopf's kinds of ``ready_flag``)."""
+    if isinstance(flag, asyncio.Future):
+        if not flag.done():
+            flag.set_result(None)
+    else:
+        flag.set()
+
+
+async def _relay(ready: asyncio.Event, flag: Any) -> None:
+    await ready.wait()
+    _raise_flag(flag)
+
+
+def _handle_signals(handler: Callable[[signal.Signals], None]) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, handler, sig)
+
+
+async def _own_signals(ready: asyncio.Event, handler: Callable[[signal.Signals], None]) -> None:
+    """Once kopf is ready, SIGINT and SIGTERM call ``handler`` again instead of kopf's own handler (kopf
+    installs it as it starts; installed once more a second later, whatever the order kopf got to it in)."""
+    await ready.wait()
+    _handle_signals(handler)
+    await asyncio.sleep(1.0)
+    _handle_signals(handler)
 
 
 async def _tend_gc(freezer: GcFreezer) -> None:
@@ -547,9 +574,9 @@ async def run(
     loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
     registry = build_registry(config, writer.apply, loops, gangs)
     heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
-    if ready_flag is None:
-        ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
-    started = ready_flag
+    caller_ready = ready_flag  # raised once kopf has started for the first time
+    running: list[asyncio.Event | None] = [None]
+    """kopf's ready flag of the current run (None while standing by): /healthz tells starting from running."""
 
     election = config.leader_election
     elector: LeaseElector | None = None
@@ -585,6 +612,53 @@ async def run(
                 await task
         return elector.state.leading
 
+    stop = asyncio.Event()
+    """The process stops (SIGTERM, SIGINT or ``stop_flag``)."""
+
+    def on_signal(sig: signal.Signals) -> None:
+        logger.info("%s received: stopping", sig.name)
+        stop.set()
+
+    async def lead(stop: asyncio.Event, signals: bool) -> bool:
+        """Run kopf (handlers and rounds) until the process stops (True) or the Lease is lost (False)."""
+        kopf_stop, lost, ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        running[0] = ready
+        # kopf stops through its stop flag only: stopped by a signal it leaves a task waiting on the flag and
+        # then waits 5 s for it (kopf 1.45), which would delay the Lease's release. So SIGTERM sets ``stop``
+        # (kopf's own handler, installed as kopf starts, is replaced once it is ready).
+        helpers = [asyncio.create_task(_set_after(stop, kopf_stop), name="manager stop")]
+        if caller_ready is not None:
+            helpers.append(asyncio.create_task(_relay(ready, caller_ready), name="manager ready"))
+        if signals:
+            helpers.append(asyncio.create_task(_own_signals(ready, on_signal), name="manager signals"))
+        if elector is not None:
+
+            async def hold() -> None:
+                assert elector is not None
+                await elector.hold()
+                leader_gauge.set(0)
+                lost.set()
+                kopf_stop.set()
+
+            helpers.append(asyncio.create_task(hold(), name="manager lease renewal"))
+        try:
+            await kopf.operator(
+                registry=registry,
+                settings=settings,
+                clusterwide=True,
+                standalone=True,
+                liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
+                stop_flag=kopf_stop,
+                ready_flag=ready,
+            )
+        finally:
+            for task in helpers:
+                task.cancel()
+            for task in helpers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return not lost.is_set()
+
     async def operate() -> None:
         async with client:
             background = [
@@ -592,47 +666,32 @@ async def run(
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
                 asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
             ]
-            stop = asyncio.Event()
-            lost = asyncio.Event()
             watchers: list[asyncio.Task[Any]] = []
-            loop = asyncio.get_running_loop()
             signals = threading.current_thread() is threading.main_thread()
             try:
                 if stop_flag is not None:
                     watchers.append(asyncio.create_task(_set_after(stop_flag, stop), name="manager stop flag"))
-                if elector is not None:
-                    if signals:  # kopf installs its own handlers once it starts; a standby needs these
-                        for sig in (signal.SIGINT, signal.SIGTERM):
-                            loop.add_signal_handler(sig, stop.set)
-                    if not await standby(stop):
-                        logger.info("stopped while standing by")
-                        return
-                    leader_gauge.set(1)
-
-                    async def hold() -> None:
-                        assert elector is not None
-                        await elector.hold()
-                        leader_gauge.set(0)
-                        lost.set()
-                        stop.set()
-
-                    watchers.append(asyncio.create_task(hold(), name="manager lease renewal"))
-                await kopf.operator(
-                    registry=registry,
-                    settings=settings,
-                    clusterwide=True,
-                    standalone=True,
-                    liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
-                    stop_flag=stop,
-                    ready_flag=ready_flag,
-                )
+                if signals:
+                    _handle_signals(on_signal)
+                while not stop.is_set():
+                    if elector is not None:
+                        if not await standby(stop):
+                            logger.info("stopped while standing by")
+                            break
+                        leader_gauge.set(1)
+                    if await lead(stop, signals):
+                        break
+                    # The Lease was not renewed in time (the API server unreachable, or another holder):
+                    # nothing acts here any more; stand by and compete for it again, in this process.
+                    logger.warning("stopped acting: the Lease was lost; standing by")
+                    running[0] = None
             finally:
                 for task in watchers:
                     task.cancel()
                 for task in watchers:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-                if elector is not None and not lost.is_set():
+                if elector is not None:
                     await elector.release()  # after kopf stopped: nothing of ours writes any more
                     leader_gauge.set(0)
                 for task in background:
@@ -640,11 +699,6 @@ async def run(
                 for task in background:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
-            if lost.is_set():
-                raise LeadershipLost(
-                    f"leader election lost: Lease {election.resource_namespace}/{election.resource_name} "
-                    f"not renewed for {election.renew_deadline}"
-                )
 
     if not liveness:
         await operate()
@@ -655,7 +709,8 @@ async def run(
         if elector is not None:
             state = elector.state
             leader = {"leading": state.leading, "holder": state.holder, "transitions": state.transitions}
-        return health_report(_is_set(started), heartbeat.alive(), loops, leader)
+        current = running[0]
+        return health_report(current is not None and current.is_set(), heartbeat.alive(), loops, leader, cache.sizes())
 
     # why: /healthz is answered from its own thread; while a round computes, that thread waits for the GIL.
     # A 1 ms switch interval (Python's default is 5 ms) bounds each wait it makes to about 1 ms.

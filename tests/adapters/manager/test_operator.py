@@ -175,7 +175,9 @@ async def test_start_up_creates_fixes_and_garbage_collects(
             body = await resp.json()
         assert body["status"] == "ok"
         assert body["checks"]["eventLoop"] == "ok" and body["checks"]["operator"] == "running"
-        assert set(body["checks"]) == {"eventLoop", "operator", "migrationRounds", "reservationRounds"}
+        # no leaderElection entry: election is off against kmock (CONFIG)
+        assert set(body["checks"]) == {"eventLoop", "operator", "migrationRounds", "reservationRounds", "caches"}
+        assert body["checks"]["caches"]["nodes"] == 2  # web-1 and batch-1: the manager's watch cache of nodes
         assert body["checks"]["reservationRounds"]["intervalSeconds"] == 10
 
     # The drifted object was patched, not replaced: the foreign key was removed by the merge-patch.

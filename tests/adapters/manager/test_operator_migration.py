@@ -190,3 +190,51 @@ def test_kopf_runs_standalone_and_the_deprecated_peering_fields_say_so() -> None
     assert all("Lease (leaderElection)" in w for w in warnings)
     assert deprecation_warnings(validate(ManagerConfiguration, {})) == []
     assert deprecation_warnings(validate(ManagerConfiguration, {"peering": {"name": "old"}})) == []  # still read
+
+
+async def test_a_leader_that_loses_its_lease_stops_acting_and_stands_by_again(
+    apiserver: ApiServerEmulator,
+    api_client: ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Someone else's name appears in the Lease (as after a pause longer than the lease): at its next renewal
+    the manager stops kopf and its rounds and stands by, in the same process; once the Lease is free again
+    it takes it and acts again."""
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = validate(
+        ManagerConfiguration,
+        {
+            "leaderElection": {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "1s"},
+            "migrationController": {"defaultJobMode": "EvictDirectly", "arbitrationArgs": {"interval": "200ms"}},
+        },
+    )
+    await running_pod(api_client, "web-0")
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(run(config, stop_flag=stop, ready_flag=ready, liveness=False))
+    try:
+        await asyncio.wait_for(ready.wait(), HANG_BACKSTOP)
+        current = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        taken = {**current["spec"], "holderIdentity": "another-replica"}
+        await api_client.replace(LEASES, {**current, "spec": taken}, namespace="koordpy-system")
+        async with asyncio.timeout(HANG_BACKSTOP):
+            while "stopped acting: the Lease was lost; standing by" not in caplog.text:
+                await asyncio.sleep(0.05)
+        assert "migration rounds stopped" in caplog.text and not task.done()
+        body = {"metadata": {"name": "m0"}, "spec": {"podRef": {"namespace": "shop", "name": "web-0"}, "ttl": "5m"}}
+        await api_client.create(PODMIGRATIONJOBS, body)
+        await asyncio.sleep(2)  # ten arbitration intervals: a standby touches nothing
+        untouched = await api_client.get(PODMIGRATIONJOBS, "m0")
+        assert untouched.get("status") in (None, {}), untouched
+        # the other holder goes away (releases): this process leads again and migrates
+        current = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        freed = {**current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+        await api_client.replace(LEASES, {**current, "spec": freed}, namespace="koordpy-system")
+        await wait_phase(api_client, "m0", "Succeeded")
+        assert [r.getMessage() for r in caplog.records].count("migration rounds started (every 0.2s)") == 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, HANG_BACKSTOP)

@@ -193,6 +193,31 @@ class ControlPlane:
         for name in reversed(list(self.procs)):
             self.procs[name].stop()
 
+    def kill_apiserver_and_etcd(self) -> None:
+        """SIGKILL kube-apiserver and etcd (no clean shutdown: what a node crash or an OOM kill does). Their
+        data directory, ports and arguments stay; :meth:`restart_apiserver_and_etcd` starts them again."""
+        for name in ("kube-apiserver", "etcd"):
+            self.procs[name].kill()
+
+    def restart_apiserver_and_etcd(self, timeout: float = 300.0) -> float:
+        """Start etcd and kube-apiserver again with the arguments they had (same ports, same etcd data
+        directory, same certificates and tokens), each once the previous is ready; returns the monotonic
+        time at which kube-apiserver's ``/readyz`` first answered 200 (polled every 0.1 s).
+        ``timeout`` is a hang backstop per process."""
+        etcd, apiserver = self.procs["etcd"], self.procs["kube-apiserver"]
+        assert not etcd.alive() and not apiserver.alive(), "kill_apiserver_and_etcd() first"
+        etcd.start()
+        wait_http(f"{self._etcd_url}/health", timeout, etcd)
+        apiserver.start()
+        wait_http(
+            f"{self.url}/readyz",
+            timeout,
+            apiserver,
+            verify=self.tls(),
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+        )
+        return time.monotonic()
+
     def __enter__(self) -> ControlPlane:
         return self.start()
 
