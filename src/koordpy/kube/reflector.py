@@ -6,7 +6,9 @@ the last resourceVersion seen, bookmarks included. A 410 Gone (HTTP or watch ``E
 a relist whose result is diffed against what was delivered before: ``DELETED`` for objects that vanished
 during the gap, ``MODIFIED`` for changed ones (different resourceVersion), ``ADDED`` for new ones. Other
 errors back off exponentially with jitter up to ``backoff_max`` and retry the step that failed (the
-list, or the watch from the last resourceVersion).
+list, or the watch from the last resourceVersion); a backoff ends early when the API server answers again
+after an outage (:mod:`koordpy.kube.reachability`: one ``/readyz`` probe a second per client while
+someone backs off), and the backoff then starts again from ``backoff_initial``.
 
 Malformed input never stops the stream. A watch event or list item that is not an object, whose
 ``metadata`` is not an object, that has no string ``name``, whose namespace or resourceVersion is not a
@@ -42,6 +44,7 @@ from typing import Any
 
 from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError, Gone, NotFound
+from koordpy.kube.reachability import Reachability
 from koordpy.kube.resources import ResourceRef
 
 __all__ = [
@@ -174,6 +177,7 @@ class Reflector:
         event_component: str = "koordpy",
         event_host: str | None = None,
         optional: bool = False,
+        wake_on_recovery: bool = True,
     ) -> None:
         self.client = client
         self.optional = optional
@@ -197,6 +201,9 @@ class Reflector:
         self.event_host = event_host
         self._rng = rng or random.Random()
         self._sleep = sleep or asyncio.sleep
+        self._wake: Callable[[float], Awaitable[bool]] | None = None
+        if sleep is None and wake_on_recovery:
+            self._wake = Reachability.of(client).sleep
         self._monotonic = monotonic or time.monotonic
         self.synced = asyncio.Event()
         self.restarts = 0
@@ -208,6 +215,8 @@ class Reflector:
         """Failed list/watch attempts since the last healthy stream (see :meth:`failing`)."""
         self.delays: list[float] = []
         """The last backoff delays slept (at most 64), for tests and debugging."""
+        self.wakeups = 0
+        """Backoffs cut short because the API server answered again (:mod:`koordpy.kube.reachability`)."""
         self.resource_version = ""
         self.last_error: BaseException | None = None
         self.events_posted = 0
@@ -444,10 +453,18 @@ class Reflector:
         base = min(float(self.backoff_max), self.backoff_initial * float(2 ** min(attempt, 30)))
         return base * (0.5 + 0.5 * self._rng.random())
 
-    async def _back_off(self, attempt: int, delay: float | None = None) -> None:
+    async def _back_off(self, attempt: int, delay: float | None = None) -> bool:
+        """Sleep the backoff delay; True when the API server came back meanwhile (:mod:`reachability`): the
+        caller then retries at once and starts its backoff again from the initial delay."""
         delay = self._delay(attempt) if delay is None else delay
         self.delays = [*self.delays[-63:], delay]
+        if self._wake is not None:
+            woken = await self._wake(delay)
+            if woken:
+                self.wakeups += 1
+            return woken
         await self._sleep(delay)
+        return False
 
     async def _absent(self, exc: NotFound) -> None:
         if not self.absent:
@@ -486,8 +503,7 @@ class Reflector:
                 if received == 0 and self._now() - started < _SHORT_WATCH_SECONDS:
                     # an empty stream that ended at once (a proxy or a broken server): do not spin on it
                     self.consecutive_failures += 1
-                    await self._back_off(attempt)
-                    attempt += 1
+                    attempt = 0 if await self._back_off(attempt) else attempt + 1
                 else:
                     attempt = self._gone_streak = self.consecutive_failures = 0
             except asyncio.CancelledError:
@@ -499,8 +515,7 @@ class Reflector:
                     attempt = self._gone_streak = 0
                 log.info("reflector %s: resourceVersion %s gone, relisting", self.name, self.resource_version)
                 if need_list or self._gone_streak:  # 410 from the list itself, or again right after a relist
-                    await self._back_off(attempt)
-                    attempt += 1
+                    attempt = 0 if await self._back_off(attempt) else attempt + 1
                 self._gone_streak += 1
                 need_list = True
             except Exception as exc:  # keep watching whatever went wrong; the counters tell
@@ -517,8 +532,7 @@ class Reflector:
                     log.warning("reflector %s: %s; retrying in %.2fs", self.name, exc, delay)
                 else:
                     log.exception("reflector %s: unexpected failure; retrying in %.2fs", self.name, delay)
-                await self._back_off(attempt, delay)
-                attempt += 1
+                attempt = 0 if await self._back_off(attempt, delay) else attempt + 1
 
 
 async def wait_synced(reflectors: Iterable[Reflector], timeout: float | None = None) -> None:

@@ -404,10 +404,18 @@ class QuietHandlers(logging.Filter):
         return not (message.startswith("Handler '") and message.endswith("' succeeded."))
 
 
+KOPF_ERROR_BACKOFFS = tuple(min(2.0, 0.5 * 2**attempt) for attempt in range(60))
+"""kopf's retries of a failed request (its watches' lists and streams included): 0.5 s, 1 s, then every 2 s,
+for about two minutes before kopf gives up on the request. kopf's own (1, 1, 2, 3, 5, 8, 13, 21 s, which
+it sleeps through without waking) left a watch asleep for up to 21 s after the API server came back."""
+
+
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
-    """kopf settings: no Kubernetes events posted, no kopf peering (the Lease decides who runs kopf at all)."""
+    """kopf settings: no Kubernetes events posted, no kopf peering (the Lease decides who runs kopf at all),
+    request retries capped at 2 s apart (:data:`KOPF_ERROR_BACKOFFS`)."""
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
+    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
     settings.peering.standalone = True
     settings.peering.mandatory = False
     settings.persistence.consistency_timeout = 0

@@ -183,6 +183,8 @@ async def test_a_standby_stopped_before_it_leads_writes_nothing(
 def test_kopf_runs_standalone_and_the_deprecated_peering_fields_say_so() -> None:
     settings = operator_settings(validate(ManagerConfiguration, {}))
     assert (settings.peering.standalone, settings.peering.mandatory) == (True, False)
+    backoffs = list(settings.networking.error_backoffs)  # type: ignore[arg-type]
+    assert backoffs[:3] == [0.5, 1.0, 2.0] and max(backoffs) == 2.0 and sum(backoffs) > 100  # prompt, patient
     old = validate(ManagerConfiguration, {"peering": {"enabled": True, "lifetimeSeconds": 20}})
     assert operator_settings(old).peering.standalone is True  # peering no longer decides who acts
     warnings = deprecation_warnings(old)
