@@ -8,7 +8,10 @@ during the gap, ``MODIFIED`` for changed ones (different resourceVersion), ``ADD
 errors back off exponentially with jitter up to ``backoff_max`` and retry the step that failed (the
 list, or the watch from the last resourceVersion); a backoff ends early when the API server answers again
 after an outage (:mod:`koordpy.kube.reachability`: one ``/readyz`` probe a second per client while
-someone backs off), and the backoff then starts again from ``backoff_initial``.
+someone backs off), and the backoff then starts again from ``backoff_initial``. A failure loop
+(:meth:`Reflector.failing`) ends with a list that succeeds, a watch event that moves the resourceVersion,
+or a watch the server accepted that stays open for ``STABLE_STREAM_SECONDS`` (a resumed watch of a kind
+that does not change sees no event for minutes).
 
 Malformed input never stops the stream. A watch event or list item that is not an object, whose
 ``metadata`` is not an object, that has no string ``name``, whose namespace or resourceVersion is not a
@@ -48,6 +51,7 @@ from koordpy.kube.reachability import Reachability
 from koordpy.kube.resources import ResourceRef
 
 __all__ = [
+    "STABLE_STREAM_SECONDS",
     "BadObject",
     "Handler",
     "Reflector",
@@ -62,6 +66,9 @@ Handler = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)
 
 _SHORT_WATCH_SECONDS = 1.0
+STABLE_STREAM_SECONDS = 2.0
+"""A watch the API server accepted (HTTP 200) and that stays open this long ends a failure loop; one that
+breaks sooner (a line it cannot decode, each time at the same point) does not."""
 _EVENT_MEMORY = 512
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -250,12 +257,14 @@ class Reflector:
 
         That is: ``failure_threshold`` or more list/watch attempts failed in a row (410 Gone right after
         a relist included) without progress in between (a completed list, or a watch event that moved
-        the resourceVersion), and the current watch stream, if any, has not stayed open for
-        ``backoff_max`` seconds. A single dropped connection (an API server restart) is not a failure
+        the resourceVersion), and the current watch stream, if any, has not been open (accepted by the
+        server) for :data:`STABLE_STREAM_SECONDS`. A single dropped connection (an API server restart) is not a failure
         loop. Skipped objects are not failures: one poison object must not take a component out of
         service.
         """
-        if self._stream_since is not None and self._now() - self._stream_since >= self.backoff_max:
+        if self._stream_since is not None and self._now() - self._stream_since >= min(
+            self.backoff_max, STABLE_STREAM_SECONDS
+        ):
             return False
         return max(self.consecutive_failures, self._gone_streak) >= self.failure_threshold
 
@@ -420,7 +429,12 @@ class Reflector:
             self.restarts += 1
         self._watches += 1
         received = 0
-        self._stream_since = self._now()
+        started = self._now()
+        self._stream_since = None
+
+        def opened() -> None:
+            self._stream_since = self._now()
+
         try:
             async for etype, obj in self.client.watch(
                 self.resource,
@@ -430,6 +444,7 @@ class Reflector:
                 resource_version=self.resource_version,
                 timeout_seconds=self.watch_timeout_seconds,
                 allow_bookmarks=True,
+                on_open=opened,
             ):
                 received += 1
                 self._events_seen += 1
@@ -443,7 +458,7 @@ class Reflector:
                     self.resource_version = rv
                     self.consecutive_failures = 0
         finally:
-            lasted = self._now() - self._stream_since
+            lasted = self._now() - started
             self._stream_since = None
             if lasted >= self.backoff_max:  # a long healthy stream ends any failure streak
                 self.consecutive_failures = 0
