@@ -13,8 +13,12 @@ Each run: SIGKILL kube-apiserver and etcd, wait ``--outage`` seconds (20), start
 once), create 20 pods of each profile in a namespace of its own, made before the outage (the order of the
 two profiles alternates between runs). The time of each profile is from the API server's readiness to the last of its 20
 bindings, read from the API server's audit log (the request's receive time). Beside it: when the
-extender's ``/readyz`` (503 while its watches fail) answered 200 again, koordpy's own part of the wait.
-The processes are never restarted between runs.
+extender's ``/readyz`` (503 while its watches fail) answered 200 again, koordpy's own part of the wait,
+and when each kube-scheduler's Pod informer was populated again (its log's ``Caches populated`` line for
+``*v1.Pod``): two kube-scheduler processes of the same binary back off independently (client-go's
+reflector: 0.8 s doubling to 30 s, with jitter), so their raw times differ by tens of seconds either way.
+Each profile's time after its own kube-scheduler could see pods again is what the profile adds; the two
+are compared too. The processes are never restarted between runs.
 
 Run: ``.venv/bin/python bench/apiserver_restart.py [--runs 5] [--outage 20] [--delay 0]``. Prints and writes
 ``bench/results/apiserver_restart.json`` (a run with another ``--delay`` is kept beside it). About two
@@ -105,6 +109,21 @@ def bindings(plane: ControlPlane, namespace: str) -> dict[str, float]:
     return out
 
 
+def pods_informer_back(log: Path, after: float) -> float | None:
+    """When the kube-scheduler writing ``log`` had its Pod informer populated again after ``after`` (epoch
+    seconds): client-go logs ``Caches populated`` with ``type="*v1.Pod"`` once a relist of pods succeeded.
+    Before that, that kube-scheduler cannot see a new pod, whichever profile it runs."""
+    year = dt.datetime.now(dt.UTC).year
+    for line in log.read_text(errors="replace").splitlines():
+        if "Caches populated" not in line or 'type="*v1.Pod"' not in line:
+            continue
+        head = line.split()  # I1206 23:26:21.948999 ...
+        stamp = dt.datetime.strptime(f"{year}{head[0][1:]} {head[1]}", "%Y%m%d %H:%M:%S.%f").replace(tzinfo=dt.UTC)
+        if stamp.timestamp() > after:
+            return stamp.timestamp()
+    return None
+
+
 def watch_ready(url: str, out: list[float]) -> None:
     """Wait until the extender's ``/readyz`` has failed and then answers 200 again; that moment into ``out``."""
     failed = False
@@ -123,7 +142,13 @@ def watch_ready(url: str, out: list[float]) -> None:
 
 
 def one_run(
-    plane: ControlPlane, client: httpx.Client, index: int, outage: float, delay: float, extender_url: str
+    plane: ControlPlane,
+    client: httpx.Client,
+    index: int,
+    outage: float,
+    delay: float,
+    extender_url: str,
+    scheduler_logs: dict[str, Path],
 ) -> dict[str, Any]:
     order = list(PROFILES) if index % 2 == 0 else list(reversed(PROFILES))
     namespaces = {name: f"r{index}-{name}" for name in order}
@@ -176,8 +201,17 @@ def one_run(
             time.sleep(0.2)
         result[name] = round(max(found.values()) - ready, 3) if len(found) == PODS else None
         result[f"{name}_bound"] = len(found)
+        back = pods_informer_back(scheduler_logs[name], ready)
+        result[f"{name}_kube_scheduler_pods_back_s"] = round(back - ready, 3) if back is not None else None
+        if back is not None and result[name] is not None:
+            # what the profile took once its own kube-scheduler could see pods again (or once they existed)
+            result[f"{name}_after_its_kube_scheduler_s"] = round(result[name] - (max(back, created) - ready), 3)
     if result["koordpy"] is not None and result["stock"] is not None:
         result["koordpy_minus_stock_s"] = round(result["koordpy"] - result["stock"], 3)
+    if "koordpy_after_its_kube_scheduler_s" in result and "stock_after_its_kube_scheduler_s" in result:
+        result["koordpy_minus_stock_after_kube_scheduler_s"] = round(
+            result["koordpy_after_its_kube_scheduler_s"] - result["stock_after_its_kube_scheduler_s"], 3
+        )
     log(f"run {index}: {result}")
     for name in order:
         client.delete(f"/api/v1/namespaces/{namespaces[name]}")
@@ -213,7 +247,9 @@ def main() -> None:
                 processes = list(components.procs)
                 for index in range(args.runs):
                     ready_url = components.extender_base + "/readyz"
-                    runs.append(one_run(plane, client, index, args.outage, args.delay, ready_url))
+                    assert components.scheduler_proc is not None
+                    logs = {"koordpy": components.scheduler_proc.log, "stock": plane.logs()["default-scheduler"]}
+                    runs.append(one_run(plane, client, index, args.outage, args.delay, ready_url, logs))
                 restarted = [p.name for p in processes if not p.alive() or p.starts != 1]
                 assert not restarted, f"restarted or dead: {restarted}"
             finally:
@@ -221,9 +257,19 @@ def main() -> None:
     finally:
         plane.stop()
     differences = [r["koordpy_minus_stock_s"] for r in runs if "koordpy_minus_stock_s" in r]
+    added = [
+        r["koordpy_minus_stock_after_kube_scheduler_s"]
+        for r in runs
+        if "koordpy_minus_stock_after_kube_scheduler_s" in r
+    ]
     summary = {
         "runs": len(runs),
         "extender_ready_after_s": [r["extender_ready_after_s"] for r in runs],
+        "koordpy_kube_scheduler_pods_back_s": [r.get("koordpy_kube_scheduler_pods_back_s") for r in runs],
+        "stock_kube_scheduler_pods_back_s": [r.get("stock_kube_scheduler_pods_back_s") for r in runs],
+        "koordpy_after_its_kube_scheduler_s": [r.get("koordpy_after_its_kube_scheduler_s") for r in runs],
+        "stock_after_its_kube_scheduler_s": [r.get("stock_after_its_kube_scheduler_s") for r in runs],
+        "koordpy_minus_stock_after_kube_scheduler_max_s": max(added) if added else None,
         "koordpy_s": [r["koordpy"] for r in runs],
         "stock_s": [r["stock"] for r in runs],
         "koordpy_minus_stock_max_s": max(differences) if differences else None,

@@ -679,9 +679,9 @@ async def run(
             try:
                 if stop_flag is not None:
                     watchers.append(asyncio.create_task(_set_after(stop_flag, stop), name="manager stop flag"))
-                if signals:
-                    _handle_signals(on_signal)
                 while not stop.is_set():
+                    if signals:  # ours again (kopf installs its own while it runs)
+                        _handle_signals(on_signal)
                     if elector is not None:
                         if not await standby(stop):
                             logger.info("stopped while standing by")
@@ -694,6 +694,10 @@ async def run(
                     logger.warning("stopped acting: the Lease was lost; standing by")
                     running[0] = None
             finally:
+                if signals:
+                    loop = asyncio.get_running_loop()
+                    for sig in (signal.SIGINT, signal.SIGTERM):
+                        loop.remove_signal_handler(sig)
                 for task in watchers:
                     task.cancel()
                 for task in watchers:
