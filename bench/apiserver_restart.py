@@ -228,7 +228,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the control plane on the way out
     load_start = os.getloadavg()
     workdir = Path(tempfile.mkdtemp(prefix="apiserver-restart-"))
-    plane = ControlPlane(workdir=workdir / "cp")
+    plane = ControlPlane(workdir=workdir / "cp", default_scheduler_args=("--v=2",))  # as the koordpy one
     plane.start()
     runs: list[dict[str, Any]] = []
     try:

@@ -173,7 +173,7 @@ def test_two_replicas_one_leads_a_restarted_standby_never_takes_over_and_a_kille
 ) -> None:
     """Two ``koordpy manager`` processes with the chart's configuration for ``replicaCount: 2``: only the
     Lease's holder runs migration rounds. The standby is SIGKILLed and started again (a new identity):
-    it stays a standby over three lease durations while the leader renews. The leader migrates a pod, is
+    it stays a standby over two lease durations while the leader renews. The leader migrates a pod, is
     SIGKILLed (its Lease is not released), and the standby takes over once the Lease runs out and
     migrates the next pod. Each pod is evicted once. The failover time (kill to the standby's first
     round) is printed."""
@@ -199,7 +199,7 @@ def test_two_replicas_one_leads_a_restarted_standby_never_takes_over_and_a_kille
     wait_http(f"{koordpy.manager_base}/healthz", HANG_BACKSTOP, second)
     renewed = lease(kube)["renewTime"]
     wait_until("the leader renewed since the standby's restart", lambda: lease(kube)["renewTime"] != renewed)
-    time.sleep(3 * 6)  # three lease durations: a standby that could take over would have
+    time.sleep(2 * 6)  # two lease durations: a standby that could take over would have
     assert rounds_running(first) and not rounds_running(second)
     assert (lease(kube)["holderIdentity"], lease(kube).get("leaseTransitions")) == (held, transitions)
     before = kube.create(job(space, "m0", pods[0]))["metadata"]["name"]

@@ -155,6 +155,8 @@ class ControlPlane:
     apiserver_args: tuple[str, ...] = ()
     audited_groups: tuple[str, ...] = ()
     """Users of these groups have every request audited, reads included (writes are audited for everyone)."""
+    default_scheduler_args: tuple[str, ...] = ()
+    """Command-line flags added to the stock default-scheduler's (``--v=2`` for its informers' log lines)."""
     bin_dir: Path | None = None
     procs: dict[str, Proc] = field(default_factory=dict)
     secure_ports: dict[str, int] = field(default_factory=dict)
@@ -513,7 +515,13 @@ class ControlPlane:
             "leaderElection": {"leaderElect": False},
             "profiles": [{"schedulerName": "default-scheduler"}],
         }
-        self.start_scheduler("default-scheduler", config, self._tokens["kube-scheduler"], user="system:kube-scheduler")
+        self.start_scheduler(
+            "default-scheduler",
+            config,
+            self._tokens["kube-scheduler"],
+            user="system:kube-scheduler",
+            extra_args=self.default_scheduler_args,
+        )
 
     # ---- convenience ----------------------------------------------------------------------
 
