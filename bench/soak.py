@@ -288,13 +288,18 @@ def analyse(samples: list[dict[str, Any]], warmup: float) -> dict[str, Any]:
         mean = statistics.fmean(v for _, v in rss)
         slope = fit(rss)  # MiB per minute
         growth = 100.0 * slope * 10 / mean
+        conn_slope = fit([(s["minute"], s["components"][name]["connections"]) for s in after])
         out[name] = {
             "rss_mib_first_last": [rss[0][1], rss[-1][1]],
             "rss_mib_mean": round(mean, 2),
             "rss_growth_percent_per_10min": round(growth, 3),
             "connections_min_max": [min(conns), max(conns)],
+            "connections_trend_per_10min": round(conn_slope * 10, 3),
             "watches_min_max": [min(watches), max(watches)],
             "rss_ok": growth <= GROWTH_LIMIT_PERCENT,
+            # flat: the open watches never change; the connections (watches plus the pool of idle ones,
+            # which comes and goes with the requests) show no trend of a connection or more per 10 minutes
+            "flat": min(watches) == max(watches) and abs(conn_slope * 10) < 1.0,
         }
     return out
 
@@ -406,10 +411,11 @@ def main() -> None:
         "growth_limit_percent_per_10min": GROWTH_LIMIT_PERCENT,
         "verdict": verdict,
         "all_koordpy_rss_ok": all(v["rss_ok"] for v in koordpy.values()),
+        "all_koordpy_flat": all(v["flat"] for v in koordpy.values()),
         "samples": samples,
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({"verdict": verdict, "all_koordpy_rss_ok": result["all_koordpy_rss_ok"]}, indent=1))
+    print(json.dumps({k: result[k] for k in ("verdict", "all_koordpy_rss_ok", "all_koordpy_flat")}, indent=1))
 
 
 if __name__ == "__main__":
