@@ -1,0 +1,40 @@
+"""The guest tier: one QEMU guest (TCG, cgroup v2 with every controller) for the whole session.
+
+The guest runs the host's own Python and this work tree's ``.venv`` over a read-only 9p root; tests call
+functions of :mod:`koordpy_testkit.guest.node` inside it and assert on what they return. A missing
+prerequisite (qemu, busybox-static, cpio, the kernel package: ``scripts/install-guest.sh``) fails every
+test of the tier with the reason; nothing skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from koordpy_testkit.guest import Guest, GuestUnavailableError
+
+PAGE_CACHE_MIB = 32
+"""Size of the file the memory tests read into the guest's page cache (through the 9p root)."""
+
+
+@pytest.fixture(scope="session")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
+    workdir = tmp_path_factory.mktemp("guest")
+    # Written before the boot: the 9p root caches what it read, so inputs are passed before it mounts.
+    (workdir / "page-cache.bin").write_bytes(bytes(range(256)) * (PAGE_CACHE_MIB << 12))
+    booted = Guest(workdir)
+    try:
+        booted.start()
+    except GuestUnavailableError as exc:
+        pytest.fail(f"the guest tier cannot run: {exc}")
+    print(f"\nguest booted in {booted.boot_seconds:.1f} s (files in {workdir})")
+    try:
+        yield booted
+    finally:
+        booted.stop()
+
+
+@pytest.fixture(scope="session")
+def page_cache_file(guest: Guest) -> str:
+    return str(guest.workdir / "page-cache.bin")
