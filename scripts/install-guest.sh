@@ -62,6 +62,7 @@ fi
 package="linux-image-$version-amd64"
 echo "install-guest.sh: downloading $package into $out" >&2
 tmp=$(mktemp -d)
+chmod 755 "$tmp"  # apt-get download fetches as the _apt user when it can enter the directory
 trap 'rm -rf "$tmp"' EXIT
 apt_update
 (cd "$tmp" && apt-get download -qq "$package" >&2) || {

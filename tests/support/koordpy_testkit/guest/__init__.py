@@ -30,6 +30,7 @@ import gzip
 import inspect
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -122,13 +123,18 @@ def guest_dir() -> Path:
             raise GuestUnavailableError(f"KOORDPY_GUEST_DIR={configured} is not a complete guest directory ({SETUP})")
         return path
     cache = Path(os.environ.get("KOORDPY_CACHE", Path.home() / ".cache" / "koordpy"))
-    found = sorted((p for p in cache.glob("guest-*") if (p / ".complete").is_file()), key=lambda p: p.name)
+    found = sorted((p for p in cache.glob("guest-*") if (p / ".complete").is_file()), key=_version_key)
     if not found:
         raise GuestUnavailableError(
             f"no guest kernel in {cache} (no complete guest-<version> directory): run `bash {SETUP}` "
             "(make test does) to download the Debian kernel package"
         )
     return found[-1]
+
+
+def _version_key(path: Path) -> list[int]:
+    """``guest-6.1.0-57`` sorts after ``guest-6.1.0-9`` (as ``sort -V`` in the set-up script)."""
+    return [int(part) for part in re.findall(r"\d+", path.name)]
 
 
 def _require(command: str, package: str) -> str:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +72,11 @@ def make_pod(
     return {"pod": rel, "containers": made}
 
 
-def start(rel: str, duty: float = 0.0, anon_mib: int = 0, read_path: str = "", copies: int = 1) -> list[int]:
+def start(
+    rel: str, duty: float = 0.0, anon_mib: int = 0, read_path: str = "", copies: int = 1, wait: bool = True
+) -> list[int]:
     """``copies`` burner processes in the cgroup ``rel`` (they join it before they run a line of Python);
-    returns their pids once each has its memory in place."""
+    returns their pids once each has its memory in place (``wait``) or at once."""
     procs_file = ROOT / rel / "cgroup.procs"
     # The shell joins the cgroup, then becomes the burner (same pid): not one instruction runs outside.
     script = f'echo $$ > "{procs_file}" && exec "$0" -S "$@"'
@@ -85,8 +88,7 @@ def start(rel: str, duty: float = 0.0, anon_mib: int = 0, read_path: str = "", c
             stdin=subprocess.DEVNULL,
         )
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if line.strip() != b"ready":
+        if wait and proc.stdout.readline().strip() != b"ready":
             proc.kill()
             raise RuntimeError(f"burner in {rel} did not start (exit {proc.wait()})")
         _procs[proc.pid] = proc
@@ -292,3 +294,113 @@ def memory(rel: str, child: str) -> dict[str, dict[str, int | None]]:
             "file": int(stat["file"]),
         }
     return out
+
+
+def pressure_metrics(pods: list[dict[str, str]], state_dir: str, settle_seconds: float) -> dict[str, Any]:
+    """The agent's ``/metrics`` text after ``settle_seconds`` (PSI averages move every 2 s), for an agent
+    that knows ``pods`` (``uid``, ``namespace``, ``name``) and found their cgroups in one tick; beside it
+    the kernel's PSI files read just before the scrape."""
+    import asyncio
+
+    from prometheus_client import generate_latest
+
+    from koordpy.agent.loop import PSI_RESOURCES, Agent
+    from koordpy.config.agent import AgentConfiguration
+    from koordpy.config.errors import validate
+    from koordpy.kube.client import ApiClient
+    from koordpy.kube.connection import ConnectionInfo
+    from koordpy.model.objects import pod_from_dict
+    from koordpy_testkit.builders import PodBuilder
+
+    async def scrape() -> dict[str, Any]:
+        cfg = validate(AgentConfiguration, {"stateDir": state_dir})
+        # Never opened: this agent only collects and serves metrics.
+        agent = Agent(cfg, "guest", ApiClient(ConnectionInfo("https://127.0.0.1:1")), cgroup_root=str(ROOT))
+        for p in pods:
+            agent.pods[p["uid"]] = pod_from_dict(PodBuilder(p["name"], p["namespace"]).uid(p["uid"]).build())
+        agent.decide()
+        time.sleep(settle_seconds)
+        files = {
+            "node": {r: Path(f"/proc/pressure/{r}").read_text() for r in PSI_RESOURCES},
+            "pods": {
+                uid: {r: read(rel, f"{r}.pressure") for r in PSI_RESOURCES} for uid, rel in agent.pod_cgroups.items()
+            },
+        }
+        return {"text": generate_latest(agent.metrics.registry).decode(), "files": files}
+
+    return asyncio.run(scrape())
+
+
+# ---- the chart's identity ---------------------------------------------------------------------------
+
+IDENTITY_PROBE = r"""
+import json, os, sys
+from koordpy.agent.actuators.cgroup import ActuatorError, CgroupWriter
+from koordpy.agent.sources.cgroups import CgroupReader
+from koordpy.agent.sources.procfs import ProcReader
+root, rel, own, state = sys.argv[1:5]
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+out = {"uid": os.getuid(), "cap_eff": status["CapEff"].strip(), "no_new_privs": status["NoNewPrivs"].strip()}
+out["cgroup_ns_path"] = open("/proc/self/cgroup").read().strip()
+writer = CgroupWriter(root, version=2, state_file=state)
+try:
+    out["quota_written"] = writer.set_cap("pod-uid", rel, 0.25)
+    out["quota_read_back"] = writer.read_quota(rel)[0]
+    out["restored"] = writer.restore("pod-uid")
+except ActuatorError as exc:
+    out["writer_error"] = str(exc)
+for key, path, text in (("memory", f"{root}/{rel}/memory.high", str(256 << 20)), ("own", f"{root}/{own}/cpu.max", "50000 100000")):
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+        out[key + "_written"] = open(path).read().strip()
+    except OSError as exc:
+        out[key + "_error"] = exc.strerror
+reader = CgroupReader(root)
+out["usage_readable"] = reader.cpu_usage_ns(rel) is not None and reader.working_set(rel) is not None
+out["pressure_readable"] = reader.pressure(rel, "cpu") is not None and reader.pressure(rel, "memory") is not None
+proc = ProcReader("/proc")
+out["proc"] = [proc.read().cpu_capacity, proc.read().memory_capacity, proc.pressure("cpu") is not None]
+print(json.dumps(out))
+"""
+
+
+def confined_probe(context: dict[str, Any], host_path: str, mount_path: str, target: str) -> dict[str, Any]:
+    """Run the agent's writer and readers as the container ``context`` would (its uid, no capabilities,
+    ``no_new_privs``), in a container cgroup of its own with its own cgroup, mount and PID namespaces, the
+    host's cgroupfs bind-mounted at ``mount_path`` as the DaemonSet's hostPath; against the pod ``target``."""
+    import shutil
+    import tempfile
+
+    from koordpy_testkit.confined import Confinement
+
+    agent = make_pod("systemd", str(uuid.uuid4()), "besteffort", containers=["e" * 64])
+    work = Path(tempfile.mkdtemp(prefix="koordpy-identity-", dir="/run"))
+    work.chmod(0o755)
+    state = work / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    mount = work / "container" / mount_path.lstrip("/")
+    try:
+        command = Confinement.from_security_context(context).command(
+            [
+                sys.executable,
+                "-c",
+                IDENTITY_PROBE,
+                str(mount),
+                target,
+                agent["containers"]["e" * 64],
+                str(state / "t.json"),
+            ],
+            binds={host_path: str(mount)},
+            join=[str(ROOT / agent["containers"]["e" * 64] / "cgroup.procs")],
+        )
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the confined probe failed ({proc.returncode}): {proc.stderr}")
+        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["target_cpu_max"] = read(target, "cpu.max").strip()
+        return result
+    finally:
+        remove_pod(agent["pod"])
+        shutil.rmtree(work, ignore_errors=True)
