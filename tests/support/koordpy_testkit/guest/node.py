@@ -208,8 +208,10 @@ def _writer(state_file: str) -> Any:
     return CgroupWriter(str(ROOT), version=2, state_file=state_file)
 
 
-def share(rel: str, seconds: float) -> dict[str, float]:
-    """The cgroup's CPU share (cores) over ``seconds`` and how many periods were throttled meanwhile."""
+def share(rel: str, seconds: float) -> dict[str, Any]:
+    """The cgroup's CPU share (cores) over ``seconds``, how many periods were throttled meanwhile and its
+    ``cpu.max`` at both ends of the window."""
+    before = read(rel, "cpu.max").strip()
     s0, t0 = cpu_stat(rel), time.monotonic()
     time.sleep(seconds)
     s1, t1 = cpu_stat(rel), time.monotonic()
@@ -217,6 +219,7 @@ def share(rel: str, seconds: float) -> dict[str, float]:
         "share": (s1["usage_usec"] - s0["usage_usec"]) / 1e6 / (t1 - t0),
         "nr_periods": s1.get("nr_periods", 0) - s0.get("nr_periods", 0),
         "nr_throttled": s1.get("nr_throttled", 0) - s0.get("nr_throttled", 0),
+        "cpu_max": [before, read(rel, "cpu.max").strip()],
     }
 
 
@@ -404,3 +407,68 @@ def confined_probe(context: dict[str, Any], host_path: str, mount_path: str, tar
     finally:
         remove_pod(agent["pod"])
         shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- whole processes (the agent itself) ------------------------------------------------------------
+
+
+def spawn(argv: list[str], log: str, env: dict[str, str] | None = None) -> int:
+    """Start ``argv`` (in the guest's root cgroup) logging to ``log``; returns its pid (:func:`stop` ends it)."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        )
+    _procs[proc.pid] = proc
+    return proc.pid
+
+
+def terminate(pid: int) -> int | None:
+    """SIGTERM a process started by :func:`spawn` and reap it; its exit code."""
+    proc = _procs.pop(pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def alive(pid: int) -> bool:
+    proc = _procs.get(pid)
+    return proc is not None and proc.poll() is None
+
+
+def http_get(url: str) -> list[Any] | None:
+    """``[status, body]`` of a GET inside the guest, or None when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return [resp.status, resp.read().decode()]
+    except urllib.error.HTTPError as exc:
+        return [exc.code, exc.read().decode()]
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time the process has used so far (the scheduler's count)."""
+    return _on_cpu_ns(pid) / 1e9
+
+
+def meminfo() -> dict[str, int]:
+    """``/proc/meminfo`` in bytes."""
+    return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()}
+
+
+def clear() -> list[str]:
+    """End every process this module started and remove every pod cgroup of both layouts; the removed paths."""
+    from koordpy.agent.sources.cgroups import CgroupReader
+
+    stop()
+    removed = []
+    for pod in CgroupReader(str(ROOT)).pods(containers=False).values():
+        remove_pod(pod.rel)
+        removed.append(pod.rel)
+    return removed
