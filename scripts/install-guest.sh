@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the guest tier (tests/guest: cgroup v2 in a QEMU guest) needs, once per machine:
 #
-# - Debian packages qemu-system-x86, busybox-static, cpio and socat (apt-get, as root), when a command of
-#   theirs is missing;
+# - Debian packages qemu-system-x86, busybox-static, cpio and socat, and for the kubelet beside the agent
+#   containerd, runc and containernetworking-plugins (apt-get, as root), when a command of theirs is missing;
 # - a Debian kernel, linux-image-<ver>-amd64: downloaded with `apt-get download` and unpacked with
 #   `dpkg-deb -x` into ${KOORDPY_CACHE:-~/.cache/koordpy}/guest-<ver>/ (never into the host's /boot).
 #   The standard flavour: -cloud-amd64 has no 9p. <ver> is KOORDPY_GUEST_KERNEL when set, else the
@@ -18,6 +18,11 @@ cache="${KOORDPY_CACHE:-$HOME/.cache/koordpy}"
 
 missing=()
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+# The kubelet test's runtime (Debian's containerd 1.6: the pinned kubelet still accepts a runtime without the
+# RuntimeConfig call), its OCI runtime and the CNI plugins of the pods' network.
+command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
+[ -x /usr/lib/cni/ptp ] || missing+=(containernetworking-plugins)
 # The initramfs needs a static busybox (ldd refuses a static binary); Debian's busybox package is dynamic.
 { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || missing+=(busybox-static)
 command -v cpio >/dev/null 2>&1 || missing+=(cpio)
@@ -74,6 +79,8 @@ mkdir -p "$out"
 dpkg-deb -x "$tmp"/*.deb "$out/root" || die "dpkg-deb -x failed"
 [ -f "$out/root/boot/vmlinuz-$version-amd64" ] || die "no boot/vmlinuz-$version-amd64 in $package"
 [ -d "$out/root/lib/modules/$version-amd64/kernel/fs/9p" ] || die "$package has no 9p module (a cloud flavour?)"
+# modules.dep is made by depmod at install time, not shipped: the guest's modprobe (-d <dir>/root) needs it.
+busybox depmod -b "$out/root" "$version-amd64" || die "depmod of $package failed"
 echo "$version-amd64" > "$out/RELEASE"
 touch "$out/.complete"
 echo "install-guest.sh: $package unpacked ($(du -sh "$out" | cut -f1))" >&2

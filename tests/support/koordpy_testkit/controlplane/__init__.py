@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for tests, benchmarks and a developer's terminal (see ``cluster``)."""
 
-from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries
+from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries, ensure_kubelet
 from koordpy_testkit.controlplane.cluster import (
     CONTROLLERS,
     FAKE_NODE_ANNOTATION,
@@ -15,6 +15,7 @@ __all__ = [
     "FAKE_NODE_ANNOTATION",
     "ControlPlane",
     "ensure_binaries",
+    "ensure_kubelet",
     "fake_node",
     "write_kubeconfig",
 ]

@@ -64,6 +64,7 @@ MODULES = (
     "fs/fscache/fscache",
     "fs/9p/9p",
     "fs/overlayfs/overlay",
+    "drivers/net/veth",  # pod networks (CNI ptp) of the kubelet tests
 )
 BUSYBOX = Path("/bin/busybox")
 SETUP = "scripts/install-guest.sh"

@@ -108,8 +108,10 @@ def stop(pids: list[int] | None = None) -> None:
 
 
 def remove_pod(rel: str) -> None:
-    """Remove a pod cgroup and its children (their processes must be gone)."""
+    """Remove a pod cgroup and its children, killing what still runs in them (``cgroup.kill``)."""
     base = ROOT / rel
+    if base.is_dir():
+        (base / "cgroup.kill").write_text("1")
     for child in sorted((p for p in base.iterdir() if p.is_dir()), reverse=True):
         _rmdir(child)
     _rmdir(base)
@@ -472,3 +474,24 @@ def clear() -> list[str]:
         remove_pod(pod.rel)
         removed.append(pod.rel)
     return removed
+
+
+def sh(command: str) -> list[Any]:
+    """A shell command in the guest: ``[exit code, output]`` (for diagnostics)."""
+    out = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
+    return [out.returncode, out.stdout + out.stderr]
+
+
+def touch(path: str) -> None:
+    """Create an empty file (and its directory) in the guest."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).touch()
+
+
+def unlink(path: str) -> None:
+    Path(path).unlink(missing_ok=True)
+
+
+def exists(rel: str) -> bool:
+    """Whether the cgroup ``rel`` exists."""
+    return (ROOT / rel).is_dir()
