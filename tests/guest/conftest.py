@@ -33,6 +33,9 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
         yield booted
     finally:
         booted.stop()
+        print(
+            f"\nguest tier: qemu used {booted.cpu_seconds or 0:.0f} s of host CPU over {booted.wall_seconds or 0:.0f} s"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -215,6 +215,10 @@ class Guest:
         self.console = workdir / "console.log"
         self.popen: subprocess.Popen[bytes] | None = None
         self.boot_seconds: float | None = None
+        self.started: float | None = None
+        self.cpu_seconds: float | None = None
+        """Host CPU time qemu used, user and system, up to :meth:`stop`: the guest's cost whatever the load."""
+        self.wall_seconds: float | None = None
         self._calls = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -273,7 +277,7 @@ class Guest:
             (self.job / sub).mkdir(parents=True)
         initrd = build_initramfs(kernel, self.workdir, self.job)
         (self.job / "boot.sh").write_text(self._boot_script())
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         with (self.workdir / "qemu.log").open("wb") as log:
             self.popen = subprocess.Popen(
                 self.command(kernel, initrd),
@@ -315,6 +319,9 @@ class Guest:
         """Ask the runner to return (PID 1 then powers off), then end qemu by its PID if it is still up."""
         if self.popen is None:
             return
+        self.cpu_seconds = self._qemu_cpu_seconds()
+        if self.started is not None:
+            self.wall_seconds = time.monotonic() - self.started
         if self.popen.poll() is None and (self.job / "calls").is_dir():
             with contextlib.suppress(OSError):
                 self._drop("stop", {"stop": True})
@@ -325,6 +332,16 @@ class Guest:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait(timeout=HANG_BACKSTOP)
+
+    def _qemu_cpu_seconds(self) -> float | None:
+        """User and system CPU time of qemu so far (all its threads), from /proc; None once it has ended."""
+        assert self.popen is not None
+        try:
+            children = Path(f"/proc/{self.popen.pid}/task/{self.popen.pid}/children").read_text().split()
+            fields = Path(f"/proc/{children[0]}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def __enter__(self) -> Guest:
         return self.start()
