@@ -320,9 +320,6 @@ def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
     assert _metric(metrics, "koordpy_agent_evictions_total") is not None
     assert 'koordpy_agent_pod_psi{degree="some",namespace="' in metrics
     assert guest.call(node.terminate, pid=agent) == 0
-    # The pods go at once (no kubelet waits to end them), so the namespace's deletion does not wait for them.
-    for pod_name in ("batch-a", "batch-b", "latency"):
-        kube.client.delete(f"/api/v1/namespaces/{space.namespace}/pods/{pod_name}", params={"gracePeriodSeconds": 0})
 
 
 # ---- a real kubelet beside the agent -------------------------------------------------------------------
