@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from koordpy.agent.actuators.cgroup import CgroupWriter
@@ -114,3 +116,28 @@ def test_procfs_node_usage(tmp_path):
     # +300 busy of +400 total jiffies on 4 CPUs = 3 cores
     write_procfs(proc, cpus=4, busy_jiffies=400, total_jiffies=800, mem_total_kib=8 << 20, mem_avail_kib=6 << 20)
     assert reader.read().cpu == pytest.approx(3.0)
+
+
+def test_v1_writer_leaves_quotas_someone_else_wrote_pod_and_container(tmp_path):
+    """The kubelet's in-place resize writes the pod's and the container's quota: a restore keeps both."""
+    tree = FakeCgroupTree(tmp_path / "cg", version=1, driver="cgroupfs")
+    rel = tree.add_pod(UID, containers=[CID], quota=200000)
+    child = f"{rel}/{CID}"
+    writer = CgroupWriter(str(tmp_path / "cg"), version=1, state_file=str(tmp_path / "t.json"))
+    assert writer.set_cap(UID, rel, 0.5) == 50000
+    assert (tree.quota(rel), tree.quota(child)) == ("50000", "50000")  # the container lowered first
+    tree.set_quota(rel, 300000)
+    tree.set_quota(child, 300000)
+    assert writer.restore(UID)
+    assert (tree.quota(rel), tree.quota(child), writer.superseded) == ("300000", "300000", 1)
+
+
+def test_a_state_file_without_the_written_quota_restores_as_before(tmp_path):
+    tree = FakeCgroupTree(tmp_path / "cg", version=2)
+    rel = tree.add_pod(UID)
+    tree.set_quota(rel, 30000)  # the cap an older agent wrote
+    state = tmp_path / "t.json"
+    state.write_text(json.dumps({UID: {"rel": rel, "quota": -1, "period": 100000, "children": {}}}))
+    writer = CgroupWriter(str(tmp_path / "cg"), version=2, state_file=str(state))
+    assert writer.reconcile(adopt=()) == [UID]
+    assert tree.quota(rel) == "max 100000"
