@@ -70,10 +70,11 @@ def test_pod_and_container_cpu_match_the_burners(windows: dict[str, dict[str, An
     for measured, reference in zip(containers, used, strict=True):
         assert _within(measured, reference, 0.05), (measured, reference)
     assert _within(pod["cpu"], sum(used), 0.05), (pod["cpu"], used)
-    # The burners did burn about what they were built for (else the comparison above would prove little;
-    # a host that takes the CPU from qemu mid-burst makes them overshoot a little, which both counters see).
+    # The burners did burn about what they were built for (else the comparison above would prove little).
+    # A host that takes the CPU from qemu mid-burst makes them overshoot (the guest charges the lost time to
+    # whatever ran): 0.28 cores for a duty of 0.15 at a host load average of 10. Both counters see it.
     for reference, duty in zip(used, DUTIES, strict=True):
-        assert 0.5 * duty <= reference <= 1.5 * duty, (reference, duty)
+        assert 0.5 * duty <= reference <= 2.0 * duty, (reference, duty)
 
 
 def _busy_share(first: str, second: str, cpus: float) -> float:

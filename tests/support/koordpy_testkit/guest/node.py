@@ -10,6 +10,7 @@ Not guaranteed: that a window's share is exact; the host's tolerances say how cl
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -153,20 +154,32 @@ def window(seconds: float, pids: list[int], cgroups: list[str]) -> dict[str, Any
     reader = CgroupReader(str(ROOT), collect_containers=True)
     proc = ProcReader("/proc")
     found = reader.pods()
-    burners0 = {pid: _on_cpu_ns(pid) for pid in pids}
+
+    def snapshot(base: CgroupReader) -> tuple[CgroupReader, dict[str, Any], dict[int, int], float]:
+        """The agent's reading at one instant with the burners' counters read right before and right after
+        it; repeated while a burner ran in between (it woke and took the CPU from this process), so that
+        both sides describe the same instant."""
+        for _ in range(100):
+            attempt = copy.deepcopy(base)
+            before = {pid: _on_cpu_ns(pid) for pid in pids}
+            now = time.monotonic()
+            usage = attempt.collect(now, found)
+            after = {pid: _on_cpu_ns(pid) for pid in pids}
+            if before == after:
+                break
+        return attempt, usage, after, now
+
     stats0 = {rel: cpu_stat(rel) for rel in ["", *cgroups]} if cgroups else {}
-    t0 = time.monotonic()
-    reader.collect(t0, found)
+    reader, _, burners0, t0 = snapshot(reader)
     proc.read()
     raw0 = Path("/proc/stat").read_text().splitlines()[0]
     time.sleep(seconds)
-    t1 = time.monotonic()
-    usage = reader.collect(t1, found)
+    reader, usage, burners1, t1 = snapshot(reader)
     node = proc.read()
     raw1 = Path("/proc/stat").read_text().splitlines()[0]
     meminfo = Path("/proc/meminfo").read_text()
     elapsed = t1 - t0
-    burners = {str(pid): (_on_cpu_ns(pid) - burners0[pid]) / 1e9 / elapsed for pid in pids}
+    burners = {str(pid): (burners1[pid] - burners0[pid]) / 1e9 / elapsed for pid in pids}
     stats1 = {rel: cpu_stat(rel) for rel in stats0}
     stats = {
         rel: {k: stats1[rel][k] - stats0[rel][k] for k in stats1[rel] if k in stats0[rel]} | {"seconds": elapsed}
