@@ -156,10 +156,12 @@ def _kubeconfig(guest: Guest, control_plane: ControlPlane, name: str, user: dict
     return str(path)
 
 
-def _start_agent(guest: Guest, control_plane: ControlPlane, koordpy: Components, node_name: str) -> int:
+def _spawn_agent(guest: Guest, control_plane: ControlPlane, koordpy: Components, node_name: str) -> int:
     """``koordpy agent run`` in the guest with the chart's configuration (collecting every second, reporting
-    every 2 s) and a token bound to the agent pod the chart's DaemonSet put on ``node_name``; returns its pid
-    once ``/readyz`` answers 200 inside the guest."""
+    every 2 s) and a token bound to the agent pod the chart's DaemonSet put on ``node_name``; its pid.
+
+    Its start-up (imports, about 30 s of the guest's one CPU under TCG) is best left without busy
+    neighbours: a test starts its load once :func:`_wait_ready` returned."""
     config = deep_merge(
         koordpy.release.component_config("agent"),
         {
@@ -175,6 +177,12 @@ def _start_agent(guest: Guest, control_plane: ControlPlane, koordpy: Components,
     (guest.job / "agent.yaml").write_text(yaml.safe_dump(config))
     argv = [str(KOORDPY), "agent", "run", "--config", str(guest.job / "agent.yaml"), "--node", node_name]
     agent: int = guest.call(node.spawn, argv=[*argv, "--kubeconfig", kubeconfig], log=str(guest.job / "agent.log"))
+    return agent
+
+
+def _wait_ready(guest: Guest, agent: int) -> float:
+    """Wait until the agent's ``/readyz`` answers 200 inside the guest; the seconds it took from here."""
+    started = time.monotonic()
 
     def ready() -> bool:
         assert guest.call(node.alive, pid=agent), (guest.job / "agent.log").read_text()[-3000:]
@@ -182,7 +190,7 @@ def _start_agent(guest: Guest, control_plane: ControlPlane, koordpy: Components,
         return answer is not None and answer[0] == 200
 
     wait_until("the agent in the guest ready", ready, interval=1.0)
-    return agent
+    return time.monotonic() - started
 
 
 def _agent_metrics(guest: Guest) -> str:
@@ -220,15 +228,16 @@ def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
             node.make_pod, driver="systemd", uid=obj["metadata"]["uid"], qos=qos, containers=[cid], cpu_max=cpu_max
         )
         cgroups[pod_name]["container"] = cgroups[pod_name]["containers"][cid]
+
+    # The agent: the chart's configuration and ServiceAccount token, the API server through the forward.
+    koordpy.start_manager({"nodeMetric": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 2}})
+    agent = _spawn_agent(guest, control_plane, koordpy, name)
+    print(f"\nthe agent ready in the guest after {_wait_ready(guest, agent):.0f} s")
     burners = {
         "batch-a": guest.call(node.start, rel=cgroups["batch-a"]["container"], duty=1.0),
         "batch-b": guest.call(node.start, rel=cgroups["batch-b"]["container"], duty=1.0),
         "latency": guest.call(node.start, rel=cgroups["latency"]["container"], duty=0.1),
     }
-
-    # The agent: the chart's configuration and ServiceAccount token, the API server through the forward.
-    koordpy.start_manager({"nodeMetric": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 2}})
-    agent = _start_agent(guest, control_plane, koordpy, name)
 
     # Its NodeMetric: the guest's CPU (the two busy pods fill it) and every pod by its UID.
     def reported() -> dict[str, Any] | None:
@@ -408,7 +417,9 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
 
     wait_until("the guest's kubelet registers a Ready Node", node_ready, interval=1.0)
     ready_after = time.monotonic() - started
-    guest.call(node.touch, path=f"{LOAD_DIR}/.keep")
+    # The batch pod starts idle; the agent starts now, its imports beside the pods' start-up.
+    guest.call(node.touch, path=f"{LOAD_DIR}/idle")
+    agent = _spawn_agent(guest, control_plane, koordpy, name)
     latency = _real_pod(
         space,
         "latency",
@@ -439,7 +450,7 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
     assert cpu_max(batch_rel) == "200000 100000"
     assert cpu_max(latency_rel) == "20000 100000"
 
-    agent = _start_agent(guest, control_plane, koordpy, name)
+    print(f"\nthe agent ready in the guest {_wait_ready(guest, agent):.0f} s after the pods ran")
 
     def reported() -> dict[str, Any] | None:
         status = (kube.get("NodeMetric", name) or {}).get("status") or {}
@@ -448,7 +459,8 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
 
     wait_until("the agent reports the kubelet's pods", reported, interval=1.0)
 
-    # CPU above 600m throttles the batch pod (the only candidate below the Guaranteed one).
+    # The batch pod turns busy; CPU above 600m throttles it (the only candidate below the Guaranteed one).
+    guest.call(node.unlink, path=f"{LOAD_DIR}/idle")
     policy, throttle, evict = _policy(memory_line=1 << 40)
     policy[1]["spec"]["objectiveEnsurances"] = policy[1]["spec"]["objectiveEnsurances"][:1]
     for plural, obj in (policy, throttle, evict):
