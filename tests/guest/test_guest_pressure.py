@@ -1,6 +1,7 @@
 """Pressure stall information (PSI) on real cgroup v2: the agent reads ``cpu.pressure`` and
 ``memory.pressure`` of each pod and ``/proc/pressure/*`` of the node and exposes them on ``/metrics``
-(koordlet collects PSI; Crane does not).
+(koordlet collects PSI; Crane does not). Here the agent's collector runs in the guest's test process, wired
+as the agent wires it; ``tests/cluster/test_cluster_guest_node.py`` finds the series on a running agent.
 
 Two pods make real pressure: one runs two busy processes under a 20 % CPU cap (runnable tasks wait for
 the CPU), the other allocates 64 MiB under a 24 MiB ``memory.high`` (the kernel makes it stall in
@@ -54,7 +55,6 @@ def test_pod_and_node_pressure_are_agent_metrics(guest: Guest) -> None:
                 {"uid": cpu_uid, "namespace": "batch", "name": "busy"},
                 {"uid": mem_uid, "namespace": "batch", "name": "hungry"},
             ],
-            state_dir="/run/koordpy-agent-psi",
             settle_seconds=6.0,
         )
     finally:

@@ -28,15 +28,13 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector as MetricCollector
 
 from koordpy.agent.actuators.cgroup import ActuatorError, CgroupWriter
 from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
@@ -44,8 +42,9 @@ from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanO
 from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.policy.types import check_pod
+from koordpy.agent.pressure import PressureMetrics, node_pressure, pod_pressure
 from koordpy.agent.reporter import NodeMetricReporter
-from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage, Pressure
+from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
@@ -57,7 +56,7 @@ from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
 from koordpy.runtime.listeners import ListenerLimits, aiohttp_handler_args
 
-__all__ = ["PSI_RESOURCES", "Agent", "AgentMetrics", "Collector", "PressureMetrics"]
+__all__ = ["Agent", "AgentMetrics", "Collector"]
 
 log = logging.getLogger("koordpy.agent")
 EVENT_DEDUP_SECONDS = 300.0
@@ -67,50 +66,6 @@ def _meta(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     """``metadata`` of a raw object, or empty when it is missing or not an object."""
     meta = raw.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
-
-
-PSI_RESOURCES = ("cpu", "memory", "io")
-PSI_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
-
-PressureReading = tuple[tuple[str, ...], str, Mapping[str, Pressure]]
-"""(extra label values, resource, {"some"|"full": Pressure})."""
-
-
-class PressureMetrics(MetricCollector):
-    """PSI of the node and of each pod, read from the kernel when ``/metrics`` is scraped (not every tick:
-    nothing in the policy uses it, and a scrape is rarer than a tick).
-
-    ``koordpy_agent_node_psi{resource,degree,window}`` and ``koordpy_agent_pod_psi{namespace,pod,...}``
-    are the kernel's running averages as a ratio (0.25 = stalled 25 % of the window);
-    ``..._psi_stalled_seconds_total{...,resource,degree}`` is the kernel's cumulative stall time.
-    ``degree`` is ``some`` (at least one task stalled) or ``full`` (all non-idle tasks stalled)."""
-
-    def __init__(self, node: Callable[[], Iterable[PressureReading]], pods: Callable[[], Iterable[PressureReading]]):
-        self._node = node
-        self._pods = pods
-
-    def describe(self) -> list[Metric]:
-        return []  # nothing is read at registration
-
-    def collect(self) -> Iterator[Metric]:
-        for scope, labels, source in (("node", [], self._node), ("pod", ["namespace", "pod"], self._pods)):
-            ratio = GaugeMetricFamily(
-                f"koordpy_agent_{scope}_psi",
-                f"Pressure stall information of the {scope}: share of the window in which tasks were stalled.",
-                labels=[*labels, "resource", "degree", "window"],
-            )
-            stalled = CounterMetricFamily(
-                f"koordpy_agent_{scope}_psi_stalled_seconds",
-                f"Pressure stall information of the {scope}: cumulative stall time.",
-                labels=[*labels, "resource", "degree"],
-            )
-            for values, resource, lines in source():
-                for degree, line in sorted(lines.items()):
-                    for window, attr in PSI_WINDOWS:
-                        ratio.add_metric([*values, resource, degree, window], getattr(line, attr) / 100.0)
-                    stalled.add_metric([*values, resource, degree], line.total_us / 1e6)
-            yield ratio
-            yield stalled
 
 
 class AgentMetrics:
@@ -275,7 +230,12 @@ class Agent:
             ]
         register_reflector_metrics(self.metrics.registry, "koordpy_agent", lambda: self.reflectors)
         self.pod_cgroups: dict[str, str] = {}  # pod uid -> cgroup path found by the last tick
-        self.metrics.registry.register(PressureMetrics(self.node_pressure, self.pod_pressure))
+        self.metrics.registry.register(
+            PressureMetrics(
+                lambda: node_pressure(self.collector.proc),
+                lambda: pod_pressure(self.collector.cgroups, self.pods, self.pod_cgroups),
+            )
+        )
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
@@ -386,23 +346,6 @@ class Agent:
             log.error("%s; moved to %s: caps it listed can no longer be restored automatically", exc, aside)
             os.replace(path, aside)
             return CgroupWriter(root, version, path)
-
-    # -- pressure (read at scrape time) -------------------------------------------------------
-    def node_pressure(self) -> Iterator[PressureReading]:
-        for resource in PSI_RESOURCES:
-            lines = self.collector.proc.pressure(resource)
-            if lines:
-                yield (), resource, lines
-
-    def pod_pressure(self) -> Iterator[PressureReading]:
-        for uid, rel in sorted(self.pod_cgroups.items()):
-            pod = self.pods.get(uid)
-            if pod is None:
-                continue
-            for resource in PSI_RESOURCES:
-                lines = self.collector.cgroups.pressure(rel, resource)
-                if lines:
-                    yield (pod.namespace, pod.name), resource, lines
 
     # -- state ---------------------------------------------------------------------------------
     def _load_state(self) -> AgentState:

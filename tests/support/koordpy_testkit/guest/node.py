@@ -314,39 +314,29 @@ def memory(rel: str, child: str) -> dict[str, dict[str, int | None]]:
     return out
 
 
-def pressure_metrics(pods: list[dict[str, str]], state_dir: str, settle_seconds: float) -> dict[str, Any]:
-    """The agent's ``/metrics`` text after ``settle_seconds`` (PSI averages move every 2 s), for an agent
-    that knows ``pods`` (``uid``, ``namespace``, ``name``) and found their cgroups in one tick; beside it
-    the kernel's PSI files read just before the scrape."""
-    import asyncio
+def pressure_metrics(pods: list[dict[str, str]], settle_seconds: float) -> dict[str, Any]:
+    """The agent's pressure metrics (:class:`koordpy.agent.pressure.PressureMetrics`, wired as the agent
+    wires it) after ``settle_seconds`` (PSI averages move every 2 s), for ``pods`` (``uid``, ``namespace``,
+    ``name``) found in the cgroup tree; beside them the kernel's PSI files read just before the scrape."""
+    from prometheus_client import CollectorRegistry, generate_latest
 
-    from prometheus_client import generate_latest
-
-    from koordpy.agent.loop import PSI_RESOURCES, Agent
-    from koordpy.config.agent import AgentConfiguration
-    from koordpy.config.errors import validate
-    from koordpy.kube.client import ApiClient
-    from koordpy.kube.connection import ConnectionInfo
+    from koordpy.agent.pressure import PSI_RESOURCES, PressureMetrics, node_pressure, pod_pressure
+    from koordpy.agent.sources.cgroups import CgroupReader
+    from koordpy.agent.sources.procfs import ProcReader
     from koordpy.model.objects import pod_from_dict
     from koordpy_testkit.builders import PodBuilder
 
-    async def scrape() -> dict[str, Any]:
-        cfg = validate(AgentConfiguration, {"stateDir": state_dir})
-        # Never opened: this agent only collects and serves metrics.
-        agent = Agent(cfg, "guest", ApiClient(ConnectionInfo("https://127.0.0.1:1")), cgroup_root=str(ROOT))
-        for p in pods:
-            agent.pods[p["uid"]] = pod_from_dict(PodBuilder(p["name"], p["namespace"]).uid(p["uid"]).build())
-        agent.decide()
-        time.sleep(settle_seconds)
-        files = {
-            "node": {r: Path(f"/proc/pressure/{r}").read_text() for r in PSI_RESOURCES},
-            "pods": {
-                uid: {r: read(rel, f"{r}.pressure") for r in PSI_RESOURCES} for uid, rel in agent.pod_cgroups.items()
-            },
-        }
-        return {"text": generate_latest(agent.metrics.registry).decode(), "files": files}
-
-    return asyncio.run(scrape())
+    reader, proc = CgroupReader(str(ROOT)), ProcReader("/proc")
+    infos = {p["uid"]: pod_from_dict(PodBuilder(p["name"], p["namespace"]).uid(p["uid"]).build()) for p in pods}
+    cgroups = {uid: cg.rel for uid, cg in reader.pods(containers=False).items()}
+    registry = CollectorRegistry()
+    registry.register(PressureMetrics(lambda: node_pressure(proc), lambda: pod_pressure(reader, infos, cgroups)))
+    time.sleep(settle_seconds)
+    files = {
+        "node": {r: Path(f"/proc/pressure/{r}").read_text() for r in PSI_RESOURCES},
+        "pods": {uid: {r: read(cgroups[uid], f"{r}.pressure") for r in PSI_RESOURCES} for uid in infos},
+    }
+    return {"text": generate_latest(registry).decode(), "files": files}
 
 
 # ---- the chart's identity ---------------------------------------------------------------------------
