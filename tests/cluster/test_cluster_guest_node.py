@@ -280,7 +280,8 @@ def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
         assert window["nr_throttled"] > 0
     assert cpu_max("latency") == "20000 100000"  # the Guaranteed pod is not a candidate while batch pods are
 
-    # Memory: the hungry batch pod takes 112 MiB (the line is 64 MiB above what the node used); the agent evicts it (and only it) through the API.
+    # Memory: the hungry batch pod takes 112 MiB, past the line 64 MiB above what the node used; the agent
+    # evicts it (and only it) through the API.
     burners["hungry"] = guest.call(node.start, rel=cgroups["hungry"]["container"], anon_mib=112, wait=False)
     wait_until(
         "the agent evicts the hungry pod",
