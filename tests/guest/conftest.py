@@ -1,4 +1,4 @@
-"""The guest tier: one QEMU guest (TCG, cgroup v2 with every controller) for the whole session.
+"""The guest tier: one QEMU guest (TCG, cgroup v2 with every controller) for all of the tier's tests.
 
 The guest runs the host's own Python and this work tree's ``.venv`` over a read-only 9p root; tests call
 functions of :mod:`koordpy_testkit.guest.node` inside it and assert on what they return. A missing
@@ -9,6 +9,7 @@ test of the tier with the reason; nothing skips.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,16 @@ from koordpy_testkit.guest import Guest, GuestUnavailableError
 
 PAGE_CACHE_MIB = 32
 """Size of the file the memory tests read into the guest's page cache (through the 9p root)."""
+TIER = Path(__file__).parent
+_booted: list[Guest] = []
+
+
+@pytest.hookimpl(trylast=True)  # after the item's own fixtures are torn down (they call into the guest)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Power the guest off after the tier's last test, not at the end of the session: an idle guest still
+    costs the host CPU while the other tiers run."""
+    if _booted and (nextitem is None or TIER not in Path(str(nextitem.path)).parents):
+        _booted[0].stop()
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +35,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
     # Written before the boot: the 9p root caches what it read, so inputs are passed before it mounts.
     (workdir / "page-cache.bin").write_bytes(bytes(range(256)) * (PAGE_CACHE_MIB << 12))
     booted = Guest(workdir)
+    _booted[:] = [booted]
     try:
         booted.start()
     except GuestUnavailableError as exc:

@@ -220,6 +220,7 @@ class Guest:
         """Host CPU time qemu used, user and system, up to :meth:`stop`: the guest's cost whatever the load."""
         self.wall_seconds: float | None = None
         self._calls = 0
+        self._stopped = False
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -316,9 +317,11 @@ class Guest:
             time.sleep(0.02)
 
     def stop(self, grace: float = 30.0) -> None:
-        """Ask the runner to return (PID 1 then powers off), then end qemu by its PID if it is still up."""
-        if self.popen is None:
+        """Ask the runner to return (PID 1 then powers off), then end qemu by its PID if it is still up.
+        A second call does nothing."""
+        if self.popen is None or self._stopped:
             return
+        self._stopped = True
         self.cpu_seconds = self._qemu_cpu_seconds()
         if self.started is not None:
             self.wall_seconds = time.monotonic() - self.started

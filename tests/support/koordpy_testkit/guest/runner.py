@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any
 
-POLL_SECONDS = 0.02
+POLL_SECONDS = 0.05
 
 
 def _write(path: str, body: dict[str, Any]) -> None:
