@@ -9,7 +9,7 @@ write even before its watch event arrives, and an older event arriving later doe
 are ordered as client-go's ``IntegerResourceVersionMutationCache`` orders them: as integers when both are
 integers (the API server's are), else the newer arrival wins.
 
-Optional kinds (PodGroups of either API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
+Optional kinds (PodGroups of each API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
 while the API server serves them: discovery is asked first and again every :data:`DISCOVERY_SECONDS`
 while absent, so a cluster without ``scheduling.x-k8s.io`` sees no request for it (and logs no 404).
 
@@ -195,11 +195,14 @@ class Watched:
 class ManagerCache:
     """The stores the manager's rounds read, each kept by its own reflector (see the module docstring).
 
-    ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
-    ``nodemetrics``, ``podgroups`` (both PodGroup APIs). A store of a kind not watched stays empty.
+        ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
+        ``nodemetrics``, ``podgroups`` (the two CRD PodGroup APIs koordpy's chart may serve, and Kubernetes' own
+    ``scheduling.k8s.io/v1beta1`` one). A store of a kind not watched stays empty.
     """
 
-    OPTIONAL = frozenset({"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s"})
+    OPTIONAL = frozenset(
+        {"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s", "podgroups_native"}
+    )
 
     def __init__(
         self,
@@ -219,9 +222,10 @@ class ManagerCache:
         self.nodemetrics = ObjectStore(resources.NODEMETRICS)
         self.podgroups_sigs = ObjectStore(resources.PODGROUPS)
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
+        self.podgroups_native = ObjectStore(resources.PODGROUPS_NATIVE)
         wanted = set(kinds)
         if "podgroups" in wanted:
-            wanted |= {"podgroups_sigs", "podgroups_x_k8s"}
+            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_native"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -235,6 +239,7 @@ class ManagerCache:
             "nodemetrics": self.nodemetrics,
             "podgroups_sigs": self.podgroups_sigs,
             "podgroups_x_k8s": self.podgroups_x_k8s,
+            "podgroups_native": self.podgroups_native,
         }
 
     def served(self, name: str) -> bool:

@@ -63,6 +63,7 @@ from koordpy.scheduler.plugins.gang.decisions import (
 )
 from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
 from koordpy.scheduler.plugins.gang.spec import (
+    API_NATIVE,
     GangRef,
     GangSpec,
     PodGroupInfo,
@@ -410,6 +411,11 @@ class GangCache:
         gang_id = self.observe(pod)
         if gang_id is None:
             return None
+        if self._gangs[gang_id].spec.ref.source == API_NATIVE:
+            # kube-scheduler's GangScheduling gated this pod at PreEnqueue before asking: a second quorum
+            # here could only disagree (this process's watch may lag), never add anything.
+            why = f"gang {gang_id}: a native PodGroup's members are admitted by kube-scheduler (GangScheduling)"
+            return Admission(True, why, gang_id, why)
         admission = self._admit_gang(gang_id)
         if admission.ok:
             self._unpark(pod.key)
@@ -678,6 +684,13 @@ class GangCache:
         own = self._gangs[gang_id].spec
         if not own.initialised:
             return Admission(False, QUORUM_REFUSED + own.problem, gang_id, own.problem)
+        if own.native:  # kube-scheduler's PreEnqueue: the PodGroup exists and minCount pods do
+            have = len(self._gangs[gang_id].children)
+            why = f"gang {gang_id}: {have} of {own.min_member} members exist (kube-scheduler's GangScheduling)"
+            if have < own.min_member:
+                short = f"{QUORUM_REFUSED}gang {gang_id}: fewer than {own.min_member} members exist"
+                return Admission(False, short, gang_id, why)
+            return Admission(True, why, gang_id, why)
         yielding = self._yielding.get(own.group_id)
         if yielding is not None:
             return Admission(False, YIELD_REFUSED + yielding.reason, gang_id, yielding.reason)
@@ -769,6 +782,10 @@ class GangCache:
 
     def _strict_applies(self, gang: _Gang) -> bool:
         spec = gang.spec
+        if spec.native:
+            # kube-scheduler's rule (GangScheduling's PlacementFeasible): the gang fails only when the members
+            # not failing can no longer make its minimum; a member beyond it that fits nowhere releases nothing.
+            return len(gang.children) - len(gang.failed) < spec.min_member
         if spec.mode != "Strict":
             return False
         return not (spec.match_policy == "once-satisfied" and self._satisfied_once(spec))
