@@ -225,6 +225,9 @@ class GangBarrier:
             metrics=metrics.requeue,
         )
         self.status_patcher = status_patcher or (lambda: None)
+        self.native_absent: Callable[[], bool] = lambda: False
+        """Whether ``scheduling.k8s.io/v1beta1`` PodGroups are not served (the server sets it from that
+        watch); read at each hold (``GangCache.native_unserved``)."""
         self._outcomes: dict[str, GangOutcome] = {}
         """Gang id → the outcome its PodGroup must still be told about (the latest one wins)."""
         self._outcome_task: asyncio.Task[None] | None = None
@@ -349,6 +352,7 @@ class GangBarrier:
         ``annotations`` go on the pod with its binding (the Reservation it allocates)."""
         self._ensure_timer()
         loop = asyncio.get_running_loop()
+        self.cache.native_unserved = self.native_absent()
         hold, permit = self.cache.hold(pod_key, uid, node, self.clock.now())
         self.requeuer.discard(pod_key)
         if hold is None:

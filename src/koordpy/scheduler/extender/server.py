@@ -201,6 +201,8 @@ def build_extender(
             )
             for index, resource in enumerate(GANG_WATCHED)
         ]
+        native = gang_reflectors[GANG_WATCHED.index(PODGROUPS_NATIVE)]
+        gangs.native_absent = lambda: native.absent
 
     def not_ready() -> str | None:
         return holder["extender"].not_ready()

@@ -212,6 +212,11 @@ class GangCache:
         """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
         self._yielding: dict[str, _Yield] = {}
         """Group id → the yield of a group released by deadlock resolution (``deadlockYieldSeconds``)."""
+        self.native_unserved = False
+        """Set by the caller: the API server does not serve ``scheduling.k8s.io/v1beta1`` PodGroups (v1.35 and
+        v1.36 serve alpha versions koordpy does not read). A native member whose PodGroup is not known is then
+        allowed to bind alone (kube-scheduler's GangScheduling admitted it; koordpy cannot count its gang);
+        otherwise (the PodGroup not seen yet) its hold is released at once and kube-scheduler retries it."""
 
     # ------------------------------------------------------------------ events: objects
 
@@ -462,6 +467,9 @@ class GangCache:
         group = gang.spec.group
         remaining = self._remaining(group, now)
         if not gang.spec.initialised:
+            if gang.spec.native and self.native_unserved:
+                why = f"{gang.spec.problem}; the API is not served: kube-scheduler admitted the member, it binds alone"
+                return Permit("allow", why, remaining)
             return Permit("wait", gang.spec.problem, 0.0)
         waits: list[str] = []
         for gid in group:

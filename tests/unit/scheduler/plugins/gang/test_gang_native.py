@@ -194,7 +194,9 @@ def test_a_basic_podgroup_binds_each_member_alone() -> None:
     assert [h.pod for h in batch.holds] == ["default/w0"]
 
 
-def test_a_missing_native_podgroup_leaves_its_members_not_found() -> None:
+def test_a_native_podgroup_not_seen_yet_releases_the_hold_at_once() -> None:
+    """The API is served and the PodGroup not seen yet (this process's watch lags kube-scheduler's): the hold
+    is released at once (wait time 0) and kube-scheduler retries the member."""
     cache = GangCache(ARGS)
     cache.upsert_pod(member("w0", group="job"))
     assert cache.phase("default/job", "") == "NotFound"
@@ -203,6 +205,19 @@ def test_a_missing_native_podgroup_leaves_its_members_not_found() -> None:
         "wait",
         "gang default/job: PodGroup default/job (scheduling.k8s.io) not found",
     )
+    assert [r.cause for r in cache.take_releases(T0)] == ["expired"]
+
+
+def test_where_the_api_is_not_served_a_member_kube_scheduler_admitted_binds_alone() -> None:
+    """v1.35 and v1.36 serve alpha versions of the API that koordpy does not read: kube-scheduler gated the
+    member with its own GangScheduling, and the barrier, which cannot count the gang, lets it bind."""
+    cache = GangCache(ARGS)
+    cache.native_unserved = True
+    cache.upsert_pod(member("w0", group="job"))
+    _, permit = cache.hold("default/w0", "u0", "n1", T0)
+    assert permit.verdict == "allow", permit
+    (batch,) = cache.take_ready(T0)
+    assert [h.pod for h in batch.holds] == ["default/w0"]
 
 
 @pytest.mark.parametrize(

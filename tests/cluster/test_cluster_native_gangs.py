@@ -1,0 +1,327 @@
+"""Kubernetes' own gangs (``scheduling.k8s.io/v1beta1`` PodGroups, v1.37 beta) through the chart's
+koordpy-scheduler, on a control plane of its own with the ``GenericWorkload`` gate on (kube-apiserver,
+kube-controller-manager and both kube-schedulers) and the API served.
+
+Who gates what (docs/gang.md, "Kubernetes' own PodGroup"): kube-scheduler's ``GangScheduling`` plugin (in
+the profile's defaults once the gate is on) admits the members (PreEnqueue: the PodGroup and ``minCount``
+pods exist) and schedules them in one pod group cycle; the extender filters and scores each member
+(load-aware), never refuses one for quorum, and holds the binds until ``minCount`` of them are held, then
+binds them together, so a member whose bind it refuses (its node no longer fits once a sibling is counted)
+leaves nothing of the gang bound.
+
+The plane is module-scoped: started, with the chart installed, once for these tests (the session's plane
+keeps the gate off for every other test). Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from cluster_kit import KOORDPY, RELEASE_NAMESPACE, Components, Kube, Release, Space, poll, wait_until
+from nodemetrics import report
+from test_cluster_gangs import UNDER_THE_FLUSH, koordpy_ready, one_binding_each, requeue_patches
+from test_cluster_rbac import SA_PREFIX, denied
+
+from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
+from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane, fake_node
+
+pytestmark = pytest.mark.cluster
+
+PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
+KOORD = "gang.scheduling.koordinator.sh/"
+SYSTEM_NODE = "system-0"
+"""A kwok node for the chart's own pods, as on the session's plane."""
+
+
+# ---- a control plane with the gate on, for this module ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(
+        workdir=tmp_path_factory.mktemp("controlplane-generic-workload"),
+        audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",),
+        **GENERIC_WORKLOAD,
+    )
+    plane.start()
+    try:
+        with plane.client() as api:
+            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+    with control_plane.client() as client:
+        yield Kube(client)
+
+
+@pytest.fixture(scope="module")
+def release(control_plane: ControlPlane, kube: Kube) -> Release:
+    installed = Release(control_plane, kube)
+    installed.install()
+    return installed
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def native_podgroup(kube: Kube, namespace: str, name: str, min_count: int, disruption: str = "all") -> dict[str, Any]:
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, "disruptionMode": {disruption: {}}},
+    }
+    resp = kube.client.post(PODGROUPS.format(namespace=namespace), json=body)
+    assert resp.status_code == 201, resp.text
+    created: dict[str, Any] = resp.json()
+    return created
+
+
+def native_member(
+    space: Space, name: str, group: str, cpu: str = "1", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return space.create_pod(
+        name, cpu=cpu, memory="1Gi", annotations=annotations, extra_spec={"schedulingGroup": {"podGroupName": group}}
+    )
+
+
+def nodes_with_usage(space: Space, kube: Kube, shapes: list[tuple[str, str, int]]) -> list[str]:
+    """Nodes ``(suffix, cpu, reported cpu millicores)``, Ready, each with a fresh NodeMetric report."""
+    names = [space.node(suffix, cpu=cpu, memory="64Gi") for suffix, cpu, _ in shapes]
+    space.wait_nodes_ready()
+    for name, (_, _, used) in zip(names, shapes, strict=True):
+        report(kube, name, used, memory=4 << 30)
+    return names
+
+
+def podgroup_condition(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    resp = kube.client.get(PODGROUPS.format(namespace=namespace) + f"/{name}")
+    for condition in (resp.json().get("status") or {}).get("conditions") or []:
+        if condition["type"] == "PodGroupInitiallyScheduled":
+            return dict(condition)
+    return None
+
+
+def refused_binds(koordpy: Components) -> float:
+    """Binds the extender refused because the node no longer fits (``koordpy_extender_requests_total``
+    for ``bind`` with outcome ``no_longer_fits``): 0 when kube-scheduler placed no two members where only one fits."""
+    total = 0.0
+    for line in koordpy.extender_metrics().splitlines():
+        if line.startswith("koordpy_extender_requests_total{") and 'verb="bind"' in line and "no_longer_fits" in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def scheduler_writes(plane: ControlPlane, namespace: str, user: str) -> set[tuple[str, str, str]]:
+    """(resource, subresource, verb) of the writes ``user`` made in ``namespace`` (audit log)."""
+    return {
+        ((e.get("objectRef") or {}).get("resource", ""), (e.get("objectRef") or {}).get("subresource", ""), e["verb"])
+        for e in plane.audit_events()
+        if e["user"]["username"] == user
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and e["verb"] in ("create", "patch", "update", "delete")
+    }
+
+
+# ---- the gang of four --------------------------------------------------------------------------------
+
+
+def test_a_native_gang_of_four_binds_whole_and_no_member_lands_over_the_load_threshold(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """PodGroup ``sim`` (gang minCount 4), members of 2 cpu (load-aware estimate 2 x 85 % = 1.7 cores).
+    Threshold cpu 65 % (the chart's default). Nodes:
+
+    * ``big``: 64 cpu reporting 39.5 cores: 65 % of 64 = 41.6, so 39.5 + 1.7 = 41.2 fits one member and
+      39.5 + 3.4 = 42.9 does not fit two. By requests it is the emptiest node by far, so kube-scheduler's
+      own scores send members there;
+    * ``s0``-``s2``: 4 cpu reporting 0.1 core: 65 % of 4 = 2.6, so 0.1 + 1.7 = 1.8 fits one, 3.5 not two.
+
+    Room for exactly one member per node: every placement that binds the whole gang has one member on each
+    node. Every member also carries Koordinator annotations naming another gang of minimum 9, which would
+    never complete if it were read: the gang binds without it (no second gate), each member once, and
+    kube-scheduler marks the PodGroup scheduled."""
+    names = nodes_with_usage(space, kube, [("big", "64", 39500), ("s0", "4", 100), ("s1", "4", 100), ("s2", "4", 100)])
+    koordpy.start_scheduling()
+    native_podgroup(kube, space.namespace, "sim", 4)
+    decoy = {KOORD + "name": "decoy", KOORD + "min-available": "9"}
+    for index in range(4):
+        native_member(space, f"sim-{index}", "sim", cpu="2", annotations=decoy)
+    bound = poll("the native gang bound", lambda: space.count_bound(4), timeout=UNDER_THE_FLUSH)
+    assert bound, space.bound()
+    print(f"binds the extender refused for want of room (then placed elsewhere): {refused_binds(koordpy):g}")
+    assert sorted(bound.values()) == sorted(names)  # one member per node: none over the threshold
+    one_binding_each(control_plane, space.namespace, sorted(bound))
+    condition = wait_until("kube-scheduler's condition", lambda: podgroup_condition(kube, space.namespace, "sim"))
+    assert condition["status"] == "True", condition
+    # No quorum refusal of the extender's on any member: kube-scheduler alone admitted them.
+    for pod in space.pods().values():
+        for cond in pod["status"].get("conditions") or []:
+            assert QUORUM_REFUSED not in str(cond.get("message")), cond
+    # koordpy wrote nothing of the PodGroup (kube-scheduler owns its status); the extender only bound pods.
+    extender = f"{SA_PREFIX}koordpy-scheduler"
+    assert scheduler_writes(control_plane, space.namespace, extender) <= {("pods", "binding", "create")}
+
+
+def test_a_gang_short_of_room_by_load_binds_nothing(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """minCount 4 on one 8-cpu node reporting 2.5 cores; members of 1 cpu (estimate 0.85 core). 65 % of 8 =
+    5.2: three members fit (2.5 + 2.55 = 5.05), four do not (5.9). By requests all four fit (4 of 8 cpu), so
+    kube-scheduler schedules the gang; the extender holds three binds and refuses the fourth (the node no
+    longer fits), and when the fourth fits nowhere the held three are released: nothing binds. A second
+    node later makes room, and the gang binds whole, each member once."""
+    nodes_with_usage(space, kube, [("n0", "8", 2500)])
+    koordpy.start_scheduling()
+    native_podgroup(kube, space.namespace, "tight", 4)
+    for index in range(4):
+        native_member(space, f"tight-{index}", "tight")
+    wait_until("a bind refused for want of room", lambda: refused_binds(koordpy) >= 1)
+    poll("a member bound (none may be)", space.bound, timeout=15)
+    assert space.bound() == {}
+    nodes_with_usage(space, kube, [("n1", "8", 100)])
+    bound = poll("the gang bound once there is room", lambda: space.count_bound(4), timeout=UNDER_THE_FLUSH)
+    assert bound, space.bound()
+    one_binding_each(control_plane, space.namespace, sorted(bound))
+
+
+# ---- a late member ----------------------------------------------------------------------------------
+
+
+def test_a_late_member_binds_its_native_gang_without_a_long_wait(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """minCount 3: two members, then the third once kube-scheduler holds the two at its PreEnqueue (its
+    ``GangScheduling`` plugin; they never reach the extender). The third's creation moves them (the plugin's
+    own queueing hint): the gang binds well under kube-scheduler's 5-minute flush, with no requeue patch of
+    the extender's (it refused nobody)."""
+    nodes_with_usage(space, kube, [("n0", "8", 100), ("n1", "8", 100)])
+    koordpy.start_scheduling()
+    native_podgroup(kube, space.namespace, "late", 3)
+    for index in range(2):
+        native_member(space, f"late-{index}", "late")
+    wait_until("two members held by kube-scheduler's PreEnqueue", lambda: koordpy.scheduler_queue().get("gated") == 2)
+    assert space.bound() == {}
+    native_member(space, "late-2", "late")
+    bound = poll("the gang bound after its late member", lambda: space.count_bound(3), timeout=UNDER_THE_FLUSH)
+    assert bound, space.bound()
+    assert requeue_patches(control_plane, space.namespace) == {}
+    one_binding_each(control_plane, space.namespace, sorted(bound))
+
+
+# ---- the extender killed mid-gang ----------------------------------------------------------------------
+
+
+def test_extender_killed_with_native_binds_held_loses_and_duplicates_nothing(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """minCount 4 on two roomy nodes. kube-scheduler's bind request for ``mpi-3`` is held 20 s on its way
+    to the extender (a proxy between them), so the extender holds the other three binds, waiting for it.
+    SIGKILL the extender: kube-scheduler's three requests fail, nothing is bound. The extender starts
+    again on the same port; kube-scheduler schedules the three again, mpi-3's request arrives, and the
+    gang binds whole, each member once."""
+    nodes_with_usage(space, kube, [("n0", "8", 100), ("n1", "8", 100)])
+    extender = koordpy.start_extender()
+    front = koordpy.record_extender_calls()
+    koordpy.start_scheduler()
+    native_podgroup(kube, space.namespace, "mpi", 4)
+    front.delay("/bind", 20.0, body_contains=b'"PodName":"mpi-3"')
+    for index in range(4):
+        native_member(space, f"mpi-{index}", "mpi")
+    wait_until("three binds held", lambda: "koordpy_extender_gang_held_binds 3.0" in koordpy.extender_metrics())
+    extender.kill()
+    extender.start()
+    wait_until("extender back", lambda: "ok" in koordpy_ready(koordpy))
+    assert space.bound() == {}
+    front.delay("/bind", 0, body_contains=b'"PodName":"mpi-3"')
+    bound = poll("the gang bound after the restart", lambda: space.count_bound(4), timeout=UNDER_THE_FLUSH)
+    assert bound, space.bound()
+    one_binding_each(control_plane, space.namespace, sorted(bound))
+
+
+# ---- the tools read native gangs ------------------------------------------------------------------------
+
+
+def koordpy_cli(*args: str) -> str:
+    result = subprocess.run([str(KOORDPY), *args], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_gangs_from_a_dump_give_the_live_verdicts(
+    control_plane: ControlPlane, release: Release, space: Space, kube: Kube, tmp_path: Any
+) -> None:
+    """A native PodGroup (minCount 2) with two members no scheduler takes, another (minCount 3) with one, and
+    a CRD PodGroup beside them: ``koordpy scheduler gangs`` reads the cluster, then a dump of the same objects
+    (``kubectl get pods,podgroups... -o yaml``, as docs/gang.md says), and gives the same verdicts."""
+    ns = space.namespace
+    native_podgroup(kube, ns, "ready", 2, disruption="single")
+    native_podgroup(kube, ns, "short", 3)
+    kube.create(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "crd", "namespace": ns},
+            "spec": {"minMember": 2},
+        }
+    )
+    for name, group in (("ready-0", "ready"), ("ready-1", "ready"), ("short-0", "short")):
+        space.create_pod(
+            name, scheduler="nobody", extra_spec={"schedulingGroup": {"podGroupName": group}}, cpu="1", memory="1Gi"
+        )
+    space.create_pod("crd-0", scheduler="nobody", labels={"pod-group.scheduling.sigs.k8s.io": "crd"})
+    now = "2030-01-01T00:00:00Z"
+    kubeconfig = str(control_plane.admin_kubeconfig)
+    live = json.loads(koordpy_cli("scheduler", "gangs", "--kubeconfig", kubeconfig, "--now", now, "-o", "json"))
+    assert control_plane.bin_dir is not None
+    kubectl = control_plane.bin_dir / "kubectl"
+    kinds = "pods,podgroups.scheduling.k8s.io,podgroups.scheduling.sigs.k8s.io"
+    listed = subprocess.run(
+        [str(kubectl), "--kubeconfig", kubeconfig, "get", kinds, "-n", ns, "-o", "yaml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(listed)
+    offline = json.loads(koordpy_cli("scheduler", "gangs", "-f", str(dump), "--now", now, "-o", "json"))
+    ours = [g for g in live["gangs"] if g["id"].startswith(f"{ns}/")]
+    assert [g["id"] for g in ours] == [f"{ns}/crd", f"{ns}/ready", f"{ns}/short"]
+    assert offline["gangs"] == ours
+    by_id = {g["id"].partition("/")[2]: g for g in ours}
+    # kube-scheduler's quorum: ready has 2 of 2 members, short 1 of 3
+    assert by_id["ready"]["admit"][f"{ns}/ready-0"]["ok"] is True
+    assert by_id["short"]["admit"][f"{ns}/short-0"] == {
+        "ok": False,
+        "reason": f"gang {ns}/short: 1 of 3 members exist (kube-scheduler's GangScheduling)",
+    }
+    assert (by_id["ready"]["mode"], by_id["ready"]["matchPolicy"]) == ("Strict", "waiting-and-running")
+    assert yaml.safe_load(listed)["items"]  # the dump is kubectl's own
+
+
+# ---- the chart's roles, checked by the real authorizer with the gate on --------------------------------
+
+
+def test_no_component_request_was_denied_with_the_gate_on(control_plane: ControlPlane, release: Release) -> None:
+    """Runs last in this module: every request of the components in the tests above was allowed, and the
+    extender did list the native PodGroups (the chart's rule for them is used)."""
+    assert denied(control_plane) == []
+    native = {
+        e["verb"]
+        for e in control_plane.audit_events()
+        if e["user"]["username"] == f"{SA_PREFIX}koordpy-scheduler"
+        and (e.get("objectRef") or {}).get("apiGroup") == "scheduling.k8s.io"
+        and (e.get("objectRef") or {}).get("resource") == "podgroups"
+        and e["responseStatus"]["code"] == 200
+    }
+    assert "list" in native, native
