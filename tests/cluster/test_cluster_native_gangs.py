@@ -31,6 +31,7 @@ from test_cluster_rbac import SA_PREFIX, denied
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
 from koordpy.scheduler.plugins.reservation.starving import label_value
 from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane, fake_node
+from koordpy_testkit.manifests import doc_objects
 
 pytestmark = pytest.mark.cluster
 
@@ -209,10 +210,17 @@ def test_a_gang_short_of_room_by_load_binds_nothing(
     wait_until("the held binds released, or a member bound", lambda: strict_releases(koordpy) >= 1 or space.bound())
     assert refused_binds(koordpy) >= 1
     assert space.bound() == {}
+    # The release is told on the PodGroup with an Event (kube-scheduler's status is left alone).
+    released = wait_until(
+        "the release's Event on the PodGroup",
+        lambda: [e for e in kube.events(space.namespace, "tight") if e["reason"] == "GangReleased"],
+    )
+    assert released[0]["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1", released[0]
     nodes_with_usage(space, kube, [("n1", "8", 100)])
     bound = poll("the gang bound once there is room", lambda: space.count_bound(4), timeout=UNDER_THE_FLUSH)
     assert bound, space.bound()
     one_binding_each(control_plane, space.namespace, sorted(bound))
+    assert koordpy_writes(control_plane, space.namespace) == {("pods", "binding", "create"), ("events", "", "create")}
 
 
 # ---- a late member ----------------------------------------------------------------------------------
@@ -414,6 +422,37 @@ def test_gangs_from_a_dump_give_the_live_verdicts(
             "permit": by_id["short"]["permit"],
         }
     )
+
+
+# ---- the documentation's native manifests ------------------------------------------------------------
+
+
+def test_the_documentations_native_manifests_pass_a_server_side_dry_run(
+    control_plane: ControlPlane, release: Release, kube: Kube
+) -> None:
+    """Each YAML block of the documentation that needs the gate (``doc_objects(gated=True)``; the session's
+    ``test_cluster_examples.py`` checks every other block) passes ``kubectl apply --server-side
+    --dry-run=server --validate=strict`` here."""
+    blocks = list(doc_objects(gated=True))
+    assert any(block.path.name == "gang.md" for block, _ in blocks), [b.where for b, _ in blocks]
+    assert control_plane.bin_dir is not None
+    kubectl = [str(control_plane.bin_dir / "kubectl"), "--kubeconfig", str(control_plane.admin_kubeconfig)]
+    namespaces = sorted({o["metadata"]["namespace"] for _, objects in blocks for o in objects})
+    for name in namespaces:
+        if kube.get("Namespace", name) is None:
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        for block, objects in blocks:
+            args = ["apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", "-"]
+            result = subprocess.run(
+                [*kubectl, *args], input=block.text, capture_output=True, text=True, timeout=120, check=False
+            )
+            assert result.returncode == 0, f"{block.where}: the API server refused it:\n{result.stderr}"
+            for obj in objects:
+                assert f"/{obj['metadata']['name']} serverside-applied (server dry run)" in result.stdout
+    finally:
+        for name in namespaces:
+            kube.delete("Namespace", name)
 
 
 # ---- the chart's roles, checked by the real authorizer with the gate on --------------------------------

@@ -121,8 +121,8 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
     ] = True,
 ) -> None:
-    """Explain where a pod would go and why, from a dump of Nodes, Pods, NodeMetrics and Reservations (or a
-    cluster)."""
+    """Explain where a pod would go and why, from a dump of Nodes, Pods, NodeMetrics, Reservations and
+    PodGroups (or a cluster)."""
     from koordpy.cli.live import LiveError, read_input
     from koordpy.kube.resources import NODEMETRICS, NODES, PODS, RESERVATIONS
 
