@@ -31,7 +31,7 @@ from test_cluster_rbac import SA_PREFIX, denied
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
 from koordpy.scheduler.plugins.reservation.starving import label_value
 from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane, fake_node
-from koordpy_testkit.manifests import doc_objects
+from koordpy_testkit.manifests import doc_objects, example_files, kube_objects
 
 pytestmark = pytest.mark.cluster
 
@@ -453,6 +453,43 @@ def test_the_documentations_native_manifests_pass_a_server_side_dry_run(
     finally:
         for name in namespaces:
             kube.delete("Namespace", name)
+
+
+def test_the_native_example_applies_for_real_and_deletes(control_plane: ControlPlane, space: Space, kube: Kube) -> None:
+    """Each ``examples/`` file that needs the gate (``example_files(gated=True)``; the session's
+    ``test_cluster_examples.py`` applies every other one) is applied for real: its PodGroup is stored with
+    the API's defaults, the Job controller creates the pods with their ``spec.schedulingGroup``, and
+    ``kubectl delete -f`` removes it again."""
+    paths = example_files(gated=True)
+    assert [p.name for p in paths] == ["podgroup-native.yaml"]
+    assert control_plane.bin_dir is not None
+    kubectl = [str(control_plane.bin_dir / "kubectl"), "--kubeconfig", str(control_plane.admin_kubeconfig)]
+    for path in paths:
+        applied = subprocess.run(
+            [*kubectl, "apply", "-n", space.namespace, "-f", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert applied.returncode == 0, applied.stderr
+        for obj in kube_objects(path.read_text(encoding="utf-8")):
+            if obj["kind"] != "Job":
+                continue
+            parallelism = obj["spec"]["parallelism"]
+            group = obj["spec"]["template"]["spec"]["schedulingGroup"]
+            pods = wait_until(f"{obj['metadata']['name']}'s pods", lambda count=parallelism: space.count_pods(count))
+            assert all(p["spec"].get("schedulingGroup") == group for p in pods.values()), pods
+        stored = kube.client.get(PODGROUPS.format(namespace=space.namespace) + "/simulation").json()
+        assert stored["spec"]["disruptionMode"] == {"all": {}}
+        deleted = subprocess.run(
+            [*kubectl, "delete", "-n", space.namespace, "-f", str(path), "--wait=true", "--timeout=120s"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert deleted.returncode == 0, deleted.stderr
 
 
 # ---- the chart's roles, checked by the real authorizer with the gate on --------------------------------

@@ -128,9 +128,13 @@ def object_id(doc: dict[str, Any]) -> str:
     return f"{doc['apiVersion']} {doc['kind']} {meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def example_files() -> list[Path]:
-    """Every manifest under ``examples/`` (the values files under ``examples/values/`` excluded)."""
-    return sorted(p for p in EXAMPLES.glob("*.yaml"))
+def example_files(*, gated: bool | None = False) -> list[Path]:
+    """The manifests under ``examples/`` (the values files under ``examples/values/`` excluded): those that
+    need no feature gate, or (``gated``) those that need one (:func:`needs_gate`), or (None) all."""
+    paths = sorted(p for p in EXAMPLES.glob("*.yaml"))
+    if gated is None:
+        return paths
+    return [p for p in paths if needs_gate(kube_objects(p.read_text(encoding="utf-8"))) == gated]
 
 
 def values_files() -> list[Path]:
