@@ -69,7 +69,7 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
 @pytest.fixture(scope="module")
 def release(control_plane: ControlPlane, kube: Kube) -> Release:
     installed = Release(control_plane, kube)
-    installed.install()
+    installed.install("--set", "scheduler.kubeScheduler.featureGates.GenericWorkload=true")
     return installed
 
 
