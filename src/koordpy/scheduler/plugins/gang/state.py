@@ -483,7 +483,9 @@ class GangCache:
             if other.spec.group != group:
                 waits.append(_disagreement(other.spec, gang.spec))
                 continue
-            if other.failed and self._strict_applies(other):
+            # A native gang's failures release held binds when they happen, and no later: a member at /bind
+            # has passed kube-scheduler's pod group cycle, which decided the gang fits now.
+            if other.failed and not other.spec.native and self._strict_applies(other):
                 pod, reason = sorted(other.failed.items())[0]
                 return Permit("reject", f"gang {gid} (Strict): member {pod} failed scheduling ({reason})", remaining)
             problem = self._invalid(other)

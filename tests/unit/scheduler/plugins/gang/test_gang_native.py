@@ -164,8 +164,7 @@ def test_a_member_beyond_the_minimum_that_fits_nowhere_releases_nothing() -> Non
 
 def test_a_needed_member_that_fits_nowhere_releases_the_held_ones() -> None:
     """4 members, minCount 4: 3 held, w3 fails scheduling. 4 − 1 failed = 3 < 4: the gang cannot make its
-    minimum now, so the three held binds are released (the room they hold goes back) and a new hold is
-    rejected until w3 is held, bound or deleted."""
+    minimum now, so the three held binds are released (the room they hold goes back)."""
     cache = GangCache(ARGS)
     cache.upsert_podgroup(native_podgroup("job", 4))
     for i in range(4):
@@ -179,8 +178,32 @@ def test_a_needed_member_that_fits_nowhere_releases_the_held_ones() -> None:
         ("default/w1", "strict"),
         ("default/w2", "strict"),
     ]
-    _, permit = cache.hold("default/w0", "u0", "n1", T0 + 1)
-    assert permit.verdict == "reject"
+    # kube-scheduler places the gang again later (its pod group cycle found room for all four): the failures
+    # of the last attempt reject nothing, and the fourth hold binds all four.
+    for i in range(3):
+        _, permit = cache.hold(f"default/w{i}", f"u{i}", "n1", T0 + 60)
+        assert permit.verdict == "wait", permit
+    _, permit = cache.hold("default/w3", "u3", "n2", T0 + 60)
+    assert permit.verdict == "allow", permit
+    assert cache.take_releases(T0 + 60) == []
+    (batch,) = cache.take_ready(T0 + 60)
+    assert len(batch.holds) == 4
+
+
+def test_a_gang_that_was_unschedulable_binds_at_its_next_cycle_without_a_rejection_round() -> None:
+    """Every member failed the last pod group cycle (no room); room appears and all four reach /bind, in
+    any order: 4 − 3 failed = 1 < 4 at the first hold, but nothing is rejected (a CRD Strict gang would
+    reject until each failed member is held)."""
+    cache = GangCache(ARGS)
+    cache.upsert_podgroup(native_podgroup("job", 4))
+    for i in range(4):
+        cache.upsert_pod(member(f"w{i}", group="job"))
+    for i in range(4):
+        cache.scheduling_failed(f"default/w{i}", "minCount (4) cannot be satisfied")
+    cache.take_releases(T0)
+    verdicts = [cache.hold(f"default/w{i}", f"u{i}", "n1", T0)[1].verdict for i in range(4)]
+    assert verdicts == ["wait", "wait", "wait", "allow"]
+    assert cache.take_releases(T0) == []
 
 
 def test_a_basic_podgroup_binds_each_member_alone() -> None:
