@@ -497,14 +497,16 @@ def test_the_native_example_applies_for_real_and_deletes(control_plane: ControlP
 
 def test_no_component_request_was_denied_with_the_gate_on(control_plane: ControlPlane, release: Release) -> None:
     """Runs last in this module: every request of the components in the tests above was allowed, and the
-    extender did list the native PodGroups (the chart's rule for them is used)."""
+    extender and the manager did list the native PodGroups (the chart's rules for them are used)."""
     assert denied(control_plane) == []
-    native = {
-        e["verb"]
+    listed = {
+        e["user"]["username"].removeprefix(SA_PREFIX)
         for e in control_plane.audit_events()
-        if e["user"]["username"] == f"{SA_PREFIX}koordpy-scheduler"
+        if e["user"]["username"].startswith(SA_PREFIX)
+        and str(e.get("userAgent", "")).startswith("koordpy")
+        and e["verb"] == "list"
         and (e.get("objectRef") or {}).get("apiGroup") == "scheduling.k8s.io"
         and (e.get("objectRef") or {}).get("resource") == "podgroups"
         and e["responseStatus"]["code"] == 200
     }
-    assert "list" in native, native
+    assert listed == {"koordpy-scheduler", "koordpy-manager"}, listed
