@@ -253,7 +253,7 @@ def test_a_late_member_binds_its_native_gang_without_a_long_wait(
 def test_extender_killed_with_native_binds_held_loses_and_duplicates_nothing(
     control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
 ) -> None:
-    """minCount 4 on two roomy nodes. kube-scheduler's bind request for ``mpi-3`` is held 10 s on its way
+    """minCount 4 on two roomy nodes. kube-scheduler's bind request for ``mpi-3`` is held 15 s on its way
     to the extender (a proxy between them), so the extender holds the other three binds, waiting for it.
     SIGKILL the extender: kube-scheduler's three requests fail, nothing is bound. The extender starts
     again on the same port; kube-scheduler schedules the three again, mpi-3's request arrives, and the
@@ -263,7 +263,7 @@ def test_extender_killed_with_native_binds_held_loses_and_duplicates_nothing(
     front = koordpy.record_extender_calls()
     koordpy.start_scheduler()
     native_podgroup(kube, space.namespace, "mpi", 4)
-    front.delay("/bind", 10.0, body_contains=b'"PodName":"mpi-3"')
+    front.delay("/bind", 15.0, body_contains=b'"PodName":"mpi-3"')
     for index in range(4):
         native_member(space, f"mpi-{index}", "mpi")
     wait_until("three binds held", lambda: "koordpy_extender_gang_held_binds 3.0" in koordpy.extender_metrics())
