@@ -105,7 +105,7 @@ class GangRef:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupInfo:
-    """Read-only view of a PodGroup of either API group."""
+    """Read-only view of a PodGroup of any of the four APIs."""
 
     api: PodGroupApi
     namespace: str

@@ -263,7 +263,7 @@ class GangCache:
         self._forget_pod(f"{namespace}/{name}", cause="deleted", why="was deleted")
 
     def upsert_podgroup(self, pg: PodGroupInfo) -> None:
-        """A PodGroup of either API was added or changed; its gang's parameters are re-read from it."""
+        """A PodGroup of any API was added or changed; its gang's parameters are re-read from it."""
         self._podgroups[(pg.api, pg.id)] = pg
         self._touch(pg.id)
         gang = self._gangs.get(pg.id)
