@@ -60,10 +60,12 @@ EvictionGate = Literal[
     "LabelSelector",
     "Namespaces",
     "NodeFit",
+    "GangDisruption",
 ]
 
 EVICTION_GATES: tuple[str, ...] = get_args(EvictionGate)
-"""Names ``skipEvictionGates`` accepts (Koordinator v1.8)."""
+"""Names ``skipEvictionGates`` accepts: Koordinator v1.8's, and koordpy's ``GangDisruption`` (the gang rule
+of the arbitration: no job takes a running gang below its minimum)."""
 
 PERCENT_PATTERN = r"^(0|[1-9][0-9]{0,8})%$"
 
