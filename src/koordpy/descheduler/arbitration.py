@@ -144,6 +144,8 @@ class Verdict:
     """The filter that decided, or None for a pass (and for a pass by the evict annotation)."""
     reason: str
     """Human-readable explanation naming the pod and the numbers compared."""
+    gang: str = ""
+    """For a job that passed with its gang's other jobs: the gang (or GangGroup) they move as, else ""."""
 
     @property
     def job_reason(self) -> str:
@@ -722,7 +724,7 @@ class _Units:
                 f"passed all filters; moves with {label} together: "
                 f"{len(members)} PodMigrationJobs admitted in one round"
             )
-            return {member.name: Verdict("pass", None, reason) for _, member, _ in members}
+            return {member.name: Verdict("pass", None, reason, label) for _, member, _ in members}
         for counted_key, counted_pod, namespace in reversed(counted):
             state.uncount(counted_key, counted_pod, namespace)
         waits = _member_waiting(label, len(members), *first_refused)

@@ -1,0 +1,105 @@
+"""The manager's migration round keeps a running gang whole (emulator over loopback HTTP): a job for one
+member of a gang of four (minimum 4) waits, naming ``GangBelowMinimum`` in condition ``Waiting`` and one
+Event, and evicts nothing; once every member has a job, the four pass in one round and are evicted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from migration_kit import Clock, evictions, pmj
+
+from koordpy.config.migration import MigrationControllerArgs
+from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION
+from koordpy.kube.client import ApiClient
+from koordpy.kube.resources import EVENTS, PODGROUPS, PODMIGRATIONJOBS, PODS
+from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.cache import ManagerCache
+from koordpy.manager.migration import controller_from_args, make_arbitrate
+from koordpy_testkit.apiserver import ApiServerEmulator
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
+
+__all__ = ["api_client", "apiserver"]
+
+W = [f"w{i}" for i in range(4)]
+
+
+async def gang_member(api: ApiClient, name: str, node: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": {"pod-group.scheduling.sigs.k8s.io": "train"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train", "controller": True}
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "terminationGracePeriodSeconds": 0},
+    }
+    created = await api.create(PODS, body)
+    await api.create_binding("shop", name, created["metadata"]["uid"], node)
+    ready = [{"type": "Ready", "status": "True"}]
+    return await api.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": ready}}, namespace="shop")
+
+
+def waiting(job: dict[str, Any]) -> dict[str, Any] | None:
+    conditions = (job.get("status") or {}).get("conditions") or ()
+    return next((c for c in conditions if c["type"] == "Waiting" and c["status"] == "True"), None)
+
+
+async def test_one_members_job_waits_and_the_whole_gang_moves_together(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await api_client.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "shop"},
+            "spec": {"minMember": 4},
+        },
+    )
+    for i, name in enumerate(W):
+        await gang_member(api_client, name, f"n{i}")  # one per node: maxMigratingPerNode (2) is no obstacle
+    await pmj(api_client, "m0", "w0", passed=False)
+    args = MigrationControllerArgs.model_validate({"defaultJobMode": "EvictDirectly"})
+    cache = ManagerCache(api_client, ("pods", "podmigrationjobs", "reservations", "podgroups"))
+    await cache.resync()
+    api = KubeMigrationApi(api_client)
+    clock = Clock()
+    controller = controller_from_args(api, args, cache, clock=clock)
+    arbitrate = make_arbitrate(api, args, controller)
+
+    async def rounds(count: int) -> None:
+        for _ in range(count):
+            await cache.resync()
+            await controller.run_round(arbitrate)
+            clock.offset += 1
+
+    await rounds(4)
+    held = await api_client.get(PODMIGRATIONJOBS, "m0")
+    condition = waiting(held)
+    assert condition is not None and condition["reason"] == "GangBelowMinimum", held.get("status")
+    assert "moving pod shop/w0 alone leaves 3 < 4" in condition["message"]
+    assert ANNOTATION_PASSED_ARBITRATION not in (held["metadata"].get("annotations") or {})
+    events = (await api_client.list(EVENTS, namespace="default")).items
+    assert [e["reason"] for e in events if e["involvedObject"]["name"] == "m0"] == ["GangBelowMinimum"]  # once
+    assert evictions(apiserver) == 0
+
+    for i in range(1, 4):
+        await pmj(api_client, f"m{i}", W[i], passed=False)
+    await rounds(1)
+    passed = [
+        name
+        for name in ("m0", "m1", "m2", "m3")
+        if ((await api_client.get(PODMIGRATIONJOBS, name))["metadata"].get("annotations") or {}).get(
+            ANNOTATION_PASSED_ARBITRATION
+        )
+        == "true"
+    ]
+    assert passed == ["m0", "m1", "m2", "m3"]  # one round admitted the four
+    await rounds(10)  # evictQPS 10, evictBurst 1: one token per round here
+    assert {name: evictions(apiserver, name) for name in W} == dict.fromkeys(W, 1)
+    done = await api_client.get(PODMIGRATIONJOBS, "m0")
+    assert waiting(done) is None
