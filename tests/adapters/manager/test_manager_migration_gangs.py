@@ -9,7 +9,7 @@ from typing import Any
 from migration_kit import Clock, evictions, pmj
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle import ANNOTATION_GANG_MIGRATION, ANNOTATION_PASSED_ARBITRATION
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODGROUPS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
@@ -99,7 +99,12 @@ async def test_one_members_job_waits_and_the_whole_gang_moves_together(
         == "true"
     ]
     assert passed == ["m0", "m1", "m2", "m3"]  # one round admitted the four
-    await rounds(10)  # evictQPS 10, evictBurst 1: one token per round here
+    for name in passed:  # each names its unit
+        annotations = (await api_client.get(PODMIGRATIONJOBS, name))["metadata"]["annotations"]
+        assert annotations[ANNOTATION_GANG_MIGRATION] == '{"gang":"gang shop/train","jobs":["m0","m1","m2","m3"]}'
+    await rounds(
+        10
+    )  # evictQPS 10, evictBurst 1: one token per round; the object limiter (one Job pod per 5 min) does not split the unit
     assert {name: evictions(apiserver, name) for name in W} == dict.fromkeys(W, 1)
     done = await api_client.get(PODMIGRATIONJOBS, "m0")
     assert waiting(done) is None
