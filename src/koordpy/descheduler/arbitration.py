@@ -36,9 +36,10 @@ round counts for the jobs after it (Koordinator's fix for its deadlock #1150). F
 are skipped.
 
 **Gangs** (koordpy; no upstream descheduler has it): a job for a running member of a gang
-(:mod:`koordpy.descheduler.gangs`) passes alone only while the gang keeps enough running members: at least
-its minimum for a ``minimum`` gang (every CRD and annotation gang), none other for an ``all`` gang (a native
-PodGroup's ``disruptionMode: all``); a ``single`` gang's members are judged alone. A job that would take
+(:mod:`koordpy.scheduler.plugins.gang.disruption`) passes alone only while the gang keeps enough running
+members (:func:`~koordpy.scheduler.plugins.gang.disruption.keeps_gang`): at least its minimum for a
+``minimum`` gang (every CRD and annotation gang), none other for an ``all`` gang (a native PodGroup's
+``disruptionMode: all``); a ``single`` gang's members are judged alone. A job that would take
 its gang lower moves only with every running member of its unit (the gang, or its whole GangGroup) that
 is not leaving already: when each of them has a waiting job, those jobs are judged together in this round,
 each by every filter above and counted against every limit, and all pass or none does (the counts of a
@@ -70,7 +71,6 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from koordpy.config.migration import MigrationControllerArgs, node_selector_matches, parse_node_selector
-from koordpy.descheduler.gangs import DisruptionGang, GangTable
 from koordpy.descheduler.limits import MAX_INT32, workload_limit
 from koordpy.descheduler.objects import (
     ANNOTATION_EVICT,
@@ -81,6 +81,7 @@ from koordpy.descheduler.objects import (
     Workload,
     resolve_workload,
 )
+from koordpy.scheduler.plugins.gang.disruption import DisruptionGang, GangTable, keeps_gang
 
 __all__ = [
     "GANG_FILTERS",
@@ -695,10 +696,12 @@ class _Units:
             return None
         leaving = len(gang.running & active)
         stays = len(gang.running) - leaving - 1
-        if stays == 0 or (gang.disruption == "minimum" and stays >= gang.min_member):
-            return None  # alone, it leaves the gang its minimum (or it is the last member running)
         unit = self.gangs.unit(gang)
+        if keeps_gang(gang, leaving + 1) and (stays > 0 or len(unit) == 1):
+            return None  # alone, it leaves the gang its minimum
         needed = sorted({k for g in unit for k in g.running if k not in active})
+        if needed == [key]:
+            return None  # every other running member of its unit is migrating already: the unit moves whole
         entries = [self._job_for(k) for k in needed]
         missing = [k for k, entry in zip(needed, entries, strict=True) if entry is None]
         if missing:

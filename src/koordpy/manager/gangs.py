@@ -4,7 +4,8 @@
 names a gang, and every PodGroup of the APIs the cache watches, is fed to a
 :class:`~koordpy.scheduler.plugins.gang.GangCache` (the membership and parameters the extender and the
 offline tools use). :meth:`GangFeed.table` gives arbitration the gangs of the pods with a job
-(:func:`koordpy.descheduler.gangs.gang_table`), reading whether each member runs from the pod as cached now.
+(:func:`koordpy.scheduler.plugins.gang.disruption.gang_table`), reading whether each member runs from the
+pod as cached now.
 
 Not guaranteed: a pod the model cannot read is no member (logged at debug); a gang whose PodGroup API the
 cache does not watch has no PodGroup, so its minimum is 0 and nothing holds its jobs.
@@ -18,10 +19,10 @@ from functools import partial
 from typing import Any
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.descheduler.gangs import GangTable, gang_table, member_running
 from koordpy.manager.cache import ManagerCache
 from koordpy.model.objects import ObjectError, pod_from_dict
 from koordpy.scheduler.plugins.gang import GangCache, PodGroupError, keys, podgroup_from_dict
+from koordpy.scheduler.plugins.gang.disruption import GangTable, gang_table, member_running
 
 __all__ = ["GangFeed"]
 

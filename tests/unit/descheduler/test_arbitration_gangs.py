@@ -16,10 +16,16 @@ import pytest
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import ArbitrationResult, arbitrate
-from koordpy.descheduler.gangs import GangTable, gang_table, gang_table_from_specs, member_running, running_in
 from koordpy.descheduler.objects import MigrationJob, MigrationPod, OwnerRef, Workload
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.plugins.gang import GangCache, podgroup_from_dict
+from koordpy.scheduler.plugins.gang.disruption import (
+    GangTable,
+    gang_table,
+    gang_table_from_specs,
+    member_running,
+    running_in,
+)
 from koordpy.scheduler.plugins.gang.spec import API_SIGS, GangRef, GangSource, GangSpec
 
 NOW = 10_000.0
@@ -502,3 +508,24 @@ def test_gang_table_reads_every_crd_api_from_a_gang_cache() -> None:
 )
 def test_member_running(phase: str, node: str, deleting: bool, runs: bool) -> None:
     assert member_running(phase, node, deleting) is runs
+
+
+def test_the_last_member_of_a_gang_waits_for_its_group() -> None:
+    """a1 migrating already; a0 alone would leave a with 2-1-1 = 0 running while b keeps 2: the group
+    breaks, so a0 moves only with b0 and b1 (no jobs). With them, the three pass together."""
+    pods = group_pods()
+    gangs = group_table(pods)
+    migrating = job("a1", phase="Running")
+    assert outcomes(run([*jobs_for(["a0"]), migrating], pods, gangs)) == {"a0": "GangBelowMinimum"}
+    result = run([*jobs_for(["a0", "b0", "b1"]), migrating], pods, gangs)
+    assert outcomes(result) == {"a0": "pass", "b0": "pass", "b1": "pass"}
+    assert result.verdicts["pmj-a0"].gang == "GangGroup [ml/a,ml/b]"
+
+
+def test_the_last_member_of_a_lone_gang_moves_when_the_others_are_migrating() -> None:
+    """Three of four migrating already: w3 alone leaves 4-3-1 = 0, the gang moves whole."""
+    pods = workers()
+    migrating = [job(n, phase="Running") for n in ("w0", "w1", "w2")]
+    assert outcomes(run([*jobs_for(["w3"]), *migrating], workers(), table(pods, (spec("train", 4), W)))) == {
+        "w3": "pass"
+    }

@@ -1,8 +1,10 @@
-"""The gangs arbitration protects, as plain values: who is in a gang, who of them runs, and its minimum.
+"""Gang-aware disruption: who is in a gang, who of them runs, its minimum, and which disruptions keep it.
 
-A PodMigrationJob for one member of a running gang must not take the gang below its minimum. What
-arbitration needs to judge that is here (:class:`DisruptionGang`, :class:`GangTable`); the rule itself is
-in :mod:`koordpy.descheduler.arbitration`. Every gang API reads the same way: the gang's
+A disruption (a PodMigrationJob's eviction, a preemption's victims) must not take a running gang below its
+minimum. The values here (:class:`DisruptionGang`, :class:`GangTable`) and the rule (:func:`keeps_gang`,
+:func:`preemption_refusal`) are shared by the migration arbitration (:mod:`koordpy.descheduler.arbitration`,
+which also moves a gang's members together) and the extender's preempt verb. Every gang API reads the
+same way: the gang's
 :class:`~koordpy.scheduler.plugins.gang.GangSpec` (from a PodGroup of ``scheduling.sigs.k8s.io``,
 ``scheduling.x-k8s.io``, ``scheduling.volcano.sh`` or ``scheduling.k8s.io``, or from the Koordinator
 annotations) gives the minimum (``min_member``), the GangGroup (``group``) and how the gang may be
@@ -23,10 +25,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from koordpy.scheduler.plugins.gang import GangCache
 from koordpy.scheduler.plugins.gang.spec import Disruption, GangSpec
+from koordpy.scheduler.plugins.gang.state import GangCache
 
-__all__ = ["DisruptionGang", "GangTable", "gang_table", "gang_table_from_specs", "member_running", "running_in"]
+__all__ = [
+    "DisruptionGang",
+    "GangTable",
+    "gang_table",
+    "gang_table_from_specs",
+    "keeps_gang",
+    "member_running",
+    "preemption_refusal",
+    "running_in",
+]
 
 
 def member_running(phase: str, node_name: str, deleting: bool) -> bool:
@@ -143,3 +154,44 @@ def running_in(pods: Mapping[str, tuple[str, str, bool]]) -> Callable[[str], boo
         return found is not None and member_running(*found)
 
     return check
+
+
+def keeps_gang(gang: DisruptionGang, taken: int) -> bool:
+    """Whether taking ``taken`` of the gang's running members keeps the rule by itself: a ``single`` gang
+    always; a ``minimum`` gang while at least its minimum keep running; an ``all`` gang never (unless
+    ``taken`` is 0). Taking every running member (none left) is the gang moving whole: see the callers,
+    which then check its GangGroup."""
+    if taken <= 0 or gang.disruption == "single":
+        return True
+    stays = len(gang.running) - taken
+    return gang.disruption == "minimum" and stays >= gang.min_member
+
+
+def preemption_refusal(victims: Iterable[str], gangs: GangTable) -> str | None:
+    """Why preempting ``victims`` (pod keys, on one node) would break a running gang, or None.
+
+    Allowed: victims that keep every gang they touch (:func:`keeps_gang`), or that take every running
+    member of a gang's unit (the gang, or its whole GangGroup: it is disrupted whole, and its
+    replacements are gang-scheduled again). Refused: anything in between, such as one member of a gang of
+    four with minimum 4, or a whole gang whose GangGroup mates keep running."""
+    taken = frozenset(victims)
+    for gid in sorted({gid for key in taken if (gid := gangs.pod_gang.get(key)) is not None}):
+        gang = gangs.gangs.get(gid)
+        if gang is None:
+            continue
+        hit = len(gang.running & taken)
+        if keeps_gang(gang, hit) and (hit < len(gang.running) or len(gangs.unit(gang)) == 1):
+            continue
+        unit = gangs.unit(gang)
+        running = frozenset(k for g in unit for k in g.running)
+        if running <= taken:
+            continue  # the whole unit goes
+        stays = len(gang.running) - hit
+        if gang.disruption == "all":
+            why = f"disruptionMode all: {hit} of its {len(gang.running)} running members would go"
+        elif stays == 0:
+            why = f"its {hit} running members would go while {len(running - taken)} of {gang.label} keep running"
+        else:
+            why = f"{gang.mode}, minimum {gang.min_member}: {stays} of {len(gang.running)} would keep running"
+        return f"preempting would break gang {gang.id} ({why})"
+    return None
