@@ -21,28 +21,12 @@ from typing import Any
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.manager.cache import ManagerCache
 from koordpy.model.objects import ObjectError, pod_from_dict
-from koordpy.scheduler.plugins.gang import GangCache, PodGroupError, keys, podgroup_from_dict
-from koordpy.scheduler.plugins.gang.disruption import GangTable, gang_table, member_running
+from koordpy.scheduler.plugins.gang import GangCache, PodGroupError, podgroup_from_dict
+from koordpy.scheduler.plugins.gang.disruption import GangTable, gang_table, member_running, names_a_gang
 
 __all__ = ["GangFeed"]
 
 Raw = dict[str, Any]
-
-_GANG_LABELS = (keys.LABEL_POD_GROUP, keys.LABEL_X_K8S_POD_GROUP, keys.LABEL_POD_GROUP_NAME_DEPRECATED)
-_GANG_ANNOTATIONS = (keys.ANNOTATION_VOLCANO_GROUP_NAME, keys.ANNOTATION_VOLCANO_GROUP_NAME_ALIAS, keys.ANNOTATION_NAME)
-
-
-def _names_a_gang(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod object carries a key a gang is resolved from (cheap: no conversion)."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    spec = pod.get("spec") or {}
-    return (
-        any(labels.get(k) for k in _GANG_LABELS)
-        or any(annotations.get(k) for k in _GANG_ANNOTATIONS)
-        or bool(isinstance(spec, Mapping) and spec.get("schedulingGroup"))
-    )
 
 
 def _runs(pod: Mapping[str, Any] | None) -> bool:
@@ -79,7 +63,7 @@ class GangFeed:
             namespace, _, name = key.partition("/")
             self.gangs.delete_pod(namespace, name)
             return
-        if self.gangs.gang_of(key) is None and not _names_a_gang(new):
+        if self.gangs.gang_of(key) is None and not names_a_gang(new):
             return  # most pods: in no gang, and never were
         try:
             pod = pod_from_dict(new)

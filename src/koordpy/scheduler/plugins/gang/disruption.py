@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from koordpy.scheduler.plugins.gang import keys
 from koordpy.scheduler.plugins.gang.spec import Disruption, GangSpec
 from koordpy.scheduler.plugins.gang.state import GangCache
 
@@ -35,9 +37,28 @@ __all__ = [
     "gang_table_from_specs",
     "keeps_gang",
     "member_running",
+    "names_a_gang",
     "preemption_refusal",
     "running_in",
 ]
+
+
+_GANG_LABELS = (keys.LABEL_POD_GROUP, keys.LABEL_X_K8S_POD_GROUP, keys.LABEL_POD_GROUP_NAME_DEPRECATED)
+_GANG_ANNOTATIONS = (keys.ANNOTATION_VOLCANO_GROUP_NAME, keys.ANNOTATION_VOLCANO_GROUP_NAME_ALIAS, keys.ANNOTATION_NAME)
+
+
+def names_a_gang(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod object carries a key its gang is resolved from (cheap: nothing is converted), so
+    that callers convert only the pods that may be gang members."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    spec = pod.get("spec") or {}
+    return (
+        any(labels.get(k) for k in _GANG_LABELS)
+        or any(annotations.get(k) for k in _GANG_ANNOTATIONS)
+        or bool(isinstance(spec, Mapping) and spec.get("schedulingGroup"))
+    )
 
 
 def member_running(phase: str, node_name: str, deleting: bool) -> bool:
