@@ -35,7 +35,7 @@ Gangs: jobs that passed arbitration together (a gang that moves as one, see
 and the jobs (:func:`gang_migration`). Such a job is not held by ``objectLimiters.workload`` (its unit
 passed the limiter's arbitration filter as one disruption of the workload; its eviction is still recorded),
 and in ``ReservationFirst`` it evicts only once every job of its unit has its Reservation Available or
-has evicted already (condition ``Waiting``, reason ``WaitForGang``; :func:`gang_barrier`); a job of the
+has evicted already (condition ``Waiting``, reason ``WaitForGang``; :func:`gang_eviction_barrier`); a job of the
 unit that failed before its eviction fails the others that have not evicted (``ForbiddenMigratePod``).
 
 Not guaranteed: the adapter's writes may lose a race with another writer; the next decision on the
@@ -76,7 +76,7 @@ __all__ = [
     "Evict",
     "EvictorName",
     "Finish",
-    "GangBarrier",
+    "GangEvictionBarrier",
     "GangMigration",
     "Ignore",
     "JobEvent",
@@ -96,7 +96,7 @@ __all__ = [
     "decide",
     "eviction_retry_delay",
     "examine",
-    "gang_barrier",
+    "gang_eviction_barrier",
     "gang_migration",
     "gang_migration_value",
     "needs_node_pods",
@@ -342,14 +342,14 @@ def gang_migration(job: Mapping[str, Any]) -> GangMigration | None:
 
 
 @dataclass(frozen=True)
-class GangBarrier:
-    """Whether a ``ReservationFirst`` job of a gang unit may evict now (:func:`gang_barrier`)."""
+class GangEvictionBarrier:
+    """Whether a ``ReservationFirst`` job of a gang unit may evict now (:func:`gang_eviction_barrier`)."""
 
     state: Literal["go", "wait", "broken"]
     message: str = ""
 
 
-def gang_barrier(
+def gang_eviction_barrier(
     job: Mapping[str, Any],
     unit: GangMigration,
     jobs: Mapping[str, Mapping[str, Any] | None],
@@ -357,7 +357,7 @@ def gang_barrier(
     *,
     now: float,
     settings: LifecycleSettings,
-) -> GangBarrier:
+) -> GangEvictionBarrier:
     """``go`` when every other job of ``unit`` has evicted (condition ``Eviction`` present), finished
     Succeeded, runs ``EvictDirectly``, or has its Reservation Available; ``broken`` when one is gone, or
     Failed or Aborted before its eviction; else ``wait``. ``jobs``: the unit's jobs by name as read now
@@ -369,14 +369,14 @@ def gang_barrier(
             continue
         other = jobs.get(name)
         if other is None:
-            return GangBarrier("broken", f"{unit.gang} moves as one, and its job {name} is gone")
+            return GangEvictionBarrier("broken", f"{unit.gang} moves as one, and its job {name} is gone")
         status = other.get("status") or {}
         phase = status.get("phase") or PENDING
         if _condition(status, CONDITION_EVICTION) is not None or phase == SUCCEEDED:
             continue
         if phase not in (PENDING, RUNNING):
             why = status.get("reason") or phase
-            return GangBarrier(
+            return GangEvictionBarrier(
                 "broken", f"{unit.gang} moves as one, and its job {name} ended {why} before its eviction"
             )
         mode = (other.get("spec") or {}).get("mode") or settings.default_job_mode
@@ -389,8 +389,8 @@ def gang_barrier(
                 continue
         waiting.append(name)
     if not waiting:
-        return GangBarrier("go")
-    return GangBarrier(
+        return GangEvictionBarrier("go")
+    return GangEvictionBarrier(
         "wait",
         f"{unit.gang} moves as one: its member is evicted once the Reservations of jobs "
         f"{', '.join(waiting)} are Available",
@@ -779,7 +779,7 @@ def decide(
     reservation: Mapping[str, Any] | None = None,
     replacement: PodView | None = None,
     node_pods: Sequence[PodInfo] = (),
-    gang: GangBarrier | None = None,
+    gang: GangEvictionBarrier | None = None,
 ) -> Decision:
     """The next step for ``job`` (a PodMigrationJob object) whose referenced pod is ``pod``.
 
@@ -793,7 +793,7 @@ def decide(
     ``ReservationFirst`` only: ``reservation`` is the object named by :func:`reservation_lookup` (None:
     not found), ``node_pods`` the pods on its node (for the ledger, when ``status.currentOwners`` is
     still empty) and ``replacement`` the pod that bound it (see :func:`bound_pod`), as read now; ``gang``
-    the :func:`gang_barrier` of a job of a gang unit (None: evict as any job).
+    the :func:`gang_eviction_barrier` of a job of a gang unit (None: evict as any job).
     """
     facts = examine(job, settings)
     if facts.stage == "finished":
@@ -870,7 +870,7 @@ class _Step:
     workload_max_migrating: int
     object_limiter: ObjectLimiter | None
     workload_name: str = ""
-    gang: GangBarrier | None = None
+    gang: GangEvictionBarrier | None = None
 
 
 def _evict_step(

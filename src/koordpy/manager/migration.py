@@ -71,7 +71,7 @@ from koordpy.descheduler.lifecycle import (
     decide,
     eviction_retry_delay,
     examine,
-    gang_barrier,
+    gang_eviction_barrier,
     gang_migration,
     gang_migration_value,
     needs_node_pods,
@@ -461,7 +461,7 @@ class MigrationController:
         barrier = None
         if unit is not None and reservation_lookup(job, self.settings) is not None:
             siblings = {other: self.cache.jobs.get(other) for other in unit.jobs}
-            barrier = gang_barrier(job, unit, siblings, reservations, now=now, settings=self.settings)
+            barrier = gang_eviction_barrier(job, unit, siblings, reservations, now=now, settings=self.settings)
         decision = decide(
             job,
             pod,

@@ -14,13 +14,13 @@ from koordpy.descheduler.lifecycle import (
     ANNOTATION_GANG_MIGRATION,
     Evict,
     Finish,
-    GangBarrier,
+    GangEvictionBarrier,
     GangMigration,
     LifecycleSettings,
     ObjectLimiter,
     Wait,
     decide,
-    gang_barrier,
+    gang_eviction_barrier,
     gang_migration,
     gang_migration_value,
 )
@@ -119,7 +119,7 @@ def test_gang_barrier(others: dict[str, str | None], expected: str) -> None:
             res = reservation(name=f"uid-{name}", phase="Available" if state == "available" else "Pending")
             reservations[res["metadata"]["name"]] = res
     own = in_unit(job())
-    found = gang_barrier(own, UNIT, jobs, reservations, now=T0 + 10, settings=SETTINGS)
+    found = gang_eviction_barrier(own, UNIT, jobs, reservations, now=T0 + 10, settings=SETTINGS)
     assert found.state == expected, found
     if expected == "wait":
         assert (
@@ -132,7 +132,7 @@ def test_gang_barrier(others: dict[str, str | None], expected: str) -> None:
 
 def test_reservation_first_waits_for_the_unit_then_evicts() -> None:
     own = in_unit(job(options=OURS))
-    waiting = GangBarrier(
+    waiting = GangEvictionBarrier(
         "wait", "gang ml/train moves as one: its member is evicted once the Reservations of jobs pmj-2 are Available"
     )
     held = decide(own, view(), T0 + 10, SETTINGS, reservation=reservation(), gang=waiting)
@@ -140,13 +140,13 @@ def test_reservation_first_waits_for_the_unit_then_evicts() -> None:
     condition = last(held, "Waiting")
     assert (condition["status"], condition["reason"], condition["message"]) == ("True", "WaitForGang", waiting.message)
     assert [e.reason for e in held.events] == ["ReservationScheduled", "WaitForGang"]
-    go = decide(own, view(), T0 + 10, SETTINGS, reservation=reservation(), gang=GangBarrier("go"))
+    go = decide(own, view(), T0 + 10, SETTINGS, reservation=reservation(), gang=GangEvictionBarrier("go"))
     assert isinstance(go, Evict)
 
 
 def test_reservation_first_fails_a_member_of_a_broken_unit_and_frees_its_reservation() -> None:
     own = in_unit(job(options=OURS))
-    broken = GangBarrier(
+    broken = GangEvictionBarrier(
         "broken", "gang ml/train moves as one, and its job pmj-2 ended Unschedulable before its eviction"
     )
     failed = decide(own, view(), T0 + 10, SETTINGS, reservation=reservation(), gang=broken)
