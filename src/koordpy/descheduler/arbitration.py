@@ -669,6 +669,9 @@ class _Units:
         self.now = now
         self.jobs: dict[str, list[tuple[int, MigrationJob, MigrationPod]]] = {}
         """Waiting jobs of gang members by pod key, in arbitration order."""
+        self.incomplete: dict[tuple[str, ...], tuple[int, list[str], list[str]]] = {}
+        """GangGroup -> (active pods counted, members needed, members without a job) when last found lacking
+        jobs: a gang of 1,000 with 500 jobs is looked at once per round, not 500 times."""
         pod_gang = gangs.pod_gang
         for index, (job, pod) in enumerate(ordered):
             if pod is not None and job.pod_key in pod_gang:
@@ -699,12 +702,19 @@ class _Units:
         unit = self.gangs.unit(gang)
         if keeps_gang(gang, leaving + 1) and (stays > 0 or len(unit) == 1):
             return None  # alone, it leaves the gang its minimum
+        seen = self.incomplete.get(gang.group)
+        if seen is not None and seen[0] == len(active):
+            # the unit lacked jobs when judged for another member, and nothing passed since
+            needed, missing = seen[1], seen[2]
+            verdict = _incomplete(pod, gang, len(unit), stays=stays, leaving=leaving, needed=needed, missing=missing)
+            return {job.name: verdict}
         needed = sorted({k for g in unit for k in g.running if k not in active})
         if needed == [key]:
             return None  # every other running member of its unit is migrating already: the unit moves whole
         entries = [self._job_for(k) for k in needed]
         missing = [k for k, entry in zip(needed, entries, strict=True) if entry is None]
         if missing:
+            self.incomplete[gang.group] = (len(active), needed, missing)
             verdict = _incomplete(pod, gang, len(unit), stays=stays, leaving=leaving, needed=needed, missing=missing)
             return {job.name: verdict}
         members = sorted((e for e in entries if e is not None), key=lambda e: e[0])
