@@ -46,7 +46,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.arbitration import Verdict, arbitrate
+from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
     ANNOTATION_GANG_MIGRATION,
     ANNOTATION_PASSED_ARBITRATION,
@@ -228,6 +228,18 @@ class MigrationMetrics:
             "Per-job failures by step (step, arbitration, owner, bookkeeping) and kind of error; the job is "
             "retried after a backoff, the round goes on.",
             ["step", "error"],
+            registry=registry,
+        )
+
+        self.gang_units = PromCounter(
+            "koordpy_migration_gang_units",
+            "Gangs (or GangGroups) whose PodMigrationJobs passed arbitration together, in one round.",
+            registry=registry,
+        )
+        self.gang_held = Gauge(
+            "koordpy_migration_gang_held_jobs",
+            "Waiting PodMigrationJobs the gang rule requeued in the last arbitration (GangBelowMinimum, "
+            "GangDisruptionAll, GangMemberWaiting).",
             registry=registry,
         )
 
@@ -719,6 +731,10 @@ class MigrationController:
                 together.setdefault(verdict.gang, []).append(name)
         for gang, names in together.items():
             self._logger.info("PodMigrationJobs %s pass together: %s moves as one", ", ".join(sorted(names)), gang)
+        if self.metrics is not None:
+            self.metrics.gang_units.inc(len(together))
+            held = sum(1 for v in verdicts.values() if v.verdict == "requeue" and v.filter in GANG_FILTERS)
+            self.metrics.gang_held.set(held)
         for name, verdict in verdicts.items():
             job = self.cache.jobs.get(name)
             if job is None or name not in self.index.waiting:

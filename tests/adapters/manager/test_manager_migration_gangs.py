@@ -14,7 +14,8 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODGROUPS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationMetrics, controller_from_args, make_arbitrate
+from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 
@@ -68,7 +69,8 @@ async def test_one_members_job_waits_and_the_whole_gang_moves_together(
     await cache.resync()
     api = KubeMigrationApi(api_client)
     clock = Clock()
-    controller = controller_from_args(api, args, cache, clock=clock)
+    metrics = MigrationMetrics(new_registry())
+    controller = controller_from_args(api, args, cache, clock=clock, metrics=metrics)
     arbitrate = make_arbitrate(api, args, controller)
 
     async def rounds(count: int) -> None:
@@ -86,6 +88,9 @@ async def test_one_members_job_waits_and_the_whole_gang_moves_together(
     events = (await api_client.list(EVENTS, namespace="default")).items
     assert [e["reason"] for e in events if e["involvedObject"]["name"] == "m0"] == ["GangBelowMinimum"]  # once
     assert evictions(apiserver) == 0
+    exposition = render(metrics.registry)[0].decode()
+    assert "koordpy_migration_gang_held_jobs 1.0" in exposition
+    assert "koordpy_migration_gang_units_total 0.0" in exposition
 
     for i in range(1, 4):
         await pmj(api_client, f"m{i}", W[i], passed=False)
@@ -106,5 +111,7 @@ async def test_one_members_job_waits_and_the_whole_gang_moves_together(
         10
     )  # evictQPS 10, evictBurst 1: one token per round; the object limiter (one Job pod per 5 min) does not split the unit
     assert {name: evictions(apiserver, name) for name in W} == dict.fromkeys(W, 1)
+    exposition = render(metrics.registry)[0].decode()
+    assert "koordpy_migration_gang_units_total 1.0" in exposition
     done = await api_client.get(PODMIGRATIONJOBS, "m0")
     assert waiting(done) is None
