@@ -243,12 +243,10 @@ class ManagerCache:
         }
 
     def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:
-        """Each PodGroup store with the ``apiVersion`` of its objects (a watch event's object has it, a
-        list item may not)."""
-        return (
-            (resources.PODGROUPS.api_version, self.podgroups_sigs),
-            (resources.PODGROUPS_X_K8S.api_version, self.podgroups_x_k8s),
-            (resources.PODGROUPS_VOLCANO.api_version, self.podgroups_volcano),
+        """Each PodGroup store (every ``podgroups_*`` kind) with the ``apiVersion`` of its objects (a watch
+        event's object has it, a list item may not)."""
+        return tuple(
+            (store.resource.api_version, store) for name, store in self._all().items() if name.startswith("podgroups_")
         )
 
     def served(self, name: str) -> bool:
