@@ -1,20 +1,28 @@
 """The manager's migration round keeps a running gang whole (emulator over loopback HTTP): a job for one
 member of a gang of four (minimum 4) waits, naming ``GangBelowMinimum`` in condition ``Waiting`` and one
-Event, and evicts nothing; once every member has a job, the four pass in one round and are evicted."""
+Event, and evicts nothing; once every member has a job, the four pass in one round and are evicted. A
+ReservationFirst unit evicts only once every member's Reservation is Available (the Reservation's
+placement is written by the test, as the reservation controller would)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from migration_kit import Clock, evictions, pmj
+from test_manager_reservation_first import place
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import ANNOTATION_GANG_MIGRATION, ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle import (
+    ANNOTATION_GANG_MIGRATION,
+    ANNOTATION_PASSED_ARBITRATION,
+    LifecycleSettings,
+    gang_migration_value,
+)
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODGROUPS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import MigrationMetrics, controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
@@ -115,3 +123,49 @@ async def test_one_members_job_waits_and_the_whole_gang_moves_together(
     assert "koordpy_migration_gang_units_total 1.0" in exposition
     done = await api_client.get(PODMIGRATIONJOBS, "m0")
     assert waiting(done) is None
+
+
+async def test_reservation_first_members_of_a_unit_evict_only_once_every_reservation_is_available(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """Two jobs that passed together (ReservationFirst): w0's Reservation Available, w1's still Pending:
+    nothing is evicted and w0 waits, naming w1's job (WaitForGang); once w1's is Available too, both go."""
+    for i, name in enumerate(W[:2]):
+        await gang_member(api_client, name, f"n{i}")
+    unit = gang_migration_value("gang shop/train", ["u0", "u1"])
+    for i in range(2):
+        body = {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {
+                "name": f"u{i}",
+                "annotations": {ANNOTATION_PASSED_ARBITRATION: "true", ANNOTATION_GANG_MIGRATION: unit},
+            },
+            "spec": {"podRef": {"namespace": "shop", "name": W[i]}, "ttl": "5m"},
+        }
+        await api_client.create(PODMIGRATIONJOBS, body)
+    cache = ManagerCache(api_client)
+    await cache.resync()
+    clock = Clock()
+    controller = MigrationController(KubeMigrationApi(api_client), LifecycleSettings(), cache, clock=clock)
+
+    async def rounds(count: int) -> None:
+        for _ in range(count):
+            await cache.resync()
+            await controller.run_round(None)
+            clock.offset += 4  # past the 3 s look-again delay
+
+    await rounds(2)  # Running, then each job's Reservation created
+    names = {i: (await api_client.get(PODMIGRATIONJOBS, f"u{i}"))["metadata"]["uid"] for i in range(2)}
+    await place(api_client, names[0], "n9")
+    await rounds(3)
+    assert evictions(apiserver) == 0
+    held = await api_client.get(PODMIGRATIONJOBS, "u0")
+    condition = waiting(held)
+    assert condition is not None and condition["reason"] == "WaitForGang", held["status"]
+    assert condition["message"] == (
+        "gang shop/train moves as one: its member is evicted once the Reservations of jobs u1 are Available"
+    )
+    await place(api_client, names[1], "n8")
+    await rounds(3)
+    assert {name: evictions(apiserver, name) for name in W[:2]} == {"w0": 1, "w1": 1}
