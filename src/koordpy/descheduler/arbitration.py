@@ -637,7 +637,7 @@ def arbitrate(
         if units is not None and pod is not None:
             if job.name in verdicts:
                 continue  # decided with its gang
-            gang = gangs.of(job.pod_key) if gangs is not None else None
+            gang = units.of(job.pod_key)
             if gang is not None:
                 together = units.decide(job, pod, gang)
                 if together is not None:
@@ -669,12 +669,14 @@ class _Units:
         self.now = now
         self.jobs: dict[str, list[tuple[int, MigrationJob, MigrationPod]]] = {}
         """Waiting jobs of gang members by pod key, in arbitration order."""
+        self.of = gangs.of
         self.incomplete: dict[tuple[str, ...], tuple[int, list[str], list[str]]] = {}
         """GangGroup -> (active pods counted, members needed, members without a job) when last found lacking
         jobs: a gang of 1,000 with 500 jobs is looked at once per round, not 500 times."""
         pod_gang = gangs.pod_gang
-        for index, (job, pod) in enumerate(ordered):
-            if pod is not None and job.pod_key in pod_gang:
+        found = [(index, job, pod) for index, (job, pod) in enumerate(ordered) if job.pod_key in pod_gang]
+        for index, job, pod in found:
+            if pod is not None:
                 self.jobs.setdefault(job.pod_key, []).append((index, job, pod))
 
     def _job_for(self, pod_key: str) -> tuple[int, MigrationJob, MigrationPod] | None:
