@@ -31,7 +31,7 @@ from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
-from koordpy.scheduler.plugins.gang import API_NATIVE, API_SIGS, API_VOLCANO, API_X_K8S
+from koordpy.scheduler.plugins.gang import API_NATIVE, API_VOLCANO
 from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
@@ -374,13 +374,8 @@ class KubeReservationApi:
     async def snapshot(self) -> ClusterSnapshot:
         cache = self.cache
         podgroups: list[dict[str, Any]] = []
-        stores = (
-            (API_SIGS, cache.podgroups_sigs),
-            (API_X_K8S, cache.podgroups_x_k8s),
-            (API_NATIVE, cache.podgroups_native),
-        )
-        for api, store in stores:
-            podgroups.extend({**item, "apiVersion": API_VERSIONS[api]} for item in store.values())
+        for api_version, store in cache.podgroup_stores():
+            podgroups.extend({**item, "apiVersion": api_version} for item in store.values())
         return ClusterSnapshot(
             nodes=list(cache.nodes.values()),
             pods=list(cache.pods.values()),

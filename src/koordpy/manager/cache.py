@@ -195,13 +195,22 @@ class Watched:
 class ManagerCache:
     """The stores the manager's rounds read, each kept by its own reflector (see the module docstring).
 
-        ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
-        ``nodemetrics``, ``podgroups`` (the two CRD PodGroup APIs koordpy's chart may serve, and Kubernetes' own
-    ``scheduling.k8s.io/v1beta1`` one). A store of a kind not watched stays empty.
+    ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
+    ``nodemetrics``, ``podgroups`` (the PodGroup APIs: ``scheduling.sigs.k8s.io``, ``scheduling.x-k8s.io``,
+    ``scheduling.volcano.sh`` and Kubernetes' own ``scheduling.k8s.io/v1beta1``, read only). A store of a kind
+    not watched stays empty.
     """
 
     OPTIONAL = frozenset(
-        {"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s", "podgroups_native"}
+        {
+            "podmigrationjobs",
+            "reservations",
+            "nodemetrics",
+            "podgroups_sigs",
+            "podgroups_x_k8s",
+            "podgroups_volcano",
+            "podgroups_native",
+        }
     )
 
     def __init__(
@@ -222,10 +231,11 @@ class ManagerCache:
         self.nodemetrics = ObjectStore(resources.NODEMETRICS)
         self.podgroups_sigs = ObjectStore(resources.PODGROUPS)
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
+        self.podgroups_volcano = ObjectStore(resources.PODGROUPS_VOLCANO)
         self.podgroups_native = ObjectStore(resources.PODGROUPS_NATIVE)
         wanted = set(kinds)
         if "podgroups" in wanted:
-            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_native"}
+            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano", "podgroups_native"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -239,8 +249,16 @@ class ManagerCache:
             "nodemetrics": self.nodemetrics,
             "podgroups_sigs": self.podgroups_sigs,
             "podgroups_x_k8s": self.podgroups_x_k8s,
+            "podgroups_volcano": self.podgroups_volcano,
             "podgroups_native": self.podgroups_native,
         }
+
+    def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:
+        """Each PodGroup store (every ``podgroups_*`` kind) with the ``apiVersion`` of its objects (a watch
+        event's object has it, a list item may not)."""
+        return tuple(
+            (store.resource.api_version, store) for name, store in self._all().items() if name.startswith("podgroups_")
+        )
 
     def served(self, name: str) -> bool:
         """Whether kind ``name`` is watched and served (an absent CRD's store is empty and not waited for)."""
