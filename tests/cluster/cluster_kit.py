@@ -46,20 +46,38 @@ RELEASE = "koordpy"
 RELEASE_NAMESPACE = "koordpy-system"
 PROFILE = "koordpy-scheduler"
 SPACE_LABEL = "koordpy.test/space"
+SYSTEM_NODE = "system-0"
+"""A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
 
 __all__ = [
     "CHART",
     "PROFILE",
     "RELEASE",
     "RELEASE_NAMESPACE",
+    "SYSTEM_NODE",
     "Components",
     "Kube",
     "Release",
     "deep_merge",
     "helm",
     "poll",
+    "started_plane",
     "wait_until",
 ]
+
+
+@contextlib.contextmanager
+def started_plane(workdir: Path, **options: Any) -> Iterator[ControlPlane]:
+    """A real control plane (``ControlPlane(**options)``, the release namespace's requests audited) with
+    :data:`SYSTEM_NODE` registered, stopped on exit."""
+    plane = ControlPlane(workdir=workdir, audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",), **options)
+    plane.start()
+    try:
+        with plane.client() as api:
+            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+        yield plane
+    finally:
+        plane.stop()
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,22 +23,20 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from cluster_kit import KOORDPY, RELEASE_NAMESPACE, Components, Kube, Release, Space, poll, wait_until
+from cluster_kit import KOORDPY, Components, Kube, Release, Space, poll, started_plane, wait_until
 from nodemetrics import report
 from test_cluster_gangs import UNDER_THE_FLUSH, koordpy_ready, one_binding_each, requeue_patches
 from test_cluster_rbac import SA_PREFIX, denied
 
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
 from koordpy.scheduler.plugins.reservation.starving import label_value
-from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane, fake_node
+from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane
 from koordpy_testkit.manifests import doc_objects, example_files, kube_objects
 
 pytestmark = pytest.mark.cluster
 
 PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
 KOORD = "gang.scheduling.koordinator.sh/"
-SYSTEM_NODE = "system-0"
-"""A kwok node for the chart's own pods, as on the session's plane."""
 
 
 # ---- a control plane with the gate on, for this module ------------------------------------------------
@@ -46,18 +44,8 @@ SYSTEM_NODE = "system-0"
 
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(
-        workdir=tmp_path_factory.mktemp("controlplane-generic-workload"),
-        audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",),
-        **GENERIC_WORKLOAD,
-    )
-    plane.start()
-    try:
-        with plane.client() as api:
-            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+    with started_plane(tmp_path_factory.mktemp("controlplane-generic-workload"), **GENERIC_WORKLOAD) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture(scope="module")
