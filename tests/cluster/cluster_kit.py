@@ -46,20 +46,38 @@ RELEASE = "koordpy"
 RELEASE_NAMESPACE = "koordpy-system"
 PROFILE = "koordpy-scheduler"
 SPACE_LABEL = "koordpy.test/space"
+SYSTEM_NODE = "system-0"
+"""A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
 
 __all__ = [
     "CHART",
     "PROFILE",
     "RELEASE",
     "RELEASE_NAMESPACE",
+    "SYSTEM_NODE",
     "Components",
     "Kube",
     "Release",
     "deep_merge",
     "helm",
     "poll",
+    "started_plane",
     "wait_until",
 ]
+
+
+@contextlib.contextmanager
+def started_plane(workdir: Path, **options: Any) -> Iterator[ControlPlane]:
+    """A real control plane (``ControlPlane(**options)``, the release namespace's requests audited) with
+    :data:`SYSTEM_NODE` registered, stopped on exit."""
+    plane = ControlPlane(workdir=workdir, audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",), **options)
+    plane.start()
+    try:
+        with plane.client() as api:
+            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+        yield plane
+    finally:
+        plane.stop()
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,6 +102,7 @@ _PLURALS = {
     "Deployment": ("apps", "v1", "deployments", True),
     "ReplicaSet": ("apps", "v1", "replicasets", True),
     "DaemonSet": ("apps", "v1", "daemonsets", True),
+    "StatefulSet": ("apps", "v1", "statefulsets", True),
     "Job": ("batch", "v1", "jobs", True),
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", True),
     "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", False),
@@ -581,6 +600,11 @@ class Space:
     def bound(self) -> dict[str, str]:
         """Pod name -> node, for the pods of this namespace that are bound."""
         return {n: p["spec"]["nodeName"] for n, p in self.pods().items() if p["spec"].get("nodeName")}
+
+    def count_pods(self, count: int) -> dict[str, dict[str, Any]] | None:
+        """The namespace's pods when exactly ``count`` exist (for :func:`wait_until`), else None."""
+        pods = self.pods()
+        return pods if len(pods) == count else None
 
     def count_bound(self, count: int) -> dict[str, str] | None:
         """The bound pods when exactly ``count`` are bound (for :func:`wait_until`), else None."""
