@@ -14,6 +14,8 @@ cgroup v2: the kernel applies the same permission check (the file's mode bits, p
 cgroup namespace's root is not writable from inside) to every interface file. The v2 hierarchy of this
 machine has no controllers enabled (its controllers are on v1), so the write is to ``cgroup.max.descendants``
 of a sibling cgroup, from a cgroup namespace rooted at the process's own cgroup, as a containerd container's.
+``tests/guest/test_guest_identity.py`` writes ``cpu.max`` and ``memory.high`` the same way on a v2 hierarchy
+with its controllers (in a QEMU guest).
 
 Needs root, a writable cgroup v1 hierarchy (cpu, cpuacct, memory) and a cgroup2 mount; fails loudly without.
 """
