@@ -63,7 +63,8 @@ __all__ = [
 TOKEN_RELOAD_SECONDS = 60.0
 """A token file is re-read once the copy in memory is this old (client-go: one minute)."""
 RETRY_FAILED_LOAD_SECONDS = 10.0
-"""After a failed read or plugin run, the last good header is used this long before the next attempt."""
+"""After a failed read or plugin run, the last good header is used this long before the next attempt; while
+the header is refused, the source is read again this often."""
 EXEC_TIMEOUT_SECONDS = 60.0
 """An exec plugin that has not answered by then is killed (the load fails)."""
 
@@ -300,6 +301,15 @@ class Credentials:
             await self._reload(None)
         return self._value
 
+    async def recheck(self) -> None:
+        """While the header is refused, read the source again every :data:`RETRY_FAILED_LOAD_SECONDS`
+        (else when due), so that a token written meanwhile ends the refusal even when no request is made (a
+        not-ready component may make none: the extender answers no filter while not ready)."""
+        if self.refused and self.source.renewable and self.clock() - self._loaded_at >= RETRY_FAILED_LOAD_SECONDS:
+            await self._reload(self._loaded_at)
+        elif self._due(self.clock()):
+            await self._reload(None)
+
     async def renew(self, refused: str | None, sent_at: float) -> str | None:
         """After a 401 to a request sent at ``sent_at`` (monotonic) with ``refused``: the newest header.
 
@@ -406,7 +416,9 @@ class CredentialsWatch:
     API server accepts them again, a Warning Event ``CredentialsRefused`` on the component's own Pod
     (``pod``: namespace and name from the downward API) saying for how long they were refused.
 
-    The Event waits for the API server to accept the component again: it cannot be written with
+    The refusal ends with an answer other than 401 or with new credentials read from the source, which
+    :meth:`run` reads again every 10 s while refused (so a not-ready component that makes no request
+    still notices a token kubelet wrote). The Event waits for that: it cannot be written with
     credentials the API server refuses. Meanwhile the log, the metrics and ``/readyz`` say it (and the
     kubelet's ``Unhealthy`` Event for the failing readiness probe)."""
 
@@ -444,7 +456,7 @@ class CredentialsWatch:
         self._refused_logged = False
         since = self._not_ready_since_wall
         self._not_ready_since_wall = None
-        logger.info("kube.credentials.accepted", source=creds.description, was_not_ready=since is not None)
+        logger.info("kube.credentials.recovered", source=creds.description, was_not_ready=since is not None)
         if since is None or self.post_event is None or self.pod is None:
             return None
         return self._post(since, self.pod, self.post_event)
@@ -456,7 +468,8 @@ class CredentialsWatch:
         message = (
             f"The API server refused this {self.component}'s credentials from {creds.description} from "
             f"{started} for about {creds.wall() - since:.0f} s; /readyz failed from "
-            f"{self.after_seconds:g} s on (credentials.refusedNotReadySeconds). They are accepted again."
+            f"{self.after_seconds:g} s on (credentials.refusedNotReadySeconds), until new credentials were "
+            "read or the API server accepted them again."
         )
         involved = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}}
         try:
@@ -468,6 +481,7 @@ class CredentialsWatch:
 
     async def run(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         while True:
+            await self.credentials.recheck()
             post = self.check()
             if post is not None:
                 await post

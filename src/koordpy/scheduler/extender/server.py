@@ -223,6 +223,8 @@ def build_extender(
         log=log,
         not_ready=not_ready,
         gangs=gangs,
+        reader=client,
+        events=client,
     )
 
     @contextlib.asynccontextmanager
