@@ -204,6 +204,9 @@ class Agent:
         self._failed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._event_seen: dict[tuple[str, str, str], float] = {}
+        """(reason, object, message) → when that Event was last posted; entries older than
+        ``EVENT_DEDUP_SECONDS`` are dropped (at most once per that period), pods and messages come and go."""
+        self._event_pruned_at = mono()
         self._last_report = -float("inf")
         self._ticks = 0
         # Per-container usage is read once per report interval (pods every tick): it is not on the
@@ -480,6 +483,10 @@ class Agent:
         dedup = (reason, pod_key or about_key, message)
         if now - self._event_seen.get(dedup, -float("inf")) < EVENT_DEDUP_SECONDS:
             return
+        if now - self._event_pruned_at >= EVENT_DEDUP_SECONDS:
+            # an Event told longer ago than the window is as if never told: keep only the recent ones
+            self._event_seen = {k: t for k, t in self._event_seen.items() if now - t < EVENT_DEDUP_SECONDS}
+            self._event_pruned_at = now
         self._event_seen[dedup] = now
         involved: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
         if about is not None:

@@ -50,6 +50,7 @@ from koordpy.kube.resources import (
 )
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
+from koordpy.model.objects import PodInfo
 from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.runtime.logging import get_logger
@@ -183,7 +184,6 @@ def build_extender(
         state=state,
         bind_timeout=config.extender.bind_timeout_seconds,
     )
-    cache.pod_listener = gangs.on_pod
     cache.held_node = gangs.held_node
     gang_reflectors: list[Reflector] = []
     if client is not None:
@@ -226,6 +226,14 @@ def build_extender(
         reader=client,
         events=client,
     )
+
+    def on_pod(event_type: str, pod: PodInfo, raw: Mapping[str, Any] | None) -> None:
+        gangs.on_pod(event_type, pod, raw)
+        if event_type == "DELETED":
+            service.forget_pod(pod.uid)
+
+    cache.pod_listener = on_pod
+    cache.node_listener = service.forget_node
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -185,6 +185,20 @@ class ExtenderService:
         self._filtered_at: OrderedDict[str, int] = OrderedDict()
         """Pod uid → the placements recorded when its last filter answer was computed (LRU)."""
 
+    # ---- objects gone ------------------------------------------------------------------
+
+    def forget_pod(self, uid: str) -> None:
+        """A pod was deleted: drop what this service keeps about it (its converted request, the placements
+        its last filter answer saw, its preemption back-off). Called from the pod watch."""
+        self._recent.pop(uid, None)
+        self._filtered_at.pop(uid, None)
+        self.backoff.forget(uid)
+
+    def forget_node(self, name: str) -> None:
+        """A node was deleted: drop the sequence number of the last placement recorded on it. Called from the
+        node watch (a node of the same name added later starts afresh)."""
+        self._placed_on.pop(name, None)
+
     # ---- helpers -----------------------------------------------------------------------
 
     def _pod(self, raw: Mapping[str, Any], verb: str) -> PodInfo:
