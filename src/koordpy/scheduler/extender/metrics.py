@@ -63,6 +63,8 @@ class ExtenderMetrics:
             ["reason"],
             registry=registry,
         )
+        for reason in ("unconvertible", "read_failed"):
+            self.binds_unreadable.labels(reason)  # both series from the start (0)
         self.binds_refused = Counter(
             "koordpy_extender_binds_refused",
             "Binds refused because a placement recorded after the pod's filter answer left its node without room "

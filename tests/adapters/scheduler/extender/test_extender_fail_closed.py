@@ -94,7 +94,7 @@ async def test_a_pod_that_cannot_be_read_now_is_refused_and_another_of_the_name_
     assert orjson.loads(resp.content) == {"Error": ""}  # gone: the API server answers the binding itself
     metrics = (await ext.http.get("/metrics")).text
     assert 'koordpy_extender_binds_unreadable_total{reason="read_failed"} 1.0' in metrics
-    assert 'reason="unconvertible"' not in metrics
+    assert 'koordpy_extender_binds_unreadable_total{reason="unconvertible"} 0.0' in metrics
     assert ext.binder.calls == [("team", "w0", "u-w0", "n1")]
 
 
