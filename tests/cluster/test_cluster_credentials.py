@@ -33,6 +33,7 @@ from koordpy.model.durations import parse_rfc3339
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
+from koordpy_testkit.processes import Proc
 from koordpy_testkit.projected import ProjectedVolume
 
 pytestmark = pytest.mark.cluster
@@ -154,6 +155,52 @@ def fake_node_files(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         ticker.join()
 
 
+@dataclass
+class Running:
+    """The three components of a test, each on its own token file."""
+
+    extender: Proc
+    manager: Proc
+    agent: Proc
+    agent_base: str
+    """The agent's listener (``/readyz``, ``/metrics``)."""
+
+
+@contextlib.contextmanager
+def components_on_token_files(
+    koordpy: Components,
+    token: dict[str, RotatingToken],
+    node: str,
+    tmp_path: Path,
+    overrides: dict[str, Any] | None = None,
+    env: dict[str, dict[str, str]] | None = None,
+) -> Iterator[Running]:
+    """The extender (behind the koordpy-scheduler), the manager (``MANAGER`` settings) and the agent of
+    ``node``, each reading its token from its ``tokenFile``; ``overrides`` go to all three configurations,
+    ``env`` (per component) to their environments."""
+    extra, envs = overrides or {}, env or {}
+    koordpy.start_scheduling(
+        extra, kubeconfig=koordpy.token_file_kubeconfig("extender", token["scheduler"].path), env=envs.get("extender")
+    )
+    manager = koordpy.start_manager(
+        {**MANAGER, **extra},
+        kubeconfig=koordpy.token_file_kubeconfig("manager", token["manager"].path),
+        env=envs.get("manager"),
+    )
+    with fake_node_files(tmp_path) as (cgroup_root, proc_root):
+        agent, readyz = koordpy.start_ready_agent(
+            node,
+            cgroup_root,
+            proc_root,
+            tmp_path / "agent-state",
+            extra,
+            kubeconfig=koordpy.token_file_kubeconfig("agent", token["agent"].path),
+            env=envs.get("agent"),
+        )
+        extender = next(p for p in koordpy.procs if p.name == "extender")
+        yield Running(extender, manager, agent, readyz.removesuffix("/readyz"))
+
+
 def chart_pod(kube: Kube, prefix: str, node: str | None = None) -> dict[str, str]:
     """``POD_NAME``/``POD_NAMESPACE`` of the chart's own pod (one its Deployment or DaemonSet made) whose
     name starts with ``prefix``."""
@@ -216,21 +263,11 @@ def test_components_go_on_when_the_token_is_rotated_and_the_old_one_revoked(
     space.wait_nodes_ready()
     kube.create(deployment(space, "web", 2, node))
     token = tokens(control_plane, kube, release, tmp_path / "tokens", node)
-    koordpy.start_scheduling(kubeconfig=koordpy.token_file_kubeconfig("extender", token["scheduler"].path))
-    manager = koordpy.start_manager(MANAGER, kubeconfig=koordpy.token_file_kubeconfig("manager", token["manager"].path))
-    with fake_node_files(tmp_path) as (cgroup_root, proc_root):
-        agent, agent_readyz = koordpy.start_ready_agent(
-            node,
-            cgroup_root,
-            proc_root,
-            tmp_path / "agent-state",
-            kubeconfig=koordpy.token_file_kubeconfig("agent", token["agent"].path),
-        )
+    with components_on_token_files(koordpy, token, node, tmp_path) as running:
+        extender, manager, agent = running.extender, running.manager, running.agent
         started = time.time()
         wait_until("the agent's first report", lambda: reported_after(kube, node, started - 5))
         pods = wait_until("web's two pods running", lambda: len(running(space, "web")) == 2 and running(space, "web"))
-        assert koordpy.scheduler_proc is not None
-        extender = next(p for p in koordpy.procs if p.name == "extender")
         pids = {p.name: p.pid for p in (extender, manager, agent)}
 
         # kubelet's rotation: a fresh token written atomically; then the old one's object deleted
@@ -298,7 +335,7 @@ def test_components_go_on_when_the_token_is_rotated_and_the_old_one_revoked(
         for proc, base in (
             (extender, koordpy.extender_ops),
             (manager, koordpy.manager_base),
-            (agent, agent_readyz.removesuffix("/readyz")),
+            (agent, running.agent_base),
         ):
             assert proc.alive() and proc.pid == pids[proc.name] and proc.starts == 1, proc.name
             # renewed after a 401 (a request with the old token) or by the minute's re-read, whichever came first
@@ -320,29 +357,11 @@ def test_credentials_that_stay_refused_turn_every_component_not_ready_and_say_wh
         "manager": chart_pod(kube, f"{release.name}-manager-"),
         "agent": chart_pod(kube, f"{release.name}-agent-", node),
     }
-    koordpy.start_scheduling(
-        quick, kubeconfig=koordpy.token_file_kubeconfig("extender", token["scheduler"].path), env=env["extender"]
-    )
-    manager = koordpy.start_manager(
-        {**MANAGER, **quick},
-        kubeconfig=koordpy.token_file_kubeconfig("manager", token["manager"].path),
-        env=env["manager"],
-    )
-    with fake_node_files(tmp_path) as (cgroup_root, proc_root):
-        agent, agent_readyz = koordpy.start_ready_agent(
-            node,
-            cgroup_root,
-            proc_root,
-            tmp_path / "agent-state",
-            quick,
-            kubeconfig=koordpy.token_file_kubeconfig("agent", token["agent"].path),
-            env=env["agent"],
-        )
-        extender = next(p for p in koordpy.procs if p.name == "extender")
+    with components_on_token_files(koordpy, token, node, tmp_path, quick, env) as running:
         readyz = {
             "extender": koordpy.extender_ops + "/readyz",
             "manager": koordpy.manager_base + "/readyz",
-            "agent": agent_readyz,
+            "agent": running.agent_base + "/readyz",
         }
         for name, url in readyz.items():
             wait_until(f"{name} ready", lambda u=url: httpx.get(u, timeout=HANG_BACKSTOP).status_code == 200)
@@ -358,7 +377,7 @@ def test_credentials_that_stay_refused_turn_every_component_not_ready_and_say_wh
                 f"{name} not ready", lambda u=url: (r := httpx.get(u, timeout=HANG_BACKSTOP)).status_code == 503 and r
             )
             assert "refused the credentials" in answer.text and "token" in answer.text, (name, answer.text)
-        procs = {"extender": extender, "manager": manager, "agent": agent}
+        procs = {"extender": running.extender, "manager": running.manager, "agent": running.agent}
         for name, url in readyz.items():
             exposition = metrics(url.removesuffix("/readyz"))
             assert total(exposition, "koordpy_kube_credentials_refused") == 1, name

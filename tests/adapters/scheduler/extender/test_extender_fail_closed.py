@@ -24,7 +24,7 @@ from koordpy.kube.resources import EVENTS, PODS
 from koordpy.runtime.clock import SystemClock
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver
-from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.bounds import eventually, eventually_awaited
 
 GANG = "gang.scheduling.koordinator.sh/name"
 UNREADABLE_POD_REASON = "KoordpyUnreadablePod"
@@ -104,14 +104,6 @@ async def api() -> AsyncIterator[ApiServerEmulator]:
         yield emulator
 
 
-async def wait_for(predicate: Any, timeout: float = HANG_BACKSTOP) -> None:
-    """A bound, not a speed claim."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
 async def test_with_the_lean_binder_an_unconvertible_member_is_read_through_the_api_client_and_refused(
     api: ApiServerEmulator, make_ext: Any
 ) -> None:
@@ -122,19 +114,16 @@ async def test_with_the_lean_binder_an_unconvertible_member_is_read_through_the_
     member = api.seed(garbled_member())[0]
     client = ApiClient(ConnectionInfo.for_url(api.url, token="test"))
     ext = await make_ext(client=client, clock=SystemClock())
-    await wait_for(lambda: ext.extender.synced is not None and ext.extender.synced.is_set())
+    await eventually(lambda: ext.extender.synced is not None and ext.extender.synced.is_set(), "the extender synced")
     assert type(ext.extender.service.binder).__name__ == "BindingClient"
     uid = member["metadata"]["uid"]
     resp = await ext.post("bind", bind_args("w0", uid))
     assert "cannot be converted" in orjson.loads(resp.content)["Error"]
     async with ApiClient(ConnectionInfo.for_url(api.url, token="admin")) as admin:
         assert (await admin.get(PODS, "w0", "team"))["spec"].get("nodeName") is None
-        await wait_for(lambda: any(r["resource"] == "events" and r["verb"] == "create" for r in api.requests))
 
-        async def reasons() -> list[str]:
-            return [e["reason"] for e in (await admin.list(EVENTS, namespace="team")).items]
+        async def told() -> bool:
+            return UNREADABLE_POD_REASON in [e["reason"] for e in (await admin.list(EVENTS, namespace="team")).items]
 
-        async with asyncio.timeout(HANG_BACKSTOP):
-            while UNREADABLE_POD_REASON not in await reasons():
-                await asyncio.sleep(0.02)
+        await eventually_awaited(told, "the KoordpyUnreadablePod Event")
     assert not [r for r in api.requests if r.get("subresource") == "binding"]
