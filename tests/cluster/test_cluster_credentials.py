@@ -235,7 +235,7 @@ def deployment(space: Space, name: str, replicas: int, node: str) -> dict[str, A
     }
 
 
-def running(space: Space, app: str) -> list[str]:
+def running_pods(space: Space, app: str) -> list[str]:
     return sorted(
         name
         for name, pod in space.pods().items()
@@ -267,7 +267,9 @@ def test_components_go_on_when_the_token_is_rotated_and_the_old_one_revoked(
         extender, manager, agent = running.extender, running.manager, running.agent
         started = time.time()
         wait_until("the agent's first report", lambda: reported_after(kube, node, started - 5))
-        pods = wait_until("web's two pods running", lambda: len(running(space, "web")) == 2 and running(space, "web"))
+        pods = wait_until(
+            "web's two pods running", lambda: len(running_pods(space, "web")) == 2 and running_pods(space, "web")
+        )
         pids = {p.name: p.pid for p in (extender, manager, agent)}
 
         # kubelet's rotation: a fresh token written atomically; then the old one's object deleted
