@@ -63,8 +63,9 @@ __all__ = [
 TOKEN_RELOAD_SECONDS = 60.0
 """A token file is re-read once the copy in memory is this old (client-go: one minute)."""
 RETRY_FAILED_LOAD_SECONDS = 10.0
-"""After a failed read or plugin run, the last good header is used this long before the next attempt; while
-the header is refused, the source is read again this often."""
+"""After a failed read or plugin run (or a plugin's credential that had expired already), the last good
+header is used this long before the next attempt, 401 or not; while the header is refused, the source is
+read again this often."""
 EXEC_TIMEOUT_SECONDS = 60.0
 """An exec plugin that has not answered by then is killed (the load fails)."""
 
@@ -316,7 +317,7 @@ class Credentials:
         Reloaded unless it was reloaded after ``sent_at`` already (by another caller that got a 401 too,
         or by the period): the answer then is what that reload found. A caller retries when the header
         returned differs from ``refused``."""
-        if self.source.renewable and self._loaded_at <= sent_at:
+        if self.source.renewable and self._loaded_at <= sent_at and self.clock() >= self._retry_at:
             await self._reload(sent_at)
         return self._value
 
@@ -341,6 +342,8 @@ class Credentials:
             first = self._loaded_at == float("-inf")
             self._loaded_at = self.clock()
             self._expires = expires
+            if expires is not None and expires <= self.wall():  # expired already: not run again at once
+                self._retry_at = self._loaded_at + RETRY_FAILED_LOAD_SECONDS
             if header != self._value:
                 self._value = header
                 self.refused_since = self.refused_since_wall = None  # the newest header has not been refused

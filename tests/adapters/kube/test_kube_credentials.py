@@ -195,6 +195,35 @@ async def test_the_binder_retries_a_refused_binding_once_with_the_new_token_and_
     assert credentials.unauthorized == 2 and credentials.refused
 
 
+async def test_a_token_file_that_cannot_be_read_keeps_the_last_good_token_and_is_tried_every_10_s(
+    guarded: ApiServerEmulator, tmp_path: Path, ticks: Ticks
+) -> None:
+    volume = ProjectedVolume(tmp_path / "sa")
+    volume.write(token="good")
+    guarded.accepted_tokens = {"good"}
+    credentials = file_credentials(volume, ticks)
+    async with ApiClient(ConnectionInfo(server=guarded.url, credentials=credentials)) as api:
+        await api.list(NODES)
+        (tmp_path / "sa" / "..data").unlink()  # the volume half gone: the file cannot be read
+        ticks.advance(TOKEN_RELOAD_SECONDS)
+        await api.list(NODES)  # the read fails: the last good token goes on
+        assert credentials.last_error is not None and "token" in credentials.last_error
+        guarded.accepted_tokens = set()  # and now it is refused too: one request, no read per 401
+        for _ in range(3):
+            with pytest.raises(errors.Unauthorized):
+                await api.list(NODES)
+        volume.write(token="back")
+        guarded.accepted_tokens = {"back"}
+        ticks.advance(9)
+        with pytest.raises(errors.Unauthorized):
+            await api.list(NODES)  # still within 10 s of the failed read
+        ticks.advance(1)
+        await api.list(NODES)  # read again: the new token, and the request sent once more
+    assert guarded.refused == ["good"] * 4  # three, then the one within 10 s: each sent once
+    assert users(guarded, "nodes") == ["good", "good", "back"]
+    assert credentials.last_error is None and credentials.current() == "Bearer back"
+
+
 def plugin_script(tmp_path: Path) -> Path:
     """An exec plugin that hands out ``token-N`` (N counts its runs) valid for 300 s from the epoch in
     ``epoch.txt``, and records ``KUBERNETES_EXEC_INFO`` and its ``PLUGIN_GREETING`` env."""
