@@ -103,15 +103,23 @@ class RotatingToken:
         self.volume.write(token=token)
         return token
 
-    def revoke(self, keep_newest: bool) -> None:
-        """Delete the objects the tokens are bound to (all but the newest with ``keep_newest``); returns once
-        the API server refuses each of those tokens."""
+    def revoke(self, keep_newest: bool) -> list[tuple[str, str]]:
+        """Delete the objects the tokens are bound to (all but the newest with ``keep_newest``); the (object
+        name, token) of each, for :func:`wait_refused`."""
         doomed = self.bound[:-1] if keep_newest else self.bound
         for kind, name, _ in doomed:
             self.kube.delete(kind, name, RELEASE_NAMESPACE, grace=0)
-        for _, name, token in doomed:
-            wait_until(f"token bound to {name} refused", lambda t=token: refused(self.plane, t))
         self.bound = self.bound[-1:] if keep_newest else []
+        return [(name, token) for _, name, token in doomed]
+
+
+def revoke_all(tokens: dict[str, RotatingToken], keep_newest: bool) -> None:
+    """:meth:`RotatingToken.revoke` for every component at once; returns when the API server refuses each
+    revoked token."""
+    plane = next(iter(tokens.values())).plane
+    doomed = [pair for rotating in tokens.values() for pair in rotating.revoke(keep_newest)]
+    for name, token in doomed:
+        wait_until(f"token bound to {name} refused", lambda t=token: refused(plane, t))
 
 
 def refused(plane: ControlPlane, token: str) -> bool:
@@ -275,8 +283,7 @@ def test_components_go_on_when_the_token_is_rotated_and_the_old_one_revoked(
         # kubelet's rotation: a fresh token written atomically; then the old one's object deleted
         for rotating in token.values():
             rotating.write_fresh()
-        for rotating in token.values():
-            rotating.revoke(keep_newest=True)
+        revoke_all(token, keep_newest=True)
         revoked = time.time()
 
         for i in range(3):
@@ -368,8 +375,7 @@ def test_credentials_that_stay_refused_turn_every_component_not_ready_and_say_wh
         for name, url in readyz.items():
             wait_until(f"{name} ready", lambda u=url: httpx.get(u, timeout=HANG_BACKSTOP).status_code == 200)
 
-        for rotating in token.values():
-            rotating.revoke(keep_newest=False)  # and nothing newer in the files
+        revoke_all(token, keep_newest=False)  # and nothing newer in the files
         # work that needs the API: a bind (extender), a NodeMetric for a new node (manager); the agent reports
         space.create_pod("blocked")
         space.node("n1")
