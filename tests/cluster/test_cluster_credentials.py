@@ -9,8 +9,9 @@ server refuse the token at once.
   through it) go on, with no process restarted.
 * The token is revoked and nothing newer is written: every component's ``/readyz`` fails once
   ``credentials.refusedNotReadySeconds`` has passed, with ``koordpy_kube_credentials_refused`` 1 and a
-  ``kube.credentials.not_ready`` log line; once a fresh token is written, each is ready again and posts
-  a ``CredentialsRefused`` Warning Event on its own Pod (``POD_NAME``/``POD_NAMESPACE``).
+  ``kube.credentials.not_ready`` log line, and kube-scheduler's ``FailedScheduling`` on a pending pod of the
+  profile names the refused credentials; once a fresh token is written, each is ready again and posts a
+  ``CredentialsRefused`` Warning Event on its own Pod (``POD_NAME``/``POD_NAMESPACE``).
 """
 
 from __future__ import annotations
@@ -396,6 +397,19 @@ def test_credentials_that_stay_refused_turn_every_component_not_ready_and_say_wh
             )
             line = next(x for x in procs[name].log.read_text().splitlines() if "kube.credentials.not_ready" in x)
             assert '"level": "error"' in line and str(token["scheduler" if name == "extender" else name].path) in line
+        # where users look for a pending pod: kube-scheduler's FailedScheduling carries the extender's reason
+        failed = wait_until(
+            "a FailedScheduling Event on the blocked pod naming the refused credentials",
+            lambda: next(
+                (
+                    e
+                    for e in kube.events(space.namespace, "blocked")
+                    if e["reason"] == "FailedScheduling" and "refused the credentials" in e.get("message", "")
+                ),
+                None,
+            ),
+        )
+        assert "koordpy extender not ready" in failed["message"], failed
 
         for rotating in token.values():
             rotating.write_fresh()
