@@ -624,6 +624,11 @@ class Space:
         """Pod name -> node, for the pods of this namespace that are bound."""
         return {n: p["spec"]["nodeName"] for n, p in self.pods().items() if p["spec"].get("nodeName")}
 
+    def count_pods(self, count: int) -> dict[str, dict[str, Any]] | None:
+        """The namespace's pods when exactly ``count`` exist (for :func:`wait_until`), else None."""
+        pods = self.pods()
+        return pods if len(pods) == count else None
+
     def count_bound(self, count: int) -> dict[str, str] | None:
         """The bound pods when exactly ``count`` are bound (for :func:`wait_until`), else None."""
         bound = self.bound()

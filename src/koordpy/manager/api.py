@@ -36,7 +36,7 @@ from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
-from koordpy.scheduler.plugins.gang import API_SIGS, API_VOLCANO, API_X_K8S
+from koordpy.scheduler.plugins.gang import API_NATIVE, API_VOLCANO
 from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
@@ -348,7 +348,11 @@ class GangWriter:
         self._logger = logger or logging.getLogger("koordpy.manager")
 
     async def patch_status(self, patch: StatusPatch) -> bool:
-        """True when written, False when the PodGroup (or its API) is gone."""
+        """True when written, False when the PodGroup (or its API) is gone. A native ``scheduling.k8s.io``
+        PodGroup is never written (kube-scheduler owns its status): refused here whatever asked."""
+        if patch.api == API_NATIVE:
+            self._logger.error("PodGroup %s/%s (%s): status not written", patch.namespace, patch.name, patch.api)
+            return False
         url = f"/apis/{API_VERSIONS[patch.api]}/namespaces/{patch.namespace}/podgroups/{patch.name}"
         if patch.api != API_VOLCANO:
             url += "/status"
@@ -420,8 +424,8 @@ class KubeReservationApi:
     async def snapshot(self) -> ClusterSnapshot:
         cache = self.cache
         podgroups: list[dict[str, Any]] = []
-        for api, store in ((API_SIGS, cache.podgroups_sigs), (API_X_K8S, cache.podgroups_x_k8s)):
-            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in store.values())
+        for api_version, store in cache.podgroup_stores():
+            podgroups.extend({**item, "apiVersion": api_version} for item in store.values())
         return ClusterSnapshot(
             nodes=list(cache.nodes.values()),
             pods=list(cache.pods.values()),

@@ -60,6 +60,7 @@ from koordpy.runtime.gcfreeze import GcFreezer
 from koordpy.runtime.listeners import ListenerLimits, LoopHeartbeat, threaded_health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import (
+    API_NATIVE,
     API_SIGS,
     API_VERSIONS,
     API_VOLCANO,
@@ -137,7 +138,10 @@ class GangStatusKeeper:
             except (ValueError, KeyError, TypeError) as exc:
                 self._logger.warning("pod %s skipped: %s", key, exc)
                 return [before] if before else []
-            if gang_ref(pod) is None and before is None:
+            ref = gang_ref(pod)
+            if ref is not None and ref.source == API_NATIVE:
+                return []  # kube-scheduler keeps a native PodGroup's status (spec.schedulingGroup is immutable)
+            if ref is None and before is None:
                 return []
             self.cache.upsert_pod(pod)
             self.pod_uids[key] = pod.uid

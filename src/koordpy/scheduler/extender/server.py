@@ -42,6 +42,7 @@ from koordpy.kube.resources import (
     NODEMETRICS,
     NODES,
     PODGROUPS,
+    PODGROUPS_NATIVE,
     PODGROUPS_VOLCANO,
     PODGROUPS_X_K8S,
     PODS,
@@ -76,9 +77,10 @@ WATCHED: tuple[tuple[str, ResourceRef], ...] = (
     ("nodemetrics", NODEMETRICS),
     ("reservations", RESERVATIONS),
 )
-GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO)
-"""PodGroups of the three APIs. Optional for readiness: a missing CRD (404, the chart installs only the
-sigs.k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
+GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO, PODGROUPS_NATIVE)
+"""PodGroups of the four APIs. Optional for readiness: a missing CRD or API (404: the chart installs only the
+sigs.k8s.io CRD, and ``scheduling.k8s.io/v1beta1`` is served only with the ``GenericWorkload`` gate) is
+retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
 
 
 @dataclass
@@ -208,6 +210,8 @@ def build_extender(
             )
             for index, resource in enumerate(GANG_WATCHED)
         ]
+        native = gang_reflectors[GANG_WATCHED.index(PODGROUPS_NATIVE)]
+        gangs.native_absent = lambda: native.absent
 
     def not_ready() -> str | None:
         return holder["extender"].not_ready()
