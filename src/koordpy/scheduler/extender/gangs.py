@@ -293,6 +293,7 @@ class GangBarrier:
                 namespace, name = meta.get("namespace"), meta.get("name")
                 if isinstance(namespace, str) and isinstance(name, str):
                     self.cache.delete_podgroup(api, namespace, name)
+                    self._ignored.pop(f"{namespace}/{name}", None)
                     self.pump()
                 return
             if not raw.get("apiVersion"):  # list items may omit it; the watch knows the API
