@@ -47,11 +47,14 @@ MANAGER = {
     "migrationController": {
         "arbitrationArgs": {"interval": "200ms"},
         "objectLimiters": {"workload": {"duration": "0s"}},
+        "maxMigratingPerNode": 1,
         "maxMigratingPerWorkload": 4,
         "maxUnavailablePerWorkload": 4,
     },
 }
-"""ReservationFirst (the default mode); only the budget and ``maxMigratingPerNode`` (2) pace the six jobs."""
+"""ReservationFirst (the default mode), one job at a time: the jobs' Reservations all have the Deployment's
+ReplicaSet as owner, so a replacement may bind through another job's Reservation when two are placed at
+once, and a job whose Reservation nobody took then waits out its ttl (as in Koordinator)."""
 UPGRADE = (
     "--set",
     "manager.config.podGroup.eventIntervalSeconds=59",

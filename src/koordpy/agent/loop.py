@@ -42,6 +42,7 @@ from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanO
 from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.policy.types import check_pod
+from koordpy.agent.pressure import PressureMetrics, node_pressure, pod_pressure
 from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
@@ -50,6 +51,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
+from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.kube.reflector import Reflector
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
@@ -87,6 +89,12 @@ class AgentMetrics:
         self.gap = Gauge("koordpy_agent_gap", "Open gap per action kind and metric.", ["kind", "metric"], registry=r)
         self.reports = Counter(
             "koordpy_agent_nodemetric_reports_total", "NodeMetric writes by result.", ["result"], registry=r
+        )
+        self.superseded = Counter(
+            "koordpy_agent_restores_superseded_total",
+            "Restores not written because someone else (the kubelet resizing the pod) changed the CPU quota "
+            "after the agent's last write; their value stays.",
+            registry=r,
         )
         self.skipped = Counter(
             "koordpy_agent_skipped_objects_total",
@@ -176,6 +184,15 @@ class Agent:
             max_sample_gap=cfg.sample_gap,
         )
         self.metrics = AgentMetrics()
+        self.credentials = client.connection.credentials
+        register_credentials_metrics(self.metrics.registry, self.credentials)
+        self.credentials_watch = CredentialsWatch(
+            self.credentials,
+            cfg.credentials.refused_not_ready_seconds,
+            "koordpy-agent",
+            post_event=client.create_event,
+            pod=pod_from_env(),
+        )
         self.state = self._load_state()
         self.pods: dict[str, PodInfo] = {}
         self.raw_pods: dict[str, dict[str, Any]] = {}
@@ -194,6 +211,9 @@ class Agent:
         self._failed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._event_seen: dict[tuple[str, str, str], float] = {}
+        """(reason, object, message) → when that Event was last posted; entries older than
+        ``EVENT_DEDUP_SECONDS`` are dropped (at most once per that period), pods and messages come and go."""
+        self._event_pruned_at = mono()
         self._last_report = -float("inf")
         self._ticks = 0
         # Per-container usage is read once per report interval (pods every tick): it is not on the
@@ -222,6 +242,13 @@ class Agent:
                 watch(resources.AVOIDANCEACTIONS, self._on_action),
             ]
         register_reflector_metrics(self.metrics.registry, "koordpy_agent", lambda: self.reflectors)
+        self.pod_cgroups: dict[str, str] = {}  # pod uid -> cgroup path found by the last tick
+        self.metrics.registry.register(
+            PressureMetrics(
+                lambda: node_pressure(self.collector.proc),
+                lambda: pod_pressure(self.collector.cgroups, self.pods, self.pod_cgroups),
+            )
+        )
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
@@ -375,6 +402,7 @@ class Agent:
         )
         if containers:
             self.containers = {uid: u.containers for uid, u in usage.items()}
+        self.pod_cgroups = {uid: u.rel for uid, u in usage.items()}
         policies = [*self.policies.values(), *self.node_qos_policies.values()]
         result = plan(
             policies if self.cfg.qos.enabled else [],
@@ -395,10 +423,12 @@ class Agent:
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
         self.metrics.ticks.inc()
         self.state = result.state
+        superseded = self.writer.superseded
         failed = self._apply_cgroups(result, cgroups)
         if failed:
             self.state = forget(self.state, failed, throttles=True)
         self._restore_unowned()
+        self.metrics.superseded.inc(self.writer.superseded - superseded)
         for action in result.actions:
             self.metrics.actions.labels(str(action.kind)).inc()
             if action.kind is ActionKind.EVICT:
@@ -470,6 +500,10 @@ class Agent:
         dedup = (reason, pod_key or about_key, message)
         if now - self._event_seen.get(dedup, -float("inf")) < EVENT_DEDUP_SECONDS:
             return
+        if now - self._event_pruned_at >= EVENT_DEDUP_SECONDS:
+            # an Event told longer ago than the window is as if never told: keep only the recent ones
+            self._event_seen = {k: t for k, t in self._event_seen.items() if now - t < EVENT_DEDUP_SECONDS}
+            self._event_pruned_at = now
         self._event_seen[dedup] = now
         involved: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
         if about is not None:
@@ -528,6 +562,7 @@ class Agent:
 
     # -- process -------------------------------------------------------------------------------
     async def start(self, sync_timeout: float = 60.0) -> None:
+        self._spawn(self.credentials_watch.run())
         for reflector in self.reflectors:
             self._spawn(reflector.run())
         await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in self.reflectors)), sync_timeout)
@@ -558,7 +593,11 @@ class Agent:
 
     def not_ready(self) -> str | None:
         """Why the agent is not ready, or None: ready once a tick completed and while no watch is in a
-        failure loop (``Reflector.failing``; a skipped malformed object does not count)."""
+        failure loop (``Reflector.failing``; a skipped malformed object does not count) and the API server
+        has not refused the credentials for ``credentials.refusedNotReadySeconds``."""
+        refused = self.credentials.not_ready(self.cfg.credentials.refused_not_ready_seconds)
+        if refused is not None:
+            return refused
         if not self.ready:
             return "no tick completed yet"
         failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]

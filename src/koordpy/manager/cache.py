@@ -9,7 +9,7 @@ write even before its watch event arrives, and an older event arriving later doe
 are ordered as client-go's ``IntegerResourceVersionMutationCache`` orders them: as integers when both are
 integers (the API server's are), else the newer arrival wins.
 
-Optional kinds (PodGroups of either API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
+Optional kinds (PodGroups of each API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
 while the API server serves them: discovery is asked first and again every :data:`DISCOVERY_SECONDS`
 while absent, so a cluster without ``scheduling.x-k8s.io`` sees no request for it (and logs no 404).
 
@@ -196,10 +196,22 @@ class ManagerCache:
     """The stores the manager's rounds read, each kept by its own reflector (see the module docstring).
 
     ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
-    ``nodemetrics``, ``podgroups`` (both PodGroup APIs). A store of a kind not watched stays empty.
+    ``nodemetrics``, ``podgroups`` (the PodGroup APIs: ``scheduling.sigs.k8s.io``, ``scheduling.x-k8s.io``,
+    ``scheduling.volcano.sh`` and Kubernetes' own ``scheduling.k8s.io/v1beta1``, read only). A store of a kind
+    not watched stays empty.
     """
 
-    OPTIONAL = frozenset({"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s"})
+    OPTIONAL = frozenset(
+        {
+            "podmigrationjobs",
+            "reservations",
+            "nodemetrics",
+            "podgroups_sigs",
+            "podgroups_x_k8s",
+            "podgroups_volcano",
+            "podgroups_native",
+        }
+    )
 
     def __init__(
         self,
@@ -219,9 +231,11 @@ class ManagerCache:
         self.nodemetrics = ObjectStore(resources.NODEMETRICS)
         self.podgroups_sigs = ObjectStore(resources.PODGROUPS)
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
+        self.podgroups_volcano = ObjectStore(resources.PODGROUPS_VOLCANO)
+        self.podgroups_native = ObjectStore(resources.PODGROUPS_NATIVE)
         wanted = set(kinds)
         if "podgroups" in wanted:
-            wanted |= {"podgroups_sigs", "podgroups_x_k8s"}
+            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano", "podgroups_native"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -235,7 +249,16 @@ class ManagerCache:
             "nodemetrics": self.nodemetrics,
             "podgroups_sigs": self.podgroups_sigs,
             "podgroups_x_k8s": self.podgroups_x_k8s,
+            "podgroups_volcano": self.podgroups_volcano,
+            "podgroups_native": self.podgroups_native,
         }
+
+    def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:
+        """Each PodGroup store (every ``podgroups_*`` kind) with the ``apiVersion`` of its objects (a watch
+        event's object has it, a list item may not)."""
+        return tuple(
+            (store.resource.api_version, store) for name, store in self._all().items() if name.startswith("podgroups_")
+        )
 
     def served(self, name: str) -> bool:
         """Whether kind ``name`` is watched and served (an absent CRD's store is empty and not waited for)."""

@@ -34,6 +34,7 @@ again at most every :data:`OWNER_TTL_SECONDS`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import logging
 import time
@@ -46,8 +47,9 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.arbitration import Verdict, arbitrate
+from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
+    ANNOTATION_GANG_MIGRATION,
     ANNOTATION_PASSED_ARBITRATION,
     Decision,
     Evict,
@@ -70,6 +72,9 @@ from koordpy.descheduler.lifecycle import (
     decide,
     eviction_retry_delay,
     examine,
+    gang_eviction_barrier,
+    gang_migration,
+    gang_migration_value,
     needs_node_pods,
     reservation_lookup,
 )
@@ -87,6 +92,7 @@ from koordpy.descheduler.objects import (
 from koordpy.descheduler.reservation_first import stale_reservations
 from koordpy.kube import errors as kube_errors
 from koordpy.manager.cache import ManagerCache, ObjectStore
+from koordpy.manager.gangs import GangFeed
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.model.objects import pod_from_dict as pod_info_from_dict
@@ -223,6 +229,18 @@ class MigrationMetrics:
             "Per-job failures by step (step, arbitration, owner, bookkeeping) and kind of error; the job is "
             "retried after a backoff, the round goes on.",
             ["step", "error"],
+            registry=registry,
+        )
+
+        self.gang_units = PromCounter(
+            "koordpy_migration_gang_units",
+            "Gangs (or GangGroups) whose PodMigrationJobs passed arbitration together, in one round.",
+            registry=registry,
+        )
+        self.gang_held = Gauge(
+            "koordpy_migration_gang_held_jobs",
+            "Waiting PodMigrationJobs the gang rule requeued in the last arbitration (GangBelowMinimum, "
+            "GangDisruptionAll, GangMemberWaiting).",
             registry=registry,
         )
 
@@ -388,6 +406,13 @@ class MigrationController:
         """Duration of the last arbitration call."""
         self._swept_at: float | None = None
         self._bookkeeping_until = 0.0
+        # a job or pod deleted meanwhile: its retry time and failure counts go with it
+        cache.jobs.add_listener(self._on_gone)
+        cache.pods.add_listener(self._on_gone)
+
+    def _on_gone(self, key: str, old: Raw | None, new: Raw | None) -> None:
+        if new is None:
+            self._forget(key)
 
     def _may_bookkeep(self) -> bool:
         return time.monotonic() < self._bookkeeping_until
@@ -452,6 +477,11 @@ class MigrationController:
         pod = PodView.from_object(raw_pod) if raw_pod is not None else None
         limit = self.workload_of(raw_pod) if raw_pod is not None else None
         reservation, node_pods, replacement = self._reservation_inputs(job, reservations, now)
+        unit = gang_migration(job)
+        barrier = None
+        if unit is not None and reservation_lookup(job, self.settings) is not None:
+            siblings = {other: self.cache.jobs.get(other) for other in unit.jobs}
+            barrier = gang_eviction_barrier(job, unit, siblings, reservations, now=now, settings=self.settings)
         decision = decide(
             job,
             pod,
@@ -465,6 +495,7 @@ class MigrationController:
             reservation=reservation,
             replacement=replacement,
             node_pods=node_pods,
+            gang=barrier,
         )
         await self._carry_out(name, job, decision)
         return decision
@@ -638,6 +669,7 @@ class MigrationController:
         self._logger.info("deleted Reservation %s: %s", name, why)
 
     def _forget(self, name: str) -> None:
+        """Drop the retry time and failure counts of a job (or of a pod whose owner read failed)."""
         self._not_before.pop(name, None)
         self._failures.pop(name, None)
         self._errors.pop(name, None)
@@ -702,12 +734,23 @@ class MigrationController:
         if self.metrics is not None:
             self.metrics.arbitration_seconds.observe(self.last_round_seconds)
         waits = BOOKKEEPING_WRITES_PER_ROUND
+        together: dict[str, list[str]] = {}
+        for name, verdict in verdicts.items():
+            if verdict.gang and verdict.verdict == "pass":
+                together.setdefault(verdict.gang, []).append(name)
+        for gang, names in together.items():
+            self._logger.info("PodMigrationJobs %s pass together: %s moves as one", ", ".join(sorted(names)), gang)
+        if self.metrics is not None:
+            self.metrics.gang_units.inc(len(together))
+            held = sum(1 for v in verdicts.values() if v.verdict == "requeue" and v.filter in GANG_FILTERS)
+            self.metrics.gang_held.set(held)
         for name, verdict in verdicts.items():
             job = self.cache.jobs.get(name)
             if job is None or name not in self.index.waiting:
                 continue
             if verdict.verdict == "pass":
-                await self._guarded("arbitration", name, self._pass(name), now)
+                unit = together.get(verdict.gang) if verdict.gang else None
+                await self._guarded("arbitration", name, self._pass(name, verdict.gang, unit), now)
             elif verdict.verdict == "fail":
                 message = f"{verdict.filter}: {verdict.reason}" if verdict.filter else verdict.reason
                 status = dict(job.get("status") or {})
@@ -722,7 +765,13 @@ class MigrationController:
                     await self._guarded("arbitration", name, self._carry_out(name, job, wait), now)
                     self._not_before.pop(name, None)
 
-    async def _pass(self, name: str) -> None:
+    async def _pass(self, name: str, gang: str = "", unit: Sequence[str] | None = None) -> None:
+        """Annotate a job that passed; a job of a gang unit first gets ``koordpy.io/gang-migration``, so
+        every passed job of a unit carries it (a crash between the two writes leaves a job that is
+        arbitrated again, with the members of its unit that passed counted as leaving)."""
+        if gang and unit:
+            value = gang_migration_value(gang, unit)
+            self.cache.jobs.observe(await self.api.annotate_job(name, ANNOTATION_GANG_MIGRATION, value))
         self.cache.jobs.observe(await self.api.annotate_job(name, ANNOTATION_PASSED_ARBITRATION, "true"))
 
     async def run_round(self, arbitrate: Arbitrate | None) -> dict[str, int]:
@@ -748,6 +797,7 @@ class MigrationController:
         for name in sorted({*self.index.active, *expired}):
             await self._guarded("step", name, self.drive(name, reservations), self.clock())
         await self._sweep(now)
+        self.object_limiter.prune(self.clock())
         self.phases = {phase: count for phase, count in self.index.phases.items() if count}
         if self.metrics is not None:
             self.metrics.observe_phases(self.phases)
@@ -803,6 +853,8 @@ class OwnerCache:
         self.clock = clock
         self._logger = logger
         self._entries: dict[str, _OwnerEntry] = {}
+        self._expiry: collections.deque[tuple[float, str]] = collections.deque()
+        """(expiry, uid) in the order the entries were read: their expiries ascend (one TTL for all)."""
 
     async def _read(self, namespace: str, ref: Mapping[str, Any], now: float) -> _OwnerEntry:
         owner = await self.api.get_owner(namespace, ref)
@@ -815,8 +867,12 @@ class OwnerCache:
             except MigrationObjectError as exc:
                 self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
         entry = _OwnerEntry(now + OWNER_TTL_SECONDS, workload, parent)
-        self._entries[str(ref.get("uid"))] = entry
+        self._remember(str(ref.get("uid")), entry)
         return entry
+
+    def _remember(self, uid: str, entry: _OwnerEntry) -> None:
+        self._entries[uid] = entry
+        self._expiry.append((entry.expires, uid))
 
     async def chain(
         self, pod: Mapping[str, Any], workloads: dict[str, Workload], budget: list[int], now: float
@@ -840,7 +896,8 @@ class OwnerCache:
                     if isinstance(exc, ValueError) or not kube_errors.is_temporary(exc):
                         # a reference the API cannot address: unknown for good (until it expires)
                         self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
-                        entry = self._entries[uid] = _OwnerEntry(now + OWNER_TTL_SECONDS, None, None)
+                        entry = _OwnerEntry(now + OWNER_TTL_SECONDS, None, None)
+                        self._remember(uid, entry)
                     else:
                         raise
             if entry.workload is None:
@@ -850,8 +907,14 @@ class OwnerCache:
         return True
 
     def prune(self, now: float) -> None:
-        if len(self._entries) > 50_000:
-            self._entries = {k: e for k, e in self._entries.items() if e.expires > now}
+        """Drop the entries that expired (an owner deleted is never read again, so its entry would stay):
+        amortised O(1) per entry read."""
+        expiry = self._expiry
+        while expiry and expiry[0][0] <= now:
+            expires, uid = expiry.popleft()
+            entry = self._entries.get(uid)
+            if entry is not None and entry.expires == expires:  # not read again since
+                del self._entries[uid]
 
 
 def make_arbitrate(
@@ -859,11 +922,13 @@ def make_arbitrate(
     args: MigrationControllerArgs,
     controller: MigrationController,
     logger: logging.Logger | None = None,
+    gangs: GangFeed | None = None,
 ) -> Arbitrate:
     """An :data:`Arbitrate` that takes each job's pod from the cache and its controller chain from an
     :class:`OwnerCache`, runs :func:`koordpy.descheduler.arbitration.arbitrate` (in a worker thread: the
     event loop keeps serving meanwhile), and teaches ``controller`` each pod's workload and object-limiter
-    limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule).
+    limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule). The gangs of the jobs'
+    pods come from ``gangs`` (default: a :class:`~koordpy.manager.gangs.GangFeed` on the controller's cache).
 
     A waiting job whose pod's owners are not read yet (at most :data:`OWNER_READS_PER_ROUND` reads per
     round, a failed read is tried again next round) gets no verdict this round: it is never judged with
@@ -876,6 +941,7 @@ def make_arbitrate(
     owners = OwnerCache(api, controller.clock, log)
     converted: dict[str, tuple[str, MigrationPod | None]] = {}
     cache = controller.cache
+    feed = gangs if gangs is not None else GangFeed(cache, logger=log)
 
     def workload_of(pod: Mapping[str, Any]) -> WorkloadLimit | None:
         meta = pod.get("metadata") or {}
@@ -935,8 +1001,17 @@ def make_arbitrate(
                 limited.add(workload.uid)
         judged = [job for job in jobs if not (job.waiting and job.pod_key in pending)]
         nodes = _node_labels(cache) if args.node_selector else None
+        table = feed.table(pods)
         result = await asyncio.to_thread(
-            arbitrate, judged, pods, workloads, args, now, nodes=nodes, limited_workloads=frozenset(limited)
+            arbitrate,
+            judged,
+            pods,
+            workloads,
+            args,
+            now,
+            nodes=nodes,
+            limited_workloads=frozenset(limited),
+            gangs=table,
         )
         return result.verdicts
 

@@ -48,10 +48,12 @@ from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
+from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.kube.errors import ApiError, NotFound
 from koordpy.kube.leaderelection import LeaseElector
 from koordpy.manager.api import (
     GangWriter,
+    KopfLogin,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
@@ -68,6 +70,7 @@ from koordpy.runtime.gcfreeze import GcFreezer
 from koordpy.runtime.listeners import ListenerLimits, LoopHeartbeat, threaded_health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import (
+    API_NATIVE,
     API_SIGS,
     API_VERSIONS,
     API_VOLCANO,
@@ -86,6 +89,7 @@ __all__ = [
     "legacy_peers_gone",
     "migration_loop",
     "operator_settings",
+    "readiness_report",
     "run",
 ]
 
@@ -144,7 +148,10 @@ class GangStatusKeeper:
             except (ValueError, KeyError, TypeError) as exc:
                 self._logger.warning("pod %s skipped: %s", key, exc)
                 return [before] if before else []
-            if gang_ref(pod) is None and before is None:
+            ref = gang_ref(pod)
+            if ref is not None and ref.source == API_NATIVE:
+                return []  # kube-scheduler keeps a native PodGroup's status (spec.schedulingGroup is immutable)
+            if ref is None and before is None:
                 return []
             self.cache.upsert_pod(pod)
             self.pod_uids[key] = pod.uid
@@ -229,9 +236,12 @@ def build_registry(
     apply: Apply,
     loops: Sequence[RoundLoop] = (),
     gangs: GangStatusKeeper | None = None,
+    login: KopfLogin | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
-    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
+    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events, ``login`` hands
+    kopf its session (default: over :func:`koordpy.kube.connection.load_connection`, loaded at the first
+    login: in a pod the service account, else ``$KUBECONFIG``).
 
     Each of ``loops`` starts with the operator and stops with it (the operator runs on the leader only).
     """
@@ -287,11 +297,15 @@ def build_registry(
     if gangs is not None and config.pod_group.enabled:
         _register_gangs(registry, gangs)
 
+    logins: list[KopfLogin] = [login] if login is not None else []
+
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In a pod: the service account. Elsewhere (or with --kubeconfig, which sets KUBECONFIG): kubeconfig.
-        info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
-        return info or kopf.login_with_kubeconfig(**kwargs)
+    async def login_handler(**kwargs: Any) -> kopf.AiohttpSession:
+        # kopf's own login handlers read a token once per login and no kubeconfig tokenFile or exec
+        # plugin; the manager's connection renews its credentials for every request (KopfLogin).
+        if not logins:
+            logins.append(KopfLogin(load_connection()))
+        return await logins[0](**kwargs)
 
     return registry
 
@@ -390,6 +404,27 @@ def health_report(
     if caches is not None:
         checks["caches"] = caches
     return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
+
+
+def readiness_report(started: bool, loop_alive: bool, caches: str | None, credentials: str | None) -> dict[str, Any]:
+    """The manager's ``/readyz`` body: ``status`` ``ok`` once kopf has started, the event loop runs, the
+    watch caches hold their first lists and the API server has not refused the credentials for
+    ``credentials.refusedNotReadySeconds``; else ``failing`` with ``reason`` (the first of these that is
+    not so). ``started`` is true for a replica that stands by for the Lease as well (it has its caches and
+    takes over when the Lease is free): readiness says it can act, not that it does; a rollout waits for
+    the new pod's readiness before it stops the old leader.
+
+    Called from the health thread: it only reads values."""
+    checks = [
+        (credentials is None, credentials or ""),
+        (loop_alive, "the operator's event loop has stalled"),
+        (started, "kopf is starting"),
+        (caches is None, f"caches: {caches}"),
+    ]
+    for ok, why in checks:
+        if not ok:
+            return {"status": "failing", "reason": why}
+    return {"status": "ok"}
 
 
 class QuietHandlers(logging.Filter):
@@ -544,9 +579,10 @@ async def run(
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` from a thread of its own
-    while the operator runs, bounded by ``limits`` (default: from ``config.health``), and ``GET /metrics``
-    with the migration and reservation metrics. ``/healthz`` answers 200 with what it checked
-    (:func:`health_report`), 503 once the event loop has not run for ``health.loopStallSeconds``.
+    while the operator runs, bounded by ``limits`` (default: from ``config.health``), ``GET /readyz``
+    (:func:`readiness_report`) and ``GET /metrics`` with the migration, reservation and credential
+    metrics. ``/healthz`` answers 200 with what it checked (:func:`health_report`), 503 once the event
+    loop has not run for ``health.loopStallSeconds``.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
@@ -557,8 +593,10 @@ async def run(
     writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")
     # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
-    # the same credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
-    client = ApiClient(load_connection())
+    # the connection kopf's login hands over too: in a pod the service account, else $KUBECONFIG. Both
+    # share its credentials (renewed, and counted in the credential metrics).
+    connection = load_connection()
+    client = ApiClient(connection)
     cache = ManagerCache(
         client,
         ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
@@ -580,7 +618,15 @@ async def run(
         source=cache,
     )
     loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
-    registry = build_registry(config, writer.apply, loops, gangs)
+    registry = build_registry(config, writer.apply, loops, gangs, KopfLogin(connection))
+    register_credentials_metrics(metrics.registry, connection.credentials)
+    credentials = CredentialsWatch(
+        connection.credentials,
+        config.credentials.refused_not_ready_seconds,
+        "koordpy-manager",
+        post_event=client.create_event,
+        pod=pod_from_env(),
+    )
     heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
     caller_ready = ready_flag  # raised once kopf has started for the first time
     running: list[asyncio.Event | None] = [None]
@@ -673,6 +719,7 @@ async def run(
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
                 asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
+                asyncio.create_task(credentials.run(), name="manager credentials"),
             ]
             watchers: list[asyncio.Task[Any]] = []
             signals = threading.current_thread() is threading.main_thread()
@@ -724,6 +771,17 @@ async def run(
         current = running[0]
         return health_report(current is not None and current.is_set(), heartbeat.alive(), loops, leader, cache.sizes())
 
+    def ready() -> dict[str, Any]:
+        current = running[0]
+        operating = current is not None and current.is_set()
+        standing_by = elector is not None and current is None  # kopf starts only once the Lease is ours
+        return readiness_report(
+            operating or standing_by,
+            heartbeat.alive(),
+            cache.not_ready(),
+            connection.credentials.not_ready(config.credentials.refused_not_ready_seconds),
+        )
+
     # why: /healthz is answered from its own thread; while a round computes, that thread waits for the GIL.
     # A 1 ms switch interval (Python's default is 5 ms) bounds each wait it makes to about 1 ms.
     sys.setswitchinterval(0.001)
@@ -734,6 +792,6 @@ async def run(
         )
     exposition = lambda: render(metrics.registry)  # noqa: E731 - the listener calls it per scrape
     async with threaded_health_listener(
-        config.health.host, config.health.port, alive, limits=limits, metrics=exposition
+        config.health.host, config.health.port, alive, limits=limits, metrics=exposition, ready=ready
     ):
         await operate()

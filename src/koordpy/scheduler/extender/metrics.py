@@ -56,6 +56,15 @@ class ExtenderMetrics:
             "Binds of pods the extender had not seen; their estimate waits for the watch.",
             registry=registry,
         )
+        self.binds_unreadable = Counter(
+            "koordpy_extender_binds_unreadable",
+            "Binds refused because the pod could not be read (read_failed) or converted (unconvertible): it may "
+            "be a gang member, so it is never bound as a plain pod (kube-scheduler retries it).",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("unconvertible", "read_failed"):
+            self.binds_unreadable.labels(reason)  # both series from the start (0)
         self.binds_refused = Counter(
             "koordpy_extender_binds_refused",
             "Binds refused because a placement recorded after the pod's filter answer left its node without room "
@@ -66,12 +75,13 @@ class ExtenderMetrics:
             "koordpy_extender_preemption_nodes_refused",
             "Candidate nodes the preempt verb removed, by reason: backoff (the pod preempted there and lost the "
             "node to another scheduler), reserved (its room stays reserved with the victims gone), "
-            "not_reserved_node (the pod owns a Reservation elsewhere).",
+            "not_reserved_node (the pod owns a Reservation elsewhere), gang (the victims would take a running gang "
+            "below its minimum).",
             ["reason"],
             registry=registry,
         )
         # Pre-create the label sets scraped most often so they appear as 0 from the start.
-        for reason in ("backoff", "reserved", "not_reserved_node"):
+        for reason in ("backoff", "reserved", "not_reserved_node", "gang"):
             self.preemption_refused.labels(reason)
         for verb in ("filter", "prioritize", "bind", "preempt"):
             self.latency.labels(verb)
