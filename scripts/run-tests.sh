@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test tier. The real-cluster tier's binaries (Kubernetes, etcd, kwok) are built first from
-# the pinned Go modules in tools/ (once per machine; later runs reuse them), so a missing Go toolchain
-# or a failed build stops the run here with the build's reason, before any test. pytest's exit code 5
-# ("no tests collected") is a failure: a run that tested nothing must not look green.
+# Runs every test tier. First it says which lock the virtualenv holds, and fails when the virtualenv holds
+# anything else (a package added, removed or at another version than requirements/dev.lock). The
+# real-cluster tier's binaries (Kubernetes, etcd, kwok) are built next from the pinned Go modules in
+# tools/ (once per machine; later runs reuse them), so a missing Go toolchain or a failed build stops the
+# run here with the build's reason, before any test. pytest's exit code 5 ("no tests collected") is a
+# failure: a run that tested nothing must not look green.
 set -uo pipefail
 bin=${1:-.venv/bin}
 start=$(date +%s)
+"$bin/python" -m koordpy_testkit.lockfile installed requirements/dev.lock || exit 1
 if ! KOORDPY_K8S_BIN=$(bash tools/build.sh); then
   echo "the real-cluster tier's binaries could not be built (messages above): failing" >&2
   exit 1
