@@ -45,6 +45,7 @@ from koordpy.manager.api import (
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
+    RetryingWrites,
     ensure_peering,
 )
 from koordpy.manager.cache import ManagerCache
@@ -241,13 +242,7 @@ def build_registry(
 
         for loop in loops:
             _register_daemon(registry, loop, ours)
-        # why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses
-        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
-        daemon_ids = {f"{loop.name}_rounds" for loop in loops}
-        spawning = registry._spawning
-        spawning._handlers = [
-            dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in spawning._handlers
-        ]
+        _without_finalizer(registry, {f"{loop.name}_rounds" for loop in loops})
     elif loops:
         running: list[asyncio.Task[None]] = []
 
@@ -304,6 +299,31 @@ def build_registry(
         return info or kopf.login_with_kubeconfig(**kwargs)
 
     return registry
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry, daemon_ids: set[str]) -> None:
+    """Make the rounds' daemons require no finalizer on the peering object.
+
+    why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses kept in
+    the registry's spawning list (kopf 1.45), replaced here once at build time. Checked first: on a kopf
+    that keeps them elsewhere the daemons keep kopf's finalizer (the peering object is then deleted only
+    while a manager runs to remove it) and a warning says so; nothing else changes.
+    """
+    spawning = getattr(registry, "_spawning", None)
+    handlers = getattr(spawning, "_handlers", None)
+    usable = isinstance(handlers, list) and all(
+        dataclasses.is_dataclass(h) and hasattr(h, "requires_finalizer") and hasattr(h, "id") for h in handlers
+    )
+    if not usable or not daemon_ids <= {h.id for h in handlers or ()}:
+        logging.getLogger("koordpy.manager").warning(
+            "kopf %s keeps its daemon handlers elsewhere: the rounds' daemons keep kopf's finalizer on the "
+            "peering object",
+            getattr(kopf, "__version__", "?"),
+        )
+        return
+    spawning._handlers = [  # type: ignore[union-attr]
+        dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in handlers or ()
+    ]
 
 
 def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) -> None:
@@ -476,11 +496,12 @@ async def run(
     if not any(isinstance(f, QuietHandlers) for f in objects_logger.filters):
         objects_logger.addFilter(QuietHandlers())
     settings = operator_settings(config)
-    writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")
-    # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
-    # the same credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
+    # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the same
+    # credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
     client = ApiClient(load_connection())
+    writes = RetryingWrites(client, logger)
+    writer = NodeMetricWriter(writes)
     cache = ManagerCache(
         client,
         ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
@@ -493,7 +514,7 @@ async def run(
     migrations = migration_loop(
         controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
     )
-    gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
+    gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
     reservations = ReservationController(
         KubeReservationApi(client, cache),
         config.reservation,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -68,6 +68,12 @@ class ExtenderMetrics:
             "node to another scheduler), reserved (its room stays reserved with the victims gone), "
             "not_reserved_node (the pod owns a Reservation elsewhere).",
             ["reason"],
+            registry=registry,
+        )
+        self.fast_path = Gauge(
+            "koordpy_extender_fast_path",
+            "1 while the verbs are answered inside the HTTP protocol (the fast path), 0 when the start-up check "
+            "of uvicorn's internals failed and they go through the ASGI app (the log says why).",
             registry=registry,
         )
         # Pre-create the label sets scraped most often so they appear as 0 from the start.
