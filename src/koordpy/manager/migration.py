@@ -225,6 +225,10 @@ class MigrationMetrics:
             ["step", "error"],
             registry=registry,
         )
+        # zero series from the start: the first failed round counts in increase() (one born at 1 would not)
+        for outcome in ("done", "error"):
+            self.rounds.labels(outcome=outcome)
+        self.observe_phases({})
 
     def observe_phases(self, phases: Mapping[str, int]) -> None:
         for phase in {*self.PHASES, *phases}:

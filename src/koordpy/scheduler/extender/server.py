@@ -67,6 +67,7 @@ from koordpy.scheduler.extender.protocol import HostFragments
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
 from koordpy.scheduler.profile import build_plugins
 
 __all__ = ["Extender", "build_extender", "build_servers", "checked_mode", "listener_limits", "serve", "serve_all"]
@@ -252,6 +253,14 @@ def build_extender(
     )
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
+    profile = config.extender.scheduler_name
+    load_aware = next((p for p in state.plugins if isinstance(p, LoadAwarePlugin)), None)
+
+    def pending() -> Mapping[str, tuple[int, float]]:
+        uids = {uid for uid, pod in cache.pending.items() if pod.scheduler_name == profile}
+        return service.pending.summary(uids, clock.now())
+
+    metrics.scheduling_collector(pending, lambda: load_aware.expired_metrics(clock.now()) if load_aware else 0)
     register_reflector_metrics(registry, "koordpy_extender", lambda: [*extender.reflectors, *extender.gang_reflectors])
     return extender
 

@@ -1,0 +1,237 @@
+"""Names that exist: every series the chart's alerts (its PrometheusRule) and its dashboard name is exposed by
+the running components, with the labels the expressions select or group by.
+
+The three components run as the real tier runs them (chart configuration, chart ServiceAccounts, the real
+kube-scheduler in front of the extender) and do a little of their work first, so that series with an open
+set of label values exist: a pod scheduled through the profile, a bind that fails (a pod that does not
+exist), a PodMigrationJob whose status write fails once (a 500 from the fault proxy) and then evicts its
+pod, an agent reporting for its kwok node. Then each one's ``/metrics`` is scraped and every expression's
+selectors checked against the samples. The labels Prometheus adds itself (namespace, pod, job from the
+ServiceMonitor's jobLabel, node from its relabeling) are the ServiceMonitors' (tests/chart/test_monitoring.py)
+and must not be exposed by a component (Prometheus would rename them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from cluster_kit import CHART, HELM, RELEASE_NAMESPACE, Components, Kube, Space, wait_until
+
+from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
+from koordpy_testkit.controlplane import ControlPlane
+from koordpy_testkit.faultproxy import server_error
+
+pytestmark = pytest.mark.cluster
+
+TARGET_LABELS = {"namespace", "pod", "node", "job", "instance", "service", "endpoint", "container"}
+"""Labels Prometheus attaches to every sample of a target (the ServiceMonitors')."""
+CREDENTIALS = {"koordpy_kube_unauthorized_total", "koordpy_kube_credentials_refused"}
+"""Exposed by every component once credentials that renew land (the credentials alert and panels use them)."""
+_SELECTOR = re.compile(r"\b(koordpy_[a-z_]+)\s*(\{[^}]*\})?")
+_MATCHER = re.compile(r'([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)\s*"')
+_GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(\{[^}]*\})?\s")
+_LABEL = re.compile(r'([A-Za-z_]\w*)="')
+
+
+@dataclass(frozen=True)
+class Expression:
+    where: str
+    """``alert <name>`` or ``panel <title>``."""
+    selectors: tuple[tuple[str, frozenset[str]], ...]
+    """(series name, label names its matchers use)."""
+    grouping: frozenset[str]
+    """Label names of its ``by``/``without`` clauses."""
+
+
+def parse(where: str, expr: str) -> Expression:
+    selectors = tuple((name, frozenset(_MATCHER.findall(matchers or ""))) for name, matchers in _SELECTOR.findall(expr))
+    grouping = frozenset(
+        label.strip() for group in _GROUPING.findall(expr) for label in group.split(",") if label.strip()
+    )
+    return Expression(where, selectors, grouping)
+
+
+def expressions() -> list[Expression]:
+    """Every expression of the chart's PrometheusRule and dashboard, as the real helm renders them for a
+    cluster with the Prometheus Operator."""
+    rendered = subprocess.run(
+        [
+            str(HELM),
+            "template",
+            "koordpy",
+            str(CHART),
+            "-n",
+            RELEASE_NAMESPACE,
+            "--api-versions",
+            "monitoring.coreos.com/v1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_BACKSTOP,
+        check=True,
+    ).stdout
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    found = [parse(f"alert {r['alert']}", r["expr"]) for g in rule["spec"]["groups"] for r in g["rules"]]
+    (board,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    for panel in json.loads(board["data"]["koordpy.json"])["panels"]:
+        for target in panel.get("targets", []):
+            found.append(parse(f"panel {panel['title']}", target["expr"]))
+    assert len(found) >= 40, len(found)
+    return found
+
+
+def scrape_labels(text: str) -> dict[str, list[frozenset[str]]]:
+    """Series name -> the label-name set of each of its samples."""
+    out: dict[str, list[frozenset[str]]] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        match = _SAMPLE.match(line)
+        assert match, line
+        out.setdefault(match[1], []).append(frozenset(_LABEL.findall(match[2] or "")))
+    return out
+
+
+def problems(exprs: list[Expression], exposed: dict[str, list[frozenset[str]]], skip: set[str]) -> list[str]:
+    found = []
+    for expr in exprs:
+        names = [name for name, _ in expr.selectors if name not in skip]
+        available: set[str] = set()
+        for name, matched in expr.selectors:
+            if name in skip:
+                continue
+            samples = exposed.get(name)
+            if not samples:
+                found.append(f"{expr.where}: {name} is not exposed")
+                continue
+            for labels in samples:
+                available |= labels
+                if missing := (matched - TARGET_LABELS) - labels:
+                    found.append(f"{expr.where}: {name} has a sample without {sorted(missing)}")
+                    break
+        if names and (missing := (expr.grouping - TARGET_LABELS) - available):
+            found.append(f"{expr.where}: grouped by {sorted(missing)}, which none of {names} has")
+    return found
+
+
+# ---- the components at work ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scraped(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube, tmp_path: Path
+) -> Iterator[dict[str, str]]:
+    node = space.node("n0", cpu="16", memory="64Gi")
+    space.wait_nodes_ready()
+    # the extender, with kube-scheduler in front of it: one pod scheduled through the profile
+    koordpy.start_scheduling()
+    space.create_pod("scheduled")
+    wait_until("the pod bound through the profile", lambda: space.count_bound(1))
+    # a bind that fails: the pod does not exist (the extender reads it from the API: 404)
+    bind = {"PodName": "absent", "PodNamespace": space.namespace, "PodUID": "0-absent", "Node": node}
+    answer = httpx.post(koordpy.extender_base + "/bind", json=bind, timeout=HANG_BACKSTOP)
+    assert answer.status_code == 200 and answer.json()["Error"], answer.text
+
+    # the manager behind a fault proxy: a migration whose first status write fails, then evicts its pod
+    api = koordpy.api_proxy()
+    koordpy.start_manager({"migrationController": {"defaultJobMode": "EvictDirectly"}}, api=api)
+    api.inject(server_error(), verbs=["patch"], resource="podmigrationjobs", count=1)
+    victim = space.create_pod("victim", scheduler="default-scheduler")
+    wait_until(
+        "the victim Running",
+        lambda: (kube.get("Pod", "victim", space.namespace) or {}).get("status", {}).get("phase") == "Running",
+    )
+    job = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": f"{space.namespace}-move"},
+        "spec": {"mode": "EvictDirectly", "ttl": "5m", "podRef": {"namespace": space.namespace, "name": "victim"}},
+    }
+    kube.create(job)
+    assert victim["metadata"]["uid"]
+
+    # the agent for the kwok node, on a fabricated cgroup tree and /proc
+    busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
+    tree = FakeCgroupTree(tmp_path / "cgroup", version=2, driver="systemd")
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.1):
+            busy.tick()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        _, readyz = koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
+        agent_metrics = readyz.replace("/readyz", "/metrics")
+        wait_until(
+            "the agent reported its node",
+            lambda: (
+                'koordpy_agent_nodemetric_reports_total{result="ok"} 0.0'
+                not in httpx.get(agent_metrics, timeout=HANG_BACKSTOP).text
+            ),
+        )
+        wait_until(
+            "the migration evicted its pod after a failed status write",
+            lambda: (
+                "koordpy_migration_errors_total{"
+                in httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text
+                and (kube.get("PodMigrationJob", job["metadata"]["name"]) or {}).get("status", {}).get("phase")
+                == "Succeeded"
+            ),
+        )
+        yield {
+            "extender": httpx.get(koordpy.extender_ops + "/metrics", timeout=HANG_BACKSTOP).text,
+            "manager": httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text,
+            "agent": httpx.get(agent_metrics, timeout=HANG_BACKSTOP).text,
+        }
+    finally:
+        stop.set()
+        ticker.join(timeout=5)
+        kube.delete("PodMigrationJob", job["metadata"]["name"])
+
+
+def test_every_series_the_alerts_and_the_dashboard_name_is_exposed_with_its_labels(scraped: dict[str, str]) -> None:
+    exprs = expressions()
+    per_component = {name: scrape_labels(text) for name, text in scraped.items()}
+    exposed: dict[str, list[frozenset[str]]] = {}
+    for series in per_component.values():
+        for name, samples in series.items():
+            exposed.setdefault(name, []).extend(samples)
+    assert problems(exprs, exposed, skip=CREDENTIALS) == []
+    # each family from the component that owns it
+    for component, prefixes in (
+        ("extender", ("koordpy_extender_",)),
+        ("manager", ("koordpy_migration_", "koordpy_reservation")),
+        ("agent", ("koordpy_agent_",)),
+    ):
+        named = {n for e in exprs for n, _ in e.selectors if n.startswith(prefixes)}
+        assert named and named <= per_component[component].keys(), sorted(named - per_component[component].keys())
+    # no koordpy series carries a label Prometheus sets on the target itself
+    clashes = {n: sorted(set().union(*s) & TARGET_LABELS) for n, s in exposed.items() if n.startswith("koordpy_")}
+    assert {n: c for n, c in clashes.items() if c} == {}
+    # and the check itself bites: a name or a label no component has is reported
+    bogus = [
+        parse("test", "sum by (verb) (rate(koordpy_extender_requets_total[5m]))"),
+        parse("test", 'koordpy_agent_ticks_total{kind="x"}'),
+    ]
+    assert len(problems(bogus, exposed, skip=set())) == 2
+
+
+def test_the_credentials_series_are_exposed_by_every_component(scraped: dict[str, str]) -> None:
+    """koordpy_kube_unauthorized_total and koordpy_kube_credentials_refused, on all three components."""
+    for component, text in scraped.items():
+        names = scrape_labels(text).keys()
+        assert names >= CREDENTIALS, f"{component} exposes none of {sorted(CREDENTIALS - names)}"
