@@ -25,7 +25,7 @@ from koordpy_testkit.bounds import HANG_BACKSTOP
 
 LOOPBACK = "127.0.0.1"
 
-__all__ = ["LOOPBACK", "Proc", "free_port", "wait_http"]
+__all__ = ["LOOPBACK", "Proc", "free_port", "stop_all", "wait_http"]
 
 
 def free_port() -> int:
@@ -142,6 +142,17 @@ class Proc:
                 raise RuntimeError(f"{self.name} exited ({self.popen and self.popen.returncode}):\n{self.tail()}")
             time.sleep(0.05)
         raise TimeoutError(f"{self.name}: no {needle!r} in the log after {timeout}s:\n{self.tail()}")
+
+
+def stop_all(procs: Sequence[Proc], grace: float = 5.0) -> None:
+    """Stop several processes at once: SIGTERM to every group first, then each reaped within one shared
+    ``grace`` (SIGKILL for what is left), so stopping n processes takes one grace period, not n."""
+    for proc in procs:
+        if proc.alive():
+            proc._signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        proc.stop(grace=max(0.0, deadline - time.monotonic()))
 
 
 def wait_http(
