@@ -72,7 +72,7 @@ def test_every_alert_is_tested_firing_and_quiet() -> None:
 
 def test_a_broken_rule_fails_its_unit_test(rules_dir: Path, tmp_path: Path) -> None:
     """The unit tests judge the rules: the filter alert's threshold raised to 50 % fails them."""
-    groups = rule_groups("--set", "prometheusRule.errorRatio=0.5")
+    groups = rule_groups("--set-json", "prometheusRule.errorRatio=0.5")
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     (tmp_path / "scheduling.yaml").write_text((rules_dir / "scheduling.yaml").read_text())
     tested = promtool("test", "rules", "scheduling.yaml", cwd=tmp_path)

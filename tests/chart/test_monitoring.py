@@ -213,9 +213,14 @@ def test_the_dashboard_configmap_is_labelled_for_the_grafana_sidecar() -> None:
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert configmap["metadata"]["namespace"] == "koordpy-system"
     assert board == json.loads((CHART / "dashboards" / "koordpy.json").read_text())
-    moved, _ = dashboard("--set", "dashboards.namespace=monitoring", "--set-json", 'dashboards.labels={"dash":"yes"}')
+    moved, _ = dashboard(
+        "--set",
+        "dashboards.namespace=monitoring",
+        "--set-json",
+        'dashboards.labels={"dash":"yes","grafana_dashboard":null}',
+    )
     assert moved["metadata"]["namespace"] == "monitoring" and moved["metadata"]["labels"]["dash"] == "yes"
-    assert "grafana_dashboard" not in moved["metadata"]["labels"]
+    assert "grafana_dashboard" not in moved["metadata"]["labels"]  # helm merges maps: null removes a default key
     assert not [
         c
         for c in of_kind(render("--set", "dashboards.enabled=false"), "ConfigMap")

@@ -148,19 +148,34 @@ def scraped(
     api = koordpy.api_proxy()
     koordpy.start_manager({"migrationController": {"defaultJobMode": "EvictDirectly"}}, api=api)
     api.inject(server_error(), verbs=["patch"], resource="podmigrationjobs", count=1)
-    victim = space.create_pod("victim", scheduler="default-scheduler")
-    wait_until(
-        "the victim Running",
-        lambda: (kube.get("Pod", "victim", space.namespace) or {}).get("status", {}).get("phase") == "Running",
+    # a Deployment's pod (a bare pod is never migrated): the default scheduler places both on the node
+    labels = {"app": "web"}
+    template = space.pod("web", scheduler="default-scheduler", labels=labels)
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": space.namespace},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": template["spec"]},
+            },
+        }
     )
+
+    def running() -> list[str]:
+        pods = [p for p in space.pods().values() if p["metadata"].get("labels") == labels]
+        return sorted(p["metadata"]["name"] for p in pods if p.get("status", {}).get("phase") == "Running")
+
+    victim = wait_until("the Deployment's pods Running", lambda: running() if len(running()) == 2 else None)[0]
     job = {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "PodMigrationJob",
         "metadata": {"name": f"{space.namespace}-move"},
-        "spec": {"mode": "EvictDirectly", "ttl": "5m", "podRef": {"namespace": space.namespace, "name": "victim"}},
+        "spec": {"mode": "EvictDirectly", "ttl": "5m", "podRef": {"namespace": space.namespace, "name": victim}},
     }
     kube.create(job)
-    assert victim["metadata"]["uid"]
 
     # the agent for the kwok node, on a fabricated cgroup tree and /proc
     busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
