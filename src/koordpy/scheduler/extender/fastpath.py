@@ -102,7 +102,7 @@ NESTED = (
     ("server_state", "default_headers"),
 )
 
-PROBE_LIMITS = ListenerLimits(max_header_bytes=4096, request_read_seconds=0.25)
+PROBE_LIMITS = ListenerLimits(max_header_bytes=4096, request_read_seconds=0.1)
 _ASGI_MARK = b"answered by the ASGI app"
 
 
@@ -365,11 +365,6 @@ async def _check_serving(inline_missing: list[str]) -> ProtocolCheck:
     from koordpy.scheduler.extender.inline import inline_verb_protocol
     from koordpy.scheduler.extender.listener import limited_protocol
 
-    limited = await _probe("listener limits", lambda: limited_protocol(PROBE_LIMITS), _probe_limited)
-    if limited:
-        return ProtocolCheck("standard", tuple(limited))
-    if inline_missing:
-        return ProtocolCheck("limited", tuple(inline_missing))
     service = _ProbeService()
     instances: list[Any] = []
 
@@ -382,5 +377,18 @@ async def _check_serving(inline_missing: list[str]) -> ProtocolCheck:
 
         return type("ProbedInlineVerbProtocol", (base,), {"connection_made": connection_made})
 
-    inline = await _probe("inline verbs", make_inline, lambda port: _probe_inline(port, service, instances))
+    async def no_inline_probe() -> list[str]:
+        return []
+
+    # both at once (each waits on its own server's start and stop)
+    limited, inline = await asyncio.gather(
+        _probe("listener limits", lambda: limited_protocol(PROBE_LIMITS), _probe_limited),
+        no_inline_probe()
+        if inline_missing
+        else _probe("inline verbs", make_inline, lambda port: _probe_inline(port, service, instances)),
+    )
+    if limited:
+        return ProtocolCheck("standard", tuple(limited))
+    if inline_missing:
+        return ProtocolCheck("limited", tuple(inline_missing))
     return ProtocolCheck("limited", tuple(inline)) if inline else ProtocolCheck("inline")
