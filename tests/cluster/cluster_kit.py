@@ -84,6 +84,7 @@ _PLURALS = {
     "Deployment": ("apps", "v1", "deployments", True),
     "ReplicaSet": ("apps", "v1", "replicasets", True),
     "DaemonSet": ("apps", "v1", "daemonsets", True),
+    "StatefulSet": ("apps", "v1", "statefulsets", True),
     "Job": ("batch", "v1", "jobs", True),
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets", True),
     "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", False),

@@ -741,3 +741,67 @@ def test_the_manager_writes_podgroup_status_and_one_quorum_event_per_object(
         and e["verb"] in ("patch", "update")
     }
     assert writes == {("podgroups", "status")}, writes
+
+
+def gang_refusals(koordpy: Components) -> float:
+    """``koordpy_extender_preemption_nodes_refused_total{reason="gang"}``."""
+    prefix = 'koordpy_extender_preemption_nodes_refused_total{reason="gang"}'
+    lines = [line for line in koordpy.extender_metrics().splitlines() if line.startswith(prefix)]
+    return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
+
+
+def test_preemption_never_takes_a_running_gang_below_its_minimum(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """One 16 GiB node runs a gang of two (Koordinator's annotations, minimum 2, 6 GiB each, priority 0,
+    placed by the default scheduler): under 4 GiB stay free. A 6 GiB pod of priority 1000 fits only if one
+    member goes: kube-scheduler's preemption picks that one member, the extender's preempt verb refuses the
+    node (2-1 = 1 < 2 would keep running), and no member is deleted. A 12 GiB pod needs both members gone:
+    the gang is disrupted whole, which the verb allows, and the pod binds. (Memory, not cpu, is the scarce
+    resource: the 12 GiB pod's estimated usage stays under the load-aware memory threshold.)"""
+    node = ready_nodes(space, kube, 1)[0]
+    koordpy.start_scheduling()
+    gang = {f"{GANG}name": "pair", f"{GANG}min-available": "2"}
+    for name in ("g0", "g1"):
+        space.create_pod(name, cpu="100m", memory="6Gi", scheduler="default-scheduler", annotations=gang)
+    wait_until("the gang runs", lambda: space.count_bound(2))
+    members = {name: pod["metadata"]["uid"] for name, pod in space.pods().items()}
+    high = f"{space.namespace}-high"
+    kube.create(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high}, "value": 1000}
+    )
+    before = gang_refusals(koordpy)
+    space.create_pod("one", cpu="100m", memory="6Gi", priority_class=high)
+
+    def judged() -> str | None:
+        """``refused`` once the verb refused the node for the gang; what happened to a member if one went."""
+        if gang_refusals(koordpy) > before:
+            return "refused"
+        pods = space.pods()
+        gone = [
+            n
+            for n, uid in members.items()
+            if n not in pods or pods[n]["metadata"]["uid"] != uid or pods[n]["metadata"].get("deletionTimestamp")
+        ]
+        return f"preempted {gone}" if gone else None
+
+    outcome = wait_until("kube-scheduler's preemption judged", judged)
+    assert outcome == "refused", outcome
+    time.sleep(2)  # kube-scheduler retries the pod: still no member goes
+    pods = space.pods()
+    assert {n: p["metadata"]["uid"] for n, p in pods.items() if n in members} == members
+    assert not any(pods[n]["metadata"].get("deletionTimestamp") for n in members)
+    assert not pods["one"]["spec"].get("nodeName")
+    deleted = [
+        e
+        for e in control_plane.audit_events()
+        if e["verb"] == "delete"
+        and (e.get("objectRef") or {}).get("namespace") == space.namespace
+        and e["objectRef"].get("name") in members
+    ]
+    assert deleted == []
+    kube.delete("Pod", "one", space.namespace, grace=0)
+    space.create_pod("whole", cpu="100m", memory="12Gi", priority_class=high)
+    placed = wait_until("the pod that takes the whole gang binds", lambda: space.bound().get("whole"))
+    assert placed == node
+    assert not set(members) & set(space.bound())  # both members went, together

@@ -316,3 +316,119 @@ def test_an_evictor_the_chart_does_not_grant_fails_the_job_at_once(
     ]
     assert [e["responseStatus"]["code"] for e in deletes] == [403]
     assert pods[0] in space.pods() and not space.pods()[pods[0]]["metadata"].get("deletionTimestamp")
+
+
+def gang_set(space: Space, name: str, members: int) -> dict[str, Any]:
+    """A StatefulSet of ``members`` pods that make the gang ``name`` (a ``scheduling.sigs.k8s.io`` PodGroup),
+    one pod per node (required anti-affinity), scheduled by the stock default scheduler. (Not a batch Job:
+    kwok completes a Job's pods at once, and a gang that has finished has nothing left to keep whole.)"""
+    labels = {"app": name, "pod-group.scheduling.sigs.k8s.io": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": space.namespace},
+        "spec": {
+            "replicas": members,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": space.selector,
+                    "terminationGracePeriodSeconds": 0,
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": {"app": name}},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.invalid/train:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+GANG_OF_FOUR = {
+    "migrationController": {
+        "defaultJobMode": "EvictDirectly",
+        # a 4-replica StatefulSet: the implicit per-workload limits (2) would never let its four members
+        # move together, and 4 == maxMigratingPerWorkload trips the expected-replicas guard
+        "maxMigratingPerWorkload": 4,
+        "maxUnavailablePerWorkload": 4,
+        "skipCheckExpectedReplicas": True,
+    }
+}
+
+
+def test_a_job_for_one_member_of_a_running_gang_waits_and_the_gang_moves_together(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """A running gang of four (a StatefulSet's pods, PodGroup minMember 4). A job for one member would
+    leave three running and one pending: it waits, condition ``Waiting``/``GangBelowMinimum`` and one
+    Event, and the audit log shows no eviction. Once every member has a job, the four pass in one round
+    (each carries ``koordpy.io/gang-migration`` naming the four) and the audit log shows the four
+    evictions, all after the last job was created."""
+    for i in range(4):
+        space.node(f"n{i}", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": space.namespace},
+            "spec": {"minMember": 4},
+        }
+    )
+    kube.create(gang_set(space, "train", 4))
+    pods = running_pods(space, "train", 4)
+    uids = {name: space.pods()[name]["metadata"]["uid"] for name in pods}
+    manager = koordpy.start_manager(GANG_OF_FOUR)
+    first = kube.create(job(space, "m0", pods[0]))["metadata"]["name"]
+
+    def judged() -> dict[str, Any] | None:
+        """The job's status once arbitration said something: a named wait, or it moved on."""
+        found = status(kube, first)
+        return found if waiting(found) is not None or found.get("phase") not in (None, "Pending") else None
+
+    judged_status: dict[str, Any] = wait_until("arbitration judged the job", judged)
+    condition = waiting(judged_status)
+    assert condition is not None and condition["reason"] == "GangBelowMinimum", judged_status
+    assert f"moving pod {space.namespace}/{pods[0]} alone leaves 3 < 4" in condition["message"], condition
+    wait_until("the GangBelowMinimum Event", lambda: "GangBelowMinimum" in event_reasons(kube, first))
+    time.sleep(2)  # four rounds: still waiting, told once, nothing evicted
+    assert (status(kube, first).get("phase") or "Pending") == "Pending"
+    assert [e.get("count") or 1 for e in job_events(kube, first) if e["reason"] == "GangBelowMinimum"] == [1]
+    now = {name: pod["metadata"]["uid"] for name, pod in space.pods().items()}
+    assert now == uids  # the same four pods run, none was replaced
+
+    def evictions_of_the_gang() -> list[dict[str, Any]]:
+        return [e for e in manager_audit(control_plane, "pods", "eviction") if e["objectRef"].get("name") in pods]
+
+    assert evictions_of_the_gang() == []
+    names = [first] + [kube.create(job(space, f"m{i}", pods[i]))["metadata"]["name"] for i in range(1, 4)]
+    last_created = max(parse_rfc3339((kube.get(PMJ, n) or {})["metadata"]["creationTimestamp"]) for n in names)
+    wait_until(
+        "the four jobs done", lambda: all(status(kube, n).get("phase") == "Succeeded" for n in names), timeout=300
+    )
+    unit = json.dumps({"gang": f"gang {space.namespace}/train", "jobs": sorted(names)}, separators=(",", ":"))
+    for name in names:
+        annotations = (kube.get(PMJ, name) or {})["metadata"]["annotations"]
+        assert annotations["koordpy.io/gang-migration"] == unit, annotations
+    evicted = evictions_of_the_gang()
+    assert sorted((e["objectRef"]["name"], e["responseStatus"]["code"]) for e in evicted) == [(p, 201) for p in pods]
+    assert min(parse_rfc3339(e["requestReceivedTimestamp"]) for e in evicted) >= last_created
+    log = manager.log.read_text(errors="replace")
+    assert f"pass together: gang {space.namespace}/train moves as one" in log
+    assert "Traceback" not in log

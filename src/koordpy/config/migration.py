@@ -60,10 +60,12 @@ EvictionGate = Literal[
     "LabelSelector",
     "Namespaces",
     "NodeFit",
+    "GangDisruption",
 ]
 
 EVICTION_GATES: tuple[str, ...] = get_args(EvictionGate)
-"""Names ``skipEvictionGates`` accepts (Koordinator v1.8)."""
+"""Names ``skipEvictionGates`` accepts: Koordinator v1.8's, and koordpy's ``GangDisruption`` (the gang rule
+of the arbitration: no job takes a running gang below its minimum)."""
 
 PERCENT_PATTERN = r"^(0|[1-9][0-9]{0,8})%$"
 
@@ -215,7 +217,7 @@ class MigrationControllerArgs(_Args):
     node_fit: bool = Field(False, alias="nodeFit", strict=True)
     """Must be false: a fit check of the pod against the other nodes is not built in koordpy."""
     skip_eviction_gates: tuple[EvictionGate, ...] = Field((), alias="skipEvictionGates")
-    """Filters skipped by name (Koordinator v1.8)."""
+    """Filters skipped by name (Koordinator v1.8), and koordpy's ``GangDisruption`` (the gang rule)."""
     max_migrating_globally: int | None = Field(None, alias="maxMigratingGlobally", strict=True, le=2**31 - 1)
     max_migrating_per_node: int | None = Field(2, alias="maxMigratingPerNode", strict=True, le=2**31 - 1)
     max_migrating_per_namespace: int | None = Field(None, alias="maxMigratingPerNamespace", strict=True, le=2**31 - 1)

@@ -35,6 +35,21 @@ Counting is arbitration-aware: a Pending job counts only once it passed, and a j
 round counts for the jobs after it (Koordinator's fix for its deadlock #1150). Filters named in ``skipEvictionGates``
 are skipped.
 
+**Gangs** (koordpy; no upstream descheduler has it): a job for a running member of a gang
+(:mod:`koordpy.scheduler.plugins.gang.disruption`) passes alone only while the gang keeps enough running
+members (:func:`~koordpy.scheduler.plugins.gang.disruption.keeps_gang`): at least its minimum for a
+``minimum`` gang (every CRD and annotation gang), none other for an ``all`` gang (a native PodGroup's
+``disruptionMode: all``); a ``single`` gang's members are judged alone. A job that would take
+its gang lower moves only with every running member of its unit (the gang, or its whole GangGroup) that
+is not leaving already: when each of them has a waiting job, those jobs are judged together in this round,
+each by every filter above and counted against every limit, and all pass or none does (the counts of a
+unit that does not pass are taken back). Otherwise the job is requeued by ``GangBelowMinimum`` (an ``all``
+gang: ``GangDisruptionAll``) naming the members without a job, or, when the unit is complete but one of
+its jobs is held or refused, by ``GangMemberWaiting`` naming that job. The gate ``GangDisruption`` in
+``skipEvictionGates`` turns the rule off; the evict annotation bypasses it, as it bypasses the limits; a
+job whose ttl ran out, whose pod is missing or already migrating, or whose pod does not run, is judged
+as any other.
+
 Cost (``bench/arbitration.py``): each job's pod is looked up once; the sorts are stable sorts of one
 index permutation (a pass whose key is equal for all jobs is skipped); a workload's limits are resolved
 once per controller per round; the non-retryable filters run only for a pod with one of its
@@ -66,8 +81,10 @@ from koordpy.descheduler.objects import (
     Workload,
     resolve_workload,
 )
+from koordpy.scheduler.plugins.gang.disruption import DisruptionGang, GangTable, keeps_gang
 
 __all__ = [
+    "GANG_FILTERS",
     "NON_RETRYABLE_FILTERS",
     "REASON_FORBIDDEN",
     "REASON_TIMEOUT",
@@ -110,6 +127,12 @@ RETRYABLE_FILTERS = (
     "MaxMigratingPerWorkload",
     "MaxUnavailablePerWorkload",
 )
+GANG_BELOW_MINIMUM = "GangBelowMinimum"
+GANG_DISRUPTION_ALL = "GangDisruptionAll"
+GANG_MEMBER_WAITING = "GangMemberWaiting"
+GANG_FILTERS = (GANG_BELOW_MINIMUM, GANG_DISRUPTION_ALL, GANG_MEMBER_WAITING)
+"""The gang rule's requeue reasons (see the module docstring); ``skipEvictionGates: [GangDisruption]`` skips them."""
+GANG_GATE = "GangDisruption"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +145,8 @@ class Verdict:
     """The filter that decided, or None for a pass (and for a pass by the evict annotation)."""
     reason: str
     """Human-readable explanation naming the pod and the numbers compared."""
+    gang: str = ""
+    """For a job that passed with its gang's other jobs: the gang (or GangGroup) they move as, else ""."""
 
     @property
     def job_reason(self) -> str:
@@ -398,6 +423,30 @@ class _Round:
             if pod.available:  # an unready pod is already counted as unavailable
                 self.unavailable[owner.uid] = self.unavailable.get(owner.uid, 0) + 1
 
+    def uncount(self, pod_key: str, pod: MigrationPod | None, namespace: str) -> None:
+        """Take back one :meth:`count` (a gang's jobs that were tried together and did not all pass)."""
+        if pod_key not in self.active_pods:
+            return
+        self.active_pods.discard(pod_key)
+        _decrement(self.per_namespace, namespace)
+        if pod is None:
+            return
+        if pod.node_name:
+            _decrement(self.per_node, pod.node_name)
+        owner = self.workload_of(pod)
+        if owner is not None:
+            _decrement(self.migrating, owner.uid)
+            if pod.available:
+                _decrement(self.unavailable, owner.uid)
+
+
+def _decrement(counts: dict[str, int], key: str) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
 
 def _limit(value: int | None, gate: str, skip: frozenset[str]) -> int | None:
     """A count limit, or None when unset, 0 or less (off, as upstream) or skipped."""
@@ -550,13 +599,15 @@ def arbitrate(
     *,
     nodes: Mapping[str, Mapping[str, str]] | None = None,
     limited_workloads: frozenset[str] = frozenset(),
+    gangs: GangTable | None = None,
 ) -> ArbitrationResult:
     """One round: sort the waiting jobs among ``jobs`` and give each a verdict (see the module docstring).
 
     ``jobs``: every PodMigrationJob known (waiting ones are decided, active ones are counted);
     ``pods``: by ``namespace/name``; ``workloads``: controllers by UID (ReplicaSets, Deployments, ...);
     ``nodes``: node labels by node name, read only for ``nodeSelector`` (an unknown node has no labels);
-    ``limited_workloads``: workload UIDs whose object limiter has no token now.
+    ``limited_workloads``: workload UIDs whose object limiter has no token now; ``gangs``: the gangs of
+    the jobs' pods (None or empty: no pod is in a gang).
     """
     waiting: list[MigrationJob] = []
     active: list[MigrationJob] = []
@@ -579,11 +630,161 @@ def arbitrate(
     state = _Round(active, pods, workloads, args, nodes=nodes or {}, limited_workloads=limited_workloads)
     requeues = _Requeues()
     verdicts: dict[str, Verdict] = {}
+    units = None
+    if gangs is not None and gangs.pod_gang and GANG_GATE not in state.skip:
+        units = _Units(gangs, ordered, verdicts, state=state, requeues=requeues, now=now)
     for job, pod in ordered:
+        if units is not None and pod is not None:
+            if job.name in verdicts:
+                continue  # decided with its gang
+            gang = units.of(job.pod_key)
+            if gang is not None:
+                together = units.decide(job, pod, gang)
+                if together is not None:
+                    verdicts.update(together)
+                    continue
         verdict = verdicts[job.name] = _decide(job, pod, state, requeues, now)
         if verdict.verdict == "pass":
             state.count(job.pod_key, pod, job.pod_namespace)
     return ArbitrationResult(tuple([job.name for job, _ in ordered]), verdicts)
+
+
+class _Units:
+    """The gang rule of one round (see the module docstring): which jobs a gang's member must move with."""
+
+    def __init__(
+        self,
+        gangs: GangTable,
+        ordered: Sequence[_Entry],
+        verdicts: dict[str, Verdict],
+        *,
+        state: _Round,
+        requeues: _Requeues,
+        now: float,
+    ) -> None:
+        self.gangs = gangs
+        self.verdicts = verdicts
+        self.state = state
+        self.requeues = requeues
+        self.now = now
+        self.jobs: dict[str, list[tuple[int, MigrationJob, MigrationPod]]] = {}
+        """Waiting jobs of gang members by pod key, in arbitration order."""
+        self.of = gangs.of
+        self.incomplete: dict[tuple[str, ...], tuple[int, list[str], list[str]]] = {}
+        """GangGroup -> (active pods counted, members needed, members without a job) when last found lacking
+        jobs: a gang of 1,000 with 500 jobs is looked at once per round, not 500 times."""
+        pod_gang = gangs.pod_gang
+        found = [(index, job, pod) for index, (job, pod) in enumerate(ordered) if job.pod_key in pod_gang]
+        for index, job, pod in found:
+            if pod is not None:
+                self.jobs.setdefault(job.pod_key, []).append((index, job, pod))
+
+    def _job_for(self, pod_key: str) -> tuple[int, MigrationJob, MigrationPod] | None:
+        """The member's first job without a verdict in this round, else its first job (decided)."""
+        found = self.jobs.get(pod_key)
+        if not found:
+            return None
+        return next((entry for entry in found if entry[1].name not in self.verdicts), found[0])
+
+    def decide(self, job: MigrationJob, pod: MigrationPod, gang: DisruptionGang) -> dict[str, Verdict] | None:
+        """Verdicts for ``job`` and the jobs that move with it, or None when the job is judged alone."""
+        state, requeues, now = self.state, self.requeues, self.now
+        key = job.pod_key
+        active = state.active_pods
+        if (
+            gang.disruption == "single"
+            or key not in gang.running
+            or key in active
+            or pod.evict_annotation
+            or (job.ttl_seconds is not None and now - job.creation_time >= job.ttl_seconds)
+        ):
+            return None
+        leaving = len(gang.running & active)
+        stays = len(gang.running) - leaving - 1
+        unit = self.gangs.unit(gang)
+        if keeps_gang(gang, leaving + 1) and (stays > 0 or len(unit) == 1):
+            return None  # alone, it leaves the gang its minimum
+        seen = self.incomplete.get(gang.group)
+        if seen is not None and seen[0] == len(active):
+            # the unit lacked jobs when judged for another member, and nothing passed since
+            needed, missing = seen[1], seen[2]
+            verdict = _incomplete(pod, gang, len(unit), stays=stays, leaving=leaving, needed=needed, missing=missing)
+            return {job.name: verdict}
+        needed = sorted({k for g in unit for k in g.running if k not in active})
+        if needed == [key]:
+            return None  # every other running member of its unit is migrating already: the unit moves whole
+        entries = [self._job_for(k) for k in needed]
+        missing = [k for k, entry in zip(needed, entries, strict=True) if entry is None]
+        if missing:
+            self.incomplete[gang.group] = (len(active), needed, missing)
+            verdict = _incomplete(pod, gang, len(unit), stays=stays, leaving=leaving, needed=needed, missing=missing)
+            return {job.name: verdict}
+        members = sorted((e for e in entries if e is not None), key=lambda e: e[0])
+        label = gang.label
+        blocked = next(((j, self.verdicts[j.name]) for _, j, _ in members if j.name in self.verdicts), None)
+        if blocked is not None:  # a member's job was judged earlier in this round, and did not pass
+            return {job.name: _member_waiting(label, len(members), *blocked)}
+        own: dict[str, Verdict] = {}
+        counted: list[tuple[str, MigrationPod, str]] = []
+        first_refused: tuple[MigrationJob, Verdict] | None = None
+        for _, member, member_pod in members:
+            verdict = own[member.name] = _decide(member, member_pod, state, requeues, now)
+            if verdict.verdict != "pass":
+                first_refused = first_refused or (member, verdict)
+            elif member.pod_key not in state.active_pods:
+                state.count(member.pod_key, member_pod, member.pod_namespace)
+                counted.append((member.pod_key, member_pod, member.pod_namespace))
+        if first_refused is None:
+            reason = (
+                f"passed all filters; moves with {label} together: "
+                f"{len(members)} PodMigrationJobs admitted in one round"
+            )
+            return {member.name: Verdict("pass", None, reason, label) for _, member, _ in members}
+        for counted_key, counted_pod, namespace in reversed(counted):
+            state.uncount(counted_key, counted_pod, namespace)
+        waits = _member_waiting(label, len(members), *first_refused)
+        return {name: verdict if verdict.verdict != "pass" else waits for name, verdict in own.items()}
+
+
+def _incomplete(
+    pod: MigrationPod,
+    gang: DisruptionGang,
+    unit_size: int,
+    *,
+    stays: int,
+    leaving: int,
+    needed: list[str],
+    missing: list[str],
+) -> Verdict:
+    """``GangBelowMinimum`` (``GangDisruptionAll``): some members of the unit have no waiting job."""
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    already = f" ({leaving} migrating already)" if leaving else ""
+    whose = f"gang {gang.id}" if unit_size == 1 else f"gang {gang.id} of {gang.label}"
+    if gang.disruption == "all":
+        name = GANG_DISRUPTION_ALL
+        why = f"{whose} (disruptionMode all): {len(gang.running)} members run{already}; they move all together or none"
+    else:
+        name = GANG_BELOW_MINIMUM
+        why = (
+            f"{whose} ({gang.mode}, minimum {gang.min_member}): {len(gang.running)} members run{already}; "
+            f"moving pod {pod.key} alone leaves {stays} < {gang.min_member}"
+        )
+    return Verdict(
+        "requeue",
+        name,
+        f"{why}: it moves only together with the {len(needed)} running members of {gang.label} not yet "
+        f"migrating, and {len(missing)} of them have no waiting PodMigrationJob ({shown})",
+    )
+
+
+def _member_waiting(label: str, size: int, member: MigrationJob, verdict: Verdict) -> Verdict:
+    held = "is refused" if verdict.verdict == "fail" else "waits"
+    return Verdict(
+        "requeue",
+        GANG_MEMBER_WAITING,
+        f"moves only with {label} together ({size} PodMigrationJobs); job {member.name} for pod "
+        f"{member.pod_key} {held}: {verdict.filter}: {verdict.reason}",
+    )
 
 
 _PASSED = "passed all filters"

@@ -30,6 +30,14 @@ Where koordpy differs, deliberately:
   the job with ``Timeout`` instead of retrying for ever.
 - The scavenger deletes finished jobs only (``ttl`` + 5 minutes after creation); upstream deletes any job.
 
+Gangs: jobs that passed arbitration together (a gang that moves as one, see
+:mod:`koordpy.descheduler.arbitration`) carry the annotation ``koordpy.io/gang-migration`` naming the gang
+and the jobs (:func:`gang_migration`). Such a job is not held by ``objectLimiters.workload`` (its unit
+passed the limiter's arbitration filter as one disruption of the workload; its eviction is still recorded),
+and in ``ReservationFirst`` it evicts only once every job of its unit has its Reservation Available or
+has evicted already (condition ``Waiting``, reason ``WaitForGang``; :func:`gang_eviction_barrier`); a job of the
+unit that failed before its eviction fails the others that have not evicted (``ForbiddenMigratePod``).
+
 Not guaranteed: the adapter's writes may lose a race with another writer; the next decision on the
 re-read job corrects course. Rate limiters live in memory and start full after a restart. Preemption
 for a Reservation (``preemptionOptions``) is not built, nor upstream's path for a pod not yet scheduled
@@ -57,6 +65,7 @@ from koordpy.model.names import dns1123_label_problem, dns1123_subdomain_problem
 from koordpy.model.objects import PodInfo
 
 __all__ = [
+    "ANNOTATION_GANG_MIGRATION",
     "ANNOTATION_PASSED_ARBITRATION",
     "ANNOTATION_SOFT_EVICTION",
     "CONDITION_INVALID",
@@ -67,6 +76,8 @@ __all__ = [
     "Evict",
     "EvictorName",
     "Finish",
+    "GangEvictionBarrier",
+    "GangMigration",
     "Ignore",
     "JobEvent",
     "JobFacts",
@@ -85,6 +96,9 @@ __all__ = [
     "decide",
     "eviction_retry_delay",
     "examine",
+    "gang_eviction_barrier",
+    "gang_migration",
+    "gang_migration_value",
     "needs_node_pods",
     "needs_pod",
     "reservation_lookup",
@@ -92,6 +106,8 @@ __all__ = [
 ]
 
 ANNOTATION_PASSED_ARBITRATION = "descheduler.koordinator.sh/passed-arbitration"
+ANNOTATION_GANG_MIGRATION = "koordpy.io/gang-migration"
+"""On jobs that passed arbitration together: JSON ``{"gang": <gang or GangGroup>, "jobs": [<job names>]}``."""
 ANNOTATION_SOFT_EVICTION = "scheduling.koordinator.sh/soft-eviction"
 ANNOTATION_EVICT_REASON = "koordinator.sh/evict-reason"
 LABEL_EVICT_POLICY = "koordinator.sh/evict-policy"
@@ -136,6 +152,7 @@ REASON_FAILED_EVICT = "FailedEvict"
 REASON_EVICT_COMPLETE = "EvictComplete"
 REASON_WAIT_FOR_POD_BIND_RESERVATION = "WaitForPodBindReservation"
 REASON_WAIT_FOR_BOUND_POD_READY = "WaitForBoundPodReady"
+REASON_WAIT_FOR_GANG = "WaitForGang"
 STATUS_COMPLETE = "Complete"
 
 REQUEUE_SECONDS = 3.0
@@ -289,6 +306,95 @@ class Scavenge:
 
 
 Decision = Ignore | Wait | Start | Evict | Finish | Scavenge | Reserve
+
+
+@dataclass(frozen=True)
+class GangMigration:
+    """A job's ``koordpy.io/gang-migration`` annotation: the jobs it passed arbitration with."""
+
+    gang: str
+    """The gang or GangGroup, as arbitration names it (``gang ns/name``, ``GangGroup [a,b]``)."""
+    jobs: tuple[str, ...]
+    """Every job of the unit, this one included."""
+
+
+def gang_migration_value(gang: str, jobs: Sequence[str]) -> str:
+    """The annotation's value for the jobs of one unit."""
+    return json.dumps({"gang": gang, "jobs": sorted(jobs)}, sort_keys=True, separators=(",", ":"))
+
+
+def gang_migration(job: Mapping[str, Any]) -> GangMigration | None:
+    """The job's unit, None without the annotation (or with one that does not parse: the job then moves
+    as any other)."""
+    raw = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_GANG_MIGRATION)
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, Mapping):
+        return None
+    gang, jobs = value.get("gang"), value.get("jobs")
+    if not isinstance(gang, str) or not isinstance(jobs, list) or not all(isinstance(j, str) for j in jobs):
+        return None
+    return GangMigration(gang, tuple(jobs))
+
+
+@dataclass(frozen=True)
+class GangEvictionBarrier:
+    """Whether a ``ReservationFirst`` job of a gang unit may evict now (:func:`gang_eviction_barrier`)."""
+
+    state: Literal["go", "wait", "broken"]
+    message: str = ""
+
+
+def gang_eviction_barrier(
+    job: Mapping[str, Any],
+    unit: GangMigration,
+    jobs: Mapping[str, Mapping[str, Any] | None],
+    reservations: Mapping[str, Mapping[str, Any]],
+    *,
+    now: float,
+    settings: LifecycleSettings,
+) -> GangEvictionBarrier:
+    """``go`` when every other job of ``unit`` has evicted (condition ``Eviction`` present), finished
+    Succeeded, runs ``EvictDirectly``, or has its Reservation Available; ``broken`` when one is gone, or
+    Failed or Aborted before its eviction; else ``wait``. ``jobs``: the unit's jobs by name as read now
+    (None: not found); ``reservations``: by name."""
+    own = str((job.get("metadata") or {}).get("name") or "")
+    waiting: list[str] = []
+    for name in unit.jobs:
+        if name == own:
+            continue
+        other = jobs.get(name)
+        if other is None:
+            return GangEvictionBarrier("broken", f"{unit.gang} moves as one, and its job {name} is gone")
+        status = other.get("status") or {}
+        phase = status.get("phase") or PENDING
+        if _condition(status, CONDITION_EVICTION) is not None or phase == SUCCEEDED:
+            continue
+        if phase not in (PENDING, RUNNING):
+            why = status.get("reason") or phase
+            return GangEvictionBarrier(
+                "broken", f"{unit.gang} moves as one, and its job {name} ended {why} before its eviction"
+            )
+        mode = (other.get("spec") or {}).get("mode") or settings.default_job_mode
+        if phase == RUNNING and mode == "EvictDirectly":
+            continue
+        found = reservations.get(reservation_name(other)) if phase == RUNNING else None
+        if found is not None:
+            state = read_reservation(found, now)
+            if state.placed and state.phase == "Available":
+                continue
+        waiting.append(name)
+    if not waiting:
+        return GangEvictionBarrier("go")
+    return GangEvictionBarrier(
+        "wait",
+        f"{unit.gang} moves as one: its member is evicted once the Reservations of jobs "
+        f"{', '.join(waiting)} are Available",
+    )
 
 
 class TokenBucket:
@@ -673,6 +779,7 @@ def decide(
     reservation: Mapping[str, Any] | None = None,
     replacement: PodView | None = None,
     node_pods: Sequence[PodInfo] = (),
+    gang: GangEvictionBarrier | None = None,
 ) -> Decision:
     """The next step for ``job`` (a PodMigrationJob object) whose referenced pod is ``pod``.
 
@@ -685,7 +792,8 @@ def decide(
 
     ``ReservationFirst`` only: ``reservation`` is the object named by :func:`reservation_lookup` (None:
     not found), ``node_pods`` the pods on its node (for the ledger, when ``status.currentOwners`` is
-    still empty) and ``replacement`` the pod that bound it (see :func:`bound_pod`), as read now.
+    still empty) and ``replacement`` the pod that bound it (see :func:`bound_pod`), as read now; ``gang``
+    the :func:`gang_eviction_barrier` of a job of a gang unit (None: evict as any job).
     """
     facts = examine(job, settings)
     if facts.stage == "finished":
@@ -727,7 +835,9 @@ def decide(
         new["phase"] = RUNNING
         return Start(pod.uid, new, (JobEvent("Normal", RUNNING, f'Start migrating Pod "{key}"'),))
 
-    step = _Step(job, key, now, settings, evict_tokens, workload, workload_max_migrating, object_limiter, workload_name)
+    step = _Step(
+        job, key, now, settings, evict_tokens, workload, workload_max_migrating, object_limiter, workload_name, gang
+    )
     if mode != "EvictDirectly":
         return _reservation_first(
             step, status, pod, reservation=reservation, replacement=replacement, node_pods=node_pods
@@ -760,6 +870,7 @@ class _Step:
     workload_max_migrating: int
     object_limiter: ObjectLimiter | None
     workload_name: str = ""
+    gang: GangEvictionBarrier | None = None
 
 
 def _evict_step(
@@ -785,6 +896,8 @@ def _evict_step(
             return Wait(REQUEUE_SECONDS, new, events)
         return Wait(REQUEUE_SECONDS, status if changed else None, events)
     workload, limiter = step.workload, step.object_limiter
+    if gang_migration(job) is not None:
+        limiter = None  # the unit passed the limiter's filter as one disruption of its workload
     if limiter is not None and workload is not None and not limiter.allows(workload, step.workload_max_migrating, now):
         message = (
             f"objectLimiters.workload: {step.workload_name or workload} may lose "
@@ -1016,6 +1129,11 @@ def _before_eviction(
             f'Pod "{step.key}" is evicted once it is Available'
         )
         return _named_wait(status, REASON_WAIT_FOR_RESERVATION_AVAILABLE, message, now, changed=changed, events=events)
+    barrier = step.gang
+    if barrier is not None and barrier.state == "broken":
+        return _fail(status, REASON_FORBIDDEN_MIGRATE_POD, barrier.message, ours)
+    if barrier is not None and barrier.state == "wait":
+        return _named_wait(status, REASON_WAIT_FOR_GANG, barrier.message, now, changed=changed, events=events)
     return _evict_step(step, status, pod, changed=changed, events=events)
 
 

@@ -196,10 +196,13 @@ class ManagerCache:
     """The stores the manager's rounds read, each kept by its own reflector (see the module docstring).
 
     ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
-    ``nodemetrics``, ``podgroups`` (both PodGroup APIs). A store of a kind not watched stays empty.
+    ``nodemetrics``, ``podgroups`` (the PodGroup APIs: ``scheduling.sigs.k8s.io``, ``scheduling.x-k8s.io``,
+    ``scheduling.volcano.sh``). A store of a kind not watched stays empty.
     """
 
-    OPTIONAL = frozenset({"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s"})
+    OPTIONAL = frozenset(
+        {"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano"}
+    )
 
     def __init__(
         self,
@@ -219,9 +222,10 @@ class ManagerCache:
         self.nodemetrics = ObjectStore(resources.NODEMETRICS)
         self.podgroups_sigs = ObjectStore(resources.PODGROUPS)
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
+        self.podgroups_volcano = ObjectStore(resources.PODGROUPS_VOLCANO)
         wanted = set(kinds)
         if "podgroups" in wanted:
-            wanted |= {"podgroups_sigs", "podgroups_x_k8s"}
+            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -235,7 +239,15 @@ class ManagerCache:
             "nodemetrics": self.nodemetrics,
             "podgroups_sigs": self.podgroups_sigs,
             "podgroups_x_k8s": self.podgroups_x_k8s,
+            "podgroups_volcano": self.podgroups_volcano,
         }
+
+    def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:
+        """Each PodGroup store (every ``podgroups_*`` kind) with the ``apiVersion`` of its objects (a watch
+        event's object has it, a list item may not)."""
+        return tuple(
+            (store.resource.api_version, store) for name, store in self._all().items() if name.startswith("podgroups_")
+        )
 
     def served(self, name: str) -> bool:
         """Whether kind ``name`` is watched and served (an absent CRD's store is empty and not waited for)."""

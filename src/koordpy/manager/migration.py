@@ -46,8 +46,9 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as PromCounter
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.arbitration import Verdict, arbitrate
+from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
+    ANNOTATION_GANG_MIGRATION,
     ANNOTATION_PASSED_ARBITRATION,
     Decision,
     Evict,
@@ -70,6 +71,9 @@ from koordpy.descheduler.lifecycle import (
     decide,
     eviction_retry_delay,
     examine,
+    gang_eviction_barrier,
+    gang_migration,
+    gang_migration_value,
     needs_node_pods,
     reservation_lookup,
 )
@@ -87,6 +91,7 @@ from koordpy.descheduler.objects import (
 from koordpy.descheduler.reservation_first import stale_reservations
 from koordpy.kube import errors as kube_errors
 from koordpy.manager.cache import ManagerCache, ObjectStore
+from koordpy.manager.gangs import GangFeed
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.model.objects import pod_from_dict as pod_info_from_dict
@@ -229,6 +234,18 @@ class MigrationMetrics:
         for outcome in ("done", "error"):
             self.rounds.labels(outcome=outcome)
         self.observe_phases({})
+
+        self.gang_units = PromCounter(
+            "koordpy_migration_gang_units",
+            "Gangs (or GangGroups) whose PodMigrationJobs passed arbitration together, in one round.",
+            registry=registry,
+        )
+        self.gang_held = Gauge(
+            "koordpy_migration_gang_held_jobs",
+            "Waiting PodMigrationJobs the gang rule requeued in the last arbitration (GangBelowMinimum, "
+            "GangDisruptionAll, GangMemberWaiting).",
+            registry=registry,
+        )
 
     def observe_phases(self, phases: Mapping[str, int]) -> None:
         for phase in {*self.PHASES, *phases}:
@@ -456,6 +473,11 @@ class MigrationController:
         pod = PodView.from_object(raw_pod) if raw_pod is not None else None
         limit = self.workload_of(raw_pod) if raw_pod is not None else None
         reservation, node_pods, replacement = self._reservation_inputs(job, reservations, now)
+        unit = gang_migration(job)
+        barrier = None
+        if unit is not None and reservation_lookup(job, self.settings) is not None:
+            siblings = {other: self.cache.jobs.get(other) for other in unit.jobs}
+            barrier = gang_eviction_barrier(job, unit, siblings, reservations, now=now, settings=self.settings)
         decision = decide(
             job,
             pod,
@@ -469,6 +491,7 @@ class MigrationController:
             reservation=reservation,
             replacement=replacement,
             node_pods=node_pods,
+            gang=barrier,
         )
         await self._carry_out(name, job, decision)
         return decision
@@ -706,12 +729,23 @@ class MigrationController:
         if self.metrics is not None:
             self.metrics.arbitration_seconds.observe(self.last_round_seconds)
         waits = BOOKKEEPING_WRITES_PER_ROUND
+        together: dict[str, list[str]] = {}
+        for name, verdict in verdicts.items():
+            if verdict.gang and verdict.verdict == "pass":
+                together.setdefault(verdict.gang, []).append(name)
+        for gang, names in together.items():
+            self._logger.info("PodMigrationJobs %s pass together: %s moves as one", ", ".join(sorted(names)), gang)
+        if self.metrics is not None:
+            self.metrics.gang_units.inc(len(together))
+            held = sum(1 for v in verdicts.values() if v.verdict == "requeue" and v.filter in GANG_FILTERS)
+            self.metrics.gang_held.set(held)
         for name, verdict in verdicts.items():
             job = self.cache.jobs.get(name)
             if job is None or name not in self.index.waiting:
                 continue
             if verdict.verdict == "pass":
-                await self._guarded("arbitration", name, self._pass(name), now)
+                unit = together.get(verdict.gang) if verdict.gang else None
+                await self._guarded("arbitration", name, self._pass(name, verdict.gang, unit), now)
             elif verdict.verdict == "fail":
                 message = f"{verdict.filter}: {verdict.reason}" if verdict.filter else verdict.reason
                 status = dict(job.get("status") or {})
@@ -726,7 +760,13 @@ class MigrationController:
                     await self._guarded("arbitration", name, self._carry_out(name, job, wait), now)
                     self._not_before.pop(name, None)
 
-    async def _pass(self, name: str) -> None:
+    async def _pass(self, name: str, gang: str = "", unit: Sequence[str] | None = None) -> None:
+        """Annotate a job that passed; a job of a gang unit first gets ``koordpy.io/gang-migration``, so
+        every passed job of a unit carries it (a crash between the two writes leaves a job that is
+        arbitrated again, with the members of its unit that passed counted as leaving)."""
+        if gang and unit:
+            value = gang_migration_value(gang, unit)
+            self.cache.jobs.observe(await self.api.annotate_job(name, ANNOTATION_GANG_MIGRATION, value))
         self.cache.jobs.observe(await self.api.annotate_job(name, ANNOTATION_PASSED_ARBITRATION, "true"))
 
     async def run_round(self, arbitrate: Arbitrate | None) -> dict[str, int]:
@@ -863,11 +903,13 @@ def make_arbitrate(
     args: MigrationControllerArgs,
     controller: MigrationController,
     logger: logging.Logger | None = None,
+    gangs: GangFeed | None = None,
 ) -> Arbitrate:
     """An :data:`Arbitrate` that takes each job's pod from the cache and its controller chain from an
     :class:`OwnerCache`, runs :func:`koordpy.descheduler.arbitration.arbitrate` (in a worker thread: the
     event loop keeps serving meanwhile), and teaches ``controller`` each pod's workload and object-limiter
-    limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule).
+    limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule). The gangs of the jobs'
+    pods come from ``gangs`` (default: a :class:`~koordpy.manager.gangs.GangFeed` on the controller's cache).
 
     A waiting job whose pod's owners are not read yet (at most :data:`OWNER_READS_PER_ROUND` reads per
     round, a failed read is tried again next round) gets no verdict this round: it is never judged with
@@ -880,6 +922,7 @@ def make_arbitrate(
     owners = OwnerCache(api, controller.clock, log)
     converted: dict[str, tuple[str, MigrationPod | None]] = {}
     cache = controller.cache
+    feed = gangs if gangs is not None else GangFeed(cache, logger=log)
 
     def workload_of(pod: Mapping[str, Any]) -> WorkloadLimit | None:
         meta = pod.get("metadata") or {}
@@ -939,8 +982,17 @@ def make_arbitrate(
                 limited.add(workload.uid)
         judged = [job for job in jobs if not (job.waiting and job.pod_key in pending)]
         nodes = _node_labels(cache) if args.node_selector else None
+        table = feed.table(pods)
         result = await asyncio.to_thread(
-            arbitrate, judged, pods, workloads, args, now, nodes=nodes, limited_workloads=frozenset(limited)
+            arbitrate,
+            judged,
+            pods,
+            workloads,
+            args,
+            now,
+            nodes=nodes,
+            limited_workloads=frozenset(limited),
+            gangs=table,
         )
         return result.verdicts
 

@@ -176,3 +176,59 @@ def test_duplicate_job_is_an_error(tmp_path: Path) -> None:
     )
     code, _, err = run("-f", str(DUMP), "-f", str(dup))
     assert code == 2 and "PodMigrationJob pmj-ghost: appears twice in the input" in err
+
+
+def gang_dump(tmp_path: Path, jobs: list[str]) -> Path:
+    """A running gang of four (a ``scheduling.sigs.k8s.io`` PodGroup, minMember 4) of the Job ``train``,
+    one pod per node, and a PodMigrationJob for each member named in ``jobs``."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train", "controller": True}
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"minMember": 4},
+        },
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml", "uid": "uid-train"}},
+    ]
+    for i in range(4):
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"w{i}",
+                    "namespace": "ml",
+                    "uid": f"uid-w{i}",
+                    "labels": {"pod-group.scheduling.sigs.k8s.io": "train"},
+                    "ownerReferences": [owner],
+                    "creationTimestamp": "2026-11-23T09:00:00Z",
+                },
+                "spec": {"nodeName": f"n{i}", "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+    for name in jobs:
+        docs.append(
+            {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": f"pmj-{name}", "creationTimestamp": "2026-11-23T09:05:00Z"},
+                "spec": {"podRef": {"namespace": "ml", "name": name}},
+            }
+        )
+    path = tmp_path / "gang.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    return path
+
+
+def test_a_dump_with_a_gang_gives_the_managers_gang_verdicts(tmp_path: Path) -> None:
+    """One job of the four: 4-1 = 3 < minMember 4, requeued; jobs for all four: they pass together."""
+    one = report(dump=gang_dump(tmp_path, ["w0"]))["verdicts"]["pmj-w0"]
+    assert (one["verdict"], one["filter"]) == ("requeue", "GangBelowMinimum")
+    assert "moving pod ml/w0 alone leaves 3 < 4" in one["reason"]
+    four = report(dump=gang_dump(tmp_path, ["w0", "w1", "w2", "w3"]))["verdicts"]
+    assert {name: v["verdict"] for name, v in four.items()} == dict.fromkeys(
+        ["pmj-w0", "pmj-w1", "pmj-w2", "pmj-w3"], "pass"
+    )
+    assert "moves with gang ml/train together: 4 PodMigrationJobs" in four["pmj-w0"]["reason"]

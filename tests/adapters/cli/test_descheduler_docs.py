@@ -17,7 +17,7 @@ from koordpy.cli.main import app
 from koordpy.config.errors import validate
 from koordpy.config.manager import ManagerConfiguration
 from koordpy.crds.podmigrationjob import PodMigrationJobSpec
-from koordpy.descheduler.arbitration import NON_RETRYABLE_FILTERS, RETRYABLE_FILTERS
+from koordpy.descheduler.arbitration import GANG_FILTERS, NON_RETRYABLE_FILTERS, RETRYABLE_FILTERS
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "descheduler.md").read_text(encoding="utf-8")
@@ -61,18 +61,28 @@ def test_json_excerpt_is_part_of_the_real_output() -> None:
     assert {name: verdicts[name] for name in shown} == shown
 
 
-def test_configuration_example_validates() -> None:
-    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S) if "migrationController" in b]
-    cfg = validate(ManagerConfiguration, yaml.safe_load(block)).migration_controller
-    assert (cfg.max_migrating_per_node, cfg.max_migrating_per_workload, cfg.max_unavailable_per_workload) == (
+def test_configuration_examples_validate() -> None:
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", DOC, flags=re.S) if "migrationController" in b]
+    general, gang = (validate(ManagerConfiguration, yaml.safe_load(b)).migration_controller for b in blocks)
+    assert (
+        general.max_migrating_per_node,
+        general.max_migrating_per_workload,
+        general.max_unavailable_per_workload,
+    ) == (
         2,
         "20%",
         2,
     )
+    # the gang example: a 4-replica StatefulSet's four members may move together
+    assert (gang.max_migrating_per_workload, gang.max_unavailable_per_workload, gang.skip_check_expected_replicas) == (
+        4,
+        4,
+        True,
+    )
 
 
 def test_every_filter_is_documented_and_the_status_says_what_is_not_built() -> None:
-    for name in (*NON_RETRYABLE_FILTERS, *RETRYABLE_FILTERS, "TTL", "ExistingJob"):
+    for name in (*NON_RETRYABLE_FILTERS, *RETRYABLE_FILTERS, *GANG_FILTERS, "TTL", "ExistingJob", "WaitForGang"):
         assert f"`{name}`" in DOC, name
     assert "Not built:\npreemption for a migration's Reservation" in DOC
     assert "ReservationFirst needs the Reservation API" not in DOC

@@ -19,6 +19,12 @@ still close the gap. Rationale: evicting a Guaranteed prod pod because the batch
 have no metric yet would invert the order the seed promises; leaving the gap open one tick (CPU
 needs two samples) is the safe side.
 
+Gangs: within one QoS class and priority, the eviction order takes pods in no gang before gang members
+(``koordpy.scheduler.plugins.gang.gang_ref``, any gang API): evicting a member breaks a job that runs on
+other nodes too. The order across classes and priorities is Crane's; the agent sees one node, so it does
+not hold an eviction to keep a gang at its minimum (the migration arbitration does; the agent's
+evictions go through the Eviction API, so a PodDisruptionBudget over the gang's members applies).
+
 Not guaranteed: the plan assumes every action succeeds; the caller reports failures with
 :func:`forget`, which drops the ledger entries so the pods become candidates again.
 """
@@ -30,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from koordpy.agent.policy.metrics import BUILTIN, Metric, Registry, ThrottleParams
-from koordpy.agent.policy.ordering import class_and_priority, general_key
+from koordpy.agent.policy.ordering import SortKey, class_and_priority, general_key
 from koordpy.agent.policy.types import (
     Action,
     ActionKind,
@@ -45,6 +51,7 @@ from koordpy.agent.policy.types import (
 )
 from koordpy.agent.policy.waterline import RuleView, detect, gaps_from, rules_for_node, waterlines_from
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOSEnsurancePolicy, PodQOS, pod_qos_allows
+from koordpy.scheduler.plugins.gang.spec import gang_ref
 
 __all__ = ["PlanOptions", "forget", "naive_plan", "plan"]
 
@@ -419,7 +426,8 @@ def _run_down(
                 Event(f"Not{kind.title()}able", f"metric {metric.name} cannot be {kind}d: no action", True)
             )
             continue
-        order = sorted(pool, key=metric.sort_key or general_key)
+        key = metric.sort_key or general_key
+        order = sorted(pool, key=_gang_members_last(key) if kind is ActionKind.EVICT else key)
         if shown is None:
             shown = tuple(p.key for p in order)
         fallback = not (qualified and precise)
@@ -458,6 +466,17 @@ def _run_down(
                 )
             )
     return shown or ()
+
+
+def _gang_members_last(key: SortKey) -> SortKey:
+    """``key`` (which starts with the class and priority, :mod:`~koordpy.agent.policy.ordering`) with
+    gang membership right after them: in one class and priority, pods in no gang first."""
+
+    def keyed(sample: PodSample) -> tuple[object, ...]:
+        found = key(sample)
+        return (*found[:2], gang_ref(sample.pod) is not None, *found[2:])
+
+    return keyed
 
 
 def _evict_one(

@@ -66,7 +66,8 @@ class ExtenderMetrics:
             "koordpy_extender_preemption_nodes_refused",
             "Candidate nodes the preempt verb removed, by reason: backoff (the pod preempted there and lost the "
             "node to another scheduler), reserved (its room stays reserved with the victims gone), "
-            "not_reserved_node (the pod owns a Reservation elsewhere).",
+            "not_reserved_node (the pod owns a Reservation elsewhere), gang (the victims would take a running gang "
+            "below its minimum).",
             ["reason"],
             registry=registry,
         )
@@ -77,7 +78,7 @@ class ExtenderMetrics:
             registry=registry,
         )
         # Pre-create the label sets scraped most often so they appear as 0 from the start.
-        for reason in ("backoff", "reserved", "not_reserved_node"):
+        for reason in ("backoff", "reserved", "not_reserved_node", "gang"):
             self.preemption_refused.labels(reason)
         for verb in ("filter", "prioritize", "bind", "preempt"):
             self.latency.labels(verb)

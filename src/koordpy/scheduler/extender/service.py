@@ -14,7 +14,10 @@ or would loop: a pod owning a Reservation preempts only on its nodes; a node who
 with the victims gone is refused; a pod that preempted on a node and lost it to another scheduler does
 not preempt for ``preemptionBackoffSeconds``
 (:class:`koordpy.scheduler.framework.preemption.PreemptionBackoff`), except on a node held for it by
-koordpy's taint (nobody else can refill that one).
+koordpy's taint (nobody else can refill that one); a node whose victims would take a running gang below its
+minimum (a member of a gang of four with minimum 4; any member of a native ``disruptionMode: all`` gang
+unless all of its running members are victims there) is refused
+(:func:`koordpy.scheduler.plugins.gang.disruption.preemption_refusal`).
 
 Not guaranteed: thread safety (one event loop); that a bind of a pod never seen by this process
 counts its estimate before the watch reports it (it is counted, and logged, once the watch does).
@@ -67,6 +70,7 @@ from koordpy.scheduler.extender.protocol import (
 from koordpy.scheduler.framework.cluster import ClusterState, FilterOutcome
 from koordpy.scheduler.framework.fit import REASON_INSUFFICIENT, REASON_TOO_MANY_PODS
 from koordpy.scheduler.framework.preemption import PreemptionBackoff
+from koordpy.scheduler.plugins.gang.disruption import gang_table, member_running, preemption_refusal
 from koordpy.scheduler.plugins.loadaware.plugin import REASON_AGGREGATED_USAGE_EXCEED, REASON_USAGE_EXCEED
 from koordpy.scheduler.plugins.reservation.hold import has_hold_taint
 from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
@@ -415,6 +419,10 @@ class ExtenderService:
                 verdict = tracker.preemption_verdict(pod, node, victims, now)
                 if not verdict.is_success:
                     refused[node] = ("reserved", f"{REASON_STILL_RESERVED}: {verdict.detail}")
+                    continue
+            breaks = self._breaks_a_gang(victims)
+            if breaks is not None:
+                refused[node] = ("gang", breaks)
         kept = {node: victims for node, victims in args.victims.items() if node not in refused}
         self.backoff.offered(pod.uid, kept)
         for kind, _ in refused.values():
@@ -427,6 +435,24 @@ class ExtenderService:
                 refused={node: why for node, (_, why) in sorted(refused.items())},
             )
         return kept
+
+    def _breaks_a_gang(self, victims: tuple[str, ...]) -> str | None:
+        """Why preempting ``victims`` (uids) would take a running gang below its minimum, or None."""
+        if self.gangs is None:
+            return None
+        cache = self.gangs.cache
+        assigned = self.state.assigned
+        keys = [found.key for uid in victims if (found := assigned.get(uid)) is not None]
+        if not any(cache.gang_of(key) is not None for key in keys):
+            return None
+
+        def runs(key: str) -> bool:
+            member = cache.member(key)
+            return member is not None and member_running(
+                member.phase, member.node_name, member.deletion_time is not None
+            )
+
+        return preemption_refusal(keys, gang_table(cache, keys, runs))
 
     async def bind(self, body: bytes, started: float | None = None, gone: asyncio.Event | None = None) -> Reply:
         """``gone`` is set by the HTTP layer when the client closed the connection (a held gang bind is

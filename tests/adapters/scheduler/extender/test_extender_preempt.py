@@ -125,3 +125,56 @@ async def test_a_malformed_request_is_a_400(ext: Any) -> None:
     resp = await ext.post("preempt", {"Pod": pod("p", "3"), "NodeNameToMetaVictims": {"held": {"Pods": [{}]}}})
     assert resp.status_code == 400
     assert "Pods[0]: UID required string" in orjson.loads(resp.content)["Error"]
+
+
+def gang_member(name: str, node: str, minimum: int = 4) -> dict[str, Any]:
+    """A running member of Koordinator's annotation gang ``train`` (minimum ``minimum``), 1 cpu."""
+    builder = PodBuilder(name).requests(cpu="1").node(node).phase("Running")
+    builder = builder.annotation("gang.scheduling.koordinator.sh/name", "train")
+    return builder.annotation("gang.scheduling.koordinator.sh/min-available", str(minimum)).build()
+
+
+async def test_victims_that_would_break_a_running_gang_are_no_candidate(ext: Any) -> None:
+    """A gang of four running (minimum 4): t0 and t1 on free, t2 and t3 on held2. Preempting t0 leaves
+    4-1 = 3 < 4 running: free is refused. On held2 the victims are t2, t3 and the plain pod: 4-2 = 2 < 4,
+    refused too. The same gang with minimum 2: 4-2 = 2 >= 2, both kept."""
+    for name in ("free", "held2"):
+        ext.node(name, cpu="8")
+        ext.metric(name, cpu="1", memory="4Gi")
+    for raw in (
+        gang_member("t0", "free"),
+        gang_member("t1", "free"),
+        gang_member("t2", "held2"),
+        gang_member("t3", "held2"),
+    ):
+        ext.pod_event("ADDED", raw)
+    ext.pod_event("ADDED", PodBuilder("plain").requests(cpu="1").node("held2").phase("Running").build())
+    candidates = {
+        "free": {"Pods": [{"UID": uid("t0")}], "NumPDBViolations": 0},
+        "held2": {"Pods": [{"UID": uid("t2")}, {"UID": uid("t3")}, {"UID": uid("plain")}], "NumPDBViolations": 0},
+    }
+    assert await preempt(ext, pod("p", "6"), candidates) == {}
+    assert (await refused(ext))["gang"] == 2
+    # the same pods in a gang of minimum 2 (an annotation gang takes its first member's minimum: the
+    # members leave, and come back with the new annotation)
+    placed = list(enumerate(("free", "free", "held2", "held2")))
+    for i, node in placed:
+        ext.pod_event("DELETED", gang_member(f"t{i}", node))
+    for i, node in placed:
+        ext.pod_event("ADDED", gang_member(f"t{i}", node, minimum=2))
+    assert await preempt(ext, pod("p", "6"), candidates) == candidates
+
+
+async def test_victims_that_take_a_whole_gang_are_a_candidate(ext: Any) -> None:
+    """Every running member of the gang on one node and all of them victims: the gang is disrupted
+    whole (4-4 = 0 left), its replacements are gang-scheduled again: kept. One pending member changes
+    nothing (it does not run)."""
+    ext.node("free", cpu="8")
+    ext.metric("free", cpu="1", memory="4Gi")
+    for i in range(4):
+        ext.pod_event("ADDED", gang_member(f"t{i}", "free"))
+    pending = PodBuilder("t4").requests(cpu="1").annotation("gang.scheduling.koordinator.sh/name", "train")
+    ext.pod_event("ADDED", pending.annotation("gang.scheduling.koordinator.sh/min-available", "4").build())
+    whole = {"free": {"Pods": [{"UID": uid(f"t{i}")} for i in range(4)], "NumPDBViolations": 0}}
+    assert await preempt(ext, pod("p", "6"), whole) == whole
+    assert (await refused(ext))["gang"] == 0

@@ -308,3 +308,32 @@ def test_unknown_cpu_usage_blocks_throttling_higher_bands_too():
     p = plan([pol], [throttle_action("throttle", step=50)], node_sample(cpu=5.0), [low, high], AgentState(), now=0.0)
     assert p.actions == ()
     assert [e.pod for e in p.events if e.reason == "PodMetricMissing"] == ["default/low"]
+
+
+@pytest.mark.parametrize(
+    ("gang_key", "value"),
+    [
+        ("label", "pod-group.scheduling.sigs.k8s.io"),
+        ("annotation", "scheduling.k8s.io/group-name"),
+        ("annotation", "gang.scheduling.koordinator.sh/name"),
+    ],
+)
+def test_gang_members_are_evicted_after_the_other_pods_of_their_class_and_priority(gang_key, value):
+    # memory line 10 GiB, node 11 GiB: gap 1 GiB. BestEffort "member" (3 GiB, in a gang) and "plain"
+    # (1 GiB): by usage alone member would go first; in one class and priority the pod in no gang goes
+    # first, and its 1 GiB closes the gap. A Burstable pod still comes after both (class first).
+    member = PodBuilder("member")
+    member = member.label(value, "train") if gang_key == "label" else member.annotation(value, "train")
+    burst = PodBuilder("burst").requests(memory="1Gi").build()
+    pods = [
+        pod_sample(member.build(), cpu=0.1, memory=3 * GiB),
+        pod_sample(be("plain"), cpu=0.1, memory=1 * GiB),
+        pod_sample(burst, cpu=0.1, memory=4 * GiB),
+    ]
+    pol = qos_policy("p", rule("mem", "memory_total_usage", 10 * GiB, "evict"))
+    p = plan([pol], [evict_action("evict")], node_sample(memory=11 * GiB), pods, AgentState(), now=0.0)
+    assert [a.pod for a in p.actions] == ["default/plain"]
+    assert p.candidates["evict"] == ("default/plain", "default/member", "default/burst")
+    # a gap of 3 GiB: plain (1), then the member (3) closes it; the Burstable pod is never reached
+    p = plan([pol], [evict_action("evict")], node_sample(memory=13 * GiB), pods, AgentState(), now=0.0)
+    assert [a.pod for a in p.actions] == ["default/plain", "default/member"]

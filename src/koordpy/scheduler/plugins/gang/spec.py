@@ -64,6 +64,10 @@ API_VERSIONS: Final[dict[str, str]] = {
 
 GangSource = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh", "annotations"]
 Mode = Literal["Strict", "NonStrict"]
+Disruption = Literal["minimum", "all", "single"]
+"""How a running gang may be disrupted: ``minimum`` (CRD and annotation gangs: never below ``minMember``),
+``all`` (a native PodGroup's ``disruptionMode: {all: {}}``: all members or none) or ``single`` (its
+``disruptionMode: {single: {}}``, the API's default: members one by one)."""
 MATCH_POLICIES: tuple[MatchPolicy, ...] = ("once-satisfied", "only-waiting", "waiting-and-running")
 
 _INT32 = re.compile(r"^[+-]?[0-9]+$")
@@ -135,6 +139,8 @@ class GangSpec:
     """Why the gang is not initialised ("" when it is)."""
     left_out: tuple[str, ...] = ()
     """``groups`` entries not in the group: other namespaces, while ``gang.crossNamespaceGroups`` is off."""
+    disruption: Disruption = "minimum"
+    """How the running gang may be disrupted (see ``Disruption``)."""
 
     @property
     def id(self) -> str:

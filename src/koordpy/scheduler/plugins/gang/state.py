@@ -598,6 +598,11 @@ class GangCache:
     def gang_of(self, pod_key: str) -> str | None:
         return self._pod_gang.get(pod_key)
 
+    def member(self, pod_key: str) -> PodInfo | None:
+        """The member pod as last seen (None: in no gang)."""
+        gang_id = self._pod_gang.get(pod_key)
+        return None if gang_id is None else self._gangs[gang_id].children.get(pod_key)
+
     def podgroup(self, gang_id: str) -> PodGroupInfo | None:
         """The PodGroup the gang takes its parameters from (None for an annotation-way gang, or while it
         does not exist)."""

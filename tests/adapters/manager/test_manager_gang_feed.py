@@ -1,0 +1,97 @@
+"""The migration round's gangs, kept from the manager cache's stores by their listeners (no API calls)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from koordpy.manager.cache import ManagerCache
+from koordpy.manager.gangs import GangFeed
+
+NS = "ml"
+
+
+def pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    rv: int = 1,
+    phase: str = "Running",
+    node: str = "n1",
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "uid": f"uid-{name}",
+        "resourceVersion": str(rv),
+        "labels": labels or {},
+        "annotations": annotations or {},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-06T10:00:00Z"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": phase},
+    }
+
+
+def podgroup(name: str, min_member: int, rv: int = 1) -> dict[str, Any]:
+    # a list item: no apiVersion (the store's own is used)
+    return {"metadata": {"name": name, "namespace": NS, "resourceVersion": str(rv)}, "spec": {"minMember": min_member}}
+
+
+SIG = {"pod-group.scheduling.sigs.k8s.io": "train"}
+
+
+def cache() -> ManagerCache:
+    return ManagerCache(cast(Any, None), ("pods", "podgroups"))
+
+
+def test_the_feed_replays_what_the_stores_hold_and_follows_their_changes() -> None:
+    stores = cache()
+    stores.pods.handle("ADDED", pod("w0", labels=SIG))
+    stores.podgroups_sigs.handle("ADDED", podgroup("train", 2))
+    feed = GangFeed(stores)  # built after the first objects: they are replayed
+    stores.pods.handle("ADDED", pod("w1", labels=SIG))
+    stores.pods.handle("ADDED", pod("w2", labels=SIG, phase="Pending", node=""))
+    stores.pods.handle("ADDED", pod("web-0"))  # in no gang
+    table = feed.table([f"{NS}/w0", f"{NS}/web-0"])
+    gang = table.of(f"{NS}/w0")
+    assert gang is not None
+    assert (gang.min_member, sorted(gang.running), gang.members) == (2, ["ml/w0", "ml/w1"], 3)
+    assert table.of(f"{NS}/web-0") is None
+
+    stores.pods.handle("MODIFIED", pod("w1", labels=SIG, rv=2, deleting=True))  # being evicted: no longer runs
+    stores.podgroups_sigs.handle("MODIFIED", podgroup("train", 3, rv=2))
+    gang = feed.table([f"{NS}/w0"]).of(f"{NS}/w0")
+    assert gang is not None and (gang.min_member, sorted(gang.running)) == (3, ["ml/w0"])
+
+    stores.pods.handle("DELETED", pod("w1", labels=SIG, rv=3))
+    stores.podgroups_sigs.handle("DELETED", podgroup("train", 3, rv=3))
+    gang = feed.table([f"{NS}/w0"]).of(f"{NS}/w0")
+    assert gang is not None and (gang.min_member, gang.members) == (0, 2)  # PodGroup gone: minimum 0
+
+
+def test_volcano_and_annotation_gangs() -> None:
+    stores = cache()
+    feed = GangFeed(stores)
+    stores.podgroups_volcano.handle("ADDED", podgroup("vc", 2))
+    stores.pods.handle("ADDED", pod("v0", annotations={"scheduling.k8s.io/group-name": "vc"}))
+    koord = {"gang.scheduling.koordinator.sh/name": "kg", "gang.scheduling.koordinator.sh/min-available": "3"}
+    stores.pods.handle("ADDED", pod("k0", annotations=koord))
+    table = feed.table([f"{NS}/v0", f"{NS}/k0"])
+    found = {gid: (g.source, g.min_member) for gid, g in table.gangs.items()}
+    assert found == {"ml/vc": ("scheduling.volcano.sh", 2), "ml/kg": ("annotations", 3)}
+
+
+def test_a_pod_leaving_its_gang_by_a_label_change_is_no_longer_a_member() -> None:
+    stores = cache()
+    feed = GangFeed(stores)
+    stores.podgroups_sigs.handle("ADDED", podgroup("train", 2))
+    stores.pods.handle("ADDED", pod("w0", labels=SIG))
+    stores.pods.handle("MODIFIED", pod("w0", rv=2))
+    assert feed.table([f"{NS}/w0"]).of(f"{NS}/w0") is None
