@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -106,9 +105,13 @@ class Kubelet:
                 self.run_pod(pod)
 
 
-@pytest.fixture
-def kubelet(koordpy: Components, space: Space, kube: Kube, tmp_path: Path) -> Iterator[Kubelet]:
-    """The four components running, and the kubelet stand-in watching for hook pods."""
+@pytest.fixture(scope="module")
+def kubelet(
+    module_koordpy: Components, module_space: Space, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Kubelet]:
+    """The four components running, and the kubelet stand-in watching for hook pods (shared by the module's
+    tests, in file order: the last one stops the manager)."""
+    koordpy, space, tmp_path = module_koordpy, module_space, tmp_path_factory.mktemp("hooks")
     node = space.node("n0", cpu="16", memory="64Gi")
     space.wait_nodes_ready()
     koordpy.start_scheduling()
@@ -173,9 +176,10 @@ def test_helm_test_passes_when_every_component_answers_its_health_endpoint(
 
 
 def test_helm_test_fails_and_keeps_the_hook_of_a_component_that_does_not_answer(
-    control_plane: ControlPlane, kubelet: Kubelet, koordpy: Components, kube: Kube
+    control_plane: ControlPlane, kubelet: Kubelet, module_koordpy: Components, kube: Kube
 ) -> None:
-    manager = next(p for p in koordpy.procs if p.name == "manager")
+    kubelet.runs.clear()
+    manager = next(p for p in module_koordpy.procs if p.name == "manager")
     manager.stop()
     done = run_helm_test(control_plane)
     assert done.returncode != 0

@@ -130,10 +130,12 @@ def problems(exprs: list[Expression], exposed: dict[str, list[frozenset[str]]], 
 # ---- the components at work ---------------------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def scraped(
-    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube, tmp_path: Path
+    module_koordpy: Components, module_space: Space, kube: Kube, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
+    """The three components at work (the module doc says what they do), then each one's /metrics."""
+    koordpy, space, tmp_path = module_koordpy, module_space, tmp_path_factory.mktemp("scraped")
     node = space.node("n0", cpu="16", memory="64Gi")
     space.wait_nodes_ready()
     # the extender, with kube-scheduler in front of it: one pod scheduled through the profile
