@@ -15,12 +15,16 @@ Scenarios (``--scenarios``, comma-separated):
   whose fourth member never comes holds three members' cpu; seconds until a plain pod that needs that
   room binds (gang wait time 30 s), against the same with the requeue;
 * ``baseline``: ``late`` with ``gang.requeueQPS: 0`` (kube-scheduler's own retry only; about 5.5 minutes);
+* ``native``: ``late`` for Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, gang minCount 2, members
+  joined by ``spec.schedulingGroup``): the plane then runs with the ``GenericWorkload`` gate on every
+  component (``late`` in the same run too), so kube-scheduler's ``GangScheduling`` holds a at its PreEnqueue
+  and b's creation moves it; the extender refuses nothing and binds the two together;
 * ``big``: a gang of ``--members`` (default 1,000) 100-millicpu members created by 8 threads as fast as the
   API server takes them, minMember = all of them; from the last member's creation to all bound, and what
   it cost: requeue patches, kube-scheduler attempts (``scheduler_schedule_attempts_total``), PodScheduled
   writes by kube-scheduler and the peak requeue patches in any one second (from the audit log).
 
-Run: ``.venv/bin/python bench/gang_real_scheduler.py [--scenarios late,hold,big] [--members N]``. Prints and
+Run: ``.venv/bin/python bench/gang_real_scheduler.py [--scenarios late,hold,big,native] [--members N]``. Prints and
 adds this run to ``bench/results/gang_real_scheduler.json`` (a run of the same scenarios replaces the earlier
 one). Several minutes (``baseline`` adds 5.5); the first run
 on a machine builds the Kubernetes binaries.
@@ -50,7 +54,7 @@ import httpx
 import yaml
 
 from koordpy.model.durations import format_rfc3339
-from koordpy_testkit.controlplane import ControlPlane, fake_node
+from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane, fake_node
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,9 +102,10 @@ def serve_extender(config: str, kubeconfig: str, variant: str) -> None:
 
 
 class Bench:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, generic_workload: bool = False) -> None:
         self.workdir = workdir
-        self.plane = ControlPlane(workdir=workdir / "cp", default_scheduler=False, allow_privileged=True)
+        gates: dict[str, Any] = GENERIC_WORKLOAD if generic_workload else {}
+        self.plane = ControlPlane(workdir=workdir / "cp", default_scheduler=False, allow_privileged=True, **gates)
         self.procs: list[Proc] = []
         self.api: httpx.Client | None = None
         self.extender_url = ""
@@ -218,10 +223,28 @@ class Bench:
             },
         )
 
+    def native_podgroup(self, ns: str, name: str, min_count: int) -> None:
+        self.post(
+            f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups",
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+            },
+        )
+
     def pod(
-        self, ns: str, name: str, group: str | None = None, cpu: str = "100m", client: Any = None, pool: str = "small"
+        self,
+        ns: str,
+        name: str,
+        group: str | None = None,
+        cpu: str = "100m",
+        client: Any = None,
+        pool: str = "small",
+        native_group: str | None = None,
     ) -> None:
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": ns, "labels": {LABEL: group} if group else {}},
@@ -232,6 +255,8 @@ class Bench:
                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
             },
         }
+        if native_group is not None:
+            body["spec"]["schedulingGroup"] = {"podGroupName": native_group}
         resp = (client or self.client).post(f"/api/v1/namespaces/{ns}/pods", json=body)
         if resp.status_code != 201:
             raise RuntimeError(f"pod {name}: {resp.status_code} {resp.text[:300]}")
@@ -309,6 +334,21 @@ def late(bench: Bench, samples: int) -> list[float]:
     return out
 
 
+def native_late(bench: Bench, samples: int) -> list[float]:
+    """``late`` for a native PodGroup (gang minCount 2)."""
+    out: list[float] = []
+    for _ in range(samples):
+        ns = bench.namespace()
+        bench.native_podgroup(ns, "late", 2)
+        bench.pod(ns, "a", native_group="late")
+        time.sleep(2.0)
+        t_b = time.monotonic()
+        bench.pod(ns, "b", native_group="late")
+        done = bench.wait_bound(ns, {"a", "b"}, 420)
+        out.append(round(done - t_b, 3) if done is not None else float("nan"))
+    return out
+
+
 def capacity(bench: Bench) -> float | None:
     """A gang of 4 (wait 30 s) whose 4th member never comes: 3 members of 10 cpu, one per 16-cpu node (a
     second would take the node's estimate over the 65 % load threshold). 3 s later, 4 plain pods of 10 cpu,
@@ -372,16 +412,21 @@ def main() -> int:
         "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "loadavgStart": os.getloadavg()},
         "kubeScheduler": "v1.37.2 (tools/build.sh)",
+        "genericWorkload": "native" in scenarios,
     }
-    bench = Bench(Path(tempfile.mkdtemp(prefix="koordpy-gang-bench-")))
+    bench = Bench(Path(tempfile.mkdtemp(prefix="koordpy-gang-bench-")), generic_workload="native" in scenarios)
     try:
         bench.start()
-        if "late" in scenarios or "big" in scenarios:
+        if "late" in scenarios or "big" in scenarios or "native" in scenarios:
             bench.start_components("requeue")
         if "late" in scenarios:
             samples = late(bench, args.samples)
             results["late"] = {"requeue": {"seconds": samples, "median": statistics.median(samples)}}
             print(f"late member, requeue: {samples}", flush=True)
+        if "native" in scenarios:
+            samples = native_late(bench, args.samples)
+            results["native"] = {"lateSeconds": samples, "lateMedian": statistics.median(samples)}
+            print(f"late member, native PodGroup: {samples}", flush=True)
         if "big" in scenarios:
             results["big"] = big(bench, args.members)
             print(f"big gang: {results['big']}", flush=True)

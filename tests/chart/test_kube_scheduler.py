@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from helm_render import SCENARIOS, named, render, render_scenario
+from helm_render import CHART, SCENARIOS, named, render, render_scenario, run_helm
 
 from koordpy.config.errors import validate
 from koordpy.config.scenario import CHART_PERCENTAGE_OF_NODES_TO_SCORE
@@ -219,3 +219,27 @@ def test_default_kube_scheduler_tag_is_the_version_the_real_cluster_tier_runs() 
     assert pinned, "tools/kubernetes/go.mod pins no k8s.io/kubernetes version"
     values = yaml.safe_load((root / "charts/koordpy/values.yaml").read_text())
     assert values["scheduler"]["kubeScheduler"]["image"]["tag"] == pinned.group(1)
+
+
+def _kube_scheduler_command(*args: str) -> list[str]:
+    deployment = named(render(*args), "Deployment", "-scheduler")
+    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-scheduler"]
+    command: list[str] = container["command"]
+    return command
+
+
+def test_feature_gates_reach_kube_scheduler_sorted_and_none_by_default() -> None:
+    """``scheduler.kubeScheduler.featureGates`` (Kubernetes' own gangs need ``GenericWorkload: true`` on this
+    kube-scheduler as on kube-apiserver): one ``--feature-gates`` flag, names sorted; none when empty."""
+    assert not any(a.startswith("--feature-gates") for a in _kube_scheduler_command())
+    gated = _kube_scheduler_command(
+        "--set",
+        "scheduler.kubeScheduler.featureGates.GenericWorkload=true",
+        "--set",
+        "scheduler.kubeScheduler.featureGates.CompositePodGroup=false",
+    )
+    assert [a for a in gated if a.startswith("--feature-gates")] == [
+        "--feature-gates=CompositePodGroup=false,GenericWorkload=true"
+    ]
+    refused = run_helm("template", "x", str(CHART), "--set", "scheduler.kubeScheduler.featureGates.GenericWorkload=yes")
+    assert refused.returncode != 0 and "want boolean" in refused.stderr, refused.stderr

@@ -46,20 +46,38 @@ RELEASE = "koordpy"
 RELEASE_NAMESPACE = "koordpy-system"
 PROFILE = "koordpy-scheduler"
 SPACE_LABEL = "koordpy.test/space"
+SYSTEM_NODE = "system-0"
+"""A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
 
 __all__ = [
     "CHART",
     "PROFILE",
     "RELEASE",
     "RELEASE_NAMESPACE",
+    "SYSTEM_NODE",
     "Components",
     "Kube",
     "Release",
     "deep_merge",
     "helm",
     "poll",
+    "started_plane",
     "wait_until",
 ]
+
+
+@contextlib.contextmanager
+def started_plane(workdir: Path, **options: Any) -> Iterator[ControlPlane]:
+    """A real control plane (``ControlPlane(**options)``, the release namespace's requests audited) with
+    :data:`SYSTEM_NODE` registered, stopped on exit."""
+    plane = ControlPlane(workdir=workdir, audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",), **options)
+    plane.start()
+    try:
+        with plane.client() as api:
+            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+        yield plane
+    finally:
+        plane.stop()
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,6 +97,7 @@ _PLURALS = {
     "Node": ("", "v1", "nodes", False),
     "Namespace": ("", "v1", "namespaces", False),
     "ConfigMap": ("", "v1", "configmaps", True),
+    "Secret": ("", "v1", "secrets", True),
     "Event": ("", "v1", "events", True),
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "Deployment": ("apps", "v1", "deployments", True),
@@ -273,8 +292,8 @@ class Components:
     """The recording proxy kube-scheduler calls the extender through (:meth:`record_extender_calls`)."""
     proxies: list[FaultProxy] = field(default_factory=list)
 
-    def _proc(self, name: str, args: list[str]) -> Proc:
-        proc = Proc(name, args, self.workdir / f"{name}.log", cwd=ROOT).start()
+    def _proc(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Proc:
+        proc = Proc(name, args, self.workdir / f"{name}.log", env=dict(env or {}), cwd=ROOT).start()
         self.procs.append(proc)
         return proc
 
@@ -285,6 +304,17 @@ class Components:
             return self.plane.kubeconfig(name, token, f"{component}-sa")
         path = self.plane.workdir / "kubeconfigs" / f"{name}-via-proxy.yaml"
         return write_kubeconfig(path, api.url, self.plane.ca_cert, token, f"{component}-sa")
+
+    def token_file_kubeconfig(self, component: str, token_file: Path) -> Path:
+        """A kubeconfig whose user reads its token from ``token_file`` (``tokenFile``, as kubectl and
+        client-go read it: the file, not a copy of its content)."""
+        path = self.plane.workdir / "kubeconfigs" / f"{component}-{uuid.uuid4().hex[:6]}-token-file.yaml"
+        config = yaml.safe_load(
+            write_kubeconfig(path, self.plane.url, self.plane.ca_cert, "unused", component).read_text()
+        )
+        config["users"][0]["user"] = {"tokenFile": str(token_file)}
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
 
     # -- fault proxies --
 
@@ -325,7 +355,11 @@ class Components:
         wait_ready: bool = True,
         api: FaultProxy | None = None,
         extra_args: Iterable[str] = (),
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Proc:
+        """``koordpy extender`` on the chart's configuration (``overrides`` merged in) with a kubeconfig for
+        the scheduler ServiceAccount's token (``kubeconfig``: another one; ``env`` added to its environment)."""
         config = self.release.component_config("scheduler")
         port, ops = free_port(), free_port()
         ports: dict[str, Any] = {"host": LOOPBACK, "port": port}
@@ -334,10 +368,11 @@ class Components:
         config = deep_merge(deep_merge(config, dict(overrides or {})), {"extender": ports})
         path = self.workdir / "extender-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        kubeconfig = self.kubeconfig("extender", self.release.token("scheduler"), api)
+        kubeconfig = kubeconfig or self.kubeconfig("extender", self.release.token("scheduler"), api)
         proc = self._proc(
             "extender",
             [str(KOORDPY), "extender", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args],
+            env,
         )
         self.extender_base = f"http://{LOOPBACK}:{port}"
         self.extender_ops = f"http://{LOOPBACK}:{ops}" if "metricsPort" in ports else self.extender_base
@@ -397,9 +432,14 @@ class Components:
         queue = self.scheduler_queue()
         return queue.get("unschedulable", 0) == count and queue.get("active", 0) == 0 and queue.get("backoff", 0) == 0
 
-    def start_scheduling(self, overrides: Mapping[str, Any] | None = None) -> None:
+    def start_scheduling(
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         """The extender and the koordpy-scheduler kube-scheduler in front of it."""
-        self.start_extender(overrides)
+        self.start_extender(overrides, kubeconfig=kubeconfig, env=env)
         self.start_scheduler()
 
     def extender_metrics(self) -> str:
@@ -414,15 +454,17 @@ class Components:
         name: str = "manager",
         api: FaultProxy | None = None,
         extra_args: Iterable[str] = (),
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Proc:
         config = self.release.component_config("manager")
         port = free_port()
         config = deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        kubeconfig = self.kubeconfig(name, self.release.token("manager"), api)
+        kubeconfig = kubeconfig or self.kubeconfig(name, self.release.token("manager"), api)
         proc = self._proc(
-            name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args]
+            name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args], env
         )
         self.manager_base = f"http://{LOOPBACK}:{port}"
         wait_http(self.manager_base + "/healthz", timeout, proc)
@@ -449,14 +491,18 @@ class Components:
         args: Iterable[str],
         overrides: Mapping[str, Any] | None = None,
         api: FaultProxy | None = None,
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Proc:
-        """``koordpy agent run`` for ``node`` with a token bound to the agent pod the DaemonSet put there."""
+        """``koordpy agent run`` for ``node`` with a token bound to the agent pod the DaemonSet put there
+        (``kubeconfig``: another one; ``env`` added to its environment)."""
         config = deep_merge(self.release.component_config("agent"), overrides or {})
         path = self.workdir / f"agent-{node}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        pod = self.agent_pod(node)
-        token = self.release.token("agent", bound_pod=(pod["metadata"]["name"], pod["metadata"]["uid"]))
-        kubeconfig = self.kubeconfig(f"agent-{node}", token, api)
+        if kubeconfig is None:
+            pod = self.agent_pod(node)
+            token = self.release.token("agent", bound_pod=(pod["metadata"]["name"], pod["metadata"]["uid"]))
+            kubeconfig = self.kubeconfig(f"agent-{node}", token, api)
         return self._proc(
             f"agent-{node}",
             [
@@ -471,21 +517,34 @@ class Components:
                 str(kubeconfig),
                 *args,
             ],
+            env,
         )
 
-    def start_ready_agent(self, node: str, cgroup_root: Path, proc_root: Path, state_dir: Path) -> tuple[Proc, str]:
+    def start_ready_agent(
+        self,
+        node: str,
+        cgroup_root: Path,
+        proc_root: Path,
+        state_dir: Path,
+        overrides: Mapping[str, Any] | None = None,
+        kubeconfig: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[Proc, str]:
         """``start_agent`` on a fake cgroup tree and /proc, collecting every 0.2 s and reporting every 1 s;
         returns once its ``/readyz`` answers, with that URL (for :meth:`restart`)."""
         port = free_port()
+        settings = {
+            "collectIntervalSeconds": 0.2,
+            "stateDir": str(state_dir),
+            "server": {"host": LOOPBACK, "port": port},
+            "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
+        }
         agent = self.start_agent(
             node,
             ["--cgroup-root", str(cgroup_root), "--proc-root", str(proc_root)],
-            {
-                "collectIntervalSeconds": 0.2,
-                "stateDir": str(state_dir),
-                "server": {"host": LOOPBACK, "port": port},
-                "nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1},
-            },
+            deep_merge(settings, overrides or {}),
+            kubeconfig=kubeconfig,
+            env=env,
         )
         readyz = f"http://{LOOPBACK}:{port}/readyz"
         wait_http(readyz, 180, agent)
@@ -582,6 +641,11 @@ class Space:
     def bound(self) -> dict[str, str]:
         """Pod name -> node, for the pods of this namespace that are bound."""
         return {n: p["spec"]["nodeName"] for n, p in self.pods().items() if p["spec"].get("nodeName")}
+
+    def count_pods(self, count: int) -> dict[str, dict[str, Any]] | None:
+        """The namespace's pods when exactly ``count`` exist (for :func:`wait_until`), else None."""
+        pods = self.pods()
+        return pods if len(pods) == count else None
 
     def count_bound(self, count: int) -> dict[str, str] | None:
         """The bound pods when exactly ``count`` are bound (for :func:`wait_until`), else None."""

@@ -12,15 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Release, Space
+from cluster_kit import Components, Kube, Release, Space, started_plane
 
-from koordpy_testkit.controlplane import ControlPlane, fake_node
+from koordpy_testkit.controlplane import ControlPlane
 
 LAST = "test_no_component_request_was_denied"
 """Runs after every other test of the session: it checks the requests they all made."""
-
-SYSTEM_NODE = "system-0"
-"""A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,17 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(
-        workdir=tmp_path_factory.mktemp("controlplane"),
-        audited_groups=(f"system:serviceaccounts:{RELEASE_NAMESPACE}",),
-    )
-    plane.start()
-    try:
-        with plane.client() as api:
-            api.post("/api/v1/nodes", json=fake_node(SYSTEM_NODE)).raise_for_status()
+    with started_plane(tmp_path_factory.mktemp("controlplane")) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 by the real kubectl:
 
 * each file under ``examples/`` and each Kubernetes object in a YAML block of ``docs/*.md`` and
-  ``charts/koordpy/README.md`` passes ``kubectl apply --server-side --dry-run=server``: kube-apiserver
+  ``charts/koordpy/README.md`` (those of an API served only with a feature gate are checked the same way
+  on a plane that has it, in ``test_cluster_native_gangs.py``) passes ``kubectl apply --server-side --dry-run=server``: kube-apiserver
   decodes it, validates it against its own schemas and the installed CRDs' (unknown and duplicate fields
   refused: ``--validate=strict``), and runs admission, without storing anything;
 * each ``examples/`` file is then applied for real, its objects are read back, the Jobs and the

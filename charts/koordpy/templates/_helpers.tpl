@@ -209,3 +209,18 @@ would admit the DaemonSet but refuse every agent pod, before anything is created
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The component's own Pod, from the downward API: where it posts the Warning Event CredentialsRefused once the
+API server accepts its credentials again after refusing them (koordpy.kube.credentials).
+*/}}
+{{- define "koordpy.podIdentityEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- end }}

@@ -50,6 +50,7 @@ from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
+from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.kube.reflector import Reflector
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.objects import ObjectError, PodInfo, node_from_dict, pod_from_dict
@@ -183,6 +184,15 @@ class Agent:
             max_sample_gap=cfg.sample_gap,
         )
         self.metrics = AgentMetrics()
+        self.credentials = client.connection.credentials
+        register_credentials_metrics(self.metrics.registry, self.credentials)
+        self.credentials_watch = CredentialsWatch(
+            self.credentials,
+            cfg.credentials.refused_not_ready_seconds,
+            "koordpy-agent",
+            post_event=client.create_event,
+            pod=pod_from_env(),
+        )
         self.state = self._load_state()
         self.pods: dict[str, PodInfo] = {}
         self.raw_pods: dict[str, dict[str, Any]] = {}
@@ -201,6 +211,9 @@ class Agent:
         self._failed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._event_seen: dict[tuple[str, str, str], float] = {}
+        """(reason, object, message) → when that Event was last posted; entries older than
+        ``EVENT_DEDUP_SECONDS`` are dropped (at most once per that period), pods and messages come and go."""
+        self._event_pruned_at = mono()
         self._last_report = -float("inf")
         self._ticks = 0
         # Per-container usage is read once per report interval (pods every tick): it is not on the
@@ -477,6 +490,10 @@ class Agent:
         dedup = (reason, pod_key or about_key, message)
         if now - self._event_seen.get(dedup, -float("inf")) < EVENT_DEDUP_SECONDS:
             return
+        if now - self._event_pruned_at >= EVENT_DEDUP_SECONDS:
+            # an Event told longer ago than the window is as if never told: keep only the recent ones
+            self._event_seen = {k: t for k, t in self._event_seen.items() if now - t < EVENT_DEDUP_SECONDS}
+            self._event_pruned_at = now
         self._event_seen[dedup] = now
         involved: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
         if about is not None:
@@ -535,6 +552,7 @@ class Agent:
 
     # -- process -------------------------------------------------------------------------------
     async def start(self, sync_timeout: float = 60.0) -> None:
+        self._spawn(self.credentials_watch.run())
         for reflector in self.reflectors:
             self._spawn(reflector.run())
         await asyncio.wait_for(asyncio.gather(*(r.synced.wait() for r in self.reflectors)), sync_timeout)
@@ -565,7 +583,11 @@ class Agent:
 
     def not_ready(self) -> str | None:
         """Why the agent is not ready, or None: ready once a tick completed and while no watch is in a
-        failure loop (``Reflector.failing``; a skipped malformed object does not count)."""
+        failure loop (``Reflector.failing``; a skipped malformed object does not count) and the API server
+        has not refused the credentials for ``credentials.refusedNotReadySeconds``."""
+        refused = self.credentials.not_ready(self.cfg.credentials.refused_not_ready_seconds)
+        if refused is not None:
+            return refused
         if not self.ready:
             return "no tick completed yet"
         failing = [reason for r in self.reflectors if (reason := r.not_ready()) is not None]

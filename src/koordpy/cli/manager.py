@@ -57,7 +57,7 @@ def manager_command(
         if not kubeconfig.is_file():
             typer.echo(f"error: --kubeconfig: {kubeconfig}: no such file", err=True)
             raise typer.Exit(2)
-        # kopf's kubeconfig login reads KUBECONFIG; the service-account login wins only inside a pod.
+        # The manager's connection (its own client and kopf's session) is loaded from KUBECONFIG.
         os.environ["KUBECONFIG"] = str(kubeconfig)
     # kopf would retry a missing login forever with a traceback per attempt: check it once, up front.
     require_connection(str(kubeconfig) if kubeconfig is not None else None)

@@ -23,11 +23,15 @@ from koordpy.cli.options import (
 )
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scheduler import SchedulerConfiguration
+from koordpy.kube.resources import PODGROUPS, PODGROUPS_NATIVE, PODGROUPS_VOLCANO, PODGROUPS_X_K8S
 from koordpy.model.durations import DurationError, parse_rfc3339
 from koordpy.scheduler.explain import ExplainError, NoInstantError, explain
 from koordpy.scheduler.plugins.gang.offline import GangReportError, gang_report
 
 app = typer.Typer(help="Scheduler tools.", no_args_is_help=True)
+
+PODGROUP_RESOURCES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO, PODGROUPS_NATIVE)
+"""The PodGroup APIs live mode lists (each one the cluster does not serve is skipped with a note)."""
 
 
 def load_scheduler_config(path: Path | None) -> SchedulerConfiguration:
@@ -117,8 +121,8 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         typer.Option("--in-tree/--no-in-tree", help="Run kube-scheduler's in-tree filters before the extender's."),
     ] = True,
 ) -> None:
-    """Explain where a pod would go and why, from a dump of Nodes, Pods, NodeMetrics and Reservations (or a
-    cluster)."""
+    """Explain where a pod would go and why, from a dump of Nodes, Pods, NodeMetrics, Reservations and
+    PodGroups (or a cluster)."""
     from koordpy.cli.live import LiveError, read_input
     from koordpy.kube.resources import NODEMETRICS, NODES, PODS, RESERVATIONS
 
@@ -126,7 +130,8 @@ def explain_command(  # noqa: PLR0917 - typer maps each parameter to an option
         raise fail(f"-o: expected json or table, got {output!r}")
     try:
         cfg = load_scheduler_config(config)
-        documents, live = read_input(files, kubeconfig, context, (NODES, PODS, NODEMETRICS, RESERVATIONS))
+        resources = (NODES, PODS, NODEMETRICS, RESERVATIONS, *PODGROUP_RESOURCES)
+        documents, live = read_input(files, kubeconfig, context, resources)
         instant = parse_rfc3339(now) if now else time.time() if live else None
         from_clock = live and not now
         try:
@@ -199,12 +204,13 @@ def gangs_command(
     ] = None,
     output: Output = "table",
 ) -> None:
-    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of the three APIs (or a cluster).
+    """Gang verdicts (admit, permit, phase) from a dump of Pods and PodGroups of the four APIs (or a cluster).
 
-    Live mode lists Pods and the three PodGroup kinds; it cannot see binds held at the extender's barrier
-    (pass them with --waiting). A PodGroup API the cluster does not serve is skipped with a note."""
+    Live mode lists Pods and the four PodGroup kinds (three CRDs and Kubernetes' own scheduling.k8s.io); it
+    cannot see binds held at the extender's barrier (pass them with --waiting). A PodGroup API the cluster
+    does not serve is skipped with a note."""
     from koordpy.cli.live import LiveError, read_input
-    from koordpy.kube.resources import PODGROUPS, PODGROUPS_VOLCANO, PODGROUPS_X_K8S, PODS
+    from koordpy.kube.resources import PODS
 
     if output not in ("json", "table"):
         raise fail(f"-o: expected json or table, got {output!r}")
@@ -216,7 +222,7 @@ def gangs_command(
         held[key] = node
     try:
         cfg = load_scheduler_config(config)
-        documents, live = read_input(files, kubeconfig, context, (PODS, PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO))
+        documents, live = read_input(files, kubeconfig, context, (PODS, *PODGROUP_RESOURCES))
         instant, note = evaluation_instant(now, documents, live=live)
         report, ignored = gang_report(documents, cfg.gang, instant, held, failed or [])
     except DurationError as exc:

@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from koordpy.config.credentials import CredentialsSettings
 from koordpy.config.errors import field_problems
 
 __all__ = ["AgentConfiguration", "NodeMetricSettings", "QoSSettings", "ServerSettings"]
@@ -113,6 +114,8 @@ class AgentConfiguration(_Settings):
         default_factory=lambda: NodeMetricSettings.model_validate({}), alias="nodeMetric"
     )
     server: ServerSettings = Field(default_factory=lambda: ServerSettings.model_validate({}))
+    credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
+    """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""
 
     @model_validator(mode="after")
     def _check(self) -> AgentConfiguration:

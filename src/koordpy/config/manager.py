@@ -31,6 +31,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from koordpy.config.credentials import CredentialsSettings
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
@@ -168,4 +169,6 @@ class ManagerConfiguration(_Settings):
     pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
     reservation: ReservationSettings = Field(default_factory=lambda: ReservationSettings.model_validate({}))
     """Placement of Reservations and starving-job reservations (``koordpy.config.reservation``)."""
+    credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
+    """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")

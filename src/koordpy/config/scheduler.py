@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from koordpy.config.credentials import CredentialsSettings
 from koordpy.config.errors import field_problems
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
@@ -95,3 +96,5 @@ class SchedulerConfiguration(_Settings):
     extender: ExtenderSettings = Field(default_factory=lambda: ExtenderSettings.model_validate({}))
     gang: CoschedulingArgs = Field(default_factory=lambda: CoschedulingArgs.model_validate({}))
     """Gang scheduling (Koordinator ``CoschedulingArgs`` names); see ``koordpy.config.gang``."""
+    credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
+    """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""

@@ -420,6 +420,11 @@ class TokenBucket:
         self._refill(now)
         return self._tokens >= 1.0
 
+    def full(self, now: float) -> bool:
+        """Whether the bucket holds ``burst`` tokens at ``now`` (as it starts)."""
+        self._refill(now)
+        return self._tokens >= float(self.burst)
+
     def try_accept(self, now: float) -> bool:
         """Take one token if there is one."""
         self._refill(now)
@@ -434,7 +439,8 @@ class ObjectLimiter:
     ``duration`` (token bucket, rate max_migrating/duration, burst ``burst``). Keys are workload UIDs.
 
     ``max_migrating`` per workload comes from the caller (the arbitration's per-workload rule).
-    Not guaranteed: buckets of workloads that went away are kept until :meth:`forget`.
+    :meth:`prune` drops the buckets that have refilled (a full bucket allows what a new one would), so the
+    buckets of workloads that went away do not stay.
     """
 
     def __init__(self, duration_seconds: float, burst: int = 1) -> None:
@@ -465,6 +471,12 @@ class ObjectLimiter:
 
     def forget(self, workload: str) -> None:
         self._buckets.pop(workload, None)
+
+    def prune(self, now: float) -> None:
+        """Drop every bucket that is full again at ``now``: the workload is then as free as one never seen."""
+        full = [key for key, bucket in self._buckets.items() if bucket.full(now)]
+        for key in full:
+            del self._buckets[key]
 
 
 def eviction_retry_delay(failures: int) -> float:

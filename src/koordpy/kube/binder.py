@@ -15,12 +15,15 @@ timeout closes them under us (kube-apiserver: 90 s).
 
 Errors are raised as :class:`koordpy.kube.client.ApiClient` raises them: an HTTP error status as the
 matching :class:`koordpy.kube.errors.ApiError`, anything on the way (refused, reset, closed before the
-answer was complete, TLS) as :class:`koordpy.kube.errors.ApiConnectionError`. A request is never
-retried (a binding that may have been applied must not be sent twice; kube-scheduler retries the pod).
+answer was complete, TLS) as :class:`koordpy.kube.errors.ApiConnectionError`. A binding that may have
+been applied is never sent twice (kube-scheduler retries the pod); the one retry is after a 401, which
+the API server answers before it does anything with the request: the binding is sent once more when
+renewing the connection's credentials (:mod:`koordpy.kube.credentials`) gave a different header.
+The request head is assembled once per header, not per bind; the header is reloaded when due (a token
+file at most once a minute), never per bind.
 
 Not guaranteed: HTTP proxies (:meth:`BindingClient.for_connection` falls back to ``ApiClient`` when the
-connection names one); HTTP/2; token refresh (like ``ApiClient``, the credentials are read once);
-thread safety (one event loop).
+connection names one); HTTP/2; thread safety (one event loop).
 """
 
 from __future__ import annotations
@@ -138,7 +141,10 @@ class BindingClient:
         head = [f"Host: {host_header}", f"User-Agent: {user_agent}", "Accept: application/json"]
         head += [f"{name}: {value}" for name, value in connection.headers().items()]
         head.append("Content-Type: application/json")
-        self._head = ("\r\n".join(head) + "\r\n").encode("latin-1")
+        self._head_lines = head
+        self.credentials = connection.credentials
+        self._head_auth: str | None = None
+        self._head = self._assemble(None)
         self._idle: list[_Connection] = []
         self._open = 0
         """Connections opened and not closed yet (idle or in use)."""
@@ -176,8 +182,17 @@ class BindingClient:
             }
         )
         path = f"{self.base_path}/api/v1/namespaces/{namespace}/pods/{name}/binding"
-        request = b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (path.encode(), self._head, len(body), body)
-        status, raw, retry_after = await self._exchange(request)
+        start = b"POST %s HTTP/1.1\r\n" % path.encode()
+        end = b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        credentials = self.credentials
+        sent = await credentials.header()
+        sent_at = credentials.clock()
+        status, raw, retry_after = await self._exchange(start + self._head_with(sent) + end)
+        credentials.observe(status, sent)
+        if status == 401 and (renewed := await credentials.renew(sent, sent_at)) != sent:
+            # a 401 is answered before anything is done: the binding was not applied, send it once more
+            status, raw, retry_after = await self._exchange(start + self._head_with(renewed) + end)
+            credentials.observe(status, renewed)
         if status >= 400:
             raise error_from_response(status, raw, retry_after=retry_after)
         try:
@@ -185,6 +200,18 @@ class BindingClient:
         except orjson.JSONDecodeError as exc:
             raise ApiError(status, "BadResponse", f"POST {path}: undecodable body") from exc
         return decoded if isinstance(decoded, dict) else {}
+
+    def _assemble(self, authorization: str | None) -> bytes:
+        lines = list(self._head_lines)
+        if authorization:
+            lines.insert(3, f"Authorization: {authorization}")
+        return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+    def _head_with(self, authorization: str | None) -> bytes:
+        """The request head for ``authorization``, assembled again only when the header changed."""
+        if authorization != self._head_auth:
+            self._head, self._head_auth = self._assemble(authorization), authorization
+        return self._head
 
     async def _exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
         if self._closed:

@@ -3,8 +3,13 @@
 Objects go in and come out as raw JSON dicts (decoded with orjson); interpreting them is the job of
 ``koordpy.model``. Every failure raises an exception from :mod:`koordpy.kube.errors`.
 
-Not guaranteed: retries. Each call is one request (``list`` one request per page); callers decide
-what to retry with :func:`koordpy.kube.errors.is_temporary`. No state is kept across clients.
+Credentials renew (:mod:`koordpy.kube.credentials`): every request carries the connection's newest
+``Authorization`` header, and a request answered 401 is sent once more when renewing the credentials
+gave a different header (a 401 means the API server did nothing with the request).
+
+Not guaranteed: other retries. Each call is one request (``list`` one request per page), or two after a
+401; callers decide what to retry with :func:`koordpy.kube.errors.is_temporary`. No state is kept
+across clients but the connection's credentials, which its clients share.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import orjson
 
 from koordpy.kube import resources
 from koordpy.kube.connection import ConnectionInfo, load_connection
+from koordpy.kube.credentials import Credentials
 from koordpy.kube.errors import ApiConnectionError, ApiError, error_from_response, error_from_status
 from koordpy.kube.resources import ResourceRef
 
-__all__ = ["ApiClient", "ClientSettings", "ListResult", "PatchType", "WatchEvent"]
+__all__ = ["ApiClient", "ClientSettings", "ListResult", "PatchType", "WatchEvent", "authorize_middleware"]
 
 PatchType = Literal["merge", "json", "strategic"]
 WatchEvent = tuple[str, dict[str, Any]]
@@ -88,6 +94,38 @@ def _namespace_of(resource: ResourceRef, namespace: str | None, body: Mapping[st
     return str(ns)
 
 
+def authorize_middleware(credentials: Credentials) -> aiohttp.ClientMiddlewareType:
+    """An aiohttp client middleware that sends ``credentials``' newest header with every request, reports
+    each answer to them, and sends a request answered 401 once more when renewing gives another header.
+    Used by :class:`ApiClient` and by the session the manager hands to kopf."""
+
+    async def authorize(request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        sent = await credentials.header()
+        _set_authorization(request, sent)
+        sent_at = credentials.clock()
+        response = await handler(request)
+        credentials.observe(response.status, sent)
+        if response.status != 401:
+            return response
+        renewed = await credentials.renew(sent, sent_at)
+        if renewed == sent:
+            return response
+        response.release()
+        _set_authorization(request, renewed)
+        response = await handler(request)
+        credentials.observe(response.status, renewed)
+        return response
+
+    return authorize
+
+
+def _set_authorization(request: aiohttp.ClientRequest, header: str | None) -> None:
+    if header:
+        request.headers["Authorization"] = header
+    else:
+        request.headers.pop("Authorization", None)
+
+
 class ApiClient:
     """Async API client over one aiohttp session. Use as ``async with ApiClient(conn) as api: ...``.
 
@@ -125,6 +163,7 @@ class ApiClient:
             connector=connector,
             headers=headers,
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
+            middlewares=(authorize_middleware(self.connection.credentials),),
         )
 
     async def close(self) -> None:

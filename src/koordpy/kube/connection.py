@@ -1,24 +1,28 @@
 """Connection settings (server URL, credentials, TLS) for :class:`koordpy.kube.client.ApiClient`.
 
 Credentials are loaded by the official ``kubernetes`` package's kubeconfig and in-cluster loaders (so
-every kubeconfig form they understand works: tokens, client certificates, exec/auth-provider plugins
-evaluated once, basic auth, ``insecure-skip-tls-verify``, ``tls-server-name``), then turned into plain
-values that aiohttp can use.
+every kubeconfig form they understand works: tokens, client certificates, exec/auth-provider plugins,
+basic auth, ``insecure-skip-tls-verify``, ``tls-server-name``), then turned into plain values that
+aiohttp can use. The header that renews (:mod:`koordpy.kube.credentials`) is
+:attr:`ConnectionInfo.credentials`: the in-cluster token file and a kubeconfig user's ``tokenFile`` are
+re-read, an ``exec`` plugin is run again; everything else is fixed.
 
-Not supported: token refresh. The token is read once when :func:`load_connection` runs; a token that
-expires (exec plugins, rotated service-account tokens) needs a new :class:`ConnectionInfo` and a new
-client. Proxies from the kubeconfig (``proxy-url``) are recorded but not used.
+Not supported: client certificates and auth-provider plugins that renew (read once). Proxies from the
+kubeconfig (``proxy-url``) are recorded but not used.
 """
 
 from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConnectionInfo", "load_connection", "write_kubeconfig"]
+from koordpy.kube.credentials import Credentials, CredentialSource, ExecPlugin, TokenFile
+
+__all__ = ["ConnectionInfo", "kubeconfig_source", "load_connection", "write_kubeconfig"]
 
 _SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
@@ -27,9 +31,11 @@ _SERVICE_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 class ConnectionInfo:
     """Everything needed to open HTTP(S) connections to one API server.
 
-    ``authorization`` is the full ``Authorization`` header value (``Bearer ...`` or ``Basic ...``).
-    ``ca_file``/``cert_file``/``key_file`` are file paths (the kubernetes loader writes inline data to
-    temporary files). ``verify`` False disables server certificate checks.
+    ``authorization`` is the full ``Authorization`` header value (``Bearer ...`` or ``Basic ...``) as
+    loaded; ``credentials`` is where every client takes the header from (it renews a token file or an
+    exec plugin's credential; fixed ``authorization`` otherwise), shared by all clients of this
+    connection. ``ca_file``/``cert_file``/``key_file`` are file paths (the kubernetes loader writes
+    inline data to temporary files). ``verify`` False disables server certificate checks.
     """
 
     server: str
@@ -41,17 +47,19 @@ class ConnectionInfo:
     tls_server_name: str | None = None
     proxy: str | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    credentials: Credentials = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.credentials is None:
+            object.__setattr__(self, "credentials", Credentials.fixed(self.authorization))
 
     @property
     def is_tls(self) -> bool:
         return self.server.startswith("https://")
 
     def headers(self) -> dict[str, str]:
-        """Request headers carrying the credentials (empty when anonymous)."""
-        headers = dict(self.extra_headers)
-        if self.authorization:
-            headers["Authorization"] = self.authorization
-        return headers
+        """Request headers other than ``Authorization`` (that one comes from :attr:`credentials`)."""
+        return {k: v for k, v in self.extra_headers.items() if k.lower() != "authorization"}
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         """What to pass to aiohttp as ``ssl=``: a context for https, True for plain http (unused)."""
@@ -71,14 +79,24 @@ class ConnectionInfo:
         return cls(server=server.rstrip("/"), authorization=f"Bearer {token}" if token else None)
 
 
-def _from_configuration(cfg: Any) -> ConnectionInfo:
+def _from_configuration(cfg: Any, source: CredentialSource | None = None) -> ConnectionInfo:
     api_key = getattr(cfg, "api_key", {}) or {}
     authorization = api_key.get("BearerToken") or api_key.get("authorization")
     if authorization and not str(authorization).lower().startswith(("bearer ", "basic ")):
         authorization = f"Bearer {authorization}"
+    header = str(authorization) if authorization else None
+    if header is not None and header.lower().startswith("bearer "):
+        header = "Bearer " + header[len("bearer ") :]  # the in-cluster loader writes "bearer"
+    credentials = (
+        Credentials.fixed(header)
+        if source is None
+        # a token file was just read by the loader; an exec plugin is run again for its expiry
+        else Credentials(source, initial=header, loaded=isinstance(source, TokenFile))
+    )
     return ConnectionInfo(
         server=str(cfg.host).rstrip("/"),
-        authorization=str(authorization) if authorization else None,
+        authorization=header,
+        credentials=credentials,
         ca_file=getattr(cfg, "ssl_ca_cert", None) or None,
         cert_file=getattr(cfg, "cert_file", None) or None,
         key_file=getattr(cfg, "key_file", None) or None,
@@ -108,15 +126,75 @@ def load_connection(
     if kubeconfig is None and (
         in_cluster or (in_cluster is None and not os.environ.get("KUBECONFIG") and os.environ.get(_SERVICE_HOST_ENV))
     ):
+        # The loader reads the token once; Credentials re-reads the file (try_refresh_token only
+        # serves the kubernetes package's own client).
+        from kubernetes.config import incluster_config
+
         k8s_config.load_incluster_config(client_configuration=cfg, try_refresh_token=False)  # type: ignore[no-untyped-call]
-        return _from_configuration(cfg)
+        return _from_configuration(cfg, TokenFile(Path(incluster_config.SERVICE_TOKEN_FILENAME)))
     path: str
     if kubeconfig is not None:
         path = os.fspath(kubeconfig)
     else:
         path = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
     k8s_config.load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)  # type: ignore[no-untyped-call]
-    return _from_configuration(cfg)
+    return _from_configuration(cfg, kubeconfig_source(path, context))
+
+
+def kubeconfig_source(path: str, context: str | None = None) -> CredentialSource | None:
+    """The renewable credential of the kubeconfig's user (``tokenFile`` or ``exec``), or None (fixed).
+
+    ``path`` may list several files (``os.pathsep``): a named entry is taken from the first file that has
+    it, ``current-context`` from the first file that sets it (client-go's merge rules). A relative
+    ``tokenFile`` or exec ``command`` is resolved against the directory of the file that names it."""
+    import yaml
+
+    named: dict[str, dict[str, tuple[Mapping[str, Any], Path]]] = {"clusters": {}, "users": {}, "contexts": {}}
+    current: str | None = None
+    for one in (p for p in path.split(os.pathsep) if p):
+        try:
+            doc = yaml.safe_load(Path(one).expanduser().read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if not isinstance(doc, Mapping):
+            continue
+        current = current or (str(doc["current-context"]) if doc.get("current-context") else None)
+        base = Path(one).expanduser().resolve().parent
+        for section, key in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            for entry in doc.get(section) or ():
+                if isinstance(entry, Mapping) and isinstance(entry.get(key), Mapping):
+                    named[section].setdefault(str(entry.get("name")), (entry[key], base))
+    chosen = named["contexts"].get(context or current or "")
+    if chosen is None:
+        return None
+    user = named["users"].get(str(chosen[0].get("user")))
+    if user is None:
+        return None
+    entry, base = user
+    if entry.get("tokenFile"):
+        return TokenFile(base / os.path.expanduser(str(entry["tokenFile"])))
+    if isinstance(entry.get("exec"), Mapping):
+        cluster = named["clusters"].get(str(chosen[0].get("cluster")))
+        return ExecPlugin.from_kubeconfig(entry["exec"], base, _exec_cluster(cluster[0]) if cluster else None)
+    return None
+
+
+def _exec_cluster(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec.cluster`` of an ExecCredential (client-go's field names) from a kubeconfig cluster entry."""
+    out: dict[str, Any] = {"server": cluster.get("server", "")}
+    for kube_name, exec_name in (
+        ("certificate-authority-data", "certificate-authority-data"),
+        ("insecure-skip-tls-verify", "insecure-skip-tls-verify"),
+        ("tls-server-name", "tls-server-name"),
+        ("proxy-url", "proxy-url"),
+    ):
+        if kube_name in cluster:
+            out[exec_name] = cluster[kube_name]
+    extensions = cluster.get("extensions") or ()
+    for ext in extensions:
+        if isinstance(ext, Mapping) and ext.get("name") == "client.authentication.k8s.io/exec":
+            out["config"] = ext.get("extension")
+    return out
 
 
 def write_kubeconfig(

@@ -22,6 +22,7 @@ __all__ = [
     "NODES",
     "PDBS",
     "PODGROUPS",
+    "PODGROUPS_NATIVE",
     "PODGROUPS_VOLCANO",
     "PODGROUPS_X_K8S",
     "PODMIGRATIONJOBS",
@@ -103,6 +104,10 @@ it is not in ``ALL`` (the resources the API emulator serves)."""
 PODGROUPS_VOLCANO = ResourceRef("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True)
 """Volcano's PodGroup API. Its CRD (Volcano's) has no status subresource: status is written on the object
 itself. Not installed by the chart, not in ``ALL``."""
+PODGROUPS_NATIVE = ResourceRef("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True)
+"""Kubernetes' own PodGroup API (v1.37: beta, served only with the ``GenericWorkload`` feature gate and
+``--runtime-config=scheduling.k8s.io/v1beta1=true``): watchers must tolerate a 404. kube-scheduler owns its
+status; koordpy only reads it. Not in ``ALL``."""
 PODMIGRATIONJOBS = ResourceRef(
     "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", "PodMigrationJob", namespaced=False
 )

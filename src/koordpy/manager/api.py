@@ -4,8 +4,10 @@ all through :mod:`koordpy.kube` (which has the Eviction subresource, UID precond
 kopf exports no public create/patch/delete calls (only its private ``kopf._cogs.clients``), so the
 NodeMetric and PodGroup writes use koordpy's client with the retry policy kopf's client applies to its
 own requests (:class:`RetryingWrites`): 429, 5xx and connection errors retried after 1, 1, 2, 3, 5, 8,
-13 and 21 s, or after the server's ``Retry-After`` when that is longer; the client carries the same
-credentials kopf's login finds (in a pod the service account, else ``$KUBECONFIG``).
+13 and 21 s, or after the server's ``Retry-After`` when that is longer. kopf's own watches run on the
+session its login handler (:class:`KopfLogin`) hands over: an aiohttp session over the manager's own
+connection, whose middleware sends the newest credentials with every request
+(:mod:`koordpy.kube.credentials`), so kopf's watches and koordpy's writes renew their token alike.
 """
 
 from __future__ import annotations
@@ -16,23 +18,28 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import aiohttp
+import kopf
+
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.descheduler.lifecycle import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
-from koordpy.kube.client import ApiClient
+from koordpy.kube.client import ApiClient, authorize_middleware
+from koordpy.kube.connection import ConnectionInfo
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
-from koordpy.scheduler.plugins.gang import API_SIGS, API_VOLCANO, API_X_K8S
+from koordpy.scheduler.plugins.gang import API_NATIVE, API_VOLCANO
 from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
     "EVENT_SOURCE",
     "GangWriter",
+    "KopfLogin",
     "KubeMigrationApi",
     "KubeReservationApi",
     "NodeMetricWriter",
@@ -112,6 +119,50 @@ class NodeMetricWriter:
             if isinstance(action, Delete | Patch):
                 return "gone"
             raise
+
+
+class KopfLogin:
+    """kopf's login handler: an aiohttp session over ``connection`` whose middleware sends the newest
+    credentials with every request and sends a request refused with 401 once more with renewed ones
+    (:func:`koordpy.kube.client.authorize_middleware`).
+
+    kopf runs it at start and again whenever a request of its own is still refused after that (it then
+    closes the old session and blocks its API calls until a new one is handed over). While the API server
+    refuses the newest credentials, each further login waits first, doubling from 0.5 s to 30 s, and reads
+    the credentials again: kopf would otherwise retry at once, and forever.
+
+    Not guaranteed: the connection's ``tls-server-name`` (kopf sends no per-request server name)."""
+
+    def __init__(
+        self,
+        connection: ConnectionInfo,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        user_agent: str = "koordpy-manager",
+    ) -> None:
+        self.connection = connection
+        self.sleep = sleep
+        self.user_agent = user_agent
+        self.logins = 0
+        self._refused_logins = 0
+
+    async def __call__(self, **_: Any) -> kopf.AiohttpSession:
+        credentials = self.connection.credentials
+        self.logins += 1
+        if credentials.refused:
+            delay = min(30.0, 0.5 * 2**self._refused_logins)
+            self._refused_logins += 1
+            await self.sleep(delay)
+            await credentials.renew(credentials.current(), credentials.clock())
+        else:
+            self._refused_logins = 0
+        connection = self.connection
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ssl=connection.ssl_context()),
+            headers={"User-Agent": self.user_agent, **connection.headers()},
+            middlewares=(authorize_middleware(credentials),),
+        )
+        return kopf.AiohttpSession(aiohttp_session=session, server=connection.server)
 
 
 async def ensure_peering(
@@ -325,7 +376,11 @@ class GangWriter:
         self._logger = writes.logger
 
     async def patch_status(self, patch: StatusPatch) -> bool:
-        """True when written, False when the PodGroup (or its API) is gone."""
+        """True when written, False when the PodGroup (or its API) is gone. A native ``scheduling.k8s.io``
+        PodGroup is never written (kube-scheduler owns its status): refused here whatever asked."""
+        if patch.api == API_NATIVE:
+            self._logger.error("PodGroup %s/%s (%s): status not written", patch.namespace, patch.name, patch.api)
+            return False
         url = f"/apis/{API_VERSIONS[patch.api]}/namespaces/{patch.namespace}/podgroups/{patch.name}"
         if patch.api != API_VOLCANO:
             url += "/status"
@@ -386,8 +441,8 @@ class KubeReservationApi:
     async def snapshot(self) -> ClusterSnapshot:
         cache = self.cache
         podgroups: list[dict[str, Any]] = []
-        for api, store in ((API_SIGS, cache.podgroups_sigs), (API_X_K8S, cache.podgroups_x_k8s)):
-            podgroups.extend({**item, "apiVersion": f"{api}/v1alpha1"} for item in store.values())
+        for api_version, store in cache.podgroup_stores():
+            podgroups.extend({**item, "apiVersion": api_version} for item in store.values())
         return ClusterSnapshot(
             nodes=list(cache.nodes.values()),
             pods=list(cache.pods.values()),

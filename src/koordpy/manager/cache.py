@@ -9,7 +9,7 @@ write even before its watch event arrives, and an older event arriving later doe
 are ordered as client-go's ``IntegerResourceVersionMutationCache`` orders them: as integers when both are
 integers (the API server's are), else the newer arrival wins.
 
-Optional kinds (PodGroups of either API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
+Optional kinds (PodGroups of each API, NodeMetrics, Reservations, PodMigrationJobs) are watched only
 while the API server serves them: discovery is asked first and again every :data:`DISCOVERY_SECONDS`
 while absent, so a cluster without ``scheduling.x-k8s.io`` sees no request for it (and logs no 404).
 
@@ -197,11 +197,20 @@ class ManagerCache:
 
     ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
     ``nodemetrics``, ``podgroups`` (the PodGroup APIs: ``scheduling.sigs.k8s.io``, ``scheduling.x-k8s.io``,
-    ``scheduling.volcano.sh``). A store of a kind not watched stays empty.
+    ``scheduling.volcano.sh`` and Kubernetes' own ``scheduling.k8s.io/v1beta1``, read only). A store of a kind
+    not watched stays empty.
     """
 
     OPTIONAL = frozenset(
-        {"podmigrationjobs", "reservations", "nodemetrics", "podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano"}
+        {
+            "podmigrationjobs",
+            "reservations",
+            "nodemetrics",
+            "podgroups_sigs",
+            "podgroups_x_k8s",
+            "podgroups_volcano",
+            "podgroups_native",
+        }
     )
 
     def __init__(
@@ -223,9 +232,10 @@ class ManagerCache:
         self.podgroups_sigs = ObjectStore(resources.PODGROUPS)
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
         self.podgroups_volcano = ObjectStore(resources.PODGROUPS_VOLCANO)
+        self.podgroups_native = ObjectStore(resources.PODGROUPS_NATIVE)
         wanted = set(kinds)
         if "podgroups" in wanted:
-            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano"}
+            wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano", "podgroups_native"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -240,6 +250,7 @@ class ManagerCache:
             "podgroups_sigs": self.podgroups_sigs,
             "podgroups_x_k8s": self.podgroups_x_k8s,
             "podgroups_volcano": self.podgroups_volcano,
+            "podgroups_native": self.podgroups_native,
         }
 
     def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:

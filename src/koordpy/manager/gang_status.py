@@ -13,6 +13,9 @@ Status fields, per API (reference §2.7; ``koordpy.crds.podgroup``):
 * ``scheduling.volcano.sh``: ``phase`` (Volcano's: Pending, Inqueue, Running, Unknown, Completed),
   ``running``, ``succeeded``, ``failed``; Volcano's status has nothing else koordpy fills.
 
+A native ``scheduling.k8s.io`` PodGroup gets neither: kube-scheduler owns its status (the
+``PodGroupInitiallyScheduled`` condition) and reports on its pods.
+
 ``occupiedBy`` is written once, when the phase first leaves Pending: the oldest member's owner
 references as sorted ``namespace/ownerName`` joined with ``,`` (as Koordinator fills it). ``scheduleStartTime``
 is written once, when the phase is first Scheduling. No I/O, no clock: ``now`` is an argument.
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from koordpy.scheduler.plugins.gang import API_SIGS, API_VERSIONS, API_VOLCANO, GangCache, GangView
+from koordpy.scheduler.plugins.gang import API_NATIVE, API_SIGS, API_VERSIONS, API_VOLCANO, GangCache, GangView
 
 __all__ = [
     "API_VERSIONS",
@@ -100,8 +103,8 @@ def desired_status(
     same name, or annotations). ``now`` is RFC 3339, written as ``scheduleStartTime`` when due."""
     gang_id = f"{namespace}/{name}"
     view = cache.view(gang_id)
-    if view is None or view.spec.ref.source != api:
-        return None
+    if api == API_NATIVE or view is None or view.spec.ref.source != api:
+        return None  # a native PodGroup's status is kube-scheduler's: never written here
     stored_phase = str(stored.get("phase") or "")
     phase = cache.phase(gang_id, stored_phase) or stored_phase
     counts = view.counts
@@ -196,8 +199,8 @@ def reconcile_gang(
     gang's oldest member. Events go to the gang's PodGroup (when it exists) and to at most ``pod_events``
     members without a node (sorted by key), each through ``throttle``; none without ``with_events``."""
     view = cache.view(gang_id)
-    if view is None:
-        return [], []
+    if view is None or view.spec.native:
+        return [], []  # a native gang: kube-scheduler writes its PodGroup's status and reports on its pods
     namespace, _, name = gang_id.partition("/")
     patches: list[StatusPatch] = []
     events: list[GangEvent] = []

@@ -34,6 +34,7 @@ again at most every :data:`OWNER_TTL_SECONDS`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import logging
 import time
@@ -409,6 +410,13 @@ class MigrationController:
         """Duration of the last arbitration call."""
         self._swept_at: float | None = None
         self._bookkeeping_until = 0.0
+        # a job or pod deleted meanwhile: its retry time and failure counts go with it
+        cache.jobs.add_listener(self._on_gone)
+        cache.pods.add_listener(self._on_gone)
+
+    def _on_gone(self, key: str, old: Raw | None, new: Raw | None) -> None:
+        if new is None:
+            self._forget(key)
 
     def _may_bookkeep(self) -> bool:
         return time.monotonic() < self._bookkeeping_until
@@ -665,6 +673,7 @@ class MigrationController:
         self._logger.info("deleted Reservation %s: %s", name, why)
 
     def _forget(self, name: str) -> None:
+        """Drop the retry time and failure counts of a job (or of a pod whose owner read failed)."""
         self._not_before.pop(name, None)
         self._failures.pop(name, None)
         self._errors.pop(name, None)
@@ -792,6 +801,7 @@ class MigrationController:
         for name in sorted({*self.index.active, *expired}):
             await self._guarded("step", name, self.drive(name, reservations), self.clock())
         await self._sweep(now)
+        self.object_limiter.prune(self.clock())
         self.phases = {phase: count for phase, count in self.index.phases.items() if count}
         if self.metrics is not None:
             self.metrics.observe_phases(self.phases)
@@ -847,6 +857,8 @@ class OwnerCache:
         self.clock = clock
         self._logger = logger
         self._entries: dict[str, _OwnerEntry] = {}
+        self._expiry: collections.deque[tuple[float, str]] = collections.deque()
+        """(expiry, uid) in the order the entries were read: their expiries ascend (one TTL for all)."""
 
     async def _read(self, namespace: str, ref: Mapping[str, Any], now: float) -> _OwnerEntry:
         owner = await self.api.get_owner(namespace, ref)
@@ -859,8 +871,12 @@ class OwnerCache:
             except MigrationObjectError as exc:
                 self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
         entry = _OwnerEntry(now + OWNER_TTL_SECONDS, workload, parent)
-        self._entries[str(ref.get("uid"))] = entry
+        self._remember(str(ref.get("uid")), entry)
         return entry
+
+    def _remember(self, uid: str, entry: _OwnerEntry) -> None:
+        self._entries[uid] = entry
+        self._expiry.append((entry.expires, uid))
 
     async def chain(
         self, pod: Mapping[str, Any], workloads: dict[str, Workload], budget: list[int], now: float
@@ -884,7 +900,8 @@ class OwnerCache:
                     if isinstance(exc, ValueError) or not kube_errors.is_temporary(exc):
                         # a reference the API cannot address: unknown for good (until it expires)
                         self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
-                        entry = self._entries[uid] = _OwnerEntry(now + OWNER_TTL_SECONDS, None, None)
+                        entry = _OwnerEntry(now + OWNER_TTL_SECONDS, None, None)
+                        self._remember(uid, entry)
                     else:
                         raise
             if entry.workload is None:
@@ -894,8 +911,14 @@ class OwnerCache:
         return True
 
     def prune(self, now: float) -> None:
-        if len(self._entries) > 50_000:
-            self._entries = {k: e for k, e in self._entries.items() if e.expires > now}
+        """Drop the entries that expired (an owner deleted is never read again, so its entry would stay):
+        amortised O(1) per entry read."""
+        expiry = self._expiry
+        while expiry and expiry[0][0] <= now:
+            expires, uid = expiry.popleft()
+            entry = self._entries.get(uid)
+            if entry is not None and entry.expires == expires:  # not read again since
+                del self._entries[uid]
 
 
 def make_arbitrate(

@@ -39,8 +39,10 @@ from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import load_connection
+from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.manager.api import (
     GangWriter,
+    KopfLogin,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
@@ -59,6 +61,7 @@ from koordpy.runtime.gcfreeze import GcFreezer
 from koordpy.runtime.listeners import ListenerLimits, LoopHeartbeat, threaded_health_listener
 from koordpy.runtime.metrics import new_registry, render
 from koordpy.scheduler.plugins.gang import (
+    API_NATIVE,
     API_SIGS,
     API_VERSIONS,
     API_VOLCANO,
@@ -76,6 +79,7 @@ __all__ = [
     "health_report",
     "migration_loop",
     "operator_settings",
+    "readiness_report",
     "run",
 ]
 
@@ -135,7 +139,10 @@ class GangStatusKeeper:
             except (ValueError, KeyError, TypeError) as exc:
                 self._logger.warning("pod %s skipped: %s", key, exc)
                 return [before] if before else []
-            if gang_ref(pod) is None and before is None:
+            ref = gang_ref(pod)
+            if ref is not None and ref.source == API_NATIVE:
+                return []  # kube-scheduler keeps a native PodGroup's status (spec.schedulingGroup is immutable)
+            if ref is None and before is None:
                 return []
             self.cache.upsert_pod(pod)
             self.pod_uids[key] = pod.uid
@@ -220,9 +227,12 @@ def build_registry(
     apply: Apply,
     loops: Sequence[RoundLoop] = (),
     gangs: GangStatusKeeper | None = None,
+    login: KopfLogin | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
-    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events.
+    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events, ``login`` hands
+    kopf its session (default: over :func:`koordpy.kube.connection.load_connection`, loaded at the first
+    login: in a pod the service account, else ``$KUBECONFIG``).
 
     Each of ``loops`` runs its rounds on the active replica only. With ``peering.enabled`` it is a kopf
     daemon on the ClusterKopfPeering object ``peering.name`` (which every replica shares and kopf itself
@@ -292,11 +302,15 @@ def build_registry(
     if gangs is not None and config.pod_group.enabled:
         _register_gangs(registry, gangs)
 
+    logins: list[KopfLogin] = [login] if login is not None else []
+
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In a pod: the service account. Elsewhere (or with --kubeconfig, which sets KUBECONFIG): kubeconfig.
-        info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
-        return info or kopf.login_with_kubeconfig(**kwargs)
+    async def login_handler(**kwargs: Any) -> kopf.AiohttpSession:
+        # kopf's own login handlers read a token once per login and no kubeconfig tokenFile or exec
+        # plugin; the manager's connection renews its credentials for every request (KopfLogin).
+        if not logins:
+            logins.append(KopfLogin(load_connection()))
+        return await logins[0](**kwargs)
 
     return registry
 
@@ -406,6 +420,25 @@ def health_report(started: bool, loop_alive: bool, loops: Sequence[RoundLoop]) -
     return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
 
 
+def readiness_report(started: bool, loop_alive: bool, caches: str | None, credentials: str | None) -> dict[str, Any]:
+    """The manager's ``/readyz`` body: ``status`` ``ok`` once kopf has started, the event loop runs, the
+    watch caches hold their first lists and the API server has not refused the credentials for
+    ``credentials.refusedNotReadySeconds``; else ``failing`` with ``reason`` (the first of these that is
+    not so). A standby replica (peering) is ready as well: readiness says it can act, not that it does.
+
+    Called from the health thread: it only reads values."""
+    checks = [
+        (credentials is None, credentials or ""),
+        (loop_alive, "the operator's event loop has stalled"),
+        (started, "kopf is starting"),
+        (caches is None, f"caches: {caches}"),
+    ]
+    for ok, why in checks:
+        if not ok:
+            return {"status": "failing", "reason": why}
+    return {"status": "ok"}
+
+
 def _is_set(flag: Any) -> bool:
     """An asyncio or threading Event (``is_set``) or a Future (``done``), as kopf accepts for ``ready_flag``."""
     is_set = getattr(flag, "is_set", None)
@@ -486,9 +519,10 @@ async def run(
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` from a thread of its own
-    while the operator runs, bounded by ``limits`` (default: from ``config.health``), and ``GET /metrics``
-    with the migration and reservation metrics. ``/healthz`` answers 200 with what it checked
-    (:func:`health_report`), 503 once the event loop has not run for ``health.loopStallSeconds``.
+    while the operator runs, bounded by ``limits`` (default: from ``config.health``), ``GET /readyz``
+    (:func:`readiness_report`) and ``GET /metrics`` with the migration, reservation and credential
+    metrics. ``/healthz`` answers 200 with what it checked (:func:`health_report`), 503 once the event
+    loop has not run for ``health.loopStallSeconds``.
     """
     logging.getLogger("kopf").setLevel(config.log_level.upper())
     logging.getLogger("koordpy.manager").setLevel(config.log_level.upper())
@@ -497,9 +531,11 @@ async def run(
         objects_logger.addFilter(QuietHandlers())
     settings = operator_settings(config)
     logger = logging.getLogger("koordpy.manager")
-    # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the same
-    # credentials kopf's login finds: in a pod the service account, else $KUBECONFIG.
-    client = ApiClient(load_connection())
+    # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the connection
+    # kopf's login hands over too: in a pod the service account, else $KUBECONFIG. Both share its
+    # credentials (renewed, and counted in the credential metrics).
+    connection = load_connection()
+    client = ApiClient(connection)
     writes = RetryingWrites(client, logger)
     writer = NodeMetricWriter(writes)
     cache = ManagerCache(
@@ -523,7 +559,15 @@ async def run(
         source=cache,
     )
     loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
-    registry = build_registry(config, writer.apply, loops, gangs)
+    registry = build_registry(config, writer.apply, loops, gangs, KopfLogin(connection))
+    register_credentials_metrics(metrics.registry, connection.credentials)
+    credentials = CredentialsWatch(
+        connection.credentials,
+        config.credentials.refused_not_ready_seconds,
+        "koordpy-manager",
+        post_event=client.create_event,
+        pod=pod_from_env(),
+    )
     heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
     if ready_flag is None:
         ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
@@ -538,6 +582,7 @@ async def run(
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
                 asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
+                asyncio.create_task(credentials.run(), name="manager credentials"),
             ]
             try:
                 await kopf.operator(
@@ -563,6 +608,14 @@ async def run(
     def alive() -> dict[str, Any]:
         return health_report(_is_set(started), heartbeat.alive(), loops)
 
+    def ready() -> dict[str, Any]:
+        return readiness_report(
+            _is_set(started),
+            heartbeat.alive(),
+            cache.not_ready(),
+            connection.credentials.not_ready(config.credentials.refused_not_ready_seconds),
+        )
+
     # why: /healthz is answered from its own thread; while a round computes, that thread waits for the GIL.
     # A 1 ms switch interval (Python's default is 5 ms) bounds each wait it makes to about 1 ms.
     sys.setswitchinterval(0.001)
@@ -573,6 +626,6 @@ async def run(
         )
     exposition = lambda: render(metrics.registry)  # noqa: E731 - the listener calls it per scrape
     async with threaded_health_listener(
-        config.health.host, config.health.port, alive, limits=limits, metrics=exposition
+        config.health.host, config.health.port, alive, limits=limits, metrics=exposition, ready=ready
     ):
         await operate()

@@ -100,8 +100,8 @@ class WriteRefusedError(Exception):
 
 @dataclass(frozen=True)
 class ClusterSnapshot:
-    """Raw API objects of one round. ``podgroups`` holds both PodGroup APIs, each item with its
-    ``apiVersion`` filled in; ``nodemetrics`` feed the load-aware filter of placement
+    """Raw API objects of one round. ``podgroups`` holds the PodGroups of each API the manager watches, each
+    item with its ``apiVersion`` filled in; ``nodemetrics`` feed the load-aware filter of placement
     (``reservation.loadAware``)."""
 
     nodes: Sequence[Raw]

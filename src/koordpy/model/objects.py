@@ -194,6 +194,9 @@ class PodInfo:
     """``spec.terminationGracePeriodSeconds``; None when unset (Kubernetes then uses 30)."""
     controller: ControllerRef | None = None
     """The owner reference with ``controller: true``; None when there is none."""
+    scheduling_group: str = ""
+    """``spec.schedulingGroup.podGroupName``: the ``scheduling.k8s.io`` PodGroup the pod joins ("" for none;
+    the API server drops the field while its ``GenericWorkload`` feature gate is off)."""
 
     @property
     def key(self) -> str:
@@ -368,6 +371,7 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodInfo:
         initialized,  # initialized_time
         _grace(spec.get("terminationGracePeriodSeconds")),  # termination_grace_seconds
         controller,  # controller
+        _scheduling_group(spec.get("schedulingGroup")),  # scheduling_group
     )
 
 
@@ -380,6 +384,19 @@ def _condition_time(raw: Any, i: int) -> float | None:
         except DurationError:
             pass  # field_time names the field
     return field_time(raw, f"status.conditions[{i}].lastTransitionTime")
+
+
+def _scheduling_group(raw: Any) -> str:
+    if raw is None:
+        return ""
+    if type(raw) is not dict:
+        raw = field_mapping(raw, "spec.schedulingGroup")
+    name = raw.get("podGroupName")
+    if name is None:
+        return ""
+    if not isinstance(name, str):
+        raise ObjectError("spec.schedulingGroup.podGroupName: expected a string")
+    return name
 
 
 def _grace(raw: Any) -> int | None:

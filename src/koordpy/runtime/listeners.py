@@ -108,19 +108,28 @@ async def health_listener(
     limits: ListenerLimits = DEFAULT_LIMITS,
     path: str = "/healthz",
     metrics: Callable[[], tuple[bytes, str]] | None = None,
+    ready: Callable[[], Awaitable[bool | Mapping[str, Any]]] | None = None,
 ) -> AsyncIterator[web.AppRunner]:
     """Serve ``GET path`` on ``host:port`` for as long as the block runs (kopf's liveness endpoint, which it
     replaces, has no bounds). ``healthy()`` returns a bool (body ``{"status": "ok"}`` or ``"failing"``) or
     the body itself, a mapping whose ``status`` is ``ok`` when healthy; the answer is 200 when healthy, else
-    503. With ``metrics`` (body and content type), ``GET /metrics`` serves them too."""
+    503. With ``metrics`` (body and content type), ``GET /metrics`` serves them too; with ``ready`` (same
+    answers as ``healthy``), ``GET /readyz``."""
 
-    async def health(_: web.Request) -> web.Response:
-        verdict = await healthy()
-        body = dict(verdict) if isinstance(verdict, Mapping) else {"status": "ok" if verdict else "failing"}
-        return web.json_response(body, status=200 if body.get("status") == "ok" else 503)
+    def answer(
+        check: Callable[[], Awaitable[bool | Mapping[str, Any]]],
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def respond(_: web.Request) -> web.Response:
+            verdict = await check()
+            body = dict(verdict) if isinstance(verdict, Mapping) else {"status": "ok" if verdict else "failing"}
+            return web.json_response(body, status=200 if body.get("status") == "ok" else 503)
+
+        return respond
 
     app = web.Application(handler_args=aiohttp_handler_args(limits))
-    app.router.add_get(path, health)
+    app.router.add_get(path, answer(healthy))
+    if ready is not None:
+        app.router.add_get("/readyz", answer(ready))
     if metrics is not None:
         render_metrics = metrics
 
@@ -169,10 +178,11 @@ async def threaded_health_listener(
     limits: ListenerLimits = DEFAULT_LIMITS,
     path: str = "/healthz",
     metrics: Callable[[], tuple[bytes, str]] | None = None,
+    ready: Callable[[], bool | Mapping[str, Any]] | None = None,
 ) -> AsyncIterator[int]:
     """:func:`health_listener` served from a thread of its own with its own event loop, for as long as the
-    block runs: a probe is answered however busy the caller's event loop is (``healthy`` and ``metrics``
-    are called in that thread: they must be thread-safe and quick, as a :class:`LoopHeartbeat` and a
+    block runs: a probe is answered however busy the caller's event loop is (``healthy``, ``ready`` and
+    ``metrics`` are called in that thread: they must be thread-safe and quick, as a :class:`LoopHeartbeat` and a
     prometheus_client exposition are). Yields the bound port; one that cannot be bound raises here, in the
     caller.
 
@@ -184,11 +194,17 @@ async def threaded_health_listener(
     async def answer() -> bool | Mapping[str, Any]:
         return healthy()
 
+    async def readiness() -> bool | Mapping[str, Any]:
+        assert ready is not None
+        return ready()
+
     async def serve() -> None:
         stop = asyncio.Event()
         state["loop"], state["stop"] = asyncio.get_running_loop(), stop
         try:
-            async with health_listener(host, port, answer, limits=limits, path=path, metrics=metrics) as runner:
+            async with health_listener(
+                host, port, answer, limits=limits, path=path, metrics=metrics, ready=readiness if ready else None
+            ) as runner:
                 state["port"] = int(runner.addresses[0][1])
                 started.set()
                 await stop.wait()

@@ -404,3 +404,19 @@ async def test_the_agent_holds_its_own_nodes_pods_and_node_only(apiserver, api_c
         assert sorted(p.name for p in agent.pods.values()) == ["later-mine", "mine"]
     finally:
         await agent.shutdown()
+
+
+async def test_events_told_longer_ago_than_the_dedup_window_are_forgotten(apiserver, api_client, tmp_path):
+    """Each Event's (reason, object, message) is remembered for 300 s so it is told once; past that it is as if
+    never told, and the memory of it goes: pods and their messages come and go, the memory does not grow."""
+    node = Node(tmp_path, [])
+    agent = make_agent(tmp_path, api_client, node)
+    for i in range(5):
+        await agent._emit("Throttled", f"cpu capped at {i}00m", False, f"shop/pod-{i}")
+    await agent._emit("Throttled", "cpu capped at 000m", False, "shop/pod-0")  # a repeat: not told again
+    assert len(agent._event_seen) == 5
+    events = (await api_client.list(resources.EVENTS, namespace="default")).items
+    assert len(events) == 5
+    node.now += 300  # past the window: the five are forgotten once the next Event is told
+    await agent._emit("Throttled", "cpu capped at 900m", False, "shop/pod-9")
+    assert list(agent._event_seen) == [("Throttled", "shop/pod-9", "cpu capped at 900m")]

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from koordpy.cli.main import EXAMPLES, app
 from koordpy.config import LoadAwareSchedulingArgs, SchedulerConfiguration, validate
+from koordpy.config.credentials import CredentialsSettings
 from koordpy.config.manager import (
     HealthSettings,
     ManagerConfiguration,
@@ -246,6 +247,8 @@ def test_manager_configuration_block_validates_with_default_values() -> None:
     assert [k for k in sorted(_aliases(PodGroupSettings)) if not _named(block, k)] == []
     assert cfg.reservation == ReservationSettings.model_validate({})
     assert [k for k in sorted(_aliases(ReservationSettings)) if not _named(block, k)] == []
+    assert cfg.credentials == CredentialsSettings.model_validate({})
+    assert [k for k in sorted(_aliases(CredentialsSettings)) if not _named(block, k)] == []
 
 
 def test_the_quoted_configuration_error_is_what_the_cli_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,7 +57,14 @@ def gangs(*args: str) -> dict[str, dict[str, Any]]:
 def test_shape_and_membership_without_holds() -> None:
     by_id = gangs()
     # team-a/web is in no gang: not listed. The annotation gangs ps and worker form one GangGroup.
-    assert list(by_id) == ["team-a/mpi", "team-a/trainer", "team-b/ps", "team-b/worker", "team-c/ghost"]
+    assert list(by_id) == [
+        "team-a/mpi",
+        "team-a/trainer",
+        "team-b/ps",
+        "team-b/worker",
+        "team-c/ghost",
+        "team-d/sim",
+    ]
     trainer = by_id["team-a/trainer"]
     # sigs.k8s.io PodGroup: minMember 3, scheduleTimeoutSeconds 1200, defaults Strict / once-satisfied.
     assert (trainer["minMember"], trainer["totalNumber"], trainer["waitSeconds"]) == (3, 3, 1200)
@@ -85,6 +92,32 @@ def test_missing_podgroup_is_not_found_and_waits() -> None:
     assert ghost["admit"]["team-c/ghost-0"] == {
         "ok": False,
         "reason": "gang team-c/ghost: PodGroup team-c/ghost (scheduling.sigs.k8s.io) not found",
+    }
+
+
+def test_a_native_podgroup_is_kube_schedulers_gang() -> None:
+    """team-d/sim: a ``scheduling.k8s.io`` PodGroup (gang minCount 3); sim-0 also carries Koordinator
+    annotations naming another gang, which are not read (no gang ``team-d/other``)."""
+    by_id = gangs()
+    sim = by_id["team-d/sim"]
+    assert "team-d/other" not in by_id
+    assert sim["children"] == ["team-d/sim-0", "team-d/sim-1", "team-d/sim-2"]
+    assert (sim["mode"], sim["matchPolicy"], sim["minMember"], sim["phase"]) == (
+        "Strict",
+        "waiting-and-running",
+        3,
+        "Pending",
+    )
+    # 3 members exist ≥ minCount 3: kube-scheduler's PreEnqueue lets each through.
+    assert sim["admit"]["team-d/sim-0"] == {
+        "ok": True,
+        "reason": "gang team-d/sim: 3 of 3 members exist (kube-scheduler's GangScheduling)",
+    }
+    held = gangs(*[f"--waiting=team-d/sim-{i}=node-1" for i in range(2)])["team-d/sim"]
+    # 2 held + 0 bound < 3
+    assert held["permit"] == {
+        "verdict": "wait",
+        "reason": "gang team-d/sim: 2 waiting + 0 bound of 3 members (waiting-and-running)",
     }
 
 

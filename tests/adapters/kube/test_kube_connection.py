@@ -76,14 +76,17 @@ def test_in_cluster_files_are_used_when_no_kubeconfig(tmp_path: Path, monkeypatc
     monkeypatch.delenv("KUBECONFIG", raising=False)
     conn = load_connection()
     assert conn.server == "https://10.96.0.1:443"
-    assert conn.authorization == "bearer sa-token"
+    assert conn.authorization == "Bearer sa-token"
+    assert conn.credentials.description == f"token file {token}"  # re-read: it is kubelet's projected token
     assert conn.ca_file == str(ca)
     assert load_connection(in_cluster=True) == conn
 
 
 def test_connection_for_url_headers() -> None:
-    assert ConnectionInfo.for_url("http://127.0.0.1:1/", "t").headers() == {"Authorization": "Bearer t"}
-    assert ConnectionInfo.for_url("http://127.0.0.1:1").headers() == {}
+    conn = ConnectionInfo.for_url("http://127.0.0.1:1/", "t")
+    assert conn.headers() == {}  # the Authorization header comes from the credentials, per request
+    assert conn.credentials.current() == "Bearer t" and conn.credentials.description == "kubeconfig credentials"
+    assert ConnectionInfo.for_url("http://127.0.0.1:1").credentials.current() is None
     assert ConnectionInfo.for_url("http://127.0.0.1:1").ssl_context() is True
 
 

@@ -74,3 +74,26 @@ async def test_status_at_once_events_from_the_pass_and_memory_released() -> None
     await keeper.reconcile(keeper.on_podgroup("scheduling.sigs.k8s.io", "DELETED", PG))
     assert len(keeper.throttle) == 0
     assert keeper.pod_uids == {} and keeper.owners == {}
+
+
+async def test_a_native_gang_gets_no_status_and_no_event_and_a_native_patch_is_never_sent() -> None:
+    """A ``scheduling.k8s.io`` PodGroup's status is kube-scheduler's: its members (``spec.schedulingGroup``,
+    here with a CRD PodGroup label too) are not kept, nothing is written or posted for them, and the writer
+    refuses a native status patch whatever asks for it (no request is made)."""
+    writer = RecordingWriter()
+    keeper = GangStatusKeeper(PodGroupSettings.model_validate({}), writer, lambda: 1e9)
+    await keeper.reconcile(keeper.on_podgroup("scheduling.sigs.k8s.io", "ADDED", PG))
+    for name in ("a", "b"):
+        member = pod(name)
+        member["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+        assert keeper.on_pod("ADDED", member) == []
+    await keeper.post_events()
+    assert keeper.pod_uids == {}
+    assert [e for e in writer.events if e.kind == "Pod"] == []
+    assert all(p.api == "scheduling.sigs.k8s.io" for p in writer.patches)
+
+    class Unreachable:
+        """kopf's settings: never used, as no request is made."""
+
+    refusing = GangWriter(Unreachable())  # type: ignore[arg-type]
+    assert await refusing.patch_status(StatusPatch("scheduling.k8s.io", "ns", "g", {"phase": "Running"})) is False

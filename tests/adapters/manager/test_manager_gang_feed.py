@@ -95,3 +95,23 @@ def test_a_pod_leaving_its_gang_by_a_label_change_is_no_longer_a_member() -> Non
     stores.pods.handle("ADDED", pod("w0", labels=SIG))
     stores.pods.handle("MODIFIED", pod("w0", rv=2))
     assert feed.table([f"{NS}/w0"]).of(f"{NS}/w0") is None
+
+
+def test_a_native_podgroup_reaches_the_feed_with_its_disruption_mode() -> None:
+    """Kubernetes' own PodGroup (a ``scheduling.k8s.io`` list item, no apiVersion) and members joined by
+    ``spec.schedulingGroup``: the feed's gang has the PodGroup's minCount and ``disruptionMode``."""
+    stores = cache()
+    feed = GangFeed(stores)
+    native = {
+        "metadata": {"name": "sim", "namespace": NS, "resourceVersion": "1"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}},
+    }
+    stores.podgroups_native.handle("ADDED", native)
+    for index in range(2):
+        member = pod(f"s{index}")
+        member["spec"]["schedulingGroup"] = {"podGroupName": "sim"}
+        stores.pods.handle("ADDED", member)
+    view = feed.gangs.view(f"{NS}/sim")
+    assert view is not None
+    assert (view.spec.ref.source, view.spec.min_member, view.spec.disruption) == ("scheduling.k8s.io", 2, "all")
+    assert view.children == (f"{NS}/s0", f"{NS}/s1")

@@ -97,6 +97,11 @@ class PodBuilder:
     def scheduled_at(self, at: float) -> Self:
         return self.condition("PodScheduled", at)
 
+    def scheduling_group(self, pod_group: str) -> Self:
+        """``spec.schedulingGroup.podGroupName``: the pod joins that ``scheduling.k8s.io`` PodGroup."""
+        self._raw["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
+        return self
+
     def scheduler(self, name: str) -> Self:
         self._raw["spec"]["schedulerName"] = name
         return self

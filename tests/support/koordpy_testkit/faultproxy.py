@@ -240,6 +240,9 @@ class FaultProxy:
     rules: list[Rule] = field(default_factory=list)
     delays: dict[str, float] = field(default_factory=dict)
     """Request path → seconds each request on it is held before it is forwarded (:meth:`delay`)."""
+    body_delays: dict[tuple[str, bytes], float] = field(default_factory=dict)
+    """(request path, bytes its body contains) → seconds such a request is held (:meth:`delay` with
+    ``body_contains``); checked before ``delays``."""
     _exchanges: list[Exchange] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
@@ -353,14 +356,17 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
-    def delay(self, path: str, seconds: float) -> None:
-        """Hold every request whose path is exactly ``path`` for ``seconds`` before forwarding it (0: stop).
+    def delay(self, path: str, seconds: float, *, body_contains: bytes | None = None) -> None:
+        """Hold every request whose path is exactly ``path`` (and, with ``body_contains``, whose body holds
+        those bytes: one pod's ``/bind`` among many) for ``seconds`` before forwarding it (0: stop).
         Requests are held concurrently; an ``Exchange``'s ``forwarded`` is when the hold ended."""
         with self._lock:
+            table: dict[Any, float] = self.delays if body_contains is None else self.body_delays
+            key: Any = path if body_contains is None else (path, body_contains)
             if seconds > 0:
-                self.delays[path] = seconds
+                table[key] = seconds
             else:
-                self.delays.pop(path, None)
+                table.pop(key, None)
 
     def remove(self, rule: Rule) -> None:
         with self._lock:
@@ -484,7 +490,10 @@ class FaultProxy:
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         with self._lock:
-            held = self.delays.get(request.path, 0.0)
+            held = next(
+                (sec for (path, part), sec in self.body_delays.items() if path == request.path and part in body),
+                self.delays.get(request.path, 0.0),
+            )
         if held:
             await asyncio.sleep(held)
         forwarded = time.monotonic()

@@ -63,9 +63,13 @@ def pod(
     namespace: str = "default",
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    group: str | None = None,
 ) -> PodInfo:
-    """A pod; ``cpu=None, memory=None`` is BestEffort. ``priority`` None: no PriorityClass."""
+    """A pod; ``cpu=None, memory=None`` is BestEffort. ``priority`` None: no PriorityClass. ``group``: the
+    ``scheduling.k8s.io`` PodGroup it joins (``spec.schedulingGroup``)."""
     builder = PodBuilder(name, namespace)
+    if group is not None:
+        builder.scheduling_group(group)
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     if requests:
         builder.requests(**requests)

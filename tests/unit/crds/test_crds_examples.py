@@ -32,7 +32,7 @@ NOW = 1_800_000_000.0
 
 
 def all_objects() -> list[tuple[Path, dict[str, Any]]]:
-    return [(path, obj) for path in example_files() for obj in kube_objects(path.read_text(encoding="utf-8"))]
+    return [(path, obj) for path in example_files(gated=None) for obj in kube_objects(path.read_text(encoding="utf-8"))]
 
 
 def test_every_kind_koordpy_reads_has_an_example() -> None:
@@ -44,7 +44,7 @@ def test_every_kind_koordpy_reads_has_an_example() -> None:
     assert [w["spec"]["template"]["spec"]["schedulerName"] for w in workloads] == ["koordpy-scheduler"]
 
 
-@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", example_files(gated=None), ids=lambda p: p.name)
 def test_custom_resources_validate_with_koordpys_models(path: Path) -> None:
     models = known_models()
     for obj in kube_objects(path.read_text(encoding="utf-8")):
@@ -66,7 +66,7 @@ def test_names_do_not_collide_across_files() -> None:
         pytest.fail(f"{kind} {meta['name']} is in both {seen[key]} and {path.name}")
 
 
-@pytest.mark.parametrize("path", [*example_files(), *values_files()], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*example_files(gated=None), *values_files()], ids=lambda p: p.name)
 def test_file_opens_with_a_comment_and_is_indexed(path: Path) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[0].startswith("# ") and lines[1].startswith("#"), f"{path.name}: no opening comment"
@@ -126,6 +126,18 @@ def test_podgroup_examples_form_their_gangs() -> None:
     (mpi,) = gangs_of("podgroup-scheduling-x-k8s.yaml").values()
     assert (mpi["id"], mpi["minMember"], mpi["waitSeconds"]) == ("apps/mpi", 2, 300)
     assert mpi["permit"]["verdict"] == "allow", mpi["permit"]
+
+
+def test_the_native_podgroup_example_forms_its_gang() -> None:
+    # scheduling.k8s.io: gang minCount 4 of 4 workers held -> allow (4 waiting + 0 bound ≥ 4).
+    (simulation,) = gangs_of("podgroup-native.yaml").values()
+    assert (simulation["id"], simulation["minMember"], simulation["matchPolicy"], len(simulation["waiting"])) == (
+        "apps/simulation",
+        4,
+        "waiting-and-running",
+        4,
+    )
+    assert simulation["permit"]["verdict"] == "allow", simulation["permit"]
 
 
 def test_annotation_examples_form_their_gang_and_ganggroup() -> None:

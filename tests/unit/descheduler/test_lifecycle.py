@@ -300,6 +300,22 @@ def test_object_limiter_per_workload() -> None:
     assert isinstance(decide(running, pod(), T0 + 160, DIRECT, workload="w1", **kwargs), Evict)
 
 
+def test_object_limiter_drops_the_buckets_that_refilled() -> None:
+    # duration 300 s, maxMigrating 2 -> 2/300 per s, burst 1: one eviction empties w1's bucket, which holds a
+    # whole token again 150 s later; w2's, emptied 100 s after, is full at 250 s. A full bucket allows what
+    # a new one would, so it goes: the buckets of workloads that went away do not stay.
+    limiter = ObjectLimiter(300, burst=1)
+    limiter.record("w1", 2, T0)
+    limiter.record("w2", 2, T0 + 100)
+    limiter.prune(T0 + 149)
+    assert len(limiter._buckets) == 2
+    limiter.prune(T0 + 150)
+    assert len(limiter._buckets) == 1 and limiter.allows("w1", 2, T0 + 150)
+    assert not limiter.allows("w2", 2, T0 + 150)  # still waiting: its bucket was kept
+    limiter.prune(T0 + 250)
+    assert len(limiter._buckets) == 0
+
+
 def test_rate_limited_wait_consumes_no_tokens() -> None:
     # the object limiter refuses first: the QPS token stays for another workload
     limiter = ObjectLimiter(300)

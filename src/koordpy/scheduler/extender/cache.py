@@ -78,6 +78,8 @@ class ClusterCache:
         """(resource, event type) -> events applied."""
         self.pod_listener: PodListener | None = None
         """Called after each applied pod event with (event type, pod, raw object or None): the gang barrier."""
+        self.node_listener: Callable[[str], None] | None = None
+        """Called with a node's name once its deletion was applied (state kept per node elsewhere is dropped)."""
         self.held_node: Callable[[str], str | None] | None = None
         """``namespace/name`` → the node a held (not yet bound) bind placed the pod on: a watch update of
         that still-pending pod keeps the placement counted instead of dropping it."""
@@ -104,6 +106,8 @@ class ClusterCache:
             self.invalid["nodes"].pop(name, None)
             self.state.remove_node(name)
             self.events["nodes", event_type] += 1
+            if self.node_listener is not None:
+                self.node_listener(name)
             return
         try:
             node = node_from_dict(raw)

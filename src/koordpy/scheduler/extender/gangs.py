@@ -2,7 +2,7 @@
 
 Events in: the pod watch (``on_pod``: membership, ``PodScheduled=False/Unschedulable`` → Strict
 release, unless the condition is a quorum refusal, which any extender process recognises), the PodGroup
-watches of both APIs (``podgroup_handler``), the pods of ``/filter`` requests (``admit``: membership is
+watches of the four APIs (``podgroup_handler``), the pods of ``/filter`` requests (``admit``: membership is
 read from the request's pod, a refused member is parked) and the ``/bind`` requests of gang members
 (``hold``). Decisions out, executed here:
 
@@ -27,7 +27,8 @@ A gang whose held members are released for a reason of its own (its wait time ra
 deadlock resolution, a held member deleted) gets, on its PodGroup (both APIs), the ``GangScheduled=False``
 condition saying why and when (``koordpy.scheduler.plugins.gang.outcome``) and a Warning Event
 (``GangTimedOut`` or ``GangReleased``); when it binds later, ``GangScheduled=True`` (``Bound``). These are
-the only status fields the extender writes on a PodGroup (the manager writes phase and counters). A
+the only status fields the extender writes on a PodGroup (the manager writes phase and counters); a native
+``scheduling.k8s.io`` PodGroup gets the Events only (its status is kube-scheduler's). A
 PodGroup that cannot be read is reported by ``on_rejected`` (counted and an Event, by the PodGroup's
 reflector) and its gang keeps its last readable parameters.
 
@@ -57,6 +58,7 @@ from koordpy.model.resources import ResourceList
 from koordpy.scheduler.extender.requeue import PodPatcher, RequeueMetrics, Requeuer
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import (
+    API_NATIVE,
     API_SIGS,
     API_VERSIONS,
     API_VOLCANO,
@@ -69,6 +71,7 @@ from koordpy.scheduler.plugins.gang import (
     PodGroupError,
     bound_outcome,
     gang_condition,
+    ignored_gang_keys,
     outcomes,
     podgroup_from_dict,
 )
@@ -229,15 +232,20 @@ class GangBarrier:
             metrics=metrics.requeue,
         )
         self.status_patcher = status_patcher or (lambda: None)
+        self.native_absent: Callable[[], bool] = lambda: False
+        """Whether ``scheduling.k8s.io/v1beta1`` PodGroups are not served (the server sets it from that
+        watch); read at each hold (``GangCache.native_unserved``)."""
         self._outcomes: dict[str, GangOutcome] = {}
         """Gang id → the outcome its PodGroup must still be told about (the latest one wins)."""
         self._outcome_task: asyncio.Task[None] | None = None
         self._posted: dict[str, tuple[str, str, float]] = {}
         """Gang id → (reason, message, time) of the last outcome Event."""
         self._failures: dict[str, str] = {}
+        """pod key → the Unschedulable condition already reported (message and time)."""
         self._ignored: dict[str, tuple[str, ...]] = {}
         """PodGroup id → the fields not honoured that were last warned about (one warning per change)."""
-        """pod key → the Unschedulable condition already reported (message and time)."""
+        self._ignored_keys: dict[str, tuple[str, ...]] = {}
+        """Native gang id → the other gang keys its members carry that were last warned about."""
         self._timer: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -253,11 +261,22 @@ class GangBarrier:
             self.requeuer.discard(pod.key)
         else:
             self.cache.upsert_pod(pod)
+            if pod.scheduling_group:
+                self._warn_ignored_keys(pod)
             if pod.node_name or pod.terminated:
                 self.requeuer.discard(pod.key)
             elif raw is not None and self.cache.gang_of(pod.key) is not None:
                 self._check_failure(pod.key, raw)
         self.pump()
+
+    def _warn_ignored_keys(self, pod: PodInfo) -> None:
+        """A native member that also carries another gang's labels or annotations: logged once per gang and
+        set of keys (kube-scheduler gates the pod by its ``spec.schedulingGroup``; the keys are not read)."""
+        found = ignored_gang_keys(pod)
+        gang_id = f"{pod.namespace}/{pod.scheduling_group}"
+        if found and self._ignored_keys.get(gang_id) != found:
+            self._ignored_keys[gang_id] = found
+            self.log.warning("gang.pod_keys_ignored", pod=pod.key, gang=gang_id, keys=list(found))
 
     def _check_failure(self, key: str, raw: Mapping[str, Any]) -> None:
         seen = unschedulable_message(raw)
@@ -281,6 +300,7 @@ class GangBarrier:
                 namespace, name = meta.get("namespace"), meta.get("name")
                 if isinstance(namespace, str) and isinstance(name, str):
                     self.cache.delete_podgroup(api, namespace, name)
+                    self._ignored.pop(f"{namespace}/{name}", None)
                     self.pump()
                 return
             if not raw.get("apiVersion"):  # list items may omit it; the watch knows the API
@@ -340,6 +360,7 @@ class GangBarrier:
         ``annotations`` go on the pod with its binding (the Reservation it allocates)."""
         self._ensure_timer()
         loop = asyncio.get_running_loop()
+        self.cache.native_unserved = self.native_absent()
         hold, permit = self.cache.hold(pod_key, uid, node, self.clock.now())
         self.requeuer.discard(pod_key)
         if hold is None:
@@ -527,8 +548,10 @@ class GangBarrier:
         now = self.clock.now()
         conditions = gang_condition(outcome, pg.conditions, format_rfc3339(now))
         patcher = self.status_patcher()
-        if pg.api == API_VOLCANO:
-            conditions = None  # Volcano's CRD has no status subresource: the extender writes no PodGroup object
+        if pg.api in (API_VOLCANO, API_NATIVE):
+            # Volcano's CRD has no status subresource: the extender writes no PodGroup object; a native
+            # PodGroup's status is kube-scheduler's (its PodGroupInitiallyScheduled condition): Events only.
+            conditions = None
         if conditions is not None and patcher is not None:
             try:
                 await patcher.patch_status(
@@ -554,7 +577,7 @@ class GangBarrier:
         if not outcome.scheduled:
             message = f"{outcome.members} held member(s) released: {message}"
         involved = {
-            "apiVersion": f"{pg.api}/v1alpha1",
+            "apiVersion": API_VERSIONS[pg.api],
             "kind": "PodGroup",
             "metadata": {"namespace": pg.namespace, "name": pg.name, **({"uid": pg.uid} if pg.uid else {})},
         }
@@ -635,4 +658,4 @@ class GangBarrier:
         return out
 
 
-PODGROUP_APIS = (API_SIGS, API_X_K8S, API_VOLCANO)
+PODGROUP_APIS = (API_SIGS, API_X_K8S, API_VOLCANO, API_NATIVE)

@@ -56,6 +56,15 @@ class ExtenderMetrics:
             "Binds of pods the extender had not seen; their estimate waits for the watch.",
             registry=registry,
         )
+        self.binds_unreadable = Counter(
+            "koordpy_extender_binds_unreadable",
+            "Binds refused because the pod could not be read (read_failed) or converted (unconvertible): it may "
+            "be a gang member, so it is never bound as a plain pod (kube-scheduler retries it).",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("unconvertible", "read_failed"):
+            self.binds_unreadable.labels(reason)  # both series from the start (0)
         self.binds_refused = Counter(
             "koordpy_extender_binds_refused",
             "Binds refused because a placement recorded after the pod's filter answer left its node without room "

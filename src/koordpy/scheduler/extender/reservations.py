@@ -135,7 +135,8 @@ class ReservationTracker:
         self._verdicts.pop(node.name, None)  # allocatable may have changed
 
     def on_node_removed(self, index: int, name: str) -> None:
-        pass
+        self._drop(name)  # its Reservations (if any still name it) are recomputed on use
+        self.recomputed.pop(name, None)
 
     def on_metric(self, name: str, metric: NodeMetricInfo | None) -> None:
         pass

@@ -38,11 +38,13 @@ from starlette.applications import Starlette
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.kube.binder import BindingClient
 from koordpy.kube.client import ApiClient
+from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.kube.reflector import Reflector, run_reflectors
 from koordpy.kube.resources import (
     NODEMETRICS,
     NODES,
     PODGROUPS,
+    PODGROUPS_NATIVE,
     PODGROUPS_VOLCANO,
     PODGROUPS_X_K8S,
     PODS,
@@ -51,6 +53,7 @@ from koordpy.kube.resources import (
 )
 from koordpy.kube.watchmetrics import register_reflector_metrics
 from koordpy.model.clock import Clock
+from koordpy.model.objects import PodInfo
 from koordpy.runtime.clock import SystemClock
 from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.runtime.logging import get_logger
@@ -78,9 +81,10 @@ WATCHED: tuple[tuple[str, ResourceRef], ...] = (
     ("nodemetrics", NODEMETRICS),
     ("reservations", RESERVATIONS),
 )
-GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO)
-"""PodGroups of the three APIs. Optional for readiness: a missing CRD (404, the chart installs only the
-sigs.k8s.io one) is retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
+GANG_WATCHED: tuple[ResourceRef, ...] = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_VOLCANO, PODGROUPS_NATIVE)
+"""PodGroups of the four APIs. Optional for readiness: a missing CRD or API (404: the chart installs only the
+sigs.k8s.io CRD, and ``scheduling.k8s.io/v1beta1`` is served only with the ``GenericWorkload`` gate) is
+retried slowly and only leaves that API's gangs un-initialised (their members wait)."""
 
 
 @dataclass
@@ -102,15 +106,23 @@ class Extender:
     gangs: GangBarrier | None = None
     gang_reflectors: list[Reflector] = field(default_factory=list)
     """The PodGroup watches: not part of ``not_ready`` (see ``GANG_WATCHED``)."""
+    credentials: CredentialsWatch | None = None
+    """The API client's credentials and what the API server makes of them (None without a client)."""
 
     def not_ready(self) -> str | None:
         """Why the verbs' view of the cluster cannot be trusted, or None.
 
         Ready means every reflector delivered its first list and none is in a failure loop (see
         ``Reflector.failing``: repeated list/watch failures, not one dropped connection and not a
-        skipped malformed object). Not guaranteed: that the cache is complete (objects the cache could
-        not convert are missing; they are counted in ``koordpy_extender_watch_conversion_errors``).
+        skipped malformed object), and the API server has not refused the credentials for
+        ``credentials.refusedNotReadySeconds`` (binds would fail). Not guaranteed: that the cache is
+        complete (objects the cache could not convert are missing; they are counted in
+        ``koordpy_extender_watch_conversion_errors``).
         """
+        if self.credentials is not None:
+            refused = self.credentials.credentials.not_ready(self.credentials.after_seconds)
+            if refused is not None:
+                return refused
         waiting = [r.resource.plural for r in self.reflectors if not r.synced.is_set()]
         if waiting:
             return "waiting for the first list of " + ", ".join(waiting)
@@ -178,7 +190,6 @@ def build_extender(
         state=state,
         bind_timeout=config.extender.bind_timeout_seconds,
     )
-    cache.pod_listener = gangs.on_pod
     cache.held_node = gangs.held_node
     gang_reflectors: list[Reflector] = []
     if client is not None:
@@ -203,6 +214,8 @@ def build_extender(
             )
             for index, resource in enumerate(GANG_WATCHED)
         ]
+        native = gang_reflectors[GANG_WATCHED.index(PODGROUPS_NATIVE)]
+        gangs.native_absent = lambda: native.absent
 
     def not_ready() -> str | None:
         return holder["extender"].not_ready()
@@ -218,7 +231,17 @@ def build_extender(
         log=log,
         not_ready=not_ready,
         gangs=gangs,
+        reader=client,
+        events=client,
     )
+
+    def on_pod(event_type: str, pod: PodInfo, raw: Mapping[str, Any] | None) -> None:
+        gangs.on_pod(event_type, pod, raw)
+        if event_type == "DELETED":
+            service.forget_pod(pod.uid)
+
+    cache.pod_listener = on_pod
+    cache.node_listener = service.forget_node
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -233,12 +256,15 @@ def build_extender(
         watches = asyncio.create_task(run_reflectors([*reflectors, *gang_reflectors]), name="extender reflectors")
         freezer = asyncio.create_task(_after_sync(extender, freeze_gc, log), name="extender sync")
         events = asyncio.create_task(reporter.run(client), name="extender invalid-node events")
+        tasks = [freezer, watches, events]
+        if extender.credentials is not None:
+            tasks.append(asyncio.create_task(extender.credentials.run(), name="extender credentials"))
         try:
             yield
         finally:
-            for task in (freezer, watches, events):
+            for task in tasks:
                 task.cancel()
-            for task in (freezer, watches, events):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await gangs.close()
@@ -251,6 +277,17 @@ def build_extender(
     extender = Extender(
         app, ops_app, service, cache, state, registry, reflectors, asyncio.Event(), reporter, gangs, gang_reflectors
     )
+    if client is not None:
+        extender.credentials = CredentialsWatch(
+            client.connection.credentials,
+            config.credentials.refused_not_ready_seconds,
+            "koordpy-extender",
+            post_event=client.create_event,
+            pod=pod_from_env(),
+        )
+        register_credentials_metrics(registry, client.connection.credentials)
+    else:
+        register_credentials_metrics(registry)
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
     profile = config.extender.scheduler_name

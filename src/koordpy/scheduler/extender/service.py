@@ -77,7 +77,7 @@ from koordpy.scheduler.plugins.reservation.ledger import REASON_RESERVED
 from koordpy.scheduler.plugins.reservation.preemption import REASON_NOT_RESERVED_NODE, REASON_STILL_RESERVED
 from koordpy.scheduler.plugins.reservation.spec import reservation_allocated
 
-__all__ = ["BindStart", "Binder", "ExtenderService", "Reply"]
+__all__ = ["UNREADABLE_POD_REASON", "BindStart", "Binder", "EventSink", "ExtenderService", "PodReader", "Reply"]
 
 RECENT_PODS = 2048
 """Pods converted from filter/prioritize requests, kept (LRU) for reuse and for bind."""
@@ -98,6 +98,20 @@ class PodReader(Protocol):
     async def list_page(
         self, resource: ResourceRef, *, namespace: str | None = None, field_selector: str | None = None
     ) -> dict[str, Any]: ...
+
+
+class EventSink(Protocol):
+    """What posting an Event needs from the API client (``koordpy.kube.client.ApiClient`` has it)."""
+
+    async def create_event(
+        self, involved_object: Any, *, reason: str, message: str, event_type: Any = ..., component: str = ...
+    ) -> Any: ...
+
+
+UNREADABLE_POD_REASON = "KoordpyUnreadablePod"
+"""Event ``reason`` on a pod whose bind the extender refused because it could not read the pod."""
+_UNREADABLE_EVENT_MEMORY = 1024
+"""Pod versions remembered as told (one Event per version, however often kube-scheduler retries)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +155,8 @@ class ExtenderService:
         log: Any,
         not_ready: Callable[[], str | None] = _always_ready,
         gangs: GangBarrier | None = None,
+        reader: PodReader | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.cache = cache
         self.state: ClusterState = cache.state
@@ -155,6 +171,12 @@ class ExtenderService:
         """The gang bind barrier (quorum in filter, held binds); None: gangs are not enforced."""
         self.pending = PendingTracker()
         """Pods the filter left without a node, since when and why (``koordpy_extender_pending_*``)."""
+        self.reader = reader if reader is not None else (binder if isinstance(binder, PodReader) else None)
+        """Reads a pod this process has not seen before its bind (the API client; the binder when it is one)."""
+        self.events = events
+        """Posts the Event on a pod whose bind is refused because it cannot be read (None: no Event)."""
+        self._unreadable_told: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._event_tasks: set[asyncio.Task[None]] = set()
         self._recent: OrderedDict[str, tuple[str, PodInfo]] = OrderedDict()
         self._last_passed: list[str] | None = None
         self._last_passed_indices: npt.NDArray[np.int64] | None = None
@@ -170,6 +192,20 @@ class ExtenderService:
         """Node → the sequence number of the last placement a bind recorded on it."""
         self._filtered_at: OrderedDict[str, int] = OrderedDict()
         """Pod uid → the placements recorded when its last filter answer was computed (LRU)."""
+
+    # ---- objects gone ------------------------------------------------------------------
+
+    def forget_pod(self, uid: str) -> None:
+        """A pod was deleted: drop what this service keeps about it (its converted request, the placements
+        its last filter answer saw, its preemption back-off). Called from the pod watch."""
+        self._recent.pop(uid, None)
+        self._filtered_at.pop(uid, None)
+        self.backoff.forget(uid)
+
+    def forget_node(self, name: str) -> None:
+        """A node was deleted: drop the sequence number of the last placement recorded on it. Called from the
+        node watch (a node of the same name added later starts afresh)."""
+        self._placed_on.pop(name, None)
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -637,26 +673,79 @@ class ExtenderService:
 
     async def _look_up(self, namespace: str, name: str, uid: str) -> PodInfo | str | None:
         """A pod neither a ``/filter`` request nor the watch showed to this process (it restarted between
-        the two calls, or the request cache evicted it): read it, so that a gang member is never bound
-        without its gang. None when it does not exist with that uid; a string (the bind's error) when it
-        cannot be read now (kube-scheduler retries the pod)."""
-        reader = self.binder
-        if not isinstance(reader, PodReader):
-            return None
+        the two calls, the request cache evicted it, or the watch could not convert it): read it, so that a
+        gang member is never bound without its gang. None when it does not exist with that uid; a string
+        (the bind's error) when it cannot be read now or cannot be converted (kube-scheduler retries the
+        pod). Fails closed: a pod that may be a gang member is never bound as a plain pod because it could
+        not be read; each refusal is counted (``koordpy_extender_binds_unreadable_total``) and told in a
+        Warning Event on the pod, once per pod version."""
+        reader = self.reader
         where = f"{namespace}/{name}"
+        if reader is None:
+            return self._unreadable(where, uid, None, "read_failed", "the extender has no API client to read it")
         try:
             async with asyncio.timeout(self.settings.bind_timeout_seconds):
                 page = await reader.list_page(PODS, namespace=namespace, field_selector=f"metadata.name={name}")
         except (ApiError, TimeoutError, OSError, RuntimeError) as exc:
-            return f"koordpy extender: pod {where} was not seen before its bind and cannot be read now: {exc}"
+            return self._unreadable(where, uid, None, "read_failed", f"it cannot be read now: {exc}")
         for item in page.get("items") or ():
+            meta = item.get("metadata") if isinstance(item, Mapping) else None
+            item_uid = meta.get("uid") if isinstance(meta, Mapping) else None
+            if uid and isinstance(item_uid, str) and item_uid != uid:
+                continue  # another pod of that name (deleted and created again)
             try:
                 pod = pod_from_dict(item)
-            except Exception:
-                continue
+            except Exception as exc:
+                return self._unreadable(where, uid, item, "unconvertible", f"{type(exc).__name__}: {exc}")
             if not uid or pod.uid == uid:
                 return pod
         return None
+
+    def _unreadable(self, where: str, uid: str, raw: Any, kind: str, detail: str) -> str:
+        """Refuse the bind of a pod that could not be read: count it, tell it in an Event; the bind error
+        (logged by the caller as ``bind.unknown_pod``)."""
+        self.metrics.binds_unreadable.labels(kind).inc()
+        why = f"it cannot be converted: {detail}" if kind == "unconvertible" else detail
+        message = (
+            f"koordpy extender: pod {where} was not bound: {why}; it may be a gang member, so it is never "
+            "bound as a plain pod (kube-scheduler retries it)"
+        )
+        if self.events is not None:
+            meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+            version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+            key = (uid or where, str(version or kind))
+            if key not in self._unreadable_told:
+                self._unreadable_told[key] = None
+                while len(self._unreadable_told) > _UNREADABLE_EVENT_MEMORY:
+                    self._unreadable_told.popitem(last=False)
+                self._post_unreadable(where, uid, message)
+        return message
+
+    def _post_unreadable(self, where: str, uid: str, message: str) -> None:
+        events = self.events
+        assert events is not None
+        namespace, _, name = where.partition("/")
+        involved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+        }
+
+        async def post() -> None:
+            try:
+                await events.create_event(
+                    involved,
+                    reason=UNREADABLE_POD_REASON,
+                    message=message,
+                    event_type="Warning",
+                    component="koordpy-extender",
+                )
+            except Exception as exc:  # best effort: the bind's error, the metric and the log say it too
+                self.log.info("event.failed", pod=where, reason=UNREADABLE_POD_REASON, error=str(exc))
+
+        task = asyncio.get_running_loop().create_task(post())
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
 
     def _unassume_held(self, where: str, uid: str, placed: PodInfo | None) -> None:
         """Take back the placement of a held member whose bind was not made. The watch re-records a held

@@ -34,9 +34,14 @@ CONFIG = {
 
 
 class FakeBinder:
-    """Records ``create_binding`` calls; raises ``fail_with`` when set."""
+    """Records ``create_binding`` calls; raises ``fail_with`` when set. Reads pods as the API client does
+    (``list_page`` with a name selector): ``readable`` is what the read answers (none by default: a pod
+    read that finds nothing), ``read_fails_with`` an error it raises instead."""
 
     def __init__(self) -> None:
+        self.readable: list[Any] = []
+        self.read_fails_with: Exception | None = None
+        self.reads = 0
         self.calls: list[tuple[str, str, str, str]] = []
         self.annotations: list[dict[str, str]] = []
         """The annotations each call's Binding carried, in call order."""
@@ -53,6 +58,15 @@ class FakeBinder:
         if self.fail_with is not None:
             raise self.fail_with
         return {"kind": "Status", "status": "Success"}
+
+    async def list_page(
+        self, resource: Any, *, namespace: str | None = None, field_selector: str | None = None
+    ) -> dict[str, Any]:
+        self.reads += 1
+        if self.read_fails_with is not None:
+            raise self.read_fails_with
+        name = (field_selector or "").removeprefix("metadata.name=")
+        return {"items": [p for p in self.readable if (p.get("metadata") or {}).get("name") == name]}
 
 
 @dataclass
@@ -100,6 +114,7 @@ async def start(
     binder = FakeBinder()
     if client is None:
         extender.service.binder = binder
+        extender.service.reader = binder
     server = uvicorn.Server(
         uvicorn.Config(
             extender.app,

@@ -104,6 +104,10 @@ class ApiServerEmulator:
         self.bookmark_interval = bookmark_interval
         self.watch_gone = watch_gone
         self.require_auth = require_auth
+        self.accepted_tokens: set[str] | None = None
+        """When set, a bearer token outside it is answered 401 (a revoked or unknown token), recorded in
+        :attr:`refused` in order; tests change it while the server runs to revoke and issue tokens."""
+        self.refused: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.injected: list[InjectedError] = []
         self.extra_list_items: dict[tuple[str, str], list[Any]] = {}
@@ -270,6 +274,11 @@ class ApiServerEmulator:
         user = self._user(request)
         if self.require_auth and user is None:
             raise StatusError(401, "Unauthorized", "Unauthorized")
+        if self.accepted_tokens is not None:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or token.strip() not in self.accepted_tokens:
+                self.refused.append(token.strip())
+                raise StatusError(401, "Unauthorized", "Unauthorized")
         discovery = self._discovery(parts)
         if discovery is not None:
             if request.method != "GET":

@@ -4,6 +4,7 @@ from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries
 from koordpy_testkit.controlplane.cluster import (
     CONTROLLERS,
     FAKE_NODE_ANNOTATION,
+    GENERIC_WORKLOAD,
     ControlPlane,
     fake_node,
     write_kubeconfig,
@@ -13,6 +14,7 @@ __all__ = [
     "BINARIES",
     "CONTROLLERS",
     "FAKE_NODE_ANNOTATION",
+    "GENERIC_WORKLOAD",
     "ControlPlane",
     "ensure_binaries",
     "fake_node",

@@ -14,7 +14,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from koordpy_testkit.controlplane.cluster import ControlPlane, fake_node
+from koordpy_testkit.controlplane.cluster import GENERIC_WORKLOAD, ControlPlane, fake_node
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-memory", default="64Gi", help="each node's memory (default 64Gi)")
     parser.add_argument("--allow-privileged", action="store_true", help="start kube-apiserver with --allow-privileged")
     parser.add_argument("--no-default-scheduler", action="store_true", help="do not start the stock kube-scheduler")
+    parser.add_argument(
+        "--generic-workload",
+        action="store_true",
+        help="serve scheduling.k8s.io/v1beta1 Workloads and PodGroups (GenericWorkload gate on every component)",
+    )
     args = parser.parse_args(argv)
     if args.nodes < 0:
         parser.error("--nodes: must be 0 or more")
@@ -34,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir=workdir.resolve(),
         allow_privileged=args.allow_privileged,
         default_scheduler=not args.no_default_scheduler,
+        **(GENERIC_WORKLOAD if args.generic_workload else {}),
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

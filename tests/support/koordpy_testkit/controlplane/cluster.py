@@ -41,6 +41,7 @@ from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 __all__ = [
     "CONTROLLERS",
     "FAKE_NODE_ANNOTATION",
+    "GENERIC_WORKLOAD",
     "ControlPlane",
     "fake_node",
     "write_kubeconfig",
@@ -68,6 +69,17 @@ CONTROLLERS = (
 the disruption controller (PodDisruptionBudget status, without which every eviction of a covered pod is
 refused), garbage collection, namespaces, ServiceAccounts and their tokens, node lifecycle (kwok keeps
 fake nodes alive), aggregated ClusterRoles and ValidatingAdmissionPolicy type checks."""
+GENERIC_WORKLOAD: dict[str, Any] = {
+    "feature_gates": {"GenericWorkload": True},
+    "runtime_config": ("scheduling.k8s.io/v1beta1=true",),
+    "controllers": (*CONTROLLERS, "podgroup-protection-controller"),
+}
+"""``ControlPlane(**GENERIC_WORKLOAD, ...)``: Kubernetes' own Workload and PodGroup API
+(``scheduling.k8s.io/v1beta1``) served, and kube-scheduler's ``GangScheduling`` plugin in its default profile
+(v1.37: beta, off by default). The PodGroupProtection admission plugin puts the finalizer
+``scheduling.k8s.io/podgroup-protection`` on every PodGroup; kube-controller-manager's
+``podgroup-protection-controller`` removes it once no pod names the group (without it no PodGroup, and so
+no namespace holding one, is ever deleted)."""
 
 ADMIN_USER = "koordpy-test-admin"
 STATIC_USERS = {
@@ -145,6 +157,9 @@ class ControlPlane:
 
     ``allow_privileged`` adds ``--allow-privileged=true`` (a stock kube-apiserver refuses privileged
     containers without it). ``default_scheduler`` and ``kwok`` can be left out for a bare API server.
+    ``feature_gates`` go to kube-apiserver, kube-controller-manager and every kube-scheduler started here
+    (``--feature-gates``); ``runtime_config`` to kube-apiserver (``--runtime-config``), e.g.
+    :data:`GENERIC_WORKLOAD` for Kubernetes' own gang API.
     """
 
     workdir: Path
@@ -153,6 +168,8 @@ class ControlPlane:
     kwok: bool = True
     controllers: tuple[str, ...] = CONTROLLERS
     apiserver_args: tuple[str, ...] = ()
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    runtime_config: tuple[str, ...] = ()
     audited_groups: tuple[str, ...] = ()
     """Users of these groups have every request audited, reads included (writes are audited for everyone)."""
     bin_dir: Path | None = None
@@ -296,6 +313,12 @@ class ControlPlane:
 
     # ---- processes ------------------------------------------------------------------------
 
+    def _gate_args(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        gates = ",".join(f"{name}={'true' if on else 'false'}" for name, on in sorted(self.feature_gates.items()))
+        return [f"--feature-gates={gates}"]
+
     def _bin(self, name: str) -> str:
         assert self.bin_dir is not None
         return str(self.bin_dir / name)
@@ -374,6 +397,9 @@ class ControlPlane:
         ]
         if self.allow_privileged:
             args.append("--allow-privileged=true")
+        args.extend(self._gate_args())
+        if self.runtime_config:
+            args.append(f"--runtime-config={','.join(self.runtime_config)}")
         args.extend(self.apiserver_args)
         proc = self._proc("kube-apiserver", args)
         wait_http(
@@ -406,6 +432,7 @@ class ControlPlane:
                 "--concurrent-gc-syncs=5",
                 "--profiling=false",
                 "--v=1",
+                *self._gate_args(),
             ],
         )
         self.secure_ports["kube-controller-manager"] = port
@@ -463,6 +490,7 @@ class ControlPlane:
                 f"--secure-port={port}",
                 f"--cert-dir={self.workdir / (name + '-certs')}",
                 "--profiling=false",
+                *self._gate_args(),
                 *extra_args,
             ],
         )

@@ -161,3 +161,15 @@ def test_a_cached_verdict_follows_the_nodes_allocatable() -> None:
     cache.handler("nodes")("MODIFIED", bigger)  # 16 - 2 - 4 = 10 >= 3
     assert tracker.verdict(pending, "n1", now).is_success
     assert tracker.recomputed["n1"] == 1  # the account itself did not change
+
+
+def test_a_deleted_node_leaves_no_account_verdicts_or_count() -> None:
+    cache, tracker, clock, _ = new_cache()
+    now = clock.now()
+    cache.handler("reservations")("ADDED", hold("r1", "n1", created=now))
+    tracker.account("n1", now)
+    big = pod_from_dict(PodBuilder("big").requests(cpu="1").build())
+    tracker.verdict(big, "n1", now)
+    assert tracker.cached("n1") is not None and tracker._verdicts and tracker.recomputed == {"n1": 1}
+    cache.handler("nodes")("DELETED", NodeBuilder("n1").build())
+    assert tracker.cached("n1") is None and tracker._verdicts == {} and tracker.recomputed == {}

@@ -1,4 +1,4 @@
-"""Gang scheduling model (Koordinator v1.8 semantics, both PodGroup APIs), pure.
+"""Gang scheduling model (Koordinator v1.8 semantics; the CRD PodGroup APIs and Kubernetes' own), pure.
 
 Membership and parameters (``spec``), the event-fed ``GangCache`` with its decisions (``state``,
 ``decisions``), NonStrict deadlock detection (``deadlock``), PodGroup phases (``phase``) and the offline
@@ -32,16 +32,20 @@ from koordpy.scheduler.plugins.gang.phase import (
     x_k8s_phase,
 )
 from koordpy.scheduler.plugins.gang.spec import (
+    API_NATIVE,
     API_SIGS,
     API_VERSIONS,
     API_VOLCANO,
     API_X_K8S,
+    NATIVE_SCHEDULED_CONDITION,
+    Disruption,
     GangRef,
     GangSpec,
     PodGroupError,
     PodGroupInfo,
     gang_ref,
     group_id,
+    ignored_gang_keys,
     podgroup_from_dict,
     spec_from_pod,
     spec_from_podgroup,
@@ -49,18 +53,21 @@ from koordpy.scheduler.plugins.gang.spec import (
 from koordpy.scheduler.plugins.gang.state import GangCache, GangView
 
 __all__ = [
+    "API_NATIVE",
     "API_SIGS",
     "API_VERSIONS",
     "API_VOLCANO",
     "API_X_K8S",
     "CASCADING_CAUSES",
     "CONDITION_TYPE",
+    "NATIVE_SCHEDULED_CONDITION",
     "QUORUM_REFUSED",
     "YIELD_REFUSED",
     "Admission",
     "BindBatch",
     "Deadlock",
     "DeadlockFinding",
+    "Disruption",
     "GangCache",
     "GangOutcome",
     "GangRef",
@@ -84,6 +91,7 @@ __all__ = [
     "gang_phase",
     "gang_ref",
     "group_id",
+    "ignored_gang_keys",
     "is_admission_refusal",
     "koordinator_phase",
     "outcomes",

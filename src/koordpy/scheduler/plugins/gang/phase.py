@@ -109,9 +109,13 @@ def gang_phase(source: str, initialised: bool, stored: str, min_member: int, cou
     """The phase a gang's PodGroup status settles on from ``stored``; ``NotFound`` when the gang comes from
     a PodGroup label and that PodGroup does not exist. ``scheduling.x-k8s.io`` gangs use scheduler-plugins'
     machine, ``scheduling.volcano.sh`` gangs Volcano's, every other gang Koordinator's (an annotation-way
-    gang has no PodGroup object: its phase is the one Koordinator would write if it had one)."""
+    gang has no PodGroup object: its phase is the one Koordinator would write if it had one). A native
+    (``scheduling.k8s.io``) PodGroup has no phase and koordpy writes none: ``stored`` is what its
+    ``PodGroupInitiallyScheduled`` condition says (``Scheduled``, ``Unschedulable``, ...), else ``Pending``."""
     if source != "annotations" and not initialised:
         return "NotFound"
+    if source == "scheduling.k8s.io":
+        return stored or "Pending"
     steps: dict[str, Callable[[str, int, MemberCounts], str]] = {
         "scheduling.x-k8s.io": x_k8s_phase,
         "scheduling.volcano.sh": volcano_phase,

@@ -2,6 +2,9 @@
 
 Resolution order of the gang name (first non-empty wins; reference §2.2):
 
+0. ``spec.schedulingGroup.podGroupName`` → a ``scheduling.k8s.io/v1beta1`` PodGroup, Kubernetes' own
+   (koordpy's addition: kube-scheduler's ``GangScheduling`` plugin gates such a pod whatever its labels
+   and annotations say, so they are not read for it);
 1. label ``pod-group.scheduling.sigs.k8s.io`` → a ``scheduling.sigs.k8s.io`` PodGroup;
 2. label ``scheduling.x-k8s.io/pod-group`` → a ``scheduling.x-k8s.io`` PodGroup (koordpy's addition:
    Koordinator does not read this label; it sits right after the other PodGroup label);
@@ -34,9 +37,12 @@ from koordpy.model.objects import PodInfo
 from koordpy.scheduler.plugins.gang import keys
 
 __all__ = [
+    "API_NATIVE",
     "API_SIGS",
     "API_VOLCANO",
     "API_X_K8S",
+    "NATIVE_SCHEDULED_CONDITION",
+    "Disruption",
     "GangRef",
     "GangSource",
     "GangSpec",
@@ -45,6 +51,7 @@ __all__ = [
     "PodGroupInfo",
     "gang_ref",
     "group_id",
+    "ignored_gang_keys",
     "missing_spec",
     "podgroup_from_dict",
     "spec_from_pod",
@@ -54,15 +61,21 @@ __all__ = [
 API_SIGS: Final = "scheduling.sigs.k8s.io"
 API_X_K8S: Final = "scheduling.x-k8s.io"
 API_VOLCANO: Final = "scheduling.volcano.sh"
-PodGroupApi = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh"]
+API_NATIVE: Final = "scheduling.k8s.io"
+"""Kubernetes' own PodGroup (``scheduling.k8s.io/v1beta1``, v1.37 beta behind the ``GenericWorkload`` gate).
+kube-scheduler's ``GangScheduling`` plugin gates its members; koordpy reads it (see ``spec_from_podgroup``)."""
+PodGroupApi = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh", "scheduling.k8s.io"]
 API_VERSIONS: Final[dict[str, str]] = {
     API_SIGS: f"{API_SIGS}/v1alpha1",
     API_X_K8S: f"{API_X_K8S}/v1alpha1",
     API_VOLCANO: f"{API_VOLCANO}/v1beta1",
+    API_NATIVE: f"{API_NATIVE}/v1beta1",
 }
 """The ``apiVersion`` of each PodGroup API koordpy reads."""
 
-GangSource = Literal["scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh", "annotations"]
+GangSource = Literal[
+    "scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh", "scheduling.k8s.io", "annotations"
+]
 Mode = Literal["Strict", "NonStrict"]
 Disruption = Literal["minimum", "all", "single"]
 """How a running gang may be disrupted: ``minimum`` (CRD and annotation gangs: never below ``minMember``),
@@ -92,7 +105,7 @@ class GangRef:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupInfo:
-    """Read-only view of a PodGroup of either API group."""
+    """Read-only view of a PodGroup of any of the four APIs."""
 
     api: PodGroupApi
     namespace: str
@@ -109,6 +122,11 @@ class PodGroupInfo:
     ignored: tuple[str, ...] = ()
     """Fields set on the PodGroup that koordpy does not honour (Volcano's ``spec.queue``,
     ``spec.minTaskMember``, ...), as ``path=value`` for a warning."""
+    policy: Literal["gang", "basic", ""] = ""
+    """A native PodGroup's ``spec.schedulingPolicy`` (``gang``: all-or-nothing at ``minCount``; ``basic``:
+    none); "" for the CRD APIs."""
+    disruption: Disruption = "minimum"
+    """A native PodGroup's ``spec.disruptionMode`` (``all`` or ``single``); ``minimum`` for the CRD APIs."""
 
     @property
     def id(self) -> str:
@@ -147,6 +165,11 @@ class GangSpec:
         return self.ref.id
 
     @property
+    def native(self) -> bool:
+        """A ``scheduling.k8s.io`` PodGroup's gang: kube-scheduler's ``GangScheduling`` admits its members."""
+        return self.ref.source == API_NATIVE
+
+    @property
     def group_id(self) -> str:
         return group_id(self.group)
 
@@ -158,6 +181,8 @@ def group_id(gang_ids: tuple[str, ...] | list[str]) -> str:
 
 def gang_ref(pod: PodInfo) -> GangRef | None:
     """The pod's gang by the resolution order above; None for a pod in no gang."""
+    if pod.scheduling_group:
+        return GangRef(pod.namespace, pod.scheduling_group, API_NATIVE)
     labels = pod.labels
     name = labels.get(keys.LABEL_POD_GROUP, "")
     if name:
@@ -176,6 +201,24 @@ def gang_ref(pod: PodInfo) -> GangRef | None:
     if name:
         return GangRef(pod.namespace, name, "annotations")
     return None
+
+
+_GANG_LABELS = (keys.LABEL_POD_GROUP, keys.LABEL_X_K8S_POD_GROUP, keys.LABEL_POD_GROUP_NAME_DEPRECATED)
+_GANG_ANNOTATIONS = (
+    keys.ANNOTATION_VOLCANO_GROUP_NAME,
+    keys.ANNOTATION_VOLCANO_GROUP_NAME_ALIAS,
+    keys.ANNOTATION_NAME,
+)
+
+
+def ignored_gang_keys(pod: PodInfo) -> tuple[str, ...]:
+    """The gang labels and annotations (steps 1–5) a pod with ``spec.schedulingGroup`` also carries: koordpy
+    does not read them for it (the native PodGroup decides), sorted; () for any other pod."""
+    if not pod.scheduling_group:
+        return ()
+    found = [f"label {k}" for k in _GANG_LABELS if pod.labels.get(k)]
+    found += [f"annotation {k}" for k in _GANG_ANNOTATIONS if pod.annotations.get(k)]
+    return tuple(sorted(found))
 
 
 def _parse_int32(text: str) -> int | None:
@@ -287,7 +330,26 @@ def spec_from_podgroup(ref: GangRef, pg: PodGroupInfo, args: CoschedulingArgs) -
     ``defaultTimeout``; ``total-number``, ``mode``, ``match-policy`` and ``groups`` from the PodGroup's
     annotations with the same defaults as the annotation way, except that a Volcano PodGroup's match
     policy defaults to ``waiting-and-running`` (Volcano's gang counts the members already running).
+
+    A native PodGroup (``scheduling.k8s.io``) has kube-scheduler's semantics and nothing of Koordinator's
+    (its annotations are not read): minimum ``schedulingPolicy.gang.minCount`` (``basic``: 1, what
+    kube-scheduler's ``GangScheduling`` counts for it), Strict, ``waiting-and-running`` (kube-scheduler's
+    Permit counts assumed and bound members), the gang alone in its group, wait ``defaultTimeout`` (the API
+    has no wait time), and its ``disruptionMode``.
     """
+    if pg.api == API_NATIVE:
+        return GangSpec(
+            ref=ref,
+            initialised=True,
+            min_member=pg.min_member,
+            total_number=pg.min_member,
+            mode="Strict",
+            match_policy="waiting-and-running",
+            wait_seconds=args.default_timeout,
+            group=(ref.id,),
+            create_time=pg.creation_time,
+            disruption=pg.disruption,
+        )
     annotations = pg.annotations
     timeout = pg.schedule_timeout_seconds
     group, left_out = _group(annotations.get(keys.ANNOTATION_GROUPS, ""), ref.id, args.cross_namespace_groups)
@@ -334,11 +396,12 @@ def _field_int(raw: Any, path: str, *, minimum: int | None) -> int | None:
 
 
 def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
-    """Read a PodGroup of any of the three APIs (told apart by ``apiVersion``).
+    """Read a PodGroup of any of the four APIs (told apart by ``apiVersion``).
 
     Raises :class:`PodGroupError` naming the field. Not checked: ``minResources`` (not read). Volcano's
     ``queue``, ``minTaskMember``, ``networkTopology`` and ``preemptable`` are read only to be listed in
-    ``ignored`` (``queue: default``, Volcano's default, is not listed).
+    ``ignored`` (``queue: default``, Volcano's default, is not listed). A native PodGroup: see
+    :func:`_native_podgroup`; its ``phase`` is kube-scheduler's ``PodGroupInitiallyScheduled`` condition.
     """
     api_version = raw.get("apiVersion")
     group = str(api_version).partition("/")[0] if isinstance(api_version, str) else ""
@@ -384,6 +447,10 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
         for field in ("minTaskMember", "networkTopology", "preemptable"):
             if spec.get(field) not in (None, {}, ""):
                 ignored.append(f"spec.{field}={json.dumps(spec.get(field), sort_keys=True)[:120]}")
+    if group == API_NATIVE:
+        return _native_podgroup(
+            meta, spec, name, annotations=annotations, creation_time=creation_time, conditions=conditions
+        )
     api: PodGroupApi = API_SIGS if group == API_SIGS else API_X_K8S if group == API_X_K8S else API_VOLCANO
     return PodGroupInfo(
         api=api,
@@ -399,4 +466,68 @@ def podgroup_from_dict(raw: Mapping[str, Any]) -> PodGroupInfo:
         uid=uid if isinstance(uid, str) else "",
         conditions=tuple(dict(c) for c in conditions if isinstance(c, Mapping)),
         ignored=tuple(ignored),
+    )
+
+
+NATIVE_SCHEDULED_CONDITION: Final = "PodGroupInitiallyScheduled"
+"""kube-scheduler's condition on a native PodGroup (True once its gang was first scheduled, and for good)."""
+
+
+def _native_podgroup(
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    name: str,
+    *,
+    annotations: Mapping[str, Any],
+    creation_time: float | None,
+    conditions: Any,
+) -> PodGroupInfo:
+    """A ``scheduling.k8s.io/v1beta1`` PodGroup: ``spec.schedulingPolicy`` is ``{gang: {minCount: N}}`` or
+    ``{basic: {}}`` (exactly one), ``spec.disruptionMode`` ``{all: {}}`` or ``{single: {}}`` (unset: single,
+    the API's default). Its ``phase`` is read from kube-scheduler's ``PodGroupInitiallyScheduled``
+    condition: ``Scheduled`` (True), else its reason (``Unschedulable``, ``SchedulerError``), else ""."""
+    policy_raw = spec.get("schedulingPolicy")
+    if not isinstance(policy_raw, Mapping):
+        raise PodGroupError("spec.schedulingPolicy: required (gang or basic)")
+    gang = policy_raw.get("gang")
+    policy: Literal["gang", "basic"]
+    if gang is not None:
+        if not isinstance(gang, Mapping):
+            raise PodGroupError("spec.schedulingPolicy.gang: expected an object")
+        min_count = _field_int(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount", minimum=1)
+        if min_count is None:
+            raise PodGroupError("spec.schedulingPolicy.gang.minCount: required")
+        policy = "gang"
+    elif isinstance(policy_raw.get("basic"), Mapping):
+        min_count, policy = 1, "basic"
+    else:
+        raise PodGroupError("spec.schedulingPolicy: expected gang or basic")
+    mode_raw = spec.get("disruptionMode")
+    disruption: Disruption = "single"
+    if mode_raw is not None:
+        if not isinstance(mode_raw, Mapping):
+            raise PodGroupError("spec.disruptionMode: expected an object")
+        if mode_raw.get("all") is not None:
+            disruption = "all"
+        elif mode_raw.get("single") is None:
+            raise PodGroupError("spec.disruptionMode: expected all or single")
+    kept = tuple(dict(c) for c in conditions if isinstance(c, Mapping))
+    phase = ""
+    for cond in kept:
+        if cond.get("type") == NATIVE_SCHEDULED_CONDITION:
+            phase = "Scheduled" if cond.get("status") == "True" else str(cond.get("reason") or "NotScheduled")
+    uid = meta.get("uid")
+    return PodGroupInfo(
+        api=API_NATIVE,
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        min_member=min_count,
+        schedule_timeout_seconds=None,
+        annotations={str(k): str(v) for k, v in annotations.items()},
+        creation_time=creation_time,
+        phase=phase,
+        uid=uid if isinstance(uid, str) else "",
+        conditions=kept,
+        policy=policy,
+        disruption=disruption,
     )

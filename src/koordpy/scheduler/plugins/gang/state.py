@@ -63,6 +63,7 @@ from koordpy.scheduler.plugins.gang.decisions import (
 )
 from koordpy.scheduler.plugins.gang.phase import MemberCounts, gang_phase
 from koordpy.scheduler.plugins.gang.spec import (
+    API_NATIVE,
     GangRef,
     GangSpec,
     PodGroupInfo,
@@ -211,6 +212,11 @@ class GangCache:
         """Gang id → ids of the gangs whose GangGroup lists it (groups may be asymmetric)."""
         self._yielding: dict[str, _Yield] = {}
         """Group id → the yield of a group released by deadlock resolution (``deadlockYieldSeconds``)."""
+        self.native_unserved = False
+        """Set by the caller: the API server does not serve ``scheduling.k8s.io/v1beta1`` PodGroups (v1.35 and
+        v1.36 serve alpha versions koordpy does not read). A native member whose PodGroup is not known is then
+        allowed to bind alone (kube-scheduler's GangScheduling admitted it; koordpy cannot count its gang);
+        otherwise (the PodGroup not seen yet) its hold is released at once and kube-scheduler retries it."""
 
     # ------------------------------------------------------------------ events: objects
 
@@ -257,7 +263,7 @@ class GangCache:
         self._forget_pod(f"{namespace}/{name}", cause="deleted", why="was deleted")
 
     def upsert_podgroup(self, pg: PodGroupInfo) -> None:
-        """A PodGroup of either API was added or changed; its gang's parameters are re-read from it."""
+        """A PodGroup of any API was added or changed; its gang's parameters are re-read from it."""
         self._podgroups[(pg.api, pg.id)] = pg
         self._touch(pg.id)
         gang = self._gangs.get(pg.id)
@@ -410,6 +416,11 @@ class GangCache:
         gang_id = self.observe(pod)
         if gang_id is None:
             return None
+        if self._gangs[gang_id].spec.ref.source == API_NATIVE:
+            # kube-scheduler's GangScheduling gated this pod at PreEnqueue before asking: a second quorum
+            # here could only disagree (this process's watch may lag), never add anything.
+            why = f"gang {gang_id}: a native PodGroup's members are admitted by kube-scheduler (GangScheduling)"
+            return Admission(True, why, gang_id, why)
         admission = self._admit_gang(gang_id)
         if admission.ok:
             self._unpark(pod.key)
@@ -456,6 +467,9 @@ class GangCache:
         group = gang.spec.group
         remaining = self._remaining(group, now)
         if not gang.spec.initialised:
+            if gang.spec.native and self.native_unserved:
+                why = f"{gang.spec.problem}; the API is not served: kube-scheduler admitted the member, it binds alone"
+                return Permit("allow", why, remaining)
             return Permit("wait", gang.spec.problem, 0.0)
         waits: list[str] = []
         for gid in group:
@@ -469,7 +483,9 @@ class GangCache:
             if other.spec.group != group:
                 waits.append(_disagreement(other.spec, gang.spec))
                 continue
-            if other.failed and self._strict_applies(other):
+            # A native gang's failures release held binds when they happen, and no later: a member at /bind
+            # has passed kube-scheduler's pod group cycle, which decided the gang fits now.
+            if other.failed and not other.spec.native and self._strict_applies(other):
                 pod, reason = sorted(other.failed.items())[0]
                 return Permit("reject", f"gang {gid} (Strict): member {pod} failed scheduling ({reason})", remaining)
             problem = self._invalid(other)
@@ -683,6 +699,13 @@ class GangCache:
         own = self._gangs[gang_id].spec
         if not own.initialised:
             return Admission(False, QUORUM_REFUSED + own.problem, gang_id, own.problem)
+        if own.native:  # kube-scheduler's PreEnqueue: the PodGroup exists and minCount pods do
+            have = len(self._gangs[gang_id].children)
+            why = f"gang {gang_id}: {have} of {own.min_member} members exist (kube-scheduler's GangScheduling)"
+            if have < own.min_member:
+                short = f"{QUORUM_REFUSED}gang {gang_id}: fewer than {own.min_member} members exist"
+                return Admission(False, short, gang_id, why)
+            return Admission(True, why, gang_id, why)
         yielding = self._yielding.get(own.group_id)
         if yielding is not None:
             return Admission(False, YIELD_REFUSED + yielding.reason, gang_id, yielding.reason)
@@ -774,6 +797,10 @@ class GangCache:
 
     def _strict_applies(self, gang: _Gang) -> bool:
         spec = gang.spec
+        if spec.native:
+            # kube-scheduler's rule (GangScheduling's PlacementFeasible): the gang fails only when the members
+            # not failing can no longer make its minimum; a member beyond it that fits nowhere releases nothing.
+            return len(gang.children) - len(gang.failed) < spec.min_member
         if spec.mode != "Strict":
             return False
         return not (spec.match_policy == "once-satisfied" and self._satisfied_once(spec))

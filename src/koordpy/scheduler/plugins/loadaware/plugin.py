@@ -351,6 +351,8 @@ class LoadAwarePlugin:
         self._index_of_node.pop(name, None)
         self.profiles.pop(name, None)
         self._alloc_of.pop(name, None)
+        self._load_at[index] = None
+        self._forget_load(name)
         self._usage_source[index] = None
         self.has_metric[index] = False
         self.has_status[index] = False
@@ -412,6 +414,8 @@ class LoadAwarePlugin:
         load = self._load(name)
         load.set_metric(metric, self.vectorize, self.args.prod_usage_include_sys)
         self._refresh(name, load)
+        if metric is None:
+            self._forget_load(name)
 
     def on_pod_assigned(self, index: int | None, node_name: str, pod: PodInfo, now: float) -> None:
         if pod.annotations.get("scheduling.koordinator.sh/reservation"):  # placeholder pods
@@ -429,6 +433,15 @@ class LoadAwarePlugin:
         if load is not None:
             load.remove_pod(pod.uid)
             self._refresh_sums(node_name, load, index)
+            if not load.pods:
+                self._forget_load(node_name)
+
+    def _forget_load(self, name: str) -> None:
+        """Drop the NodeLoad of a node that is gone once nothing is left in it (no NodeMetric, no pod): the
+        NodeLoads of nodes that came and went must not stay."""
+        load = self.loads.get(name)
+        if load is not None and load.metric is None and not load.pods and name not in self._index_of_node:
+            del self.loads[name]
 
     def _deadline(self, pod: PodInfo, timestamp: float) -> float | None:
         after_scheduled = after_initialized = -1

@@ -155,7 +155,7 @@ def test_pod_that_leaves_its_gang_releases_its_hold() -> None:
         (
             {"apiVersion": "v1", "kind": "PodGroup", "metadata": {"name": "x"}},
             "apiVersion: expected one of scheduling.sigs.k8s.io/v1alpha1, scheduling.x-k8s.io/v1alpha1, "
-            "scheduling.volcano.sh/v1beta1, got 'v1'",
+            "scheduling.volcano.sh/v1beta1, scheduling.k8s.io/v1beta1, got 'v1'",
         ),
         ({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {}}, "metadata.name: required"),
         (

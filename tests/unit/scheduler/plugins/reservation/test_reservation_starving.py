@@ -17,7 +17,7 @@ from koordpy.scheduler.plugins.reservation.starving import (
     label_value,
     reservation_name,
 )
-from koordpy_testkit.gangs import podgroup
+from koordpy_testkit.gangs import native_podgroup, podgroup
 from koordpy_testkit.reservations import T0, decide_on, node, pod, reservation, settings
 
 LATER = T0 + 3600.0  # one hour after every pod below was created (threshold in settings(): 60 s)
@@ -202,6 +202,30 @@ def test_a_gang_gets_one_reservation_per_missing_member_and_is_then_condition_re
     assert [c.node for c in first.creates] == ["n1", "n2"]
     again = decide_on(nodes, pods, LATER + 10, podgroups=groups, reservations=applied(first, LATER))
     assert again.starving == () and again.creates == ()  # bound 1 + reserved 2 ≥ 3: Condition Ready
+
+
+def test_a_native_gang_gets_room_held_for_its_minimum_as_a_crd_gang_does() -> None:
+    """A ``scheduling.k8s.io`` PodGroup (gang minCount 3) whose members joined by ``spec.schedulingGroup``;
+    the same nodes and pods as the CRD gang above: one member bound, 3 − 1 = 2 reservations, then Condition
+    Ready (1 bound + 2 reserved ≥ 3). A ``basic`` PodGroup's pods are a job of minimum 1 (no all-or-nothing)."""
+    nodes = [node(f"n{i}", cpu="4", memory="4Gi") for i in range(3)]
+    pods = [pod(f"filler-{i}", "3", node=f"n{i}", created=T0 - 10) for i in range(3)]
+    pods += [pod("w-0", "2", node="n0", group="train", phase="Running"), pod("w-1", "2", group="train")]
+    pods += [pod("w-2", "2", group="train"), pod("w-3", "2", group="train")]
+    groups = [native_podgroup("train", 3, disruption="all")]
+    assert [(j.id, j.kind, j.min_member, len(j.members)) for j in jobs_of(pods, groups)][-1:] == [
+        ("default/train", "gang", 3, 4)
+    ]
+    first = decide_on(nodes, pods, LATER, podgroups=groups)
+    assert [(s.job, s.min_member, s.ready, s.reserved) for s in first.starving] == [("default/train", 3, 1, 0)]
+    assert [c.name for c in first.creates] == ["starving-default-train-1", "starving-default-train-2"]
+    assert [c.node for c in first.creates] == ["n1", "n2"]  # the CRD gang's arithmetic above
+    again = decide_on(nodes, pods, LATER + 10, podgroups=groups, reservations=applied(first, LATER))
+    assert again.starving == () and again.creates == ()
+    basic = jobs_of([pod("b-0", "1", group="free"), pod("b-1", "1", group="free")], [native_podgroup("free", None)])
+    assert [(j.id, j.min_member) for j in basic] == [("default/free", 1)]
+    # its PodGroup not (yet) known: not a job, as for a CRD gang whose PodGroup is missing
+    assert jobs_of([pod("m-0", "1", group="missing")], []) == []
 
 
 @pytest.mark.parametrize(
