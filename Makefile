@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint lock unit bench clean image image-push image-ref image-oci cluster k8s-binaries
+.PHONY: demo test lint lock unit bench clean image image-push image-ref image-oci cluster k8s-binaries guest-prerequisites
 
 # The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
 # tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
@@ -56,6 +56,11 @@ lock: $(DEV_STAMP)
 # The pinned Kubernetes, etcd and kwok binaries of the real-cluster tier (built once per machine).
 k8s-binaries:
 	bash tools/build.sh
+
+# The guest tier's QEMU, busybox-static, cpio, socat (Debian packages) and Debian kernel (unpacked into
+# ~/.cache/koordpy/guest-<version>, once per machine); `make test` runs this too.
+guest-prerequisites:
+	bash scripts/install-guest.sh
 
 # A real control plane on loopback (etcd, kube-apiserver, kube-controller-manager, kwok, kube-scheduler)
 # for poking at by hand: prints a kubeconfig and runs until Ctrl-C. NODES=3 adds kwok nodes.

@@ -6,8 +6,9 @@ to check is what the real helm, kube-apiserver and kubectl print.
   files with a ``crds.exclude`` each fail too (Helm replaces lists); the page's one-file values install,
   leave the foreign CRDs unowned, and the page's ownership command tells the two apart.
 * On the session's cluster, with koordpy's manager and agent running for a kwok node: the page's
-  managed-fields command prints the writers it shows for a NodeMetric (``koordpy`` keeps the spec and
-  reports the status), ``koordpy Update status`` for a PodGroup and for a Reservation the manager placed.
+  managed-fields command prints the writers it shows for a NodeMetric (``koordpy-manager`` keeps the spec,
+  ``koordpy`` reports the status), ``koordpy-manager Update status`` for a PodGroup and ``koordpy Update status`` for a
+  Reservation the manager placed.
 * The upgrade note on the manager's ClusterKopfPeering: an object the old chart's hook created (no owner)
   is used as found, and the page's owner check prints nothing for it and ``ClusterRole`` for one the
   manager creates.
@@ -204,7 +205,7 @@ def test_managed_fields_name_the_writers_the_page_shows(
     space.create_pod("writers-0", labels={"pod-group.scheduling.sigs.k8s.io": "writers"})
     wait_until("the PodGroup's status", lambda: (kube.get("PodGroup", "writers", space.namespace) or {}).get("status"))
     on_podgroup = command.replace("nodemetric NODE", f"podgroups.scheduling.sigs.k8s.io writers -n {space.namespace}")
-    assert "koordpy Update status" in kubectl(control_plane, on_podgroup).splitlines()
+    assert "koordpy-manager Update status" in kubectl(control_plane, on_podgroup).splitlines()
 
     # A user Reservation the manager places (its reservation round runs every intervalSeconds).
     kube.create(

@@ -14,6 +14,8 @@ cgroup v2: the kernel applies the same permission check (the file's mode bits, p
 cgroup namespace's root is not writable from inside) to every interface file. The v2 hierarchy of this
 machine has no controllers enabled (its controllers are on v1), so the write is to ``cgroup.max.descendants``
 of a sibling cgroup, from a cgroup namespace rooted at the process's own cgroup, as a containerd container's.
+``tests/guest/test_guest_identity.py`` writes ``cpu.max`` and ``memory.high`` the same way on a v2 hierarchy
+with its controllers (in a QEMU guest).
 
 Needs root, a writable cgroup v1 hierarchy (cpu, cpuacct, memory) and a cgroup2 mount; fails loudly without.
 """
@@ -33,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from koordpy_testkit.confined import Confinement
+from koordpy_testkit.confined import Confinement, agent_container_identity
 
 pytestmark = pytest.mark.cgroup
 
@@ -79,20 +80,10 @@ print(json.dumps(out))
 
 def _agent_security_context() -> tuple[dict[str, Any], str, str]:
     """The agent container's securityContext, its cgroup hostPath and where the container mounts it."""
-    if not HELM.is_file():
-        pytest.fail(f"helm not found at {HELM}: run `bash scripts/install-helm.sh {HELM.parent.parent}`")
-    proc = subprocess.run(
-        [str(HELM), "template", "koordpy", str(ROOT / "charts" / "koordpy")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (agent,) = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "DaemonSet"]
-    spec = agent["spec"]["template"]["spec"]
-    (container,) = spec["containers"]
-    volume = next(v for v in spec["volumes"] if v["name"] == "host-cgroup")
-    mount = next(m for m in container["volumeMounts"] if m["name"] == "host-cgroup")
-    return container["securityContext"], volume["hostPath"]["path"], mount["mountPath"]
+    try:
+        return agent_container_identity(HELM)
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
 
 
 def _cgroup2_mount() -> Path:

@@ -42,6 +42,7 @@ from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanO
 from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.policy.types import check_pod
+from koordpy.agent.pressure import PressureMetrics, node_pressure, pod_pressure
 from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
@@ -88,6 +89,12 @@ class AgentMetrics:
         self.gap = Gauge("koordpy_agent_gap", "Open gap per action kind and metric.", ["kind", "metric"], registry=r)
         self.reports = Counter(
             "koordpy_agent_nodemetric_reports_total", "NodeMetric writes by result.", ["result"], registry=r
+        )
+        self.superseded = Counter(
+            "koordpy_agent_restores_superseded_total",
+            "Restores not written because someone else (the kubelet resizing the pod) changed the CPU quota "
+            "after the agent's last write; their value stays.",
+            registry=r,
         )
         self.skipped = Counter(
             "koordpy_agent_skipped_objects_total",
@@ -242,6 +249,13 @@ class Agent:
                 watch(resources.AVOIDANCEACTIONS, self._on_action),
             ]
         register_reflector_metrics(self.metrics.registry, "koordpy_agent", lambda: self.reflectors)
+        self.pod_cgroups: dict[str, str] = {}  # pod uid -> cgroup path found by the last tick
+        self.metrics.registry.register(
+            PressureMetrics(
+                lambda: node_pressure(self.collector.proc),
+                lambda: pod_pressure(self.collector.cgroups, self.pods, self.pod_cgroups),
+            )
+        )
 
     # -- watch handlers ------------------------------------------------------------------------
     def _on_pod(self, etype: str, raw: dict[str, Any]) -> None:
@@ -395,6 +409,7 @@ class Agent:
         )
         if containers:
             self.containers = {uid: u.containers for uid, u in usage.items()}
+        self.pod_cgroups = {uid: u.rel for uid, u in usage.items()}
         policies = [*self.policies.values(), *self.node_qos_policies.values()]
         result = plan(
             policies if self.cfg.qos.enabled else [],
@@ -415,10 +430,12 @@ class Agent:
         self.metrics.tick_seconds.observe(time.perf_counter() - started)
         self.metrics.ticks.inc()
         self.state = result.state
+        superseded = self.writer.superseded
         failed = self._apply_cgroups(result, cgroups)
         if failed:
             self.state = forget(self.state, failed, throttles=True)
         self._restore_unowned()
+        self.metrics.superseded.inc(self.writer.superseded - superseded)
         for action in result.actions:
             self.metrics.actions.labels(str(action.kind)).inc()
             if action.kind is ActionKind.EVICT:

@@ -38,6 +38,7 @@ from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
     "EVENT_SOURCE",
+    "MANAGER_AGENT",
     "GangWriter",
     "KopfLogin",
     "KubeMigrationApi",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 EVENT_SOURCE = "koordpy-manager"
+MANAGER_AGENT = "koordpy-manager"
+"""The client name of the manager's NodeMetric and PodGroup writes and of kopf's session (managed fields)."""
 
 Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
 
@@ -138,7 +141,7 @@ class KopfLogin:
         connection: ConnectionInfo,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        user_agent: str = "koordpy-manager",
+        user_agent: str = MANAGER_AGENT,
     ) -> None:
         self.connection = connection
         self.sleep = sleep

@@ -37,10 +37,11 @@ from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
-from koordpy.kube.client import ApiClient
+from koordpy.kube.client import ApiClient, ClientSettings
 from koordpy.kube.connection import load_connection
 from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.manager.api import (
+    MANAGER_AGENT,
     GangWriter,
     KopfLogin,
     KubeMigrationApi,
@@ -532,11 +533,13 @@ async def run(
     settings = operator_settings(config)
     logger = logging.getLogger("koordpy.manager")
     # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the connection
-    # kopf's login hands over too: in a pod the service account, else $KUBECONFIG. Both share its
-    # credentials (renewed, and counted in the credential metrics).
+    # kopf's login hands over too: in a pod the service account, else $KUBECONFIG. All share its
+    # credentials (renewed, and counted in the credential metrics). The NodeMetric and PodGroup writes
+    # carry the name kopf's session does (koordpy-manager, in managed fields); the others are koordpy's.
     connection = load_connection()
     client = ApiClient(connection)
-    writes = RetryingWrites(client, logger)
+    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT))
+    writes = RetryingWrites(writes_client, logger)
     writer = NodeMetricWriter(writes)
     cache = ManagerCache(
         client,
@@ -574,7 +577,7 @@ async def run(
     started = ready_flag
 
     async def operate() -> None:
-        async with client:
+        async with client, writes_client:
             if config.peering.enabled:
                 # Before kopf starts: until the object exists every replica would see no peers and act.
                 await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)

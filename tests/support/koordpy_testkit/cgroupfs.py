@@ -1,6 +1,7 @@
 """Fabricated cgroup trees with the real file layout (v1 or v2, cgroupfs or systemd driver).
 
-Used by the node tier for cgroup v2 (the CI machine runs v1) and by ``bench/agent.py``.
+Used by the node tier for cgroup v2 layouts without a guest, by the cluster tier's agent on kwok nodes and by
+``bench/agent.py``; :func:`pod_rel` and :func:`container_name` also name the real cgroups of the guest tier.
 
 Example::
 
@@ -15,9 +16,28 @@ import asyncio
 import os
 from pathlib import Path
 
-__all__ = ["BusyProc", "FakeCgroupTree", "write_procfs"]
+__all__ = ["BusyProc", "FakeCgroupTree", "container_name", "pod_rel", "write_procfs"]
 
 _TOPS = {"cgroupfs": "kubepods", "systemd": "kubepods.slice"}
+
+
+def pod_rel(driver: str, uid: str, qos: str) -> str:
+    """The kubelet's path of a pod cgroup (below the hierarchy root) for its cgroup driver and QoS class."""
+    top = _TOPS[driver]
+    if driver == "cgroupfs":
+        name = f"pod{uid}"
+        return f"{top}/{name}" if qos == "guaranteed" else f"{top}/{qos}/{name}"
+    uid_ = uid.replace("-", "_")
+    if qos == "guaranteed":
+        return f"{top}/kubepods-pod{uid_}.slice"
+    return f"{top}/kubepods-{qos}.slice/kubepods-{qos}-pod{uid_}.slice"
+
+
+def container_name(driver: str, container_id: str, runtime: str) -> str:
+    """The directory name of a container's cgroup below its pod's, as the runtime names it."""
+    if driver == "cgroupfs":
+        return f"crio-{container_id}" if runtime == "crio" else container_id
+    return f"{runtime}-{container_id}.scope"
 
 
 class FakeCgroupTree:
@@ -36,19 +56,10 @@ class FakeCgroupTree:
         return [self.root / c for c in ("cpu", "cpuacct", "memory")]
 
     def pod_rel(self, uid: str, qos: str) -> str:
-        top = _TOPS[self.driver]
-        if self.driver == "cgroupfs":
-            name = f"pod{uid}"
-            return f"{top}/{name}" if qos == "guaranteed" else f"{top}/{qos}/{name}"
-        uid_ = uid.replace("-", "_")
-        if qos == "guaranteed":
-            return f"{top}/kubepods-pod{uid_}.slice"
-        return f"{top}/kubepods-{qos}.slice/kubepods-{qos}-pod{uid_}.slice"
+        return pod_rel(self.driver, uid, qos)
 
     def container_name(self, container_id: str, runtime: str) -> str:
-        if self.driver == "cgroupfs":
-            return f"crio-{container_id}" if runtime == "crio" else container_id
-        return f"{runtime}-{container_id}.scope"
+        return container_name(self.driver, container_id, runtime)
 
     def _make(self, rel: str, *, quota: int = -1, period: int = 100000, memory: int = 0, inactive: int = 0) -> None:
         for base in self._bases():

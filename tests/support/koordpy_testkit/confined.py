@@ -21,11 +21,34 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Confinement"]
+import yaml
+
+__all__ = ["Confinement", "agent_container_identity"]
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "koordpy"
+
+
+def agent_container_identity(helm: Path, values: Sequence[str] = ()) -> tuple[dict[str, Any], str, str]:
+    """The agent container's ``securityContext``, its cgroup ``hostPath`` and where the container mounts it,
+    from the chart rendered by the real ``helm`` (``values``: ``--set`` arguments)."""
+    if not helm.is_file():
+        raise FileNotFoundError(f"helm not found at {helm}: run `bash scripts/install-helm.sh {helm.parent.parent}`")
+    sets = [arg for value in values for arg in ("--set", value)]
+    proc = subprocess.run(
+        [str(helm), "template", "koordpy", str(CHART), *sets], capture_output=True, text=True, check=True
+    )
+    (agent,) = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "DaemonSet"]
+    spec = agent["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    volume = next(v for v in spec["volumes"] if v["name"] == "host-cgroup")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "host-cgroup")
+    return container["securityContext"], volume["hostPath"]["path"], mount["mountPath"]
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,30 @@ Every original (pod and lowered containers) is written to the state file *before
 to the cgroup, so a restart can restore it: :meth:`CgroupWriter.reconcile` keeps the entries the
 caller re-adopts and restores every other one. Entries whose cgroup is gone are dropped.
 
-Not guaranteed: the kubelet may rewrite the pod's quota (in-place resize); the next restore then
-writes the remembered original over the kubelet's value.
+Someone else's write wins. The kubelet writes a pod's ``cpu.max`` when it resizes the pod in place (and
+any operator may). The writer remembers the quota it wrote last; when the file holds another value:
+
+- a restore does not write (the other value stays; the entry is dropped and counted in ``superseded``);
+- a further step takes that value as the new original (a later restore writes it back) and never
+  writes a cap above it.
+
+The same holds for each container a v1 step lowered. Entries saved before the last-written quota was
+recorded are restored unconditionally.
+
+Not guaranteed: a write by someone else of exactly the value the writer wrote looks like the writer's own.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["ActuatorError", "CgroupWriter", "Original"]
+
+log = logging.getLogger("koordpy.agent")
 
 MIN_QUOTA_US = 1000
 UNLIMITED = -1
@@ -36,6 +48,14 @@ class Original:
     quota: int  # microseconds, -1 = unlimited
     period: int
     children: dict[str, int] = field(default_factory=dict)  # rel -> original quota of lowered children
+    written: int | None = None  # the quota last written to ``rel``; None: not recorded (older state file)
+
+    def child_written(self, child: str) -> int | None:
+        """What the last step wrote to a lowered child: the cap, or the child's own lower original."""
+        if self.written is None:
+            return None
+        quota = self.children[child]
+        return self.written if quota == UNLIMITED else min(quota, self.written)
 
 
 @dataclass
@@ -44,6 +64,8 @@ class CgroupWriter:
     version: int = 1
     state_file: str | None = None
     originals: dict[str, Original] = field(default_factory=dict)
+    superseded: int = 0
+    """Restores not written because someone else had changed the quota since the writer's last write."""
 
     def __post_init__(self) -> None:
         if self.state_file and os.path.exists(self.state_file):
@@ -52,7 +74,11 @@ class CgroupWriter:
                     raw = json.load(fh)
                 self.originals = {
                     k: Original(
-                        v["rel"], int(v["quota"]), int(v["period"]), {c: int(q) for c, q in v["children"].items()}
+                        v["rel"],
+                        int(v["quota"]),
+                        int(v["period"]),
+                        {c: int(q) for c, q in v["children"].items()},
+                        None if v.get("written") is None else int(v["written"]),
                     )
                     for k, v in raw.items()
                 }
@@ -102,7 +128,7 @@ class CgroupWriter:
         if not self.state_file:
             return
         raw = {
-            k: {"rel": v.rel, "quota": v.quota, "period": v.period, "children": v.children}
+            k: {"rel": v.rel, "quota": v.quota, "period": v.period, "children": v.children, "written": v.written}
             for k, v in self.originals.items()
         }
         tmp = f"{self.state_file}.tmp"
@@ -118,13 +144,28 @@ class CgroupWriter:
 
     # -- operations --------------------------------------------------------------------------
     def set_cap(self, key: str, rel: str, cores: float) -> int:
-        """Cap the cgroup at ``cores`` (remembering the original first); returns the quota written."""
+        """Cap the cgroup at ``cores`` (remembering the original first); returns the quota written.
+
+        The cap never exceeds the original quota; a quota someone else wrote since the last step becomes
+        the original."""
         original = self.originals.get(key)
         if original is None or original.rel != rel:
             quota, period = self.read_quota(rel)
             original = Original(rel, quota, period)
+        elif original.written is not None:
+            quota, period = self.read_quota(rel)
+            if quota != original.written:
+                log.warning(
+                    "%s: cpu quota changed by someone else (%s, the agent wrote %s): it is the new original",
+                    self._dir(rel),
+                    quota,
+                    original.written,
+                )
+                original = Original(rel, quota, period, original.children)
         period = original.period
         new = max(MIN_QUOTA_US, round(cores * period))
+        if original.quota != UNLIMITED:
+            new = min(new, original.quota)
         children = dict(original.children)
         lower: list[tuple[str, int]] = []
         if self.version == 1:
@@ -133,7 +174,7 @@ class CgroupWriter:
                 if quota != UNLIMITED and quota > new:
                     children.setdefault(child, quota)
                     lower.append((child, new))
-        self.originals[key] = Original(rel, original.quota, period, children)
+        self.originals[key] = Original(rel, original.quota, period, children, new)
         self._save()
         # Children first when they would exceed the new cap, then the pod, then children going up.
         for child, quota in lower:
@@ -147,15 +188,30 @@ class CgroupWriter:
                     self._write_quota(child, target, period)
         return new
 
+    def _ours(self, rel: str, written: int | None) -> bool:
+        """Whether ``rel`` still holds what the writer wrote (unrecorded: assume so)."""
+        return written is None or self.read_quota(rel)[0] == written
+
     def restore(self, key: str) -> bool:
-        """Write back the exact original quota (pod first, then containers); False if none is known."""
+        """Write back the exact original quota (pod first, then containers); False if none is known.
+
+        A cgroup whose quota someone else changed since the writer's last write keeps that value."""
         original = self.originals.get(key)
         if original is None:
             return False
         if os.path.isdir(self._dir(original.rel)):
-            self._write_quota(original.rel, original.quota, original.period)
+            if self._ours(original.rel, original.written):
+                self._write_quota(original.rel, original.quota, original.period)
+            else:
+                self.superseded += 1
+                log.warning(
+                    "%s: cpu quota changed by someone else since the agent wrote %s: not restored to %s",
+                    self._dir(original.rel),
+                    original.written,
+                    original.quota,
+                )
             for child, quota in original.children.items():
-                if os.path.isdir(self._dir(child)):
+                if os.path.isdir(self._dir(child)) and self._ours(child, original.child_written(child)):
                     self._write_quota(child, quota, original.period)
         del self.originals[key]
         self._save()

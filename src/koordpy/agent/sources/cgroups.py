@@ -11,6 +11,8 @@ Container directories are ``<64-hex id>`` (docker/containerd via cgroupfs), ``cr
 
 CPU usage is a delta of the cumulative counter between two calls (the first call yields ``None``).
 Memory is the working set: usage minus inactive file pages, as the kubelet reports it.
+Pressure (PSI) is read from ``cpu.pressure`` / ``memory.pressure`` / ``io.pressure`` (v2 only; see
+:func:`read_pressure`).
 
 Not guaranteed: a cgroup that vanishes or is half-created between the listing and the read yields
 ``None`` values for that pod or container; nothing raises for it.
@@ -27,8 +29,10 @@ __all__ = [
     "ContainerUsage",
     "PodCgroup",
     "PodUsage",
+    "Pressure",
     "detect_version",
     "read_int",
+    "read_pressure",
 ]
 
 _POD_CGROUPFS = re.compile(r"^pod([0-9a-fA-F-]{8,})$")
@@ -84,6 +88,38 @@ def _stat_value(data: bytes | None, key: bytes) -> int | None:
         return int(data[start : end if end >= 0 else None])
     except ValueError:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Pressure:
+    """One line of a PSI file: the share of time some (or all: ``full``) runnable tasks were stalled on
+    the resource, averaged over 10, 60 and 300 s (percent, as the kernel writes it), and the total stall
+    time in microseconds (cumulative)."""
+
+    avg10: float
+    avg60: float
+    avg300: float
+    total_us: int
+
+
+def read_pressure(path: str) -> dict[str, Pressure] | None:
+    """``{"some": ..., "full": ...}`` from a PSI file (``/proc/pressure/cpu``, ``<cgroup>/memory.pressure``);
+    ``None`` when the file is missing or unreadable (cgroup v1, a kernel without PSI). A line that does
+    not parse is left out."""
+    data = _read(path)
+    if data is None:
+        return None
+    out: dict[str, Pressure] = {}
+    for line in data.decode("ascii", "replace").splitlines():
+        kind, _, rest = line.partition(" ")
+        fields = dict(item.partition("=")[::2] for item in rest.split())
+        try:
+            out[kind] = Pressure(
+                float(fields["avg10"]), float(fields["avg60"]), float(fields["avg300"]), int(fields["total"])
+            )
+        except (KeyError, ValueError):
+            continue
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +243,12 @@ class CgroupReader:
             usec = _stat_value(_read(path), b"usage_usec")
             return None if usec is None else usec * 1000
         return read_int(path)
+
+    def pressure(self, rel: str, resource: str) -> dict[str, Pressure] | None:
+        """PSI of the cgroup for ``resource`` (``cpu``, ``memory``, ``io``); ``None`` on v1."""
+        if self.version != 2:
+            return None
+        return read_pressure(os.path.join(self.root, rel, f"{resource}.pressure"))
 
     def working_set(self, rel: str) -> int | None:
         _, usage_path, stat_path = self._paths(rel)

@@ -2,6 +2,7 @@
 
 CPU in use = (total - idle - iowait) jiffies delta / total delta x number of CPUs; the first
 call yields ``None``. Memory in use = ``MemTotal - MemAvailable`` (Crane's memory_total_usage).
+Pressure (PSI) comes from ``/proc/pressure/<resource>``.
 
 Not guaranteed: steal time counts as busy; a container-limited agent still sees the host.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+
+from koordpy.agent.sources.cgroups import Pressure, read_pressure
 
 __all__ = ["NodeReading", "ProcReader"]
 
@@ -33,6 +36,10 @@ class ProcReader:
                 return fh.read()
         except (OSError, UnicodeDecodeError):
             return None
+
+    def pressure(self, resource: str) -> dict[str, Pressure] | None:
+        """Node-wide PSI for ``resource`` (``/proc/pressure/<resource>``); ``None`` without PSI."""
+        return read_pressure(os.path.join(self.root, "pressure", resource))
 
     def read(self) -> NodeReading:
         cpu: float | None = None

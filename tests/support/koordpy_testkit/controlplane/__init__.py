@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for tests, benchmarks and a developer's terminal (see ``cluster``)."""
 
-from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries
+from koordpy_testkit.controlplane.binaries import BINARIES, ensure_binaries, ensure_kubelet
 from koordpy_testkit.controlplane.cluster import (
     CONTROLLERS,
     FAKE_NODE_ANNOTATION,
@@ -17,6 +17,7 @@ __all__ = [
     "GENERIC_WORKLOAD",
     "ControlPlane",
     "ensure_binaries",
+    "ensure_kubelet",
     "fake_node",
     "write_kubeconfig",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
 
-__all__ = ["Pki", "make_pki"]
+__all__ = ["Pki", "client_certificate", "make_pki"]
 
 DAYS = "10"
 
@@ -78,3 +78,26 @@ def make_pki(directory: Path) -> Pki:
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=directory)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
     return pki
+
+
+def client_certificate(
+    pki: Pki, directory: Path, name: str, *, common_name: str, organization: str
+) -> tuple[Path, Path]:
+    """A client certificate (and its key) signed by the CA the API server trusts for clients: the API server
+    authenticates its holder as user ``common_name`` in group ``organization`` (a kubelet:
+    ``system:node:<node>`` in ``system:nodes``). Returns (certificate, key)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key, csr, cert, ext = (directory / f"{name}{suffix}" for suffix in (".key", ".csr", ".crt", ".ext"))
+    ext.write_text(
+        "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=clientAuth\n"
+    )
+    _openssl("genrsa", "-out", str(key), "2048", cwd=directory)
+    _openssl(
+        "req", "-new", "-key", str(key), "-subj", f"/O={organization}/CN={common_name}", "-out", str(csr), cwd=directory
+    )
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(pki.ca_cert), "-CAkey", str(pki.ca_key), "-CAcreateserial",
+        "-days", DAYS, "-extfile", str(ext), "-out", str(cert), cwd=directory,
+    )  # fmt: skip
+    return cert, key
