@@ -37,16 +37,18 @@ from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
-from koordpy.kube.client import ApiClient
+from koordpy.kube.client import ApiClient, ClientSettings
 from koordpy.kube.connection import load_connection
 from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.manager.api import (
+    MANAGER_AGENT,
     GangWriter,
     KopfLogin,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
+    RetryingWrites,
     ensure_peering,
 )
 from koordpy.manager.cache import ManagerCache
@@ -251,13 +253,7 @@ def build_registry(
 
         for loop in loops:
             _register_daemon(registry, loop, ours)
-        # why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses
-        # kept in the registry's spawning list (kopf 1.45), replaced here once at build time.
-        daemon_ids = {f"{loop.name}_rounds" for loop in loops}
-        spawning = registry._spawning
-        spawning._handlers = [
-            dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in spawning._handlers
-        ]
+        _without_finalizer(registry, {f"{loop.name}_rounds" for loop in loops})
     elif loops:
         running: list[asyncio.Task[None]] = []
 
@@ -318,6 +314,31 @@ def build_registry(
         return await logins[0](**kwargs)
 
     return registry
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry, daemon_ids: set[str]) -> None:
+    """Make the rounds' daemons require no finalizer on the peering object.
+
+    why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses kept in
+    the registry's spawning list (kopf 1.45), replaced here once at build time. Checked first: on a kopf
+    that keeps them elsewhere the daemons keep kopf's finalizer (the peering object is then deleted only
+    while a manager runs to remove it) and a warning says so; nothing else changes.
+    """
+    spawning = getattr(registry, "_spawning", None)
+    handlers = getattr(spawning, "_handlers", None)
+    usable = isinstance(handlers, list) and all(
+        dataclasses.is_dataclass(h) and hasattr(h, "requires_finalizer") and hasattr(h, "id") for h in handlers
+    )
+    if not usable or not daemon_ids <= {h.id for h in handlers or ()}:
+        logging.getLogger("koordpy.manager").warning(
+            "kopf %s keeps its daemon handlers elsewhere: the rounds' daemons keep kopf's finalizer on the "
+            "peering object",
+            getattr(kopf, "__version__", "?"),
+        )
+        return
+    spawning._handlers = [  # type: ignore[union-attr]
+        dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in handlers or ()
+    ]
 
 
 def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) -> None:
@@ -510,13 +531,16 @@ async def run(
     if not any(isinstance(f, QuietHandlers) for f in objects_logger.filters):
         objects_logger.addFilter(QuietHandlers())
     settings = operator_settings(config)
-    writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")
-    # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
-    # the connection kopf's login hands over too: in a pod the service account, else $KUBECONFIG. Both
-    # share its credentials (renewed, and counted in the credential metrics).
+    # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the connection
+    # kopf's login hands over too: in a pod the service account, else $KUBECONFIG. All share its
+    # credentials (renewed, and counted in the credential metrics). The NodeMetric and PodGroup writes
+    # carry the name kopf's session does (koordpy-manager, in managed fields); the others are koordpy's.
     connection = load_connection()
     client = ApiClient(connection)
+    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT))
+    writes = RetryingWrites(writes_client, logger)
+    writer = NodeMetricWriter(writes)
     cache = ManagerCache(
         client,
         ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
@@ -529,7 +553,7 @@ async def run(
     migrations = migration_loop(
         controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
     )
-    gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
+    gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
     reservations = ReservationController(
         KubeReservationApi(client, cache),
         config.reservation,
@@ -553,7 +577,7 @@ async def run(
     started = ready_flag
 
     async def operate() -> None:
-        async with client:
+        async with client, writes_client:
             if config.peering.enabled:
                 # Before kopf starts: until the object exists every replica would see no peers and act.
                 await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)
