@@ -1,19 +1,22 @@
 # One image for the three deployables (koordpy extender, koordpy manager, koordpy agent run) and the
 # offline tools: `make image` builds and tags it as the chart's default image (see README.md, Install).
 #
-# The build stage builds koordpy's wheel and installs it into /opt/koordpy; the final stage copies only
-# that virtualenv. scripts/image-install.sh holds the steps, and tests/system/test_image_install.py runs
-# this file's RUN lines against a temporary directory.
+# The build stage installs the locked runtime dependencies (requirements/run.lock, the lock `make demo`
+# and `make test` install from; hashes checked) into /opt/koordpy, builds koordpy's wheel with the lock's
+# setuptools and installs it there; the final stage copies only that virtualenv. scripts/image-install.sh
+# holds the steps, and tests/cluster/test_cluster_image_install.py runs this file's RUN lines against a
+# temporary directory.
 FROM python:3.11.12-slim-bookworm AS base
 
 FROM base AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY scripts/image-install.sh /usr/local/bin/image-install.sh
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements/run.lock ./
 COPY src ./src
-RUN image-install.sh wheel /src /dist \
-    && image-install.sh venv /dist /opt/koordpy
+RUN image-install.sh venv /src/run.lock /opt/koordpy \
+    && image-install.sh wheel /src /dist /opt/koordpy \
+    && image-install.sh install /dist /opt/koordpy
 
 FROM base
 LABEL org.opencontainers.image.source="https://github.com/koordpy/koordpy" \

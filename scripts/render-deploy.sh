@@ -32,8 +32,9 @@ render() {  # render FILE DESCRIPTION [helm args...]
 
 # The CRDs alone (for clusters where they are managed separately), then everything else.
 render crds.yaml "CRDs only" --set scheduler.enabled=false --set manager.enabled=false --set agent.enabled=false \
-  --set userRoles.enabled=false
+  --set userRoles.enabled=false --set dashboards.enabled=false --skip-tests
 # The ValidatingAdmissionPolicies are rendered as for a cluster that serves their API (Kubernetes 1.30+);
 # on an older cluster, delete them from koordpy.yaml before applying it.
-render koordpy.yaml "default values, CRDs excluded" --set crds.enabled=false \
+# `helm test`'s hook pods are left out (kubectl apply would run them as plain pods).
+render koordpy.yaml "default values, CRDs excluded" --set crds.enabled=false --skip-tests \
   --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy

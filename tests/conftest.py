@@ -1,1 +1,25 @@
 """Shared test configuration. Tier-specific fixtures live in each tier's own conftest.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def own_modules() -> list[str]:
+    """The module names of the tests and their helpers as pytest imports them (by file name: the test
+    folders are not packages), plus the test support package."""
+    names = {path.stem for path in TESTS.rglob("*.py") if "support" not in path.relative_to(TESTS).parts}
+    return sorted(names | {"koordpy_testkit"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pyproject.toml's filterwarnings lets third-party deprecations through (shown, not fatal); one
+    # attributed to the tests' own code stays an error, as for koordpy's (later lines take precedence).
+    modules = "|".join(re.escape(name) for name in own_modules())
+    for category in ("DeprecationWarning", "PendingDeprecationWarning"):
+        config.addinivalue_line("filterwarnings", f"error::{category}:({modules})$")

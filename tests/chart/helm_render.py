@@ -33,8 +33,14 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(helm_binary()), *args], capture_output=True, text=True, check=False, cwd=ROOT)
 
 
+MONITORING_API = ("--api-versions", "monitoring.coreos.com/v1")
+"""As for a cluster that runs the Prometheus Operator: ServiceMonitors and the PrometheusRule render."""
+
+
 def scenario_args(scenario: str) -> tuple[str, ...]:
-    return () if scenario == "default" else ("-f", str(CHART / "ci" / scenario))
+    """The defaults as ``helm template`` renders them (no cluster APIs beyond the built-in ones); each ci
+    file as for a cluster with the Prometheus Operator."""
+    return () if scenario == "default" else ("-f", str(CHART / "ci" / scenario), *MONITORING_API)
 
 
 @functools.lru_cache(maxsize=64)

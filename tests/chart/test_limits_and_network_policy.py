@@ -49,6 +49,16 @@ PROMETHEUS_ANYWHERE = {
     "namespaceSelector": {},
     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
 }
+TEST_PODS = {
+    "podSelector": {
+        "matchLabels": {
+            "app.kubernetes.io/name": "koordpy",
+            "app.kubernetes.io/instance": "koordpy",
+            "app.kubernetes.io/component": "test",
+        }
+    }
+}
+"""The release's `helm test` pods (tests.enabled, on by default)."""
 
 
 def test_network_policies_are_on_by_default_and_admit_prometheus_on_health_and_metrics_ports() -> None:
@@ -60,12 +70,15 @@ def test_network_policies_are_on_by_default_and_admit_prometheus_on_health_and_m
     }
     for policy in policies.values():
         assert policy["spec"]["policyTypes"] == ["Ingress"]
-        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PROMETHEUS_ANYWHERE]]
+        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PROMETHEUS_ANYWHERE], [TEST_PODS]]
+        assert policy["spec"]["ingress"][0]["ports"] == policy["spec"]["ingress"][1]["ports"]
     assert of_kind(render("--set", "networkPolicy.enabled=false"), "NetworkPolicy") == []
 
 
 def policy_ports(policy: dict[str, Any]) -> list[int]:
-    return [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    """The ports the first rule (the scrapers') opens."""
+    rules = policy["spec"]["ingress"]
+    return [p["port"] for p in rules[0]["ports"]] if rules else []
 
 
 def test_network_policies_admit_only_scrapers_on_the_metrics_ports() -> None:
@@ -86,7 +99,7 @@ def test_network_policies_admit_only_scrapers_on_the_metrics_ports() -> None:
     assert policy_ports(agent) == [9316]
     assert policy_ports(policies["koordpy-manager"]) == [8080]
     for policy in policies.values():
-        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PEER]]
+        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PEER], [TEST_PODS]]
     # the ports are the ones the containers listen on
     listening = {p["containerPort"] for c in containers(objects).values() for p in c.get("ports", [])}
     assert {port for policy in policies.values() for port in policy_ports(policy)} <= listening
@@ -107,7 +120,15 @@ def test_network_policies_follow_the_configured_ports_and_an_empty_peer_list() -
     assert policy_ports(policies["koordpy-scheduler"]) == [10259]
     assert policy_ports(policies["koordpy-agent"]) == [9400]
     assert policy_ports(policies["koordpy-manager"]) == [8081]
-    closed = render("--set-json", "networkPolicy.metricsFrom=[]")
+    only_tests = render("--set-json", "networkPolicy.metricsFrom=[]")
+    assert {
+        p["metadata"]["name"]: [r["from"] for r in p["spec"]["ingress"]] for p in of_kind(only_tests, "NetworkPolicy")
+    } == {
+        "koordpy-scheduler": [[TEST_PODS]],
+        "koordpy-manager": [[TEST_PODS]],
+        "koordpy-agent": [[TEST_PODS]],
+    }
+    closed = render("--set-json", "networkPolicy.metricsFrom=[]", "--set", "tests.enabled=false")
     assert {p["metadata"]["name"]: p["spec"]["ingress"] for p in of_kind(closed, "NetworkPolicy")} == {
         "koordpy-scheduler": [],
         "koordpy-manager": [],

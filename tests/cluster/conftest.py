@@ -72,6 +72,31 @@ def koordpy(control_plane: ControlPlane, release: Release, tmp_path: Path) -> It
         components.close()
 
 
+@pytest.fixture(scope="module")
+def module_space(kube: Kube, request: pytest.FixtureRequest) -> Iterator[Space]:
+    """A namespace (and room for nodes) shared by the tests of one module; deleted after the last."""
+    name = re.sub(r"[^a-z0-9]+", "-", Path(str(request.path)).stem.lower()).removeprefix("test-cluster-")[:40]
+    namespace = f"m-{name.strip('-')}-{hash(request.path) & 0xFFFF:04x}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    shared = Space(kube, namespace)
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+@pytest.fixture(scope="module")
+def module_koordpy(
+    control_plane: ControlPlane, release: Release, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Components]:
+    """koordpy processes shared by the tests of one module (started by a module fixture), stopped after the last."""
+    components = Components(control_plane, release, tmp_path_factory.mktemp("module-koordpy"))
+    try:
+        yield components
+    finally:
+        components.close()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
     report = yield

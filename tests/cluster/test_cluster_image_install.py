@@ -30,8 +30,10 @@ import httpx
 import pytest
 import yaml
 from cluster_kit import ROOT, Components, deep_merge
+from packaging.utils import canonicalize_name
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.lockfile import installed_differences, read_lock
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, wait_http
 
 pytestmark = pytest.mark.cluster
@@ -233,6 +235,28 @@ def test_entrypoint_is_koordpy_and_user_is_numeric_non_root(image: InstalledImag
     assert Path(image.entrypoint[0]) == image.venv / "bin" / "koordpy"
     assert re.fullmatch(r"[1-9]\d*(:\d+)?", image.user), f"USER {image.user!r}: not a numeric non-root uid"
     assert image.env["PYTHONDONTWRITEBYTECODE"] == "1"
+
+
+def test_venv_holds_exactly_the_runtime_lock(image: InstalledImage) -> None:
+    """The image installs from the lock `make demo` and `make test` use: every runtime package at its
+    locked version, nothing else (the build tools and pip, locked for the build, are removed after it)."""
+    listed = subprocess.run(
+        [
+            str(image.venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print('\\n'.join(f\"{d.metadata['Name']} {d.version}\" for d in m.distributions()))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_BACKSTOP,
+        check=True,
+    ).stdout.splitlines()
+    installed = {canonicalize_name(name): version for name, version in (line.split(" ") for line in listed)}
+    build_tools = {"pip", "setuptools", "wheel"}
+    lock = [entry for entry in read_lock(ROOT / "requirements" / "run.lock") if entry.name not in build_tools]
+    assert len(lock) > 40, lock  # the lock was read, not an empty list
+    assert installed_differences(lock, installed, ignore={"koordpy"}) == []
+    assert not build_tools & installed.keys(), sorted(installed)
 
 
 def test_venv_holds_the_wheel_without_dev_dependencies(image: InstalledImage) -> None:

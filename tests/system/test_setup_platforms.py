@@ -3,7 +3,8 @@
 repository, and the one step that needs helm (``make test``'s) says so loudly and names who needs it.
 
 The copy holds the repository's files as ``git ls-files`` lists them (committed or not); its ``.venv`` is
-created by the Makefile as in a fresh clone (pip fetches from the configured index, or its cache).
+created by the Makefile as in a fresh clone (pip fetches from the configured index, or its cache), from
+the lock: it then holds exactly requirements/run.lock's packages.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.lockfile import installed_differences, read_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM = "Darwin/arm64"
@@ -66,6 +69,18 @@ def test_make_demo_needs_no_helm_and_make_test_says_it_does(tmp_path: Path) -> N
     # no more than the demo needs: neither helm nor kubectl, nor the dev tools
     assert not installed & {"helm", "kubectl", "pytest", "ruff", "mypy"}, sorted(installed)
     assert "install-helm" not in demo.stdout + demo.stderr
+    # from the lock, and nothing but the lock: every runtime package at its locked version
+    assert "bootstrap.sh: installing the locked versions of requirements/run.lock" in demo.stdout
+    listed = subprocess.run(
+        [str(repo / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_BACKSTOP,
+        check=True,
+    ).stdout.split()
+    installed = {canonicalize_name(n): v for n, _, v in (line.partition("==") for line in listed)}
+    lock = read_lock(repo / "requirements" / "run.lock")
+    assert len(lock) > 40 and installed_differences(lock, installed, ignore={"koordpy"}) == []
 
     # `make test` runs the helm step, which refuses this platform loudly, naming what needs it.
     plan = make(repo, "-n", "test")

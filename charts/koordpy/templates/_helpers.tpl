@@ -49,9 +49,55 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
-{{/* The koordpy image reference. */}}
+{{/* The koordpy image reference; with image.digest, pinned to it (repository:tag@digest). */}}
 {{- define "koordpy.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "koordpy.imageRef" (dict "image" .Values.image "tag" (default .Chart.AppVersion .Values.image.tag)) }}
+{{- end }}
+
+{{/* kube-scheduler's image reference; with its digest, pinned to it. */}}
+{{- define "koordpy.kubeSchedulerImage" -}}
+{{- $image := .Values.scheduler.kubeScheduler.image }}
+{{- include "koordpy.imageRef" (dict "image" $image "tag" $image.tag) }}
+{{- end }}
+
+{{/* repository:tag, or repository:tag@digest: (dict "image" <values with repository, digest> "tag" <tag>). The
+tag stays beside a digest for people reading the manifest; the runtime pulls the digest. */}}
+{{- define "koordpy.imageRef" -}}
+{{- $ref := printf "%s:%s" .image.repository .tag }}
+{{- with .image.digest }}
+{{- if not (regexMatch "^sha256:[a-f0-9]{64}$" .) }}
+{{- fail (printf "image digest %q is not sha256:<64 lowercase hex digits>" .) }}
+{{- end }}
+{{- $ref = printf "%s@%s" $ref . }}
+{{- end }}
+{{- $ref }}
+{{- end }}
+
+{{/* The Secret holding kube-scheduler's serving certificate (tls.crt, tls.key, ca.crt), or empty when
+kube-scheduler serves the self-signed one it makes at start-up. */}}
+{{- define "koordpy.scheduler.tlsSecret" -}}
+{{- $tls := .Values.scheduler.kubeScheduler.tls }}
+{{- if $tls.secretName }}{{ $tls.secretName }}
+{{- else if $tls.certManager.enabled }}{{ include "koordpy.fullname" . }}-scheduler-tls
+{{- end }}
+{{- end }}
+
+{{/* The scheduler Service's DNS name: the name kube-scheduler's serving certificate is issued for. */}}
+{{- define "koordpy.scheduler.serviceName" -}}
+{{- printf "%s-scheduler.%s.svc" (include "koordpy.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/* Whether the Prometheus Operator's monitoring.coreos.com/v1 API is served (helm template: pass
+--api-versions monitoring.coreos.com/v1). */}}
+{{- define "koordpy.monitoringApi" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end }}
+{{- end }}
+
+{{/* Labels of the helm test hook pods (the NetworkPolicies admit them to the health ports). */}}
+{{- define "koordpy.testLabels" -}}
+app.kubernetes.io/name: {{ include "koordpy.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: test
 {{- end }}
 
 {{/* The scheduler's configuration file, apiVersion and kind filled in. */}}

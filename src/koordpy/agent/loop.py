@@ -102,6 +102,13 @@ class AgentMetrics:
             ["kind"],
             registry=r,
         )
+        # zero series from the start: the first action, eviction or failed report counts in increase()
+        for kind in ActionKind:
+            self.actions.labels(str(kind))
+        for outcome in EvictOutcome:
+            self.evictions.labels(str(outcome))
+        for result in ("ok", "error"):
+            self.reports.labels(result)
 
 
 @dataclass

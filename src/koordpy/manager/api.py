@@ -1,14 +1,13 @@
-"""The manager's API callers: NodeMetric actions, PodGroup status and gang Events through kopf's own client,
-PodMigrationJob steps through :mod:`koordpy.kube` (which has the Eviction subresource, UID preconditions and
-Events).
+"""The manager's API callers: NodeMetric actions, PodGroup status and gang Events, and PodMigrationJob steps,
+all through :mod:`koordpy.kube` (which has the Eviction subresource, UID preconditions and Events).
 
-kopf brings an authenticated aiohttp client (credentials from its login handlers, retries on 5xx/429);
-the manager uses it instead of a second client library. Its login handler (:class:`KopfLogin`) hands kopf
-an aiohttp session over the manager's own connection, whose middleware sends the newest credentials
-with every request (:mod:`koordpy.kube.credentials`), so kopf's watches and writes renew their token as
-the manager's own client does. kopf exports no public create/patch/delete
-calls, so this module reaches into ``kopf._cogs.clients`` (tested against kopf 1.45) and keeps that
-dependency in one place. Must run inside the operator's tasks (kopf's credentials live in a contextvar).
+kopf exports no public create/patch/delete calls (only its private ``kopf._cogs.clients``), so the
+NodeMetric and PodGroup writes use koordpy's client with the retry policy kopf's client applies to its
+own requests (:class:`RetryingWrites`): 429, 5xx and connection errors retried after 1, 1, 2, 3, 5, 8,
+13 and 21 s, or after the server's ``Retry-After`` when that is longer. kopf's own watches run on the
+session its login handler (:class:`KopfLogin`) hands over: an aiohttp session over the manager's own
+connection, whose middleware sends the newest credentials with every request
+(:mod:`koordpy.kube.credentials`), so kopf's watches and koordpy's writes renew their token alike.
 """
 
 from __future__ import annotations
@@ -16,13 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import aiohttp
 import kopf
-from kopf._cogs.clients import api as kopf_api
-from kopf._cogs.clients import errors as kopf_errors
 
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.descheduler.lifecycle import JobEvent
@@ -40,52 +37,86 @@ from koordpy.scheduler.plugins.reservation.controller import EventDecision
 
 __all__ = [
     "EVENT_SOURCE",
+    "MANAGER_AGENT",
     "GangWriter",
     "KopfLogin",
     "KubeMigrationApi",
     "KubeReservationApi",
     "NodeMetricWriter",
     "Outcome",
+    "RetryingWrites",
 ]
 
 EVENT_SOURCE = "koordpy-manager"
+MANAGER_AGENT = "koordpy-manager"
+"""The client name of the manager's NodeMetric and PodGroup writes and of kopf's session (managed fields)."""
 
 Outcome = Literal["created", "patched", "deleted", "exists", "gone"]
 
 BASE = f"/apis/{NODE_METRIC.group}/{NODE_METRIC.version}/{NODE_METRIC.plural}"
+MERGE_PATCH = "application/merge-patch+json"
+BACKOFFS: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21)
+"""Seconds between the attempts of one write (kopf's ``networking.error_backoffs`` default)."""
+
+
+class RetryingWrites:
+    """POST, PATCH and DELETE through :class:`ApiClient`, a temporary failure (429, 5xx, no answer) retried
+    after each of ``backoffs`` in turn (a longer ``Retry-After`` wins), then raised. Other errors raise at
+    once as :mod:`koordpy.kube.errors` exceptions. Not guaranteed: exactly-once (a write whose answer was
+    lost is sent again; its second answer may be 409 or 404)."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        logger: logging.Logger,
+        *,
+        backoffs: Iterable[float] = BACKOFFS,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.logger = logger
+        self.backoffs = tuple(backoffs)
+        self.sleep = sleep
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> None:
+        for attempt, backoff in enumerate((*self.backoffs, None), start=1):
+            try:
+                await self.client.request(method, path, body=body, content_type=content_type)
+                return
+            except kube_errors.ApiError as exc:
+                if backoff is None or not kube_errors.is_temporary(exc):
+                    raise
+                after = getattr(exc, "retry_after", None)
+                delay = max(backoff, after) if after is not None else backoff
+                self.logger.warning("%s %s: %s (attempt %d, again in %.0f s)", method, path, exc, attempt, delay)
+                await self.sleep(delay)
 
 
 class NodeMetricWriter:
     """Applies :mod:`koordpy.manager.policy` actions. Not guaranteed: ordering between calls."""
 
-    def __init__(self, settings: kopf.OperatorSettings, logger: logging.Logger | None = None) -> None:
-        self._settings = settings
-        self._logger = logger or logging.getLogger("koordpy.manager")
+    def __init__(self, writes: RetryingWrites) -> None:
+        self._writes = writes
+        self._logger = writes.logger
 
     async def apply(self, action: Action) -> Outcome:
         """Carry out one action. A lost race (409 on create, 404 on patch or delete) is not an error:
         the watch event that follows brings the next decision."""
         try:
             if isinstance(action, Create):
-                await kopf_api.post(BASE, payload=action.body, settings=self._settings, logger=self._logger)
+                await self._writes.request("POST", BASE, action.body)
                 self._logger.info("created NodeMetric %s", action.name)
                 return "created"
             if isinstance(action, Patch):
-                await kopf_api.patch(
-                    f"{BASE}/{action.name}",
-                    payload=action.patch,
-                    headers={"Content-Type": "application/merge-patch+json"},
-                    settings=self._settings,
-                    logger=self._logger,
-                )
+                await self._writes.request("PATCH", f"{BASE}/{action.name}", action.patch, MERGE_PATCH)
                 self._logger.info("patched NodeMetric %s collect policy", action.name)
                 return "patched"
-            await kopf_api.delete(f"{BASE}/{action.name}", settings=self._settings, logger=self._logger)
+            await self._writes.request("DELETE", f"{BASE}/{action.name}")
             self._logger.info("deleted NodeMetric %s (node gone)", action.name)
             return "deleted"
-        except kopf_errors.APIConflictError:
+        except kube_errors.Conflict:
             return "exists"
-        except kopf_errors.APINotFoundError:
+        except kube_errors.NotFound:
             if isinstance(action, Delete | Patch):
                 return "gone"
             raise
@@ -108,7 +139,7 @@ class KopfLogin:
         connection: ConnectionInfo,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        user_agent: str = "koordpy-manager",
+        user_agent: str = MANAGER_AGENT,
     ) -> None:
         self.connection = connection
         self.sleep = sleep
@@ -272,9 +303,9 @@ class GangWriter:
     calls; an Event whose object was deleted meanwhile is still posted.
     """
 
-    def __init__(self, settings: kopf.OperatorSettings, logger: logging.Logger | None = None) -> None:
-        self._settings = settings
-        self._logger = logger or logging.getLogger("koordpy.manager")
+    def __init__(self, writes: RetryingWrites) -> None:
+        self._writes = writes
+        self._logger = writes.logger
 
     async def patch_status(self, patch: StatusPatch) -> bool:
         """True when written, False when the PodGroup (or its API) is gone. A native ``scheduling.k8s.io``
@@ -286,14 +317,8 @@ class GangWriter:
         if patch.api != API_VOLCANO:
             url += "/status"
         try:
-            await kopf_api.patch(
-                url,
-                payload={"status": patch.status},
-                headers={"Content-Type": "application/merge-patch+json"},
-                settings=self._settings,
-                logger=self._logger,
-            )
-        except kopf_errors.APINotFoundError:
+            await self._writes.request("PATCH", url, {"status": patch.status}, MERGE_PATCH)
+        except kube_errors.NotFound:
             return False
         self._logger.info("PodGroup %s/%s (%s) status: %s", patch.namespace, patch.name, patch.api, patch.status)
         return True
@@ -321,13 +346,8 @@ class GangWriter:
             "count": 1,
         }
         try:
-            await kopf_api.post(
-                f"/api/v1/namespaces/{event.namespace}/events",
-                payload=body,
-                settings=self._settings,
-                logger=self._logger,
-            )
-        except kopf_errors.APIError as exc:
+            await self._writes.request("POST", f"/api/v1/namespaces/{event.namespace}/events", body)
+        except kube_errors.ApiError as exc:
             self._logger.warning("Event for %s not posted: %s", event.key, exc)
             return False
         return True

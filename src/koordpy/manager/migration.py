@@ -231,6 +231,10 @@ class MigrationMetrics:
             ["step", "error"],
             registry=registry,
         )
+        # zero series from the start: the first failed round counts in increase() (one born at 1 would not)
+        for outcome in ("done", "error"):
+            self.rounds.labels(outcome=outcome)
+        self.observe_phases({})
 
         self.gang_units = PromCounter(
             "koordpy_migration_gang_units",

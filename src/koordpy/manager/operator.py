@@ -46,18 +46,20 @@ from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
-from koordpy.kube.client import ApiClient
+from koordpy.kube.client import ApiClient, ClientSettings
 from koordpy.kube.connection import load_connection
 from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
 from koordpy.kube.errors import ApiError, NotFound
 from koordpy.kube.leaderelection import LeaseElector
 from koordpy.manager.api import (
+    MANAGER_AGENT,
     GangWriter,
     KopfLogin,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
+    RetryingWrites,
 )
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
@@ -590,13 +592,16 @@ async def run(
     if not any(isinstance(f, QuietHandlers) for f in objects_logger.filters):
         objects_logger.addFilter(QuietHandlers())
     settings = operator_settings(config)
-    writer = NodeMetricWriter(settings)
     logger = logging.getLogger("koordpy.manager")
-    # The PodMigrationJob steps use koordpy.kube (Eviction subresource, UID preconditions, Events) with
-    # the connection kopf's login hands over too: in a pod the service account, else $KUBECONFIG. Both
-    # share its credentials (renewed, and counted in the credential metrics).
+    # Every write uses koordpy.kube (Eviction subresource, UID preconditions, Events) with the connection
+    # kopf's login hands over too: in a pod the service account, else $KUBECONFIG. All share its
+    # credentials (renewed, and counted in the credential metrics). The NodeMetric and PodGroup writes
+    # carry the name kopf's session does (koordpy-manager, in managed fields); the others are koordpy's.
     connection = load_connection()
     client = ApiClient(connection)
+    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT))
+    writes = RetryingWrites(writes_client, logger)
+    writer = NodeMetricWriter(writes)
     cache = ManagerCache(
         client,
         ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
@@ -609,7 +614,7 @@ async def run(
     migrations = migration_loop(
         controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
     )
-    gangs = GangStatusKeeper(config.pod_group, GangWriter(settings), time.time)
+    gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
     reservations = ReservationController(
         KubeReservationApi(client, cache),
         config.reservation,
@@ -714,7 +719,7 @@ async def run(
         return not lost.is_set()
 
     async def operate() -> None:
-        async with client:
+        async with client, writes_client:
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),

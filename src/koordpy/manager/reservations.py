@@ -169,6 +169,13 @@ class ReservationMetrics:
         self.rounds = PromCounter(
             "koordpy_reservation_rounds", "Reservation rounds by outcome (done, error).", ["outcome"], registry=registry
         )
+        # zero series from the start (the first error counts in increase(); the dashboard has every phase)
+        for outcome in ("done", "error"):
+            self.rounds.labels(outcome=outcome)
+        for action in ("create", "status", "delete", "event"):
+            for outcome in ("done", "error"):
+                self.actions.labels(action=action, outcome=outcome)
+        self.observe({}, 0)
 
     def observe(self, phases: Mapping[str, int], starving: int) -> None:
         for phase in {*(p or "Pending" for p in PHASES), *phases}:

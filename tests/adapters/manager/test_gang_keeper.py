@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from koordpy.config.manager import PodGroupSettings
-from koordpy.manager.api import GangWriter
+from koordpy.manager.api import GangWriter, RetryingWrites
 from koordpy.manager.gang_status import GangEvent, StatusPatch
 from koordpy.manager.operator import GangStatusKeeper
 
@@ -93,7 +94,7 @@ async def test_a_native_gang_gets_no_status_and_no_event_and_a_native_patch_is_n
     assert all(p.api == "scheduling.sigs.k8s.io" for p in writer.patches)
 
     class Unreachable:
-        """kopf's settings: never used, as no request is made."""
+        """The API client: never used, as no request is made."""
 
-    refusing = GangWriter(Unreachable())  # type: ignore[arg-type]
+    refusing = GangWriter(RetryingWrites(Unreachable(), logging.getLogger("test")))  # type: ignore[arg-type]
     assert await refusing.patch_status(StatusPatch("scheduling.k8s.io", "ns", "g", {"phase": "Running"})) is False

@@ -42,7 +42,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -75,6 +75,7 @@ from koordpy.scheduler.plugins.gang import (
     outcomes,
     podgroup_from_dict,
 )
+from koordpy.scheduler.plugins.gang.decisions import ReleaseCause
 
 __all__ = ["EventPoster", "GangBarrier", "GangBinder", "GangMetrics", "free_resources", "unschedulable_message"]
 
@@ -129,6 +130,12 @@ class GangMetrics:
         )
         registry.register(_HeldCollector(barrier))
         self.requeue = RequeueMetrics(registry, lambda: b.requeuer if (b := barrier()) is not None else None)
+        # Every outcome and cause as a zero series from the start, so the first one counts in increase() and
+        # rate() (a series born at 1 would not) and the dashboard's panels exist before the first gang.
+        for cause in (*get_args(ReleaseCause), "abandoned"):
+            self.releases.labels(cause)
+        for outcome in (*get_args(ReleaseCause), "abandoned", "bound", "bind-failed"):
+            self.wait.labels(outcome)
 
 
 class _HeldCollector(Collector):

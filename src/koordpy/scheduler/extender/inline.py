@@ -23,6 +23,9 @@ queue), no ``Expect: 100-continue``, a JSON content type and a declared length w
 ``maxRequestBytes`` (or none: chunked), and a transport that is not holding back writes. Anything else,
 including every malformed head, goes to the ASGI app (``VerbFastPath`` there gives the same answers).
 
+It stands on uvicorn's ``HttpToolsProtocol``, which is not public API: the extender checks it at start-up
+(:mod:`koordpy.scheduler.extender.fastpath`) and serves through the ASGI app when it no longer works.
+
 Not guaranteed: a chunked body over ``maxRequestBytes`` is answered 413 once the whole message has
 been read (the ASGI path answers as soon as the bound is passed; both discard the bytes past it). As
 with uvicorn's own pipelining, a request queued behind a bind pauses reading, and a close by the client
@@ -34,26 +37,52 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
-
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from http import HTTPStatus
+from typing import Any, Protocol
 
 from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
 from koordpy.scheduler.extender.app import declared_length
 from koordpy.scheduler.extender.listener import LimitedHttpToolsProtocol
 from koordpy.scheduler.extender.protocol import ProtocolError, encode_bind_result, encode_filter_error
-from koordpy.scheduler.extender.service import BindStart, ExtenderService, Reply
+from koordpy.scheduler.extender.service import BindStart, Reply
 
-__all__ = ["InlineVerbProtocol", "inline_verb_protocol"]
+__all__ = ["InlineVerbProtocol", "VerbService", "inline_verb_protocol"]
 
 _JSON_HEAD = b"content-type: application/json\r\ncontent-length: %d\r\n"
 _VERBS = {b"/filter": "filter", b"/prioritize": "prioritize", b"/bind": "bind"}
+_STATUS_LINE = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
+
+
+class _Settings(Protocol):
+    @property
+    def max_request_bytes(self) -> int: ...
+
+
+class VerbService(Protocol):
+    """What the protocol calls of :class:`~koordpy.scheduler.extender.service.ExtenderService` (the start-up
+    check of :mod:`koordpy.scheduler.extender.fastpath` passes a stand-in)."""
+
+    @property
+    def settings(self) -> _Settings: ...
+
+    @property
+    def log(self) -> Any: ...
+
+    def filter(self, body: bytes, started: float | None = None) -> Reply: ...
+
+    def prioritize(self, body: bytes, started: float | None = None) -> Reply: ...
+
+    def reject(self, verb: str, exc: ProtocolError, started: float) -> Reply: ...
+
+    def start_bind(self, body: bytes, started: float | None = None) -> BindStart | Reply: ...
+
+    async def finish_bind(self, bind: BindStart | Reply, gone: asyncio.Event | None = None) -> Reply: ...
 
 
 class InlineVerbProtocol(LimitedHttpToolsProtocol):
     """Use :func:`inline_verb_protocol` to get a subclass bound to one service and one ``ListenerLimits``."""
 
-    service: ExtenderService | None = None
+    service: VerbService | None = None
     answered_inline = 0
     """Requests answered here, over all subclasses (read in tests)."""
 
@@ -199,7 +228,7 @@ class InlineVerbProtocol(LimitedHttpToolsProtocol):
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def _send(self, reply: Reply, keep_alive: bool) -> None:
-        head = [STATUS_LINE[reply.status]]
+        head = [_STATUS_LINE[reply.status]]
         for name, value in self.server_state.default_headers:
             head.extend((name, b": ", value, b"\r\n"))
         head.append(_JSON_HEAD % len(reply.body))
@@ -230,6 +259,6 @@ class _BindInFlight:
         self.keep_alive = True
 
 
-def inline_verb_protocol(service: ExtenderService, limits: ListenerLimits = DEFAULT_LIMITS) -> type[InlineVerbProtocol]:
+def inline_verb_protocol(service: VerbService, limits: ListenerLimits = DEFAULT_LIMITS) -> type[InlineVerbProtocol]:
     """A protocol class for ``uvicorn.Config(http=...)`` answering the three verbs of ``service`` inline."""
     return type("InlineVerbProtocol", (InlineVerbProtocol,), {"service": service, "limits": limits})

@@ -14,6 +14,10 @@ it). This protocol adds both, per connection:
 
 Bodies are not limited here; the extender's app checks ``maxRequestBytes`` itself (413).
 
+``HttpToolsProtocol`` is not uvicorn's public API: :mod:`koordpy.scheduler.extender.fastpath` checks at
+start-up that what this protocol uses is still there and works, and serves without it otherwise. This
+module imports even where it is gone (the class then stands on ``object`` and the check reports it).
+
 Not guaranteed: the exact byte at which a head is refused (up to one read chunk later); the timer
 pauses neither while the app holds back reading (flow control) nor for pipelined requests queued
 behind a slow response.
@@ -22,12 +26,19 @@ behind a slow response.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
-from typing import Any
-
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from typing import TYPE_CHECKING, Any
 
 from koordpy.runtime.listeners import DEFAULT_LIMITS, ListenerLimits
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+else:
+    try:
+        HttpToolsProtocol = importlib.import_module("uvicorn.protocols.http.httptools_impl").HttpToolsProtocol
+    except (ImportError, AttributeError):  # reported by fastpath.check_protocols, which then serves without it
+        HttpToolsProtocol = object
 
 __all__ = ["LimitedHttpToolsProtocol", "limited_protocol"]
 

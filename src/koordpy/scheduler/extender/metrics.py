@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -80,6 +80,12 @@ class ExtenderMetrics:
             ["reason"],
             registry=registry,
         )
+        self.fast_path = Gauge(
+            "koordpy_extender_fast_path",
+            "1 while the verbs are answered inside the HTTP protocol (the fast path), 0 when the start-up check "
+            "of uvicorn's internals failed and they go through the ASGI app (the log says why).",
+            registry=registry,
+        )
         # Pre-create the label sets scraped most often so they appear as 0 from the start.
         for reason in ("backoff", "reserved", "not_reserved_node", "gang"):
             self.preemption_refused.labels(reason)
@@ -91,6 +97,45 @@ class ExtenderMetrics:
     def watch_collector(self, cache: ClusterCache, watch_stats: WatchStats | None) -> None:
         """Register the scrape-time collector for cache sizes and watch counters."""
         self.registry.register(_StateCollector(cache, watch_stats))
+
+    def scheduling_collector(self, pending: PendingSummary, expired_metrics: Callable[[], int]) -> None:
+        """Register the scrape-time collector for the profile's refused pods and the expired NodeMetrics."""
+        self.registry.register(_SchedulingCollector(pending, expired_metrics))
+
+
+PendingSummary = Callable[[], Mapping[str, tuple[int, float]]]
+"""reason -> (pods of the profile the filter leaves without a node, seconds the oldest has been)."""
+
+
+class _SchedulingCollector(Collector):
+    def __init__(self, pending: PendingSummary, expired_metrics: Callable[[], int]) -> None:
+        self.pending = pending
+        self.expired_metrics = expired_metrics
+
+    def collect(self) -> Iterable[Metric]:
+        pods = GaugeMetricFamily(
+            "koordpy_extender_pending_pods",
+            "Pending pods of the profile whose last filter answer left them no node, by reason (gang: the gang "
+            "is short of members; load: load-aware scheduling refused every node; other).",
+            labels=["reason"],
+        )
+        oldest = GaugeMetricFamily(
+            "koordpy_extender_pending_oldest_seconds",
+            "Seconds since the oldest of those pods was first refused (without a node since), by reason; 0 when none.",
+            labels=["reason"],
+        )
+        for reason, (count, seconds) in sorted(self.pending().items()):
+            pods.add_metric([reason], count)
+            oldest.add_metric([reason], seconds)
+        yield pods
+        yield oldest
+        expired = GaugeMetricFamily(
+            "koordpy_extender_nodemetrics_expired",
+            "Nodes whose NodeMetric is expired (no updateTime, or older than nodeMetricExpirationSeconds): "
+            "their agent does not report.",
+        )
+        expired.add_metric([], self.expired_metrics())
+        yield expired
 
 
 class _StateCollector(Collector):

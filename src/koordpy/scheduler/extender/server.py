@@ -6,9 +6,11 @@ reflector per resource (nodes, pods in all namespaces, NodeMetrics, Reservations
 delivered freezes the garbage collector's view of the cache (``gc.freeze``) so full collections stop
 walking it on the hot path.
 
-``serve`` runs the main uvicorn server (the verbs, on loopback) and, with ``extender.metricsPort``, a
-second one for the operations app (``/healthz``, ``/readyz``, ``/metrics``) in the same event loop. The
-main server keeps the lifespan (the watches); the signals are handled once for both (``serve_all``).
+``serve`` first checks the uvicorn internals the fast path stands on (:mod:`koordpy.scheduler.extender.fastpath`
+chooses how to serve), then runs the main uvicorn server (the verbs, on loopback) and, with
+``extender.metricsPort``, a second one for the operations app (``/healthz``, ``/readyz``, ``/metrics``) in
+the same event loop. The main server keeps the lifespan (the watches); the signals are handled once for
+both (``serve_all``).
 
 Not guaranteed: readiness without the NodeMetric or the Reservation CRD (its reflector keeps retrying,
 so the extender stays unready: load-aware scheduling needs the metrics, and a pod filtered before the
@@ -58,6 +60,7 @@ from koordpy.runtime.logging import get_logger
 from koordpy.runtime.metrics import new_registry
 from koordpy.scheduler.extender.app import create_app, create_ops_app
 from koordpy.scheduler.extender.cache import ClusterCache
+from koordpy.scheduler.extender.fastpath import ServingMode, check_protocols
 from koordpy.scheduler.extender.gangs import GangBarrier, GangMetrics
 from koordpy.scheduler.extender.inline import inline_verb_protocol
 from koordpy.scheduler.extender.invalid_events import NodeEventReporter
@@ -67,9 +70,10 @@ from koordpy.scheduler.extender.protocol import HostFragments
 from koordpy.scheduler.extender.reservations import ReservationTracker
 from koordpy.scheduler.extender.service import ExtenderService
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["Extender", "build_extender", "build_servers", "listener_limits", "serve", "serve_all"]
+__all__ = ["Extender", "build_extender", "build_servers", "checked_mode", "listener_limits", "serve", "serve_all"]
 
 WATCHED: tuple[tuple[str, ResourceRef], ...] = (
     ("nodes", NODES),
@@ -286,6 +290,14 @@ def build_extender(
         register_credentials_metrics(registry)
     holder["extender"] = extender
     metrics.watch_collector(cache, extender.watch_stats)
+    profile = config.extender.scheduler_name
+    load_aware = next((p for p in state.plugins if isinstance(p, LoadAwarePlugin)), None)
+
+    def pending() -> Mapping[str, tuple[int, float]]:
+        uids = {uid for uid, pod in cache.pending.items() if pod.scheduler_name == profile}
+        return service.pending.summary(uids, clock.now())
+
+    metrics.scheduling_collector(pending, lambda: load_aware.expired_metrics(clock.now()) if load_aware else 0)
     register_reflector_metrics(registry, "koordpy_extender", lambda: [*extender.reflectors, *extender.gang_reflectors])
     return extender
 
@@ -309,21 +321,36 @@ def uvicorn_config(
     lifespan: Literal["on", "off"] = "on",
     limits: ListenerLimits = DEFAULT_LIMITS,
     service: ExtenderService | None = None,
+    mode: ServingMode = "inline",
 ) -> uvicorn.Config:
     """One worker, uvloop + httptools with ``limits`` on head size and read time (see
     :mod:`koordpy.scheduler.extender.listener`), no access log (one line per filter call would be noise).
     With ``service``, its ``/filter``, ``/prioritize`` and ``/bind`` are answered in the protocol (see
-    :mod:`koordpy.scheduler.extender.inline`)."""
+    :mod:`koordpy.scheduler.extender.inline`).
+
+    ``mode`` (what :func:`~koordpy.scheduler.extender.fastpath.check_protocols` found): ``limited`` never
+    answers in the protocol (the verbs go through the app), ``standard`` uses uvicorn's h11 protocol with
+    the head bounded by ``limits`` (no read-time bound)."""
+    http: Any
+    extra: dict[str, Any] = {}
+    if mode == "standard":
+        http = "h11"
+        extra["h11_max_incomplete_event_size"] = limits.max_header_bytes
+    elif service is None or mode == "limited":
+        http = limited_protocol(limits)
+    else:
+        http = inline_verb_protocol(service, limits)
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop",
-        http=limited_protocol(limits) if service is None else inline_verb_protocol(service, limits),
+        http=http,
         access_log=False,
         log_config=None,
         lifespan=lifespan,
         timeout_keep_alive=75,
+        **extra,
     )
 
 
@@ -348,18 +375,39 @@ def build_servers(
     metrics_host: str = "0.0.0.0",
     metrics_port: int | None = None,
     limits: ListenerLimits = DEFAULT_LIMITS,
+    mode: ServingMode = "inline",
 ) -> list[uvicorn.Server]:
     """The main server (verbs, lifespan with the watches), then the ops server when ``metrics_port`` is set.
 
     Both bound request heads and read time with ``limits``; the main server's bodies are bounded by
-    ``maxRequestBytes`` in the app.
+    ``maxRequestBytes`` in the app. ``mode``: see :func:`uvicorn_config`; it sets the extender's
+    ``koordpy_extender_fast_path`` gauge (1 for ``inline``).
     """
-    main = uvicorn_config(extender.app, host, port, limits=limits, service=extender.service)
+    extender.service.metrics.fast_path.set(1 if mode == "inline" else 0)
+    main = uvicorn_config(extender.app, host, port, limits=limits, service=extender.service, mode=mode)
     servers: list[uvicorn.Server] = [_Server(main)]
     if metrics_port is not None:
-        ops = uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off", limits=limits)
+        ops = uvicorn_config(extender.ops_app, metrics_host, metrics_port, lifespan="off", limits=limits, mode=mode)
         servers.append(_Server(ops))
     return servers
+
+
+async def checked_mode(log: Any) -> ServingMode:
+    """How to serve, from :func:`~koordpy.scheduler.extender.fastpath.check_protocols`, logged once: an info
+    line when the fast path serves, a warning naming what failed when it does not."""
+    check = await check_protocols()
+    if check.fast_path:
+        log.info("extender.fast_path", serving="inline", uvicorn=uvicorn.__version__)
+    else:
+        serving = "asgi" if check.mode == "limited" else "asgi on uvicorn's h11 protocol, no read-time bound"
+        log.warning(
+            "extender.fast_path_off",
+            serving=serving,
+            uvicorn=uvicorn.__version__,
+            problems=list(check.problems),
+            metric="koordpy_extender_fast_path 0",
+        )
+    return check.mode
 
 
 def listener_limits(config: SchedulerConfiguration) -> ListenerLimits:
@@ -440,6 +488,13 @@ def serve(
     Both listeners take their head size and read time bounds from ``config.extender``."""
     extender = build_extender(config, client)
     limits = listener_limits(config)
-    servers = build_servers(extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port, limits=limits)
+
+    async def main() -> None:
+        mode = await checked_mode(extender.service.log)
+        servers = build_servers(
+            extender, host, port, metrics_host=metrics_host, metrics_port=metrics_port, limits=limits, mode=mode
+        )
+        await serve_all(servers)
+
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve_all(servers))
+        runner.run(main())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -46,6 +47,7 @@ from koordpy.model.objects import PodInfo, pod_from_dict
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.extender.gangs import GangBarrier
 from koordpy.scheduler.extender.metrics import ExtenderMetrics
+from koordpy.scheduler.extender.pending import PendingTracker, refusal_reason
 from koordpy.scheduler.extender.protocol import (
     BindArgs,
     HostFragments,
@@ -167,6 +169,8 @@ class ExtenderService:
         self.not_ready = not_ready
         self.gangs = gangs
         """The gang bind barrier (quorum in filter, held binds); None: gangs are not enforced."""
+        self.pending = PendingTracker()
+        """Pods the filter left without a node, since when and why (``koordpy_extender_pending_*``)."""
         self.reader = reader if reader is not None else (binder if isinstance(binder, PodReader) else None)
         """Reads a pod this process has not seen before its bind (the API client; the binder when it is one)."""
         self.events = events
@@ -299,12 +303,18 @@ class ExtenderService:
                 self._finish("filter", "not_ready", started)
                 return Reply(200, encode_filter_error(f"koordpy extender not ready: {reason}"))
             if self.gangs is not None and (refused := self._gang_quorum(pod, args)) is not None:
+                self.pending.refuse(pod.uid, "gang", self.clock.now())
                 self._finish("filter", "ok", started)
                 return Reply(200, refused)
             self._forget_stale_indices()
             indices = self._indices(args.names)
             now = self.clock.now()
             outcome = self._fits(pod, args.names, now, indices)
+            if outcome.passed:
+                self.pending.admit(pod.uid)
+            else:
+                reason = refusal_reason(itertools.chain(outcome.failed.values(), outcome.unresolvable.values()))
+                self.pending.refuse(pod.uid, reason, now)
             shortlist = self.settings.shortlist_nodes
             if shortlist and len(outcome.passed) > shortlist:
                 self._shortlist(pod, outcome, shortlist, now)

@@ -481,6 +481,14 @@ class LoadAwarePlugin:
     def _expiration(self) -> float:
         return self.args.node_metric_expiration_seconds
 
+    def expired_metrics(self, now: float) -> int:
+        """Nodes whose NodeMetric exists but is expired at ``now`` (``updateTime`` unset, or older than
+        ``nodeMetricExpirationSeconds``): no agent reports for them. Nodes without a NodeMetric do not count."""
+        if not self._node_of_index:
+            return 0
+        indices = np.fromiter(self._node_of_index, np.int64, len(self._node_of_index))
+        return int(np.count_nonzero(self.has_metric[indices] & self._expired(indices, now)))
+
     def _expired(self, indices: IndexArray, now: float) -> npt.NDArray[np.bool_]:
         updated = self.update_time[indices]
         with np.errstate(invalid="ignore"):
