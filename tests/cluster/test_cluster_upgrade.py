@@ -117,16 +117,19 @@ def stamp(text: str) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def manager_writes(plane: ControlPlane) -> list[tuple[float, str, str]]:
-    """(time received, credential id, what) of every write the manager's ServiceAccount made, oldest first."""
+def manager_writes(plane: ControlPlane, since: float) -> list[tuple[float, str, str]]:
+    """(time received, credential id, what) of every write the manager's ServiceAccount made from ``since``
+    on (the session's audit log holds the earlier tests' managers too), oldest first."""
     out = []
     for event in plane.audit_events():
         if event["user"]["username"] != MANAGER_SA or event["verb"] not in WRITES:
             continue
+        if (at := stamp(event["requestReceivedTimestamp"])) < since:
+            continue
         (credential,) = event["user"]["extra"][CREDENTIAL]
         ref = event.get("objectRef") or {}
         what = f"{event['verb']} {ref.get('resource')}/{ref.get('subresource', '')} {ref.get('name')}"
-        out.append((stamp(event["requestReceivedTimestamp"]), credential, what))
+        out.append((at, credential, what))
     return sorted(out)
 
 
@@ -184,6 +187,7 @@ def test_upgrade_and_rollback_mid_flight_never_run_two_managers(
     space.wait_nodes_ready()
     extender = koordpy.start_extender()
     scheduler = koordpy.start_scheduler()
+    started = time.time()
     manager = koordpy.start_manager(MANAGER, name="manager-0")
 
     # six pods of one Deployment on n0 (n1 cordoned meanwhile), then n0 cordoned: the jobs' Reservations
@@ -253,7 +257,7 @@ def test_upgrade_and_rollback_mid_flight_never_run_two_managers(
     # the audit log: the managers' writes never overlap (each rollout is over: the last manager acts alone)
     acted = wait_until(
         "a write of each of the three managers in the audit log",
-        lambda: len(found := spans(manager_writes(control_plane))) >= 3 and found,
+        lambda: len(found := spans(manager_writes(control_plane, started))) >= 3 and found,
     )
     print("managers' writes (first, last, count):", [(round(a, 2), round(b, 2), n) for _, a, b, n in acted])
     assert len(acted) == 3, acted  # each of the three managers acted in turn: there was work across both
