@@ -1,6 +1,6 @@
 """docs/descheduler.md's chart examples against the rendered chart: the ClusterRole a user adds for the
 ``Delete`` evictor grants the chart's manager exactly that (the chart itself never does), and the HA
-example reaches the manager's configuration with its peering lifetime."""
+example reaches the manager's configuration with its leader election's timings."""
 
 from __future__ import annotations
 
@@ -30,15 +30,19 @@ def test_the_documented_cluster_role_grants_the_delete_evictor_that_the_chart_do
     assert not allowed(with_extra, "", "pods", "patch")  # the SoftEviction evictor needs patch: not this one
 
 
-def test_the_documented_ha_values_reach_the_managers_peering() -> None:
+def test_the_documented_ha_values_reach_the_managers_leader_election() -> None:
     (block,) = yaml_blocks("replicaCount: 2")
     values = yaml.safe_load(block)["manager"]
+    election = values["config"]["leaderElection"]
     objects = render(
         "--set",
         f"manager.replicaCount={values['replicaCount']}",
-        "--set",
-        f"manager.config.peering.lifetimeSeconds={values['config']['peering']['lifetimeSeconds']}",
+        *(arg for key, value in election.items() for arg in ("--set", f"manager.config.leaderElection.{key}={value}")),
     )
     config = yaml.safe_load(named(objects, "ConfigMap", "-manager")["data"]["config.yaml"])
-    peering = validate(ManagerConfiguration, config).peering
-    assert (peering.enabled, peering.lifetime_seconds) == (True, 20)
+    rendered = validate(ManagerConfiguration, config).leader_election
+    assert (rendered.lease_duration_seconds, rendered.renew_deadline_seconds, rendered.retry_period_seconds) == (
+        8.0,
+        5.0,
+        1.0,
+    )

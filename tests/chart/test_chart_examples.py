@@ -82,7 +82,7 @@ def test_beside_crane_leaves_qos_to_crane_agent() -> None:
     assert agent.node_metric.enabled is True
 
 
-def test_ha_runs_replicas_with_budgets_and_peering() -> None:
+def test_ha_runs_replicas_with_budgets_and_leader_election() -> None:
     objects = template("-f", str(VALUES / "ha.yaml"))
     deployments = {o["metadata"]["name"]: o for o in of_kind(objects, "Deployment")}
     assert deployments[f"{RELEASE}-scheduler"]["spec"]["replicas"] == 3
@@ -91,7 +91,7 @@ def test_ha_runs_replicas_with_budgets_and_peering() -> None:
     assert set(budgets) == {f"{RELEASE}-scheduler", f"{RELEASE}-manager"}
     assert all(spec["maxUnavailable"] == 1 for spec in budgets.values())
     manager = validate(ManagerConfiguration, component_config(objects, "manager"), "manager ConfigMap")
-    assert manager.peering.enabled is True  # forced on by the chart with two replicas
+    assert manager.leader_election.leader_elect is True  # one of the two acts: the Lease's holder
     for name in (f"{RELEASE}-scheduler", f"{RELEASE}-manager"):
         pod = deployments[name]["spec"]["template"]
         assert pod["spec"]["priorityClassName"] == "system-cluster-critical"

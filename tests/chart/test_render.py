@@ -242,7 +242,11 @@ def test_component_configs_validate_with_koordpys_models(scenario: str) -> None:
     if "koordpy-manager" in names:
         manager = validate(ManagerConfiguration, config_of(objects, "-manager"), f"{scenario}: manager config")
         deployment = named(objects, "Deployment", "-manager")
-        assert manager.peering.enabled is (deployment["spec"]["replicas"] > 1)
+        assert manager.leader_election.leader_elect is True  # every replica count: one actor
+        assert (manager.leader_election.resource_name, manager.leader_election.resource_namespace) == (
+            "koordpy-manager",
+            deployment["metadata"]["namespace"],
+        )
         port = pod_spec(deployment)["containers"][0]["ports"][0]["containerPort"]
         assert port == manager.health.port
 
@@ -322,27 +326,59 @@ def test_config_changes_restart_pods() -> None:
     assert checksum(base, "koordpy-scheduler") == checksum(changed, "koordpy-scheduler")
 
 
-def test_manager_creates_its_peering_owned_by_its_cluster_role_with_replicas() -> None:
-    """No ClusterKopfPeering in the chart (a hook races its CRD on a fresh cluster): with replicas the
-    manager's config turns peering on and names the ClusterRole that will own the object it creates."""
+def test_the_manager_elects_its_leader_on_a_lease_of_its_own_and_rolls_with_a_standby() -> None:
+    """Every replica count: the Lease <release>-manager in the release namespace, a Role for it alone
+    (create cannot be limited by name), no kopf peering written; the Deployment surges one standby and
+    never drops below its replicas (the old leader hands over on SIGTERM)."""
     for objs in (render(), render_scenario("ha-values.yaml")):
         assert of_kind(objs, "ClusterKopfPeering") == []
-    single = yaml.safe_load(named(render(), "ConfigMap", "-manager")["data"]["config.yaml"])
-    assert "peering" not in single or not single["peering"].get("enabled")
-    ha = yaml.safe_load(named(render_scenario("ha-values.yaml"), "ConfigMap", "-manager")["data"]["config.yaml"])
-    # lifetimeSeconds: the failover bound, a chart value (kopf's 60 s by default)
-    assert ha["peering"] == {"enabled": True, "ownerClusterRole": "koordpy-manager", "lifetimeSeconds": 60}
-    (role,) = [
-        r
-        for r in of_kind(render_scenario("ha-values.yaml"), "ClusterRole")
-        if r["metadata"]["name"] == "koordpy-manager"
-    ]
-    assert {
-        "apiGroups": ["rbac.authorization.k8s.io"],
-        "resources": ["clusterroles"],
-        "resourceNames": ["koordpy-manager"],
-        "verbs": ["get"],
-    } in role["rules"]
+        config = yaml.safe_load(named(objs, "ConfigMap", "-manager")["data"]["config.yaml"])
+        assert "peering" not in config
+        election = config["leaderElection"]
+        assert (election["resourceName"], election["resourceNamespace"]) == ("koordpy-manager", "koordpy-system")
+        deployment = named(objs, "Deployment", "-manager")
+        assert deployment["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+        }
+        assert deployment["metadata"]["annotations"]["koordpy.io/leader-election"] == "lease"
+        (role,) = [r for r in of_kind(objs, "Role") if r["metadata"]["name"] == "koordpy-manager-leader-election"]
+        assert role["rules"] == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": ["koordpy-manager"],
+                "verbs": ["get", "update"],
+            },
+        ]
+
+
+def test_without_leader_election_the_manager_is_recreated_and_alone() -> None:
+    """leaderElect false: the old pod goes before the new one starts (Recreate), no Lease Role, no
+    annotation (so a later upgrade that turns election on is a Recreate too); two replicas refused."""
+    objs = render("--set", "manager.config.leaderElection.leaderElect=false")
+    deployment = named(objs, "Deployment", "-manager")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "koordpy.io/leader-election" not in (deployment["metadata"].get("annotations") or {})
+    assert [r for r in of_kind(objs, "Role") if r["metadata"]["name"] == "koordpy-manager-leader-election"] == []
+    refused = run_helm(
+        "template",
+        "koordpy",
+        str(CHART),
+        "--set",
+        "manager.config.leaderElection.leaderElect=false",
+        "--set",
+        "manager.replicaCount=2",
+    )
+    assert refused.returncode != 0 and "needs manager.config.leaderElection.leaderElect" in refused.stderr
+
+
+def test_the_scheduler_rolls_with_a_standby_only_with_kube_schedulers_leader_election() -> None:
+    rolling = named(render(), "Deployment", "-scheduler")["spec"]["strategy"]
+    assert rolling == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    alone = named(render("--set", "scheduler.leaderElection.enabled=false"), "Deployment", "-scheduler")
+    assert alone["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_disruption_budgets_only_with_replicas() -> None:

@@ -19,6 +19,7 @@ import contextlib
 import copy
 import json
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -46,6 +47,10 @@ RELEASE = "koordpy"
 RELEASE_NAMESPACE = "koordpy-system"
 PROFILE = "koordpy-scheduler"
 SPACE_LABEL = "koordpy.test/space"
+READINESS_PERIOD = 3.0
+"""Seconds a new pod of a rollout runs beside the old one after it is ready, before the old one is stopped
+(the kubelet reports readiness at its next probe: up to the probe's period, 10 s for the chart's manager;
+3 s keeps the tests short and still lets two actors overlap long enough to be seen)."""
 SYSTEM_NODE = "system-0"
 """A kwok node for the chart's own pods (the scheduler and manager Deployments, a DaemonSet pod)."""
 
@@ -291,6 +296,8 @@ class Components:
     extender_front: FaultProxy | None = None
     """The recording proxy kube-scheduler calls the extender through (:meth:`record_extender_calls`)."""
     proxies: list[FaultProxy] = field(default_factory=list)
+    managers: list[Proc] = field(default_factory=list)
+    """The manager processes started by :meth:`start_manager` (standbys included)."""
 
     def _proc(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> Proc:
         proc = Proc(name, args, self.workdir / f"{name}.log", env=dict(env or {}), cwd=ROOT).start()
@@ -393,13 +400,19 @@ class Components:
         return config
 
     def start_scheduler(
-        self, config: Mapping[str, Any] | None = None, timeout: float = HANG_BACKSTOP, extra_args: Iterable[str] = ()
+        self,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = HANG_BACKSTOP,
+        extra_args: Iterable[str] = (),
+        *,
+        fresh_lease: bool = True,
     ) -> Proc:
         """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token
-        (``extra_args``: command-line flags added to ``--v=2``)."""
+        (``extra_args``: command-line flags added to ``--v=2``). ``fresh_lease`` deletes its Lease first (a
+        previous test's scheduler may have died holding it); a rollout keeps it (the old one holds it)."""
         config = config or self.kube_scheduler_config()
         lease = (config.get("leaderElection") or {}).get("resourceName")
-        if lease:  # a previous test's scheduler may have died holding it
+        if lease and fresh_lease:
             self.release.kube.delete("Lease", lease, self.release.namespace)
         proc = self.plane.start_scheduler(
             f"koordpy-scheduler-{uuid.uuid4().hex[:6]}",
@@ -460,6 +473,17 @@ class Components:
         config = self.release.component_config("manager")
         port = free_port()
         config = deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})
+        election = config.get("leaderElection") or {}
+        if election.get("leaderElect", True) and not any(p.alive() for p in self.managers):
+            # the first manager of a test: a previous test's manager may have died holding the Lease (freed as
+            # a leader frees it when it stops)
+            with contextlib.suppress(AssertionError):
+                self.release.kube.patch(
+                    "Lease",
+                    election["resourceName"],
+                    {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}},
+                    election["resourceNamespace"],
+                )
         path = self.workdir / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         kubeconfig = kubeconfig or self.kubeconfig(name, self.release.token("manager"), api)
@@ -468,7 +492,75 @@ class Components:
         )
         self.manager_base = f"http://{LOOPBACK}:{port}"
         wait_http(self.manager_base + "/healthz", timeout, proc)
+        self.managers.append(proc)
         return proc
+
+    # -- rollouts: the processes of a Deployment's pods replaced as its strategy replaces the pods --
+
+    def rollout_order(self, component: str) -> str:
+        """How the installed ``<release>-<component>`` Deployment replaces its pods: ``surge`` (a new pod starts
+        before an old one stops: RollingUpdate with a maxSurge of at least one pod) or ``recreate`` (old pods
+        stop first: Recreate, or a maxSurge of 0). Read from the object the API server stores, defaults
+        included (no ``strategy`` in the chart means RollingUpdate with 25 %: one pod of surge)."""
+        deployment = self.release.kube.get("Deployment", f"{self.release.name}-{component}", self.release.namespace)
+        assert deployment is not None, f"Deployment {self.release.name}-{component} not installed"
+        strategy = deployment["spec"].get("strategy") or {}
+        if strategy.get("type") == "Recreate":
+            return "recreate"
+        surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
+        replicas = int(deployment["spec"].get("replicas", 1))
+        pods = -(-int(surge[:-1]) * replicas // 100) if isinstance(surge, str) else int(surge)  # rounded up
+        return "surge" if pods >= 1 else "recreate"
+
+    def roll(self, component: str, stop_old: Callable[[], None], start_new: Callable[[], Any]) -> str:
+        """Replace one pod's processes in the order the Deployment's strategy gives (:meth:`rollout_order`):
+        surge starts the new ones (ready) before the old ones get SIGTERM; recreate stops the old ones (their
+        exit awaited, as a pod's deletion awaits its containers) before the new ones start."""
+        order = self.rollout_order(component)
+        if order == "surge":
+            start_new()
+            stop_old()
+        else:
+            stop_old()
+            start_new()
+        return order
+
+    def roll_manager(self, old: Proc, name: str, overrides: Mapping[str, Any] | None = None) -> tuple[Proc, str]:
+        """The manager's pod replaced by a rollout: a new process ``name`` on the configuration now installed
+        (and a token of its own), ``old`` stopped with SIGTERM and the grace the chart's pod has (30 s)."""
+        started: list[Proc] = []
+
+        def start_new() -> None:
+            started.append(self.start_manager(overrides, name=name))
+            # Ready as the chart's readinessProbe sees it (/readyz: the operator started, or standing by for the
+            # Lease with its caches listed), and the kubelet reports it at its next probe: the old pod is
+            # stopped only then.
+            wait_http(self.manager_base + "/readyz", HANG_BACKSTOP, started[0])
+            time.sleep(READINESS_PERIOD)
+
+        order = self.roll("manager", lambda: old.stop(grace=30.0), start_new)
+        return started[0], order
+
+    def roll_scheduler(
+        self, old: tuple[Proc, Proc], overrides: Mapping[str, Any] | None = None
+    ) -> tuple[Proc, Proc, str]:
+        """The scheduler's pod replaced by a rollout: a new extender (ready) and a new kube-scheduler in front
+        of it, which waits for kube-scheduler's Lease while the old one holds it; ``old`` (extender,
+        kube-scheduler) stopped with SIGTERM, both at once as a pod's containers are."""
+        started: list[Proc] = []
+
+        def start_new() -> None:
+            started.append(self.start_extender(overrides))
+            started.append(self.start_scheduler(fresh_lease=False))
+
+        def stop_old() -> None:
+            for proc in old:
+                proc._signal_group(signal.SIGTERM)
+            for proc in old:
+                proc.stop(grace=30.0)
+
+        order = self.roll("scheduler", stop_old, start_new)
+        return started[0], started[1], order
 
     # -- agent --
 

@@ -106,7 +106,7 @@ def test_upgrade_rolls_the_scheduler_with_the_new_configuration(
     lifecycle_plane: ControlPlane, lifecycle_kube: Kube
 ) -> None:
     release = Release(lifecycle_plane, lifecycle_kube)
-    # The HA values: two manager replicas, coordinated through a ClusterKopfPeering.
+    # The HA values: two manager replicas, one the holder of the manager's Lease.
     release.install("-f", str(CHART / "ci" / "ha-values.yaml"))
     before = release.component_config("scheduler")
     deployment = lifecycle_kube.get("Deployment", f"{RELEASE}-scheduler", RELEASE_NAMESPACE)
@@ -136,28 +136,28 @@ def test_upgrade_rolls_the_scheduler_with_the_new_configuration(
     )
 
 
-def test_manager_peering_goes_with_the_release(
+def test_manager_lease_goes_with_the_release(
     lifecycle_plane: ControlPlane, lifecycle_kube: Kube, tmp_path: Path
 ) -> None:
-    """The HA manager creates its ClusterKopfPeering owned by its ClusterRole; uninstall leaves only the
-    CRDs kept on purpose (the garbage collector removes the peering with the role)."""
+    """The HA manager takes the release's Lease (a chart object); uninstall leaves only the CRDs kept on
+    purpose: the Lease goes with the release although a manager held it."""
     release = Release(lifecycle_plane, lifecycle_kube)
     assert release_objects(lifecycle_kube, RELEASE_NAMESPACE)  # installed by the test before
     components = Components(lifecycle_plane, release, tmp_path)
     try:
         components.start_manager()
-        peering = wait_until(
-            "the manager's peering", lambda: lifecycle_kube.get("ClusterKopfPeering", "koordpy-manager")
+        held = wait_until(
+            "the manager holds its Lease",
+            lambda: ((lifecycle_kube.get("Lease", "koordpy-manager", RELEASE_NAMESPACE) or {}).get("spec") or {}).get(
+                "holderIdentity"
+            ),
         )
-        role = lifecycle_kube.get("ClusterRole", "koordpy-manager")
-        assert role is not None
-        assert [(o["kind"], o["name"], o["uid"]) for o in peering["metadata"]["ownerReferences"]] == [
-            ("ClusterRole", "koordpy-manager", role["metadata"]["uid"])
-        ]
+        assert lifecycle_kube.get("ClusterKopfPeering", "koordpy-manager") is None  # no kopf peering any more
     finally:
         components.close()
+    released = (lifecycle_kube.get("Lease", "koordpy-manager", RELEASE_NAMESPACE) or {}).get("spec") or {}
+    assert (released.get("holderIdentity"), released.get("leaseDurationSeconds")) == ("", 1), (held, released)
     release.uninstall()
-    wait_until("peering collected", lambda: lifecycle_kube.get("ClusterKopfPeering", "koordpy-manager") is None)
     lifecycle_kube.delete("Namespace", RELEASE_NAMESPACE)  # helm does not delete a namespace it created
     wait_until("namespace gone", lambda: lifecycle_kube.get("Namespace", RELEASE_NAMESPACE) is None)
     left = release_objects(lifecycle_kube, RELEASE_NAMESPACE)

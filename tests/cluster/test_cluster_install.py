@@ -9,26 +9,31 @@ to check is what the real helm, kube-apiserver and kubectl print.
   managed-fields command prints the writers it shows for a NodeMetric (``koordpy-manager`` keeps the spec,
   ``koordpy`` reports the status), ``koordpy-manager Update status`` for a PodGroup and ``koordpy Update status`` for a
   Reservation the manager placed.
-* The upgrade note on the manager's ClusterKopfPeering: an object the old chart's hook created (no owner)
-  is used as found, and the page's owner check prints nothing for it and ``ClusterRole`` for one the
-  manager creates.
+* The upgrade note on leader election: a manager stands by while a replica of an older version still
+  keeps alive in the ClusterKopfPeering, and takes the Lease once it is gone; the page's command prints
+  the Lease's holder (nothing while it stands by).
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shlex
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import yaml
-from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Release, Space, helm, wait_until
+from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Space, helm, wait_until
 
 from koordpy.crds import RESOURCES, crd_manifest
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.manifests import INSTALL_DOC, ROOT, VALUES, doc_blocks, is_object
@@ -237,30 +242,41 @@ def test_managed_fields_name_the_writers_the_page_shows(
         kube.delete("Reservation", f"{space.namespace}-writers")
 
 
-# ---- the upgrade note on the peering object ---------------------------------------------------------
+# ---- the upgrade note on leader election ---------------------------------------------------------------
 
 UPGRADING = ROOT / "docs" / "upgrading.md"
 
 
-def test_peering_object_of_the_old_hook_is_adopted(
-    control_plane: ControlPlane, koordpy: Components, release: Release, kube: Kube
+def test_a_new_manager_waits_out_an_older_replica_that_peers(
+    control_plane: ControlPlane, koordpy: Components, kube: Kube
 ) -> None:
-    peering = {"peering": {"enabled": True, "name": "koordpy-manager", "ownerClusterRole": f"{RELEASE}-manager"}}
-    check, _ = page_command("ownerReferences", UPGRADING)
-    # What the previous chart's post-install hook left: the object, with labels but no owner.
+    """An older version's replica keeps alive in the ClusterKopfPeering (kopf's status record, written
+    here): the new manager stands by and the page's command prints no holder; the record goes (the old
+    replica exits, kopf removes its keep-alive) and the manager takes the Lease."""
+    check, _ = page_command("holderIdentity", UPGRADING)
+    now = datetime.datetime.now(datetime.UTC).isoformat()
     kube.create(
         {
             "apiVersion": "kopf.dev/v1",
             "kind": "ClusterKopfPeering",
-            "metadata": {"name": "koordpy-manager", "labels": {"app.kubernetes.io/component": "manager"}},
+            "metadata": {"name": "koordpy-manager"},
+            "status": {"old-replica": {"priority": 7, "lifetime": 600, "lastseen": now}},
         }
     )
-    assert kubectl(control_plane, check) == "\n"
     try:
-        koordpy.start_manager(peering, name="manager-old-peering")
-        # kopf keeps each peer's heartbeat in the object's status: the manager has gone past adopting it.
-        wait_until("the manager peers", lambda: (kube.get("ClusterKopfPeering", "koordpy-manager") or {}).get("status"))
-        assert kubectl(control_plane, check) == "ClusterRole\n"  # adopted: it goes with the release
+        manager = koordpy.start_manager(name="manager-after-peering")
+
+        def checks() -> dict[str, Any]:
+            found: dict[str, Any] = httpx.get(koordpy.manager_base + "/healthz", timeout=HANG_BACKSTOP).json()["checks"]
+            return found
+
+        manager.wait_for_log("waiting for older replicas peering in ClusterKopfPeering koordpy-manager", HANG_BACKSTOP)
+        time.sleep(5)  # two more tries at least (retryPeriod 2 s): still waiting for the old replica
+        assert checks()["operator"] == "standby" and not checks()["leaderElection"]["leading"], checks()
+        assert kubectl(control_plane, check) == "\n"
+        kube.patch("ClusterKopfPeering", "koordpy-manager", {"status": {"old-replica": None}})
+        wait_until("the manager leads", lambda: checks()["leaderElection"]["leading"])
+        holder = kubectl(control_plane, check).strip()
+        assert holder and holder == checks()["leaderElection"]["holder"]
     finally:
         kube.delete("ClusterKopfPeering", "koordpy-manager")
-        wait_until("peering object gone", lambda: kube.get("ClusterKopfPeering", "koordpy-manager") is None)

@@ -1,11 +1,12 @@
 """The manager dying on the real control plane: SIGKILLed in the middle of a batch of PodMigrationJobs and
-started again, and two replicas peering through the ClusterKopfPeering the manager creates, the active one
-SIGKILLed. No pod is evicted twice and every job ends.
+started again, and two replicas electing a leader on the manager's Lease: a restarted standby never takes
+over from the leader, and the leader SIGKILLed is taken over once its Lease runs out. No pod is evicted
+twice and every job ends.
 
 The managers run on the chart's ServiceAccount token with the chart's configuration (for two replicas the
-release is upgraded to ``manager.replicaCount=2``, which turns peering on); the pods are real Deployments'
-on a kwok node. Evictions are read from the API server's audit log: every ``pods/eviction`` create the
-manager's ServiceAccount made, with the code the API server answered.
+release is upgraded to ``manager.replicaCount=2``); the pods are real Deployments' on a kwok node.
+Evictions are read from the API server's audit log: every ``pods/eviction`` create the manager's
+ServiceAccount made, with the code the API server answered.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import pytest
 from cluster_kit import Components, Kube, Release, Space, wait_until
 from test_cluster_migrations import budget, deployment, job, manager_audit, running_pods, status
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane
-from koordpy_testkit.processes import Proc
+from koordpy_testkit.processes import Proc, wait_http
 
 pytestmark = pytest.mark.cluster
 
-LIFETIME = 15
-"""``peering.lifetimeSeconds`` of the two-replica test (the smallest the manager accepts)."""
+LEASE = {"leaseDuration": "6s", "renewDeadline": "4s", "retryPeriod": "1s"}
+"""``leaderElection`` timings of the two-replica test (shorter than the chart's 15 s, 10 s, 2 s)."""
+QUICK_LEASE = {"leaderElection": LEASE}
 
 BATCH = {
     "migrationController": {
@@ -33,7 +36,8 @@ BATCH = {
         "objectLimiters": {"workload": {"duration": "0s"}},
         "maxMigratingPerWorkload": 4,
         "maxUnavailablePerWorkload": 4,
-    }
+    },
+    **QUICK_LEASE,  # the process SIGKILLed holds the Lease: its restart takes it over once it runs out
 }
 """Only ``maxMigratingPerNode`` (2, the default) limits a batch of six pods of one Deployment: the object
 limiter is off and four of the six may migrate and be unavailable (all six would be refused: migrating
@@ -133,27 +137,19 @@ def test_a_manager_killed_mid_batch_evicts_no_pod_twice_and_every_job_ends(
 
 @pytest.fixture
 def two_replicas(release: Release) -> Iterator[None]:
-    """The release with two manager replicas (the chart turns peering on) and the shortest keep-alive,
-    back to the defaults afterwards."""
-    release.install(
-        "--reuse-values",
-        "--set",
-        "manager.replicaCount=2",
-        "--set",
-        f"manager.config.peering.lifetimeSeconds={LIFETIME}",
-        upgrade=True,
-    )
+    """The release with two manager replicas and short leader-election timings, back to the defaults
+    afterwards."""
+    timings = [arg for key, value in LEASE.items() for arg in ("--set", f"manager.config.leaderElection.{key}={value}")]
+    release.install("--reuse-values", "--set", "manager.replicaCount=2", *timings, upgrade=True)
     try:
         yield
     finally:
-        release.install(
-            "--reuse-values",
-            "--set",
-            "manager.replicaCount=1",
-            "--set",
-            "manager.config.peering.lifetimeSeconds=60",
-            upgrade=True,
-        )
+        defaults = [
+            arg
+            for key, value in {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}.items()
+            for arg in ("--set", f"manager.config.leaderElection.{key}={value}")
+        ]
+        release.install("--reuse-values", "--set", "manager.replicaCount=1", *defaults, upgrade=True)
 
 
 def rounds_running(proc: Proc) -> bool:
@@ -166,16 +162,27 @@ def rounds_running(proc: Proc) -> bool:
     return bool(lines) and "started" in lines[-1]
 
 
+def lease(kube: Kube) -> dict[str, Any]:
+    """The spec of the manager's Lease (holder, transitions, renewals)."""
+    return dict((kube.get("Lease", "koordpy-manager", "koordpy-system") or {}).get("spec") or {})
+
+
 @pytest.mark.usefixtures("two_replicas")
-def test_two_replicas_one_acts_and_the_other_takes_over_after_a_kill(
+def test_two_replicas_one_leads_a_restarted_standby_never_takes_over_and_a_killed_leader_is_replaced(
     control_plane: ControlPlane, release: Release, koordpy: Components, space: Space, kube: Kube
 ) -> None:
-    """Two ``koordpy manager`` processes with the chart's configuration for ``replicaCount: 2``: only one
-    runs migration rounds; it migrates a pod, is SIGKILLed (no clean exit, so its keep-alive stays in the
-    ClusterKopfPeering until it runs out), and the other takes over and migrates the next pod. Each pod is
-    evicted once. The failover time (kill to the standby's first round) is printed."""
+    """Two ``koordpy manager`` processes with the chart's configuration for ``replicaCount: 2``: only the
+    Lease's holder runs migration rounds. The standby is SIGKILLed and started again (a new identity):
+    it stays a standby over two lease durations while the leader renews. The leader migrates a pod, is
+    SIGKILLed (its Lease is not released), and the standby takes over once the Lease runs out and
+    migrates the next pod. Each pod is evicted once. The failover time (kill to the standby's first
+    round) is printed."""
     config = release.component_config("manager")
-    assert config["peering"] == {"enabled": True, "lifetimeSeconds": LIFETIME, "ownerClusterRole": "koordpy-manager"}
+    assert config["leaderElection"] == {
+        **LEASE,
+        "resourceName": "koordpy-manager",
+        "resourceNamespace": "koordpy-system",
+    }
     node = space.node("n0", cpu="8", memory="32Gi")
     space.wait_nodes_ready()
     kube.create(deployment(space, "web", 2, node))
@@ -183,35 +190,35 @@ def test_two_replicas_one_acts_and_the_other_takes_over_after_a_kill(
     first = koordpy.start_manager(FAILOVER, name="manager-a")
     wait_until("the lone replica runs rounds", lambda: rounds_running(first))
     second = koordpy.start_manager(FAILOVER, name="manager-b")
-    # kopf settles on the replica with the higher (random) priority: exactly one runs rounds
-    wait_until("one active replica", lambda: rounds_running(first) != rounds_running(second))
-    peering = wait_until("both replicas in the peering", lambda: peers(kube) if len(peers(kube)) >= 2 else None)
-    print(f"peers: {sorted(peering)}")
-    time.sleep(3)  # a few keep-alives later, still exactly one
-    assert rounds_running(first) != rounds_running(second)
-    active, standby = (first, second) if rounds_running(first) else (second, first)
+    held = wait_until("the leader holds the Lease", lambda: lease(kube).get("holderIdentity"))
+    assert not rounds_running(second)
+    transitions = lease(kube).get("leaseTransitions")
+    # a restarted standby (a new identity) never takes the Lease from a leader that renews it
+    second.kill()
+    second.start()
+    wait_http(f"{koordpy.manager_base}/healthz", HANG_BACKSTOP, second)
+    renewed = lease(kube)["renewTime"]
+    wait_until("the leader renewed since the standby's restart", lambda: lease(kube)["renewTime"] != renewed)
+    time.sleep(2 * 6)  # two lease durations: a standby that could take over would have
+    assert rounds_running(first) and not rounds_running(second)
+    assert (lease(kube)["holderIdentity"], lease(kube).get("leaseTransitions")) == (held, transitions)
     before = kube.create(job(space, "m0", pods[0]))["metadata"]["name"]
-    wait_until("the active replica migrated", lambda: status(kube, before).get("phase") in ("Succeeded", "Failed"))
+    wait_until("the leader migrated", lambda: status(kube, before).get("phase") in ("Succeeded", "Failed"))
     assert status(kube, before)["phase"] == "Succeeded"
-    assert not rounds_running(standby)
+    assert not rounds_running(second)
 
-    active.kill()  # no clean exit: its keep-alive stays until it runs out
+    first.kill()  # no clean exit: its Lease stays until it runs out
     killed_at = time.monotonic()
     after = kube.create(job(space, "m1", pods[1]))["metadata"]["name"]
-    wait_until("the standby takes over", lambda: rounds_running(standby), timeout=20 * LIFETIME)
+    wait_until("the standby takes over", lambda: rounds_running(second))
     takeover = time.monotonic() - killed_at
-    wait_until("the new active replica migrated", lambda: status(kube, after).get("phase") in ("Succeeded", "Failed"))
+    wait_until("the new leader migrated", lambda: status(kube, after).get("phase") in ("Succeeded", "Failed"))
     done = time.monotonic() - killed_at
     assert status(kube, after)["phase"] == "Succeeded"
+    assert lease(kube)["holderIdentity"] != held
     print(
-        f"peering.lifetimeSeconds {LIFETIME}: the standby ran rounds {takeover:.1f} s after the SIGKILL; "
+        f"leaseDuration 6s: the standby ran rounds {takeover:.1f} s after the leader's SIGKILL; "
         f"the job created at the kill succeeded {done:.1f} s after it"
     )
     wait_until("two granted evictions in the audit log", lambda: len(evictions(control_plane, space.namespace)) == 2)
     evicted_once_each(control_plane, space.namespace, pods)
-
-
-def peers(kube: Kube) -> dict[str, Any]:
-    """The keep-alives in the manager's ClusterKopfPeering (kopf keeps them in its status), by peer id."""
-    obj = kube.get("ClusterKopfPeering", "koordpy-manager") or {}
-    return dict(obj.get("status") or {})

@@ -730,13 +730,18 @@ def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: C
         release = Release(plane, Kube(client))
         components = Components(plane, release, tmp_path)
         try:
-            components.start_manager()  # two replicas configured: it creates the peering, owned by its role
+            components.start_manager()  # it takes the release's Lease, then acts
             plane.wait_for(
                 "the manager's NodeMetric of every node",
                 lambda: len(get(client, NM)["items"]) == 3,
             )
             plane.wait_for(
-                "the manager's ClusterKopfPeering", lambda: release.kube.get("ClusterKopfPeering", "koordpy-manager")
+                "the manager holds its Lease",
+                lambda: (
+                    (release.kube.get("Lease", f"{RELEASE}-manager", NAMESPACE) or {})
+                    .get("spec", {})
+                    .get("holderIdentity")
+                ),
             )
         finally:
             components.close()
@@ -744,10 +749,7 @@ def test_uninstall_leaves_the_kept_crds_and_nothing_else_of_the_release(plane: C
         result = release.uninstall()
         assert "These resources were kept due to the resource policy" in result.stdout
         plane.wait_for("the release's pods gone", lambda: not pods(client, NAMESPACE))
-        plane.wait_for(
-            "the peering collected with the role",
-            lambda: not get(client, "/apis/kopf.dev/v1/clusterkopfpeerings")["items"],
-        )
+        assert not get(client, "/apis/kopf.dev/v1/clusterkopfpeerings")["items"]  # nothing peers any more
         left = listed_objects(client, f"app.kubernetes.io/instance={RELEASE}", NAMESPACE)
         assert left == {f"CustomResourceDefinition//{name}" for name in KEPT_CRDS}, sorted(left)
         # what the tests and the manager (one per node) wrote with the kept kinds stays, as any user's

@@ -128,27 +128,50 @@ empty when extender.metricsPort is unset (then the extender listens on loopback 
 {{- with dig "extender" "metricsPort" "" .Values.scheduler.config }}{{ int . }}{{ end }}
 {{- end }}
 
-{{/* The manager's configuration file; peering is forced on when more than one replica runs, and the
-peering object the manager creates is owned by the manager's ClusterRole (uninstall garbage-collects it). */}}
+{{/* The manager's configuration file, with its leader election's Lease in the release namespace, named
+after the release (koordpy-manager for the release "koordpy"), unless the values name another. */}}
 {{- define "koordpy.manager.config" -}}
 {{- $cfg := merge (deepCopy .Values.manager.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "ManagerConfiguration") }}
-{{- if gt (int .Values.manager.replicaCount) 1 }}
-{{- $peering := merge (dict "enabled" true) (default (dict) $cfg.peering) }}
-{{- $_ := set $peering "enabled" true }}
-{{- $_ := set $cfg "peering" $peering }}
+{{- $election := default (dict) $cfg.leaderElection }}
+{{- if not (hasKey $election "resourceName") }}
+{{- $_ := set $election "resourceName" (printf "%s-manager" (include "koordpy.fullname" .)) }}
 {{- end }}
+{{- if not (hasKey $election "resourceNamespace") }}
+{{- $_ := set $election "resourceNamespace" .Release.Namespace }}
+{{- end }}
+{{- $_ := set $cfg "leaderElection" $election }}
 {{- /* only the koordpy-scheduler profile's pods can bind through a Reservation: they alone may starve */}}
 {{- $reservation := default (dict) $cfg.reservation }}
 {{- if not (hasKey $reservation "schedulerNames") }}
 {{- $_ := set $reservation "schedulerNames" (list (include "koordpy.scheduler.profile" .)) }}
 {{- $_ := set $cfg "reservation" $reservation }}
 {{- end }}
-{{- $peering := default (dict) $cfg.peering }}
-{{- if and $peering.enabled (not $peering.ownerClusterRole) }}
-{{- $_ := set $peering "ownerClusterRole" (printf "%s-manager" (include "koordpy.fullname" .)) }}
-{{- $_ := set $cfg "peering" $peering }}
-{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The manager's leader election, as rendered into its configuration file. */}}
+{{- define "koordpy.manager.leaderElection" -}}
+{{- toYaml (get (include "koordpy.manager.config" . | fromYaml) "leaderElection") }}
+{{- end }}
+
+{{/* The manager Deployment's update strategy. With leader election (the default) a new pod starts beside
+the old one and stands by with warm caches; the old one releases its Lease on SIGTERM and the new one
+takes over within about retryPeriod: never two actors. Recreate (the old pod gone before the new one
+starts) without leader election, and once when upgrading from a chart whose manager did not elect a
+leader (its Deployment lacks the annotation koordpy.io/leader-election): such a manager would act beside
+the new one. */}}
+{{- define "koordpy.manager.strategy" -}}
+{{- $election := include "koordpy.manager.leaderElection" . | fromYaml }}
+{{- $existing := lookup "apps/v1" "Deployment" .Release.Namespace (printf "%s-manager" (include "koordpy.fullname" .)) }}
+{{- $legacy := and $existing (not (hasKey (default (dict) $existing.metadata.annotations) "koordpy.io/leader-election")) }}
+{{- if or (and (hasKey $election "leaderElect") (not $election.leaderElect)) $legacy }}
+type: Recreate
+{{- else }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- end }}
 {{- end }}
 
 {{/* The manager's health port, from its configuration file. */}}
@@ -176,6 +199,10 @@ peering object the manager creates is owned by the manager's ClusterRole (uninst
 {{- define "koordpy.checks" -}}
 {{- if and .Values.scheduler.enabled (gt (int .Values.scheduler.replicaCount) 1) (not .Values.scheduler.leaderElection.enabled) }}
 {{- fail "scheduler.replicaCount > 1 needs scheduler.leaderElection.enabled: two unelected kube-schedulers would bind the same pods" }}
+{{- end }}
+{{- $managerElection := include "koordpy.manager.leaderElection" . | fromYaml }}
+{{- if and .Values.manager.enabled (gt (int .Values.manager.replicaCount) 1) (hasKey $managerElection "leaderElect") (not $managerElection.leaderElect) }}
+{{- fail "manager.replicaCount > 1 needs manager.config.leaderElection.leaderElect: unelected managers would all act" }}
 {{- end }}
 {{- $bind := dig "extender" "bindTimeoutSeconds" 4 .Values.scheduler.config | float64 }}
 {{- $binder := include "koordpy.scheduler.binderHttpTimeout" . | float64 }}
@@ -207,6 +234,20 @@ would admit the DaemonSet but refuse every agent pod, before anything is created
 {{- $why := ternary "its hostPath volumes" "its hostPath volumes and uid 0" (eq $enforce "baseline") }}
 {{- fail (printf "namespace %s enforces Pod Security level %q, which refuses the agent's pods (%s): label it pod-security.kubernetes.io/enforce=privileged, or install the agent as its own release in a privileged namespace (agent.enabled=false here; docs/security.md)" .Release.Namespace $enforce $why) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The scheduler Deployment's update strategy: with kube-scheduler's leader election a new pod starts
+beside the old one and its kube-scheduler waits for the Lease, which the old one releases on SIGTERM
+(ReleaseOnCancel); without it, Recreate (two unelected kube-schedulers would bind the same pods). */}}
+{{- define "koordpy.scheduler.strategy" -}}
+{{- if .Values.scheduler.leaderElection.enabled }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- else }}
+type: Recreate
 {{- end }}
 {{- end }}
 

@@ -11,7 +11,9 @@
       overrides:                      # first match wins, per node labels
         - nodeSelector: {pool: batch}
           reportIntervalSeconds: 30
-    peering: {enabled: false, name: koordpy-manager, lifetimeSeconds: 60}
+    leaderElection:                   # component-base LeaderElectionConfiguration (a coordination.k8s.io Lease)
+      {leaderElect: true, resourceName: koordpy-manager, resourceNamespace: koordpy-system,
+       leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
     health: {host: 0.0.0.0, port: 8080}
     migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
       maxMigratingPerNode: 2
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from koordpy.config.credentials import CredentialsSettings
 from koordpy.config.migration import MigrationControllerArgs
@@ -38,10 +40,12 @@ from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_durat
 
 __all__ = [
     "HealthSettings",
+    "LeaderElectionSettings",
     "ManagerConfiguration",
     "NodeMetricOverride",
     "NodeMetricSettings",
     "PeeringSettings",
+    "deprecation_warnings",
 ]
 
 MemoryPolicy = Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"]
@@ -105,20 +109,86 @@ class NodeMetricSettings(_Settings):
 
 
 class PeeringSettings(_Settings):
-    """kopf peering between replicas. Off: the process acts alone (``--standalone``)."""
+    """Deprecated and ignored: kopf peering between replicas, replaced by :class:`LeaderElectionSettings`.
+
+    Accepted so that existing configuration files keep loading (the manager logs a warning naming the
+    field). ``name`` is still read: a manager does not take its Lease while replicas of an older version
+    still keep alive in the ClusterKopfPeering of that name (an upgrade from a version that peered)."""
 
     enabled: bool = Field(False, strict=True)
-    """Required with more than one replica; the chart forces it on then."""
+    """Ignored (leader election is always on, see ``leaderElection``)."""
     name: str = Field("koordpy-manager", min_length=1, max_length=63)
-    """Name of the ClusterKopfPeering object the replicas share; the manager creates it when missing."""
+    """The ClusterKopfPeering older versions shared; a new manager waits until no live keep-alive is left in it."""
     owner_cluster_role: str | None = Field(None, alias="ownerClusterRole", min_length=1, max_length=253)
-    """A ClusterRole that owns the peering object the manager creates, so that deleting the role (helm
-    uninstall) garbage-collects it. The chart sets its manager ClusterRole; unset, the object has no owner."""
+    """Ignored (the manager no longer creates the peering object)."""
     lifetime_seconds: int = Field(60, alias="lifetimeSeconds", strict=True, ge=15, le=3600)
-    """How long a replica's keep-alive counts (kopf's peering lifetime; each replica renews it 5 to 10 s
-    before it runs out). It bounds failover: a replica that dies without exiting (kill -9, a lost node)
-    is taken over at most this long after its last keep-alive; one that exits cleanly hands over at once.
-    Shorter means faster failover and more keep-alive writes (one per replica every lifetime - 5..10 s)."""
+    """Ignored (``leaderElection.leaseDuration`` bounds failover now)."""
+
+
+class LeaderElectionSettings(_Settings):
+    """Which replica acts: the holder of a ``coordination.k8s.io`` Lease, elected as client-go's
+    ``leaderelection`` package elects kube-scheduler and kube-controller-manager (same field names and
+    defaults as component-base's ``LeaderElectionConfiguration``).
+
+    Leadership is sticky: a replica takes the Lease only when it is free (released, or not renewed for
+    ``leaseDuration`` as this replica observed it), never from a holder that renews, whatever the
+    replicas' start order. A leader that stops (SIGTERM) releases the Lease, so a standby takes over
+    within about ``retryPeriod``; one that dies without exiting is taken over ``leaseDuration`` after its
+    last renewal. A leader that cannot renew for ``renewDeadline`` stops acting and exits (the kubelet
+    starts it again as a standby).
+
+    Not guaranteed: fencing. A leader whose process is frozen (SIGSTOP, a stalled VM) longer than
+    ``leaseDuration`` may act once more when it resumes, before it notices; as with client-go."""
+
+    leader_elect: bool = Field(True, alias="leaderElect", strict=True)
+    """Elect a leader before acting. False: the process acts alone at once (a single process outside a
+    cluster, or a test); never run two managers so."""
+    resource_lock: Literal["leases"] = Field("leases", alias="resourceLock")
+    """The lock kind; only ``leases`` (as client-go since 1.24)."""
+    resource_name: str = Field("koordpy-manager", alias="resourceName", min_length=1, max_length=253)
+    """The Lease's name (the chart: ``<release>-manager``)."""
+    resource_namespace: str = Field("koordpy-system", alias="resourceNamespace", min_length=1, max_length=63)
+    """The Lease's namespace (the chart: the release namespace)."""
+    lease_duration: DurationText = Field("15s", alias="leaseDuration")
+    """How long a standby waits, after it last saw the Lease renewed, before it takes it over."""
+    renew_deadline: DurationText = Field("10s", alias="renewDeadline")
+    """How long a leader keeps trying to renew before it gives up leading; shorter than ``leaseDuration``."""
+    retry_period: DurationText = Field("2s", alias="retryPeriod")
+    """How often a standby tries to take the Lease and a leader renews it (each wait jittered up to 1.2x)."""
+
+    @field_validator("lease_duration", "renew_deadline", "retry_period")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        try:
+            seconds = parse_duration(value)
+        except DurationError as exc:
+            raise ValueError(str(exc)) from None
+        if not 1 <= seconds <= 3600:
+            raise ValueError(f"{value!r} must be between 1s and 1h")
+        return value
+
+    @property
+    def lease_duration_seconds(self) -> float:
+        return parse_duration(self.lease_duration)
+
+    @property
+    def renew_deadline_seconds(self) -> float:
+        return parse_duration(self.renew_deadline)
+
+    @property
+    def retry_period_seconds(self) -> float:
+        return parse_duration(self.retry_period)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElectionSettings:
+        # client-go's NewLeaderElector: leaseDuration > renewDeadline > JitterFactor (1.2) * retryPeriod
+        if not self.lease_duration_seconds > self.renew_deadline_seconds:
+            raise ValueError(
+                f"renewDeadline {self.renew_deadline} must be shorter than leaseDuration {self.lease_duration}"
+            )
+        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError(f"renewDeadline {self.renew_deadline} must exceed 1.2 x retryPeriod {self.retry_period}")
+        return self
 
 
 class HealthSettings(_Settings):
@@ -160,7 +230,11 @@ class ManagerConfiguration(_Settings):
     node_metric: NodeMetricSettings = Field(
         default_factory=lambda: NodeMetricSettings.model_validate({}), alias="nodeMetric"
     )
+    leader_election: LeaderElectionSettings = Field(
+        default_factory=lambda: LeaderElectionSettings.model_validate({}), alias="leaderElection"
+    )
     peering: PeeringSettings = Field(default_factory=lambda: PeeringSettings.model_validate({}))
+    """Deprecated (see :class:`PeeringSettings`)."""
     health: HealthSettings = Field(default_factory=lambda: HealthSettings.model_validate({}))
     migration_controller: MigrationControllerArgs = Field(
         default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
@@ -172,3 +246,15 @@ class ManagerConfiguration(_Settings):
     credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
     """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
+
+
+def deprecation_warnings(config: ManagerConfiguration) -> list[str]:
+    """One message per deprecated field the configuration sets (the manager logs them at start-up)."""
+    given = config.peering.model_fields_set if "peering" in config.model_fields_set else set()
+    aliases = {"enabled": "enabled", "owner_cluster_role": "ownerClusterRole", "lifetime_seconds": "lifetimeSeconds"}
+    return [
+        f"peering.{aliases[name]} is deprecated and ignored: replicas elect their leader with a "
+        "coordination.k8s.io Lease (leaderElection)"
+        for name in sorted(given)
+        if name in aliases
+    ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -327,6 +327,7 @@ class ApiClient:
         resource_version: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Stream ``(type, object)`` for ``ADDED``/``MODIFIED``/``DELETED``/``BOOKMARK`` until the server ends it.
 
@@ -334,7 +335,8 @@ class ApiClient:
         yielded. A dropped or stalled stream (no bytes for ``timeout_seconds + watch_grace``) raises
         :class:`ApiConnectionError`. Without ``timeout_seconds`` a silent stream is waited on forever.
         To stop early, break out inside ``contextlib.aclosing(client.watch(...))`` so the connection is
-        released at once rather than when the generator is garbage-collected.
+        released at once rather than when the generator is garbage-collected. ``on_open`` is called once the
+        server accepted the watch (its answer's status, before any event).
         """
         params = _selectors(label_selector, field_selector)
         params["watch"] = "true"
@@ -357,6 +359,8 @@ class ApiClient:
                 if resp.status >= 400:
                     raw = await resp.read()
                     raise error_from_response(resp.status, raw, retry_after=resp.headers.get("Retry-After"))
+                if on_open is not None:
+                    on_open()
                 pending = bytearray()  # bytes of an event line not terminated yet
                 async for chunk in resp.content.iter_any():
                     pending += chunk

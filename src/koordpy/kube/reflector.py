@@ -6,7 +6,12 @@ the last resourceVersion seen, bookmarks included. A 410 Gone (HTTP or watch ``E
 a relist whose result is diffed against what was delivered before: ``DELETED`` for objects that vanished
 during the gap, ``MODIFIED`` for changed ones (different resourceVersion), ``ADDED`` for new ones. Other
 errors back off exponentially with jitter up to ``backoff_max`` and retry the step that failed (the
-list, or the watch from the last resourceVersion).
+list, or the watch from the last resourceVersion); a backoff ends early when the API server answers again
+after an outage (:mod:`koordpy.kube.reachability`: one ``/readyz`` probe a second per client while
+someone backs off), and the backoff then starts again from ``backoff_initial``. A failure loop
+(:meth:`Reflector.failing`) ends with a list that succeeds, a watch event that moves the resourceVersion,
+or a watch the server accepted that stays open for ``STABLE_STREAM_SECONDS`` (a resumed watch of a kind
+that does not change sees no event for minutes).
 
 Malformed input never stops the stream. A watch event or list item that is not an object, whose
 ``metadata`` is not an object, that has no string ``name``, whose namespace or resourceVersion is not a
@@ -42,9 +47,11 @@ from typing import Any
 
 from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError, Gone, NotFound
+from koordpy.kube.reachability import Reachability
 from koordpy.kube.resources import ResourceRef
 
 __all__ = [
+    "STABLE_STREAM_SECONDS",
     "BadObject",
     "Handler",
     "Reflector",
@@ -59,6 +66,9 @@ Handler = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)
 
 _SHORT_WATCH_SECONDS = 1.0
+STABLE_STREAM_SECONDS = 2.0
+"""A watch the API server accepted (HTTP 200) and that stays open this long ends a failure loop; one that
+breaks sooner (a line it cannot decode, each time at the same point) does not."""
 _EVENT_MEMORY = 512
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
@@ -174,6 +184,7 @@ class Reflector:
         event_component: str = "koordpy",
         event_host: str | None = None,
         optional: bool = False,
+        wake_on_recovery: bool = True,
     ) -> None:
         self.client = client
         self.optional = optional
@@ -197,6 +208,9 @@ class Reflector:
         self.event_host = event_host
         self._rng = rng or random.Random()
         self._sleep = sleep or asyncio.sleep
+        self._wake: Callable[[float], Awaitable[bool]] | None = None
+        if sleep is None and wake_on_recovery:
+            self._wake = Reachability.of(client).sleep
         self._monotonic = monotonic or time.monotonic
         self.synced = asyncio.Event()
         self.restarts = 0
@@ -208,6 +222,8 @@ class Reflector:
         """Failed list/watch attempts since the last healthy stream (see :meth:`failing`)."""
         self.delays: list[float] = []
         """The last backoff delays slept (at most 64), for tests and debugging."""
+        self.wakeups = 0
+        """Backoffs cut short because the API server answered again (:mod:`koordpy.kube.reachability`)."""
         self.resource_version = ""
         self.last_error: BaseException | None = None
         self.events_posted = 0
@@ -241,12 +257,14 @@ class Reflector:
 
         That is: ``failure_threshold`` or more list/watch attempts failed in a row (410 Gone right after
         a relist included) without progress in between (a completed list, or a watch event that moved
-        the resourceVersion), and the current watch stream, if any, has not stayed open for
-        ``backoff_max`` seconds. A single dropped connection (an API server restart) is not a failure
+        the resourceVersion), and the current watch stream, if any, has not been open (accepted by the
+        server) for :data:`STABLE_STREAM_SECONDS`. A single dropped connection (an API server restart) is not a failure
         loop. Skipped objects are not failures: one poison object must not take a component out of
         service.
         """
-        if self._stream_since is not None and self._now() - self._stream_since >= self.backoff_max:
+        if self._stream_since is not None and self._now() - self._stream_since >= min(
+            self.backoff_max, STABLE_STREAM_SECONDS
+        ):
             return False
         return max(self.consecutive_failures, self._gone_streak) >= self.failure_threshold
 
@@ -411,7 +429,12 @@ class Reflector:
             self.restarts += 1
         self._watches += 1
         received = 0
-        self._stream_since = self._now()
+        started = self._now()
+        self._stream_since = None
+
+        def opened() -> None:
+            self._stream_since = self._now()
+
         try:
             async for etype, obj in self.client.watch(
                 self.resource,
@@ -421,6 +444,7 @@ class Reflector:
                 resource_version=self.resource_version,
                 timeout_seconds=self.watch_timeout_seconds,
                 allow_bookmarks=True,
+                on_open=opened,
             ):
                 received += 1
                 self._events_seen += 1
@@ -434,7 +458,7 @@ class Reflector:
                     self.resource_version = rv
                     self.consecutive_failures = 0
         finally:
-            lasted = self._now() - self._stream_since
+            lasted = self._now() - started
             self._stream_since = None
             if lasted >= self.backoff_max:  # a long healthy stream ends any failure streak
                 self.consecutive_failures = 0
@@ -444,10 +468,18 @@ class Reflector:
         base = min(float(self.backoff_max), self.backoff_initial * float(2 ** min(attempt, 30)))
         return base * (0.5 + 0.5 * self._rng.random())
 
-    async def _back_off(self, attempt: int, delay: float | None = None) -> None:
+    async def _back_off(self, attempt: int, delay: float | None = None) -> bool:
+        """Sleep the backoff delay; True when the API server came back meanwhile (:mod:`reachability`): the
+        caller then retries at once and starts its backoff again from the initial delay."""
         delay = self._delay(attempt) if delay is None else delay
         self.delays = [*self.delays[-63:], delay]
+        if self._wake is not None:
+            woken = await self._wake(delay)
+            if woken:
+                self.wakeups += 1
+            return woken
         await self._sleep(delay)
+        return False
 
     async def _absent(self, exc: NotFound) -> None:
         if not self.absent:
@@ -486,8 +518,7 @@ class Reflector:
                 if received == 0 and self._now() - started < _SHORT_WATCH_SECONDS:
                     # an empty stream that ended at once (a proxy or a broken server): do not spin on it
                     self.consecutive_failures += 1
-                    await self._back_off(attempt)
-                    attempt += 1
+                    attempt = 0 if await self._back_off(attempt) else attempt + 1
                 else:
                     attempt = self._gone_streak = self.consecutive_failures = 0
             except asyncio.CancelledError:
@@ -499,8 +530,7 @@ class Reflector:
                     attempt = self._gone_streak = 0
                 log.info("reflector %s: resourceVersion %s gone, relisting", self.name, self.resource_version)
                 if need_list or self._gone_streak:  # 410 from the list itself, or again right after a relist
-                    await self._back_off(attempt)
-                    attempt += 1
+                    attempt = 0 if await self._back_off(attempt) else attempt + 1
                 self._gone_streak += 1
                 need_list = True
             except Exception as exc:  # keep watching whatever went wrong; the counters tell
@@ -517,8 +547,7 @@ class Reflector:
                     log.warning("reflector %s: %s; retrying in %.2fs", self.name, exc, delay)
                 else:
                     log.exception("reflector %s: unexpected failure; retrying in %.2fs", self.name, delay)
-                await self._back_off(attempt, delay)
-                attempt += 1
+                attempt = 0 if await self._back_off(attempt, delay) else attempt + 1
 
 
 async def wait_synced(reflectors: Iterable[Reflector], timeout: float | None = None) -> None:

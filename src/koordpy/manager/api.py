@@ -22,7 +22,6 @@ import aiohttp
 import kopf
 
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.descheduler.lifecycle import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
@@ -46,7 +45,6 @@ __all__ = [
     "NodeMetricWriter",
     "Outcome",
     "RetryingWrites",
-    "ensure_peering",
 ]
 
 EVENT_SOURCE = "koordpy-manager"
@@ -166,75 +164,6 @@ class KopfLogin:
             middlewares=(authorize_middleware(credentials),),
         )
         return kopf.AiohttpSession(aiohttp_session=session, server=connection.server)
-
-
-async def ensure_peering(
-    client: ApiClient,
-    name: str,
-    owner_cluster_role: str | None,
-    logger: logging.Logger | logging.LoggerAdapter[Any],
-    *,
-    attempts: int = 30,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> bool:
-    """Create the ClusterKopfPeering ``name`` unless it exists; True when this call created it.
-
-    kopf does not create it, and without it every replica sees no peers and acts: the manager creates it
-    before kopf starts. With ``owner_cluster_role`` the object is owned by that ClusterRole (the chart's
-    manager role), so the garbage collector deletes it when the release is uninstalled; an existing object
-    without any owner (made by hand, or by an older chart's hook) is adopted the same way. Temporary API
-    errors are retried (``attempts`` times, backing off to 5 s); others raise.
-
-    Not guaranteed: an object with another owner is changed (it is left as found).
-    """
-    res = CLUSTER_KOPF_PEERING
-    collection = f"/apis/{res.group}/{res.version}/{res.plural}"
-    delay = 0.5
-    for attempt in range(1, attempts + 1):
-        try:
-            body: dict[str, Any] = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"name": name}}
-            owners: list[dict[str, Any]] = []
-            if owner_cluster_role:
-                role_path = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{owner_cluster_role}"
-                role = await client.request("GET", role_path)
-                owners = [
-                    {
-                        "apiVersion": "rbac.authorization.k8s.io/v1",
-                        "kind": "ClusterRole",
-                        "name": owner_cluster_role,
-                        "uid": role["metadata"]["uid"],
-                    }
-                ]
-                body["metadata"]["ownerReferences"] = owners
-            try:
-                await client.request("POST", collection, body=body)
-            except kube_errors.Conflict:
-                if owners:
-                    await _adopt_peering(client, f"{collection}/{name}", owners, logger)
-                return False
-        except kube_errors.ApiError as exc:
-            if not kube_errors.is_temporary(exc) or attempt == attempts:
-                raise
-            logger.warning("creating ClusterKopfPeering %s: %s (attempt %d, retrying)", name, exc, attempt)
-            await sleep(delay)
-            delay = min(delay * 2, 5.0)
-            continue
-        logger.info("created ClusterKopfPeering %s", name)
-        return True
-    raise AssertionError("unreachable")
-
-
-async def _adopt_peering(
-    client: ApiClient, path: str, owners: list[dict[str, Any]], logger: logging.Logger | logging.LoggerAdapter[Any]
-) -> None:
-    """Give an existing, ownerless peering object ``owners`` (a merge patch guarded by its resourceVersion)."""
-    existing = await client.request("GET", path)
-    meta = existing.get("metadata") or {}
-    if meta.get("ownerReferences"):
-        return
-    patch = {"metadata": {"ownerReferences": owners, "resourceVersion": meta.get("resourceVersion")}}
-    await client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
-    logger.info("adopted ClusterKopfPeering %s (owned by ClusterRole %s)", meta.get("name"), owners[0]["name"])
 
 
 OWNER_PLURALS = {

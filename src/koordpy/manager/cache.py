@@ -265,12 +265,20 @@ class ManagerCache:
         watched = self.watched.get(name)
         return watched is not None and watched.served is True
 
+    def sizes(self) -> dict[str, int]:
+        """Objects per watched kind (``/healthz`` reports them; a fresh list of the kind counts the same once
+        the watch caught up). Only reads values, so the health thread may call it."""
+        return {name: len(watched.store.objects) for name, watched in list(self.watched.items())}
+
     def not_ready(self) -> str | None:
         """Why the stores cannot be trusted yet (a served kind not listed yet, or discovery not done), or None."""
         for name, watched in self.watched.items():
             if watched.served is None:
                 return f"{name}: discovery not done"
             if watched.served and not watched.store.synced:
+                if watched.reflector is not None and watched.reflector.synced.is_set():
+                    watched.store.synced = True
+                    continue
                 return f"{name}: waiting for the first list"
         return None
 
@@ -319,17 +327,10 @@ class ManagerCache:
         def handler(etype: str, obj: Raw) -> None:
             store.handle(etype, obj)
 
-        reflector = watched.reflector = Reflector(self.client, store.resource, handler)
-        synced = asyncio.create_task(self._mark_synced(reflector, store))
-        try:
-            await reflector.run()
-        finally:
-            synced.cancel()
-
-    @staticmethod
-    async def _mark_synced(reflector: Reflector, store: ObjectStore) -> None:
-        await reflector.synced.wait()
-        store.synced = True
+        watched.reflector = Reflector(self.client, store.resource, handler)
+        # why: no task of its own waits for the first list (the operator framework cancels the tasks it did
+        # not start when it stops, and a store would stay unsynced): :meth:`not_ready` asks the reflector.
+        await watched.reflector.run()
 
     async def run(self) -> None:
         """Watch every selected kind until cancelled."""

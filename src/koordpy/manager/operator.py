@@ -3,43 +3,54 @@ PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup stat
 migration round loop (every ``arbitrationArgs.interval``) and one reservation round loop (every
 ``reservation.intervalSeconds``, when due), both reading the watch caches of :mod:`koordpy.manager.cache`.
 
-The round loops run only on the active replica: with peering they are kopf daemons on the replicas'
-ClusterKopfPeering object, so kopf stops them on a replica it pauses and starts them again when it
-resumes (exactly when it would stop and start any handler); without peering they start with the
-operator. There is no per-object timer: 10,000 PodMigrationJobs cost one round every 500 ms.
+The round loops start with the operator and stop with it. There is no per-object timer: 10,000
+PodMigrationJobs cost one round every 500 ms.
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
 before any handler runs, so a NodeMetric whose node is already gone is deleted on start-up.
 
-High availability: with ``peering.enabled`` the replicas share a ClusterKopfPeering and each starts with
-a random 31-bit priority, so exactly one (the highest) acts and the others stand by; kopf freezes all of
-them only if two priorities are equal (probability about n^2/2^32). Without peering the process runs
-``standalone``.
+One actor: with ``leaderElection.leaderElect`` (the default) a replica first takes the manager's Lease
+(:mod:`koordpy.kube.leaderelection`, client-go's rules) and only then starts kopf; until then it stands
+by with its watch caches warm and its ``/healthz`` up. kopf itself runs ``standalone``: everything that
+writes (kopf's handlers, the rounds, the Event pass) runs inside the operator, so only the Lease's holder
+writes. On SIGTERM the leader stops kopf (handlers and rounds end) and then releases the Lease, so a
+standby takes over within about ``retryPeriod``. A leader that cannot renew for ``renewDeadline`` (the API
+server unreachable, or another holder) stops kopf and stands by again in the same process, and competes
+for the Lease again when it can (client-go components exit instead and are restarted: the caches here
+stay warm, and an outage of the API server ends with every replica running, none restarted). Replicas
+of older versions that peer through a ClusterKopfPeering (``peering.name``) are waited out: no Lease is
+taken while a live keep-alive is left in it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
 import logging
-import secrets
+import os
+import signal
+import socket
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
+from prometheus_client import Gauge
 
 from koordpy.config.gang import CoschedulingArgs
-from koordpy.config.manager import ManagerConfiguration, PodGroupSettings
+from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient, ClientSettings
 from koordpy.kube.connection import load_connection
 from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
+from koordpy.kube.errors import ApiError, NotFound
+from koordpy.kube.leaderelection import LeaseElector
 from koordpy.manager.api import (
     MANAGER_AGENT,
     GangWriter,
@@ -49,7 +60,6 @@ from koordpy.manager.api import (
     NodeMetricWriter,
     Outcome,
     RetryingWrites,
-    ensure_peering,
 )
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
@@ -78,6 +88,7 @@ __all__ = [
     "QuietHandlers",
     "build_registry",
     "health_report",
+    "legacy_peers_gone",
     "migration_loop",
     "operator_settings",
     "readiness_report",
@@ -86,7 +97,6 @@ __all__ = [
 
 Apply = Callable[[Action], Awaitable[Outcome]]
 NM = (NODE_METRIC.group, NODE_METRIC.version, NODE_METRIC.plural)
-PEERING = (CLUSTER_KOPF_PEERING.group, CLUSTER_KOPF_PEERING.version, CLUSTER_KOPF_PEERING.plural)
 
 
 def _only(store: Any) -> Any:
@@ -235,26 +245,12 @@ def build_registry(
     kopf its session (default: over :func:`koordpy.kube.connection.load_connection`, loaded at the first
     login: in a pod the service account, else ``$KUBECONFIG``).
 
-    Each of ``loops`` runs its rounds on the active replica only. With ``peering.enabled`` it is a kopf
-    daemon on the ClusterKopfPeering object ``peering.name`` (which every replica shares and kopf itself
-    watches): kopf stops daemons on a replica it pauses and spawns them again on the one that resumes,
-    so rounds follow kopf's own choice of the active replica. The daemon needs no finalizer on the
-    peering object, and none is put there. Without peering the loops start with the operator and stop
-    with it.
+    Each of ``loops`` starts with the operator and stops with it (the operator runs on the leader only).
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
 
-    if loops and config.peering.enabled:
-        peering_name = config.peering.name
-
-        def ours(name: str, **_: Any) -> bool:
-            return name == peering_name
-
-        for loop in loops:
-            _register_daemon(registry, loop, ours)
-        _without_finalizer(registry, {f"{loop.name}_rounds" for loop in loops})
-    elif loops:
+    if loops:
         running: list[asyncio.Task[None]] = []
 
         @kopf.on.startup(registry=registry)
@@ -314,31 +310,6 @@ def build_registry(
         return await logins[0](**kwargs)
 
     return registry
-
-
-def _without_finalizer(registry: kopf.OperatorRegistry, daemon_ids: set[str]) -> None:
-    """Make the rounds' daemons require no finalizer on the peering object.
-
-    why: kopf has no public switch for a daemon's finalizer; its handlers are frozen dataclasses kept in
-    the registry's spawning list (kopf 1.45), replaced here once at build time. Checked first: on a kopf
-    that keeps them elsewhere the daemons keep kopf's finalizer (the peering object is then deleted only
-    while a manager runs to remove it) and a warning says so; nothing else changes.
-    """
-    spawning = getattr(registry, "_spawning", None)
-    handlers = getattr(spawning, "_handlers", None)
-    usable = isinstance(handlers, list) and all(
-        dataclasses.is_dataclass(h) and hasattr(h, "requires_finalizer") and hasattr(h, "id") for h in handlers
-    )
-    if not usable or not daemon_ids <= {h.id for h in handlers or ()}:
-        logging.getLogger("koordpy.manager").warning(
-            "kopf %s keeps its daemon handlers elsewhere: the rounds' daemons keep kopf's finalizer on the "
-            "peering object",
-            getattr(kopf, "__version__", "?"),
-        )
-        return
-    spawning._handlers = [  # type: ignore[union-attr]
-        dataclasses.replace(h, requires_finalizer=False) if h.id in daemon_ids else h for h in handlers or ()
-    ]
 
 
 def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) -> None:
@@ -407,17 +378,33 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
             task.cancel()
 
 
-def health_report(started: bool, loop_alive: bool, loops: Sequence[RoundLoop]) -> dict[str, Any]:
+def health_report(
+    started: bool,
+    loop_alive: bool,
+    loops: Sequence[RoundLoop],
+    leader: dict[str, Any] | None = None,
+    caches: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """The manager's ``/healthz`` body: ``status`` ``ok`` while the operator's event loop runs (its heartbeat
     is recent, :class:`~koordpy.runtime.listeners.LoopHeartbeat`), ``failing`` once it has stalled.
-    ``checks`` says what was looked at: the event loop, whether kopf finished starting, and each round loop
-    (running on this replica or not, its last outcome and how long ago its last round started).
+    ``checks`` says what was looked at: the event loop, whether kopf finished starting (``standby`` while
+    another replica holds the Lease), each round loop (running on this replica or not, its last outcome
+    and how long ago its last round started), with leader election ``leaderElection`` (``leading``, the
+    holder last seen, the Lease's transitions) and ``caches`` (objects per watched kind). A standby is
+    healthy.
 
     Called from the health thread: it only reads values. Not guaranteed: a failed or old round makes the
     status fail (a round fails on API errors, which a restart does not mend, and a standby replica runs no
     rounds at all)."""
     rounds = {f"{loop.name}Rounds": loop.health() for loop in loops}
-    checks = {"eventLoop": "ok" if loop_alive else "stalled", "operator": "running" if started else "starting"}
+    operator = "running" if started else "starting"
+    if leader is not None and not leader.get("leading") and not started:
+        operator = "standby"
+    checks: dict[str, Any] = {"eventLoop": "ok" if loop_alive else "stalled", "operator": operator}
+    if leader is not None:
+        checks["leaderElection"] = leader
+    if caches is not None:
+        checks["caches"] = caches
     return {"status": "ok" if loop_alive else "failing", "checks": {**checks, **rounds}}
 
 
@@ -425,7 +412,9 @@ def readiness_report(started: bool, loop_alive: bool, caches: str | None, creden
     """The manager's ``/readyz`` body: ``status`` ``ok`` once kopf has started, the event loop runs, the
     watch caches hold their first lists and the API server has not refused the credentials for
     ``credentials.refusedNotReadySeconds``; else ``failing`` with ``reason`` (the first of these that is
-    not so). A standby replica (peering) is ready as well: readiness says it can act, not that it does.
+    not so). ``started`` is true for a replica that stands by for the Lease as well (it has its caches and
+    takes over when the Lease is free): readiness says it can act, not that it does; a rollout waits for
+    the new pod's readiness before it stops the old leader.
 
     Called from the health thread: it only reads values."""
     checks = [
@@ -440,12 +429,6 @@ def readiness_report(started: bool, loop_alive: bool, caches: str | None, creden
     return {"status": "ok"}
 
 
-def _is_set(flag: Any) -> bool:
-    """An asyncio or threading Event (``is_set``) or a Future (``done``), as kopf accepts for ``ready_flag``."""
-    is_set = getattr(flag, "is_set", None)
-    return bool(is_set()) if callable(is_set) else bool(flag.done())
-
-
 class QuietHandlers(logging.Filter):
     """Drops kopf's ``Handler '...' succeeded.`` lines: the pod, node, NodeMetric and PodGroup handlers run
     on every watch event, so at 10,000 pods they would be thousands of lines at start-up and one per pod
@@ -458,30 +441,108 @@ class QuietHandlers(logging.Filter):
         return not (message.startswith("Handler '") and message.endswith("' succeeded."))
 
 
-def _register_daemon(registry: kopf.OperatorRegistry, loop: RoundLoop, when: Callable[..., bool]) -> None:
-    @kopf.daemon(
-        *PEERING,
-        id=f"{loop.name}_rounds",
-        when=when,
-        cancellation_timeout=10.0,
-        registry=registry,
-    )
-    async def rounds(stopped: kopf.DaemonStopped, **_: Any) -> None:
-        await loop.run(lambda: bool(stopped), stopped.wait)
+KOPF_ERROR_BACKOFFS = tuple(min(2.0, 0.5 * 2**attempt) for attempt in range(60))
+"""kopf's retries of a failed request (its watches' lists and streams included): 0.5 s, 1 s, then every 2 s,
+for about two minutes before kopf gives up on the request. kopf's own (1, 1, 2, 3, 5, 8, 13, 21 s, which
+it sleeps through without waking) left a watch asleep for up to 21 s after the API server came back."""
 
 
 def operator_settings(config: ManagerConfiguration) -> kopf.OperatorSettings:
-    """kopf settings: no Kubernetes events posted, peering per ``config.peering`` (its lifetime bounds failover)."""
+    """kopf settings: no Kubernetes events posted, no kopf peering (the Lease decides who runs kopf at all),
+    request retries capped at 2 s apart (:data:`KOPF_ERROR_BACKOFFS`)."""
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
-    settings.peering.clusterwide = True
-    settings.peering.standalone = not config.peering.enabled
-    settings.peering.mandatory = config.peering.enabled
-    settings.peering.name = config.peering.name
-    settings.peering.priority = 1 + secrets.randbelow(2**31 - 1)
-    settings.peering.lifetime = config.peering.lifetime_seconds
+    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
     settings.persistence.consistency_timeout = 0
     return settings
+
+
+def legacy_peers_gone(client: ApiClient, name: str, logger: logging.Logger) -> Callable[[], Awaitable[bool]]:
+    """``may_lead`` for the elector: True once the ClusterKopfPeering ``name`` (older versions' peering) holds
+    no live keep-alive (kopf's rule: ``lastseen`` + ``lifetime`` not past), or does not exist (or its kind
+    is not served). A read that fails otherwise says False (try again)."""
+    path = f"/apis/{CLUSTER_KOPF_PEERING.group}/{CLUSTER_KOPF_PEERING.version}/{CLUSTER_KOPF_PEERING.plural}/{name}"
+    said: set[str] = set()
+
+    async def check() -> bool:
+        try:
+            obj = await client.request("GET", path)
+        except NotFound:
+            return True
+        except ApiError as exc:
+            logger.warning("reading ClusterKopfPeering %s: %s", name, exc)
+            return False
+        now = datetime.datetime.now(datetime.UTC)
+        live = []
+        for peer, info in (obj.get("status") or {}).items():
+            try:
+                seen = datetime.datetime.fromisoformat(str(info["lastseen"]))
+                if seen.tzinfo is None:
+                    seen = seen.replace(tzinfo=datetime.UTC)
+                if seen + datetime.timedelta(seconds=float(info.get("lifetime") or 0)) > now:
+                    live.append(peer)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+        if live and ",".join(sorted(live)) not in said:
+            said.add(",".join(sorted(live)))
+            logger.info("waiting for older replicas peering in ClusterKopfPeering %s to stop: %s", name, sorted(live))
+        return not live
+
+    return check
+
+
+def _identity() -> str:
+    """client-go's candidate identity: the pod's name (``POD_ID``, else the host name) and a fresh UUID."""
+    return f"{os.environ.get('POD_ID') or socket.gethostname()}_{uuid.uuid4()}"
+
+
+async def _flag_set(flag: Any) -> None:
+    """Wait for an asyncio Event or Future, or a threading Event (polled), as kopf accepts for its flags."""
+    if isinstance(flag, asyncio.Event):
+        await flag.wait()
+    elif isinstance(flag, asyncio.Future):
+        await asyncio.shield(flag)
+    elif isinstance(flag, threading.Event):
+        while not flag.is_set():
+            await asyncio.sleep(0.1)
+    else:  # pragma: no cover - kopf's flags are one of the above
+        raise TypeError(f"unsupported stop flag {type(flag).__name__}")
+
+
+async def _set_after(flag: Any, event: asyncio.Event) -> None:
+    await _flag_set(flag)
+    event.set()
+
+
+def _raise_flag(flag: Any) -> None:
+    """Set an asyncio or threading Event, or resolve a Future (kopf's kinds of ``ready_flag``)."""
+    if isinstance(flag, asyncio.Future):
+        if not flag.done():
+            flag.set_result(None)
+    else:
+        flag.set()
+
+
+async def _relay(ready: asyncio.Event, flag: Any) -> None:
+    await ready.wait()
+    _raise_flag(flag)
+
+
+def _handle_signals(handler: Callable[[signal.Signals], None]) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, handler, sig)
+
+
+async def _own_signals(ready: asyncio.Event, handler: Callable[[signal.Signals], None]) -> None:
+    """Once kopf is ready, SIGINT and SIGTERM call ``handler`` again instead of kopf's own handler (kopf
+    installs it as it starts; installed once more a second later, whatever the order kopf got to it in)."""
+    await ready.wait()
+    _handle_signals(handler)
+    await asyncio.sleep(1.0)
+    _handle_signals(handler)
 
 
 async def _tend_gc(freezer: GcFreezer) -> None:
@@ -572,32 +633,131 @@ async def run(
         pod=pod_from_env(),
     )
     heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
-    if ready_flag is None:
-        ready_flag = asyncio.Event()  # kopf sets it once started: /healthz tells starting from running
-    started = ready_flag
+    caller_ready = ready_flag  # raised once kopf has started for the first time
+    running: list[asyncio.Event | None] = [None]
+    """kopf's ready flag of the current run (None while standing by): /healthz tells starting from running."""
+
+    election = config.leader_election
+    elector: LeaseElector | None = None
+    if election.leader_elect:
+        elector = LeaseElector(
+            client,
+            namespace=election.resource_namespace,
+            name=election.resource_name,
+            identity=_identity(),
+            lease_duration=election.lease_duration_seconds,
+            renew_deadline=election.renew_deadline_seconds,
+            retry_period=election.retry_period_seconds,
+            may_lead=legacy_peers_gone(client, config.peering.name, logger),
+        )
+    leader_gauge = Gauge(
+        "koordpy_leader_election_master_status",
+        "1 while this replica holds the manager's Lease (client-go's leader_election_master_status).",
+        ["name"],
+        registry=metrics.registry,
+    ).labels(name=election.resource_name)
+    for warning in deprecation_warnings(config):
+        logger.warning("%s", warning)
+
+    async def standby(stop: asyncio.Event) -> bool:
+        """Wait for the Lease; False when stopped first (SIGTERM or ``stop_flag``)."""
+        assert elector is not None
+        acquiring = asyncio.create_task(elector.acquire(), name="manager leader election")
+        stopping = asyncio.create_task(stop.wait(), name="manager standby stop")
+        await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (acquiring, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return elector.state.leading
+
+    stop = asyncio.Event()
+    """The process stops (SIGTERM, SIGINT or ``stop_flag``)."""
+
+    def on_signal(sig: signal.Signals) -> None:
+        logger.info("%s received: stopping", sig.name)
+        stop.set()
+
+    async def lead(stop: asyncio.Event, signals: bool) -> bool:
+        """Run kopf (handlers and rounds) until the process stops (True) or the Lease is lost (False)."""
+        kopf_stop, lost, ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        running[0] = ready
+        # kopf stops through its stop flag only: stopped by a signal it leaves a task waiting on the flag and
+        # then waits 5 s for it (kopf 1.45), which would delay the Lease's release. So SIGTERM sets ``stop``
+        # (kopf's own handler, installed as kopf starts, is replaced once it is ready).
+        helpers = [asyncio.create_task(_set_after(stop, kopf_stop), name="manager stop")]
+        if caller_ready is not None:
+            helpers.append(asyncio.create_task(_relay(ready, caller_ready), name="manager ready"))
+        if signals:
+            helpers.append(asyncio.create_task(_own_signals(ready, on_signal), name="manager signals"))
+        if elector is not None:
+
+            async def hold() -> None:
+                assert elector is not None
+                await elector.hold()
+                leader_gauge.set(0)
+                lost.set()
+                kopf_stop.set()
+
+            helpers.append(asyncio.create_task(hold(), name="manager lease renewal"))
+        try:
+            await kopf.operator(
+                registry=registry,
+                settings=settings,
+                clusterwide=True,
+                standalone=True,
+                liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
+                stop_flag=kopf_stop,
+                ready_flag=ready,
+            )
+        finally:
+            for task in helpers:
+                task.cancel()
+            for task in helpers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return not lost.is_set()
 
     async def operate() -> None:
         async with client, writes_client:
-            if config.peering.enabled:
-                # Before kopf starts: until the object exists every replica would see no peers and act.
-                await ensure_peering(client, config.peering.name, config.peering.owner_cluster_role, logger)
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
                 asyncio.create_task(_tend_gc(GcFreezer()), name="manager gc"),
                 asyncio.create_task(credentials.run(), name="manager credentials"),
             ]
+            watchers: list[asyncio.Task[Any]] = []
+            signals = threading.current_thread() is threading.main_thread()
             try:
-                await kopf.operator(
-                    registry=registry,
-                    settings=settings,
-                    clusterwide=True,
-                    standalone=not config.peering.enabled,
-                    liveness_endpoint=None,  # kopf's own endpoint has no head or read-time bounds: ours below
-                    stop_flag=stop_flag,
-                    ready_flag=ready_flag,
-                )
+                if stop_flag is not None:
+                    watchers.append(asyncio.create_task(_set_after(stop_flag, stop), name="manager stop flag"))
+                while not stop.is_set():
+                    if signals:  # ours again (kopf installs its own while it runs)
+                        _handle_signals(on_signal)
+                    if elector is not None:
+                        if not await standby(stop):
+                            logger.info("stopped while standing by")
+                            break
+                        leader_gauge.set(1)
+                    if await lead(stop, signals):
+                        break
+                    # The Lease was not renewed in time (the API server unreachable, or another holder):
+                    # nothing acts here any more; stand by and compete for it again, in this process.
+                    logger.warning("stopped acting: the Lease was lost; standing by")
+                    running[0] = None
             finally:
+                if signals:
+                    loop = asyncio.get_running_loop()
+                    for sig in (signal.SIGINT, signal.SIGTERM):
+                        loop.remove_signal_handler(sig)
+                for task in watchers:
+                    task.cancel()
+                for task in watchers:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                if elector is not None:
+                    await elector.release()  # after kopf stopped: nothing of ours writes any more
+                    leader_gauge.set(0)
                 for task in background:
                     task.cancel()
                 for task in background:
@@ -609,11 +769,19 @@ async def run(
         return
 
     def alive() -> dict[str, Any]:
-        return health_report(_is_set(started), heartbeat.alive(), loops)
+        leader = None
+        if elector is not None:
+            state = elector.state
+            leader = {"leading": state.leading, "holder": state.holder, "transitions": state.transitions}
+        current = running[0]
+        return health_report(current is not None and current.is_set(), heartbeat.alive(), loops, leader, cache.sizes())
 
     def ready() -> dict[str, Any]:
+        current = running[0]
+        operating = current is not None and current.is_set()
+        standing_by = elector is not None and current is None  # kopf starts only once the Lease is ours
         return readiness_report(
-            _is_set(started),
+            operating or standing_by,
             heartbeat.alive(),
             cache.not_ready(),
             connection.credentials.not_ready(config.credentials.refused_not_ready_seconds),

@@ -12,7 +12,7 @@ import pytest
 from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
-from koordpy.kube.reflector import Reflector, run_reflectors, wait_synced
+from koordpy.kube.reflector import STABLE_STREAM_SECONDS, Reflector, run_reflectors, wait_synced
 from koordpy.kube.resources import NODES, PODS
 from koordpy.scheduler.extender.cache import ClusterCache
 from koordpy.scheduler.framework import ClusterState as SchedulerState
@@ -367,3 +367,34 @@ async def test_a_required_resource_not_served_is_a_failure_loop(api_client: ApiC
     async with running(reflector):
         await eventually(reflector.failing)
         assert not reflector.absent
+
+
+async def test_a_failure_loop_ends_once_the_resumed_watch_is_accepted_and_stays_open(
+    apiserver: ApiServerEmulator, api_client: ApiClient, eventually: Eventually
+) -> None:
+    """Nodes that never change: after an outage the watch resumes from its resourceVersion and no event comes
+    for minutes. The failure loop (readiness) ends once the server accepted the watch and it stayed open for
+    STABLE_STREAM_SECONDS (on the reflector's clock, moved by hand here), not backoff_max (30 s) of it; no
+    relist was needed."""
+    await api_client_create_nodes(api_client, 2)
+    rec = Recorder()
+    now = [0.0]
+    reflector = Reflector(
+        api_client,
+        NODES,
+        rec,
+        backoff_initial=0.02,
+        backoff_max=30.0,
+        watch_timeout_seconds=300,
+        monotonic=lambda: now[0],
+    )
+    async with running(reflector):
+        await asyncio.wait_for(reflector.synced.wait(), HANG_BACKSTOP)
+        await apiserver.stop()
+        await eventually(reflector.failing)
+        await apiserver.start()
+        await eventually(lambda: reflector._stream_since is not None)  # the resumed watch was accepted
+        assert reflector.failing()  # not yet: it could still break at once
+        now[0] += STABLE_STREAM_SECONDS
+        assert not reflector.failing()
+        assert reflector.relists == 0 and len(rec.events) == 2  # the two ADDED of the first list, nothing since

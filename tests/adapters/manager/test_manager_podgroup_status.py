@@ -19,6 +19,7 @@ SIGS = "scheduling.sigs.k8s.io/v1alpha1/podgroups"
 X_K8S = "scheduling.x-k8s.io/v1alpha1/podgroups"
 VOLCANO = "scheduling.volcano.sh/v1beta1/podgroups"
 CONFIG = {
+    "leaderElection": {"leaderElect": False},  # kmock keeps no resourceVersions: no Lease to elect on
     "nodeMetric": {"enabled": False},
     "podGroup": {"eventIntervalSeconds": 3600, "eventDelaySeconds": 1, "podEventsPerGang": 2},
 }

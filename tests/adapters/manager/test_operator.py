@@ -40,6 +40,7 @@ DEFAULT_POLICY = {
 BATCH_POLICY = {**DEFAULT_POLICY, "reportIntervalSeconds": 30}
 
 CONFIG = {
+    "leaderElection": {"leaderElect": False},  # kmock keeps no resourceVersions: no Lease to elect on
     "nodeMetric": {"overrides": [{"nodeSelector": {"pool": "batch"}, "reportIntervalSeconds": 30}]},
     "health": {"host": "127.0.0.1", "port": 8080},
 }
@@ -174,7 +175,9 @@ async def test_start_up_creates_fixes_and_garbage_collects(
             body = await resp.json()
         assert body["status"] == "ok"
         assert body["checks"]["eventLoop"] == "ok" and body["checks"]["operator"] == "running"
-        assert set(body["checks"]) == {"eventLoop", "operator", "migrationRounds", "reservationRounds"}
+        # no leaderElection entry: election is off against kmock (CONFIG)
+        assert set(body["checks"]) == {"eventLoop", "operator", "migrationRounds", "reservationRounds", "caches"}
+        assert body["checks"]["caches"]["nodes"] == 2  # web-1 and batch-1: the manager's watch cache of nodes
         assert body["checks"]["reservationRounds"]["intervalSeconds"] == 10
 
     # The drifted object was patched, not replaced: the foreign key was removed by the merge-patch.
@@ -226,51 +229,6 @@ async def test_disabled_bookkeeping_writes_nothing(emulator: kmock.KubernetesEmu
     assert stored(emulator, NODEMETRICS, "ghost") is not None
 
 
-PEERINGS = "kopf.dev/v1/clusterkopfpeerings"
-PEERING_URL = "/apis/kopf.dev/v1/clusterkopfpeerings"
-
-
-def peering_status(emulator: kmock.KubernetesEmulator) -> dict[str, Any]:
-    obj = stored(emulator, PEERINGS, "koordpy-manager")
-    return {} if obj is None else dict(obj.get("status") or {})
-
-
-async def test_peering_creates_its_object_and_stands_by_for_a_higher_priority_peer(
-    emulator: kmock.KubernetesEmulator, kubeconfig: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="kopf")
-    emulator.resources[PEERINGS] = kmock.ResourceInfo(kind="ClusterKopfPeering", namespaced=False, verbs=VERBS)
-    assert await api(emulator, "POST", "/api/v1/nodes", node("web-1")) < 300
-    async with running_manager({**CONFIG, "peering": {"enabled": True}}):
-        # The manager created the shared object and announces itself in it (random priority below 2**31).
-        await eventually(lambda: len(peering_status(emulator)) == 1, "own keep-alive in the peering object")
-        (me,) = peering_status(emulator)
-        assert 1 <= peering_status(emulator)[me]["priority"] < 2**31
-        await eventually(lambda: policy_of(emulator, "web-1") == DEFAULT_POLICY, "a lone peer acts")
-
-        # Another replica with a higher priority appears: this one pauses.
-        now = datetime.datetime.now(datetime.UTC).isoformat()
-        other = {"status": {"other-replica": {"priority": 2**40, "lifetime": 600, "lastseen": now}}}
-        assert await api(emulator, "PATCH", f"{PEERING_URL}/koordpy-manager", other) < 300
-        await eventually(lambda: "Pausing operations in favour of" in caplog.text, "kopf pauses this replica")
-        assert await api(emulator, "POST", "/api/v1/nodes", node("web-2")) < 300
-        # The higher-priority peer leaves: this one resumes and catches up.
-        leave = {"status": {"other-replica": None}}
-        assert await api(emulator, "PATCH", f"{PEERING_URL}/koordpy-manager", leave) < 300
-        await eventually(lambda: policy_of(emulator, "web-2") == DEFAULT_POLICY, "resumed and caught up")
-    # Nothing was written for web-2 while paused: its create came after the other peer left.
-    requests = list(emulator)
-    left = max(i for i, r in enumerate(requests) if r.method == "PATCH" and r.data == leave)
-    created = min(
-        i
-        for i, r in enumerate(requests)
-        if r.method == "POST" and r.url.path == NM_URL and r.data["metadata"]["name"] == "web-2"
-    )
-    assert created > left
-    creates = [r for r in requests if r.method == "POST" and r.url.path == PEERING_URL]
-    assert len(creates) == 1
-
-
 class _ScriptedApi:
     """Answers ``request`` from a script of results (an exception is raised), recording each call."""
 
@@ -287,63 +245,24 @@ class _ScriptedApi:
         return answer
 
 
-async def test_ensure_peering_owns_the_object_by_the_cluster_role_and_retries_temporary_errors() -> None:
+async def test_a_new_manager_waits_out_the_live_keep_alives_of_older_peering_replicas() -> None:
+    """``may_lead`` of the elector: an older version's replica that still keeps alive in the ClusterKopfPeering
+    (kopf's rule: lastseen + lifetime in the future) holds a new manager back; a dead one, an empty or a
+    missing object (or kind) do not; a failed read says "not yet"."""
     from koordpy.kube import errors as kube_errors
-    from koordpy.manager.api import ensure_peering
+    from koordpy.manager.operator import legacy_peers_gone
 
+    now = datetime.datetime.now(datetime.UTC)
+    live = {"priority": 7, "lifetime": 60, "lastseen": (now - datetime.timedelta(seconds=30)).isoformat()}
+    dead = {"priority": 9, "lifetime": 60, "lastseen": (now - datetime.timedelta(seconds=61)).isoformat()}
     api = _ScriptedApi(
-        kube_errors.ServerError(503, "ServiceUnavailable", "starting"),  # role read fails: retried
-        {"metadata": {"uid": "role-uid"}},
-        {},
+        {"status": {"old-a": live, "old-b": dead}},
+        {"status": {"old-b": dead}},
+        {"status": {}},
+        kube_errors.NotFound(404, "NotFound", "the server could not find the requested resource"),
+        kube_errors.ServerError(503, "ServiceUnavailable", "starting"),
     )
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    created = await ensure_peering(api, "koordpy-manager", "koordpy-manager", logging.getLogger("t"), sleep=sleep)  # type: ignore[arg-type]
-    assert created is True
-    assert slept == [0.5]
-    method, path, body = api.calls[-1]
-    assert (method, path) == ("POST", "/apis/kopf.dev/v1/clusterkopfpeerings")
-    assert body == {
-        "apiVersion": "kopf.dev/v1",
-        "kind": "ClusterKopfPeering",
-        "metadata": {
-            "name": "koordpy-manager",
-            "ownerReferences": [
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRole",
-                    "name": "koordpy-manager",
-                    "uid": "role-uid",
-                }
-            ],
-        },
-    }
-
-
-async def test_ensure_peering_adopts_an_ownerless_object_and_raises_on_refusal() -> None:
-    from koordpy.kube import errors as kube_errors
-    from koordpy.manager.api import ensure_peering
-
-    path = "/apis/kopf.dev/v1/clusterkopfpeerings"
-    exists = _ScriptedApi(kube_errors.Conflict(409, "AlreadyExists", "exists"))
-    assert await ensure_peering(exists, "p", None, logging.getLogger("t")) is False  # type: ignore[arg-type]
-    assert [c[:2] for c in exists.calls] == [("POST", path)]  # no owner asked for: left as found
-
-    role = {"metadata": {"uid": "role-uid"}}
-    conflict = kube_errors.Conflict(409, "AlreadyExists", "exists")
-    ownerless = _ScriptedApi(role, conflict, {"metadata": {"name": "p", "resourceVersion": "7"}}, {})
-    assert await ensure_peering(ownerless, "p", "role", logging.getLogger("t")) is False  # type: ignore[arg-type]
-    method, patched, body = ownerless.calls[-1]
-    assert (method, patched) == ("PATCH", f"{path}/p")
-    owner = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "role", "uid": "role-uid"}
-    assert body == {"metadata": {"ownerReferences": [owner], "resourceVersion": "7"}}
-
-    owned = _ScriptedApi(role, conflict, {"metadata": {"name": "p", "ownerReferences": [{"kind": "Other"}]}})
-    assert await ensure_peering(owned, "p", "role", logging.getLogger("t")) is False  # type: ignore[arg-type]
-    assert [c[0] for c in owned.calls] == ["GET", "POST", "GET"]  # another owner: left as found
-    denied = _ScriptedApi(kube_errors.Forbidden(403, "Forbidden", "no"))
-    with pytest.raises(kube_errors.Forbidden):
-        await ensure_peering(denied, "p", "role", logging.getLogger("t"))  # type: ignore[arg-type]
+    check = legacy_peers_gone(api, "koordpy-manager", logging.getLogger("t"))  # type: ignore[arg-type]
+    assert [await check() for _ in range(5)] == [False, True, True, True, False]
+    assert {path for _, path, _ in api.calls} == {"/apis/kopf.dev/v1/clusterkopfpeerings/koordpy-manager"}
+    assert {method for method, _, _ in api.calls} == {"GET"}  # the new manager never writes the old object

@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import socket
 from pathlib import Path
 
 import pytest
 
 from koordpy.config.errors import validate
-from koordpy.config.manager import ManagerConfiguration
+from koordpy.config.manager import ManagerConfiguration, deprecation_warnings
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.errors import NotFound
-from koordpy.kube.resources import PODMIGRATIONJOBS, PODS, ResourceRef
+from koordpy.kube.resources import LEASES, PODMIGRATIONJOBS, PODS
 from koordpy.manager.operator import operator_settings, run
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
@@ -90,10 +91,7 @@ async def test_operator_arbitrates_and_migrates_without_finalizers(
     assert ("patch", "podmigrationjobs", "status") in calls
 
 
-PEERING = ResourceRef("kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", namespaced=False)
-
-
-async def wait_phase(api: ApiClient, name: str, wanted: str, timeout: float = 30) -> None:
+async def wait_phase(api: ApiClient, name: str, wanted: str, timeout: float = HANG_BACKSTOP) -> None:
     async with asyncio.timeout(timeout):
         while True:
             job = await api.get(PODMIGRATIONJOBS, name)
@@ -102,63 +100,143 @@ async def wait_phase(api: ApiClient, name: str, wanted: str, timeout: float = 30
             await asyncio.sleep(0.1)
 
 
-async def test_with_peering_only_the_active_replica_runs_rounds(
+def held_lease(holder: str, seconds: int) -> dict[str, object]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds, "renewTime": now, "acquireTime": now}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "koordpy-manager", "namespace": "koordpy-system"},
+        "spec": spec,
+    }
+
+
+async def test_a_standby_acts_only_once_it_holds_the_lease_and_releases_it_when_stopped(
     apiserver: ApiServerEmulator,
     api_client: ApiClient,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Another replica holds the manager's Lease (renewed, as far as this one can tell): the manager stands
+    by and writes nothing (the job stays untouched for ten arbitration intervals); the holder releases
+    the Lease as a stopping leader does, and the manager takes it and migrates. Stopped, it releases it."""
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     config = validate(
         ManagerConfiguration,
         {
-            "peering": {"enabled": True, "lifetimeSeconds": 600},
+            "leaderElection": {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "1s"},
             "migrationController": {"defaultJobMode": "EvictDirectly", "arbitrationArgs": {"interval": "200ms"}},
         },
     )
-    for i in range(2):
-        await running_pod(api_client, f"web-{i}")
+    await api_client.create(LEASES, held_lease("other-replica", 3600), namespace="koordpy-system")
+    await running_pod(api_client, "web-0")
     stop = asyncio.Event()
     task = asyncio.create_task(run(config, stop_flag=stop, liveness=False))
     body = {"metadata": {"name": "m0"}, "spec": {"podRef": {"namespace": "shop", "name": "web-0"}, "ttl": "5m"}}
     try:
         await api_client.create(PODMIGRATIONJOBS, body)
-        await wait_phase(api_client, "m0", "Succeeded")  # a lone replica is active: its rounds run
-        peering = await api_client.get(PEERING, "koordpy-manager")
-        (me,) = peering["status"]
-        assert peering["status"][me]["lifetime"] == 600  # peering.lifetimeSeconds reaches kopf
-        # a replica with a higher priority appears: this one pauses, and so do its rounds
-        now = datetime.datetime.now(datetime.UTC).isoformat()
-        other = {"other-replica": {"priority": 2**40, "lifetime": 600, "lastseen": now}}
-        await api_client.patch(PEERING, "koordpy-manager", {"status": other})
-        async with asyncio.timeout(30):
-            while "migration rounds stopped" not in [r.getMessage() for r in caplog.records]:
-                await asyncio.sleep(0.1)
-        await api_client.create(
-            PODMIGRATIONJOBS,
-            {**body, "metadata": {"name": "m1"}}
-            | {"spec": {**body["spec"], "podRef": {"namespace": "shop", "name": "web-1"}}},
-        )
-        await asyncio.sleep(2)  # ten intervals: a standby touches nothing
-        untouched = await api_client.get(PODMIGRATIONJOBS, "m1")
+        async with asyncio.timeout(HANG_BACKSTOP):
+            while "standing by; held by other-replica" not in caplog.text:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(2)  # ten arbitration intervals: a standby touches nothing
+        untouched = await api_client.get(PODMIGRATIONJOBS, "m0")
         assert untouched.get("status") in (None, {}) and not (untouched["metadata"].get("annotations") or {})
-        # the other replica leaves: this one resumes its rounds and migrates the job
-        await api_client.patch(PEERING, "koordpy-manager", {"status": {"other-replica": None}})
-        await wait_phase(api_client, "m1", "Succeeded")
+        assert "migration rounds started" not in caplog.text
+        writes = [r for r in apiserver.requests if r["user"] == "manager" and r["verb"] not in ("get", "list", "watch")]
+        assert writes == [], writes
+        # the holder stops and releases the Lease (client-go's release: empty holder, duration 1 s)
+        current = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        released = {**current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+        await api_client.replace(LEASES, {**current, "spec": released}, namespace="koordpy-system")
+        await wait_phase(api_client, "m0", "Succeeded")
+        lease = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        assert lease["spec"]["holderIdentity"].startswith(socket.gethostname() + "_")
+        assert lease["spec"]["leaseTransitions"] == 1
     finally:
         stop.set()
-        await asyncio.wait_for(task, 30)
-    started = [r.getMessage() for r in caplog.records if r.getMessage().startswith("migration rounds started")]
-    assert len(started) == 2  # once at the start, once on resuming
-    peering = await api_client.get(PEERING, "koordpy-manager")
-    assert peering["metadata"].get("finalizers") in (None, [])  # the rounds' daemon needs none
+        await asyncio.wait_for(task, HANG_BACKSTOP)
+    lease = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+    assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseDurationSeconds"]) == ("", 1)
 
 
-def test_peering_lifetime_reaches_kopf() -> None:
-    default = operator_settings(validate(ManagerConfiguration, {}))
-    assert default.peering.lifetime == 60  # kopf's own default, stated in the configuration
-    quick = operator_settings(validate(ManagerConfiguration, {"peering": {"enabled": True, "lifetimeSeconds": 20}}))
-    assert (quick.peering.lifetime, quick.peering.mandatory, quick.peering.standalone) == (20, True, False)
+async def test_a_standby_stopped_before_it_leads_writes_nothing(
+    apiserver: ApiServerEmulator, api_client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    await api_client.create(LEASES, held_lease("other-replica", 3600), namespace="koordpy-system")
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(validate(ManagerConfiguration, {}), stop_flag=stop, liveness=False))
+    async with asyncio.timeout(HANG_BACKSTOP):
+        while not any(r["resource"] == "leases" and r["user"] == "manager" for r in apiserver.requests):
+            await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, HANG_BACKSTOP)
+    assert {r["verb"] for r in apiserver.requests if r["user"] == "manager"} <= {"get", "list", "watch"}
+    lease = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+    assert lease["spec"]["holderIdentity"] == "other-replica"
+
+
+def test_kopf_runs_standalone_and_the_deprecated_peering_fields_say_so() -> None:
+    settings = operator_settings(validate(ManagerConfiguration, {}))
+    assert (settings.peering.standalone, settings.peering.mandatory) == (True, False)
+    backoffs = list(settings.networking.error_backoffs)  # type: ignore[arg-type]
+    assert backoffs[:3] == [0.5, 1.0, 2.0] and max(backoffs) == 2.0 and sum(backoffs) > 100  # prompt, patient
+    old = validate(ManagerConfiguration, {"peering": {"enabled": True, "lifetimeSeconds": 20}})
+    assert operator_settings(old).peering.standalone is True  # peering no longer decides who acts
+    warnings = deprecation_warnings(old)
+    assert [w.split(" ", 1)[0] for w in warnings] == ["peering.enabled", "peering.lifetimeSeconds"]
+    assert all("Lease (leaderElection)" in w for w in warnings)
+    assert deprecation_warnings(validate(ManagerConfiguration, {})) == []
+    assert deprecation_warnings(validate(ManagerConfiguration, {"peering": {"name": "old"}})) == []  # still read
+
+
+async def test_a_leader_that_loses_its_lease_stops_acting_and_stands_by_again(
+    apiserver: ApiServerEmulator,
+    api_client: ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Someone else's name appears in the Lease (as after a pause longer than the lease): at its next renewal
+    the manager stops kopf and its rounds and stands by, in the same process; once the Lease is free again
+    it takes it and acts again."""
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    config = validate(
+        ManagerConfiguration,
+        {
+            "leaderElection": {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "1s"},
+            "migrationController": {"defaultJobMode": "EvictDirectly", "arbitrationArgs": {"interval": "200ms"}},
+        },
+    )
+    await running_pod(api_client, "web-0")
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(run(config, stop_flag=stop, ready_flag=ready, liveness=False))
+    try:
+        await asyncio.wait_for(ready.wait(), HANG_BACKSTOP)
+        current = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        taken = {**current["spec"], "holderIdentity": "another-replica"}
+        await api_client.replace(LEASES, {**current, "spec": taken}, namespace="koordpy-system")
+        async with asyncio.timeout(HANG_BACKSTOP):
+            while "stopped acting: the Lease was lost; standing by" not in caplog.text:
+                await asyncio.sleep(0.05)
+        assert "migration rounds stopped" in caplog.text and not task.done()
+        body = {"metadata": {"name": "m0"}, "spec": {"podRef": {"namespace": "shop", "name": "web-0"}, "ttl": "5m"}}
+        await api_client.create(PODMIGRATIONJOBS, body)
+        await asyncio.sleep(2)  # ten arbitration intervals: a standby touches nothing
+        untouched = await api_client.get(PODMIGRATIONJOBS, "m0")
+        assert untouched.get("status") in (None, {}), untouched
+        # the other holder goes away (releases): this process leads again and migrates
+        current = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+        freed = {**current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
+        await api_client.replace(LEASES, {**current, "spec": freed}, namespace="koordpy-system")
+        await wait_phase(api_client, "m0", "Succeeded")
+        assert [r.getMessage() for r in caplog.records].count("migration rounds started (every 0.2s)") == 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, HANG_BACKSTOP)

@@ -172,6 +172,8 @@ class ControlPlane:
     runtime_config: tuple[str, ...] = ()
     audited_groups: tuple[str, ...] = ()
     """Users of these groups have every request audited, reads included (writes are audited for everyone)."""
+    default_scheduler_args: tuple[str, ...] = ()
+    """Command-line flags added to the stock default-scheduler's (``--v=2`` for its informers' log lines)."""
     bin_dir: Path | None = None
     procs: dict[str, Proc] = field(default_factory=dict)
     secure_ports: dict[str, int] = field(default_factory=dict)
@@ -209,6 +211,31 @@ class ControlPlane:
         """Stop every process by its process group, in reverse start order (etcd last)."""
         for name in reversed(list(self.procs)):
             self.procs[name].stop()
+
+    def kill_apiserver_and_etcd(self) -> None:
+        """SIGKILL kube-apiserver and etcd (no clean shutdown: what a node crash or an OOM kill does). Their
+        data directory, ports and arguments stay; :meth:`restart_apiserver_and_etcd` starts them again."""
+        for name in ("kube-apiserver", "etcd"):
+            self.procs[name].kill()
+
+    def restart_apiserver_and_etcd(self, timeout: float = 300.0) -> float:
+        """Start etcd and kube-apiserver again with the arguments they had (same ports, same etcd data
+        directory, same certificates and tokens), each once the previous is ready; returns the monotonic
+        time at which kube-apiserver's ``/readyz`` first answered 200 (polled every 0.1 s).
+        ``timeout`` is a hang backstop per process."""
+        etcd, apiserver = self.procs["etcd"], self.procs["kube-apiserver"]
+        assert not etcd.alive() and not apiserver.alive(), "kill_apiserver_and_etcd() first"
+        etcd.start()
+        wait_http(f"{self._etcd_url}/health", timeout, etcd)
+        apiserver.start()
+        wait_http(
+            f"{self.url}/readyz",
+            timeout,
+            apiserver,
+            verify=self.tls(),
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+        )
+        return time.monotonic()
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -516,7 +543,13 @@ class ControlPlane:
             "leaderElection": {"leaderElect": False},
             "profiles": [{"schedulerName": "default-scheduler"}],
         }
-        self.start_scheduler("default-scheduler", config, self._tokens["kube-scheduler"], user="system:kube-scheduler")
+        self.start_scheduler(
+            "default-scheduler",
+            config,
+            self._tokens["kube-scheduler"],
+            user="system:kube-scheduler",
+            extra_args=self.default_scheduler_args,
+        )
 
     # ---- convenience ----------------------------------------------------------------------
 

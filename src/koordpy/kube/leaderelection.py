@@ -1,0 +1,278 @@
+"""Leader election on a ``coordination.k8s.io`` Lease, with the rules of client-go's ``leaderelection``
+package (k8s.io/client-go/tools/leaderelection, v0.37: ``tryAcquireOrRenew``, ``renew``, ``release``).
+
+A candidate reads the Lease every ``retry_period`` (jittered up to 1.2x). It takes it when the Lease is
+missing (create), free (an empty ``holderIdentity``, which a leader leaves when it releases), or not
+renewed for ``leaseDurationSeconds`` as this candidate observed it: expiry is measured on the candidate's
+own monotonic clock from the moment it first saw the current record, never from the timestamps written
+in the Lease (clocks of two nodes need not agree). Every write is an update guarded by the
+resourceVersion read, so of two candidates racing for a free Lease exactly one wins (the other gets
+409 Conflict). A leader renews every ``retry_period``; when no renewal succeeded for ``renew_deadline``
+it has lost the Lease (:meth:`LeaseElector.hold` returns). :meth:`LeaseElector.release` empties the
+holder and sets ``leaseDurationSeconds`` to 1, so a standby takes over at its next try.
+
+Sticky by construction: nothing a candidate carries (start time, priority) lets it take a Lease that
+its holder renews.
+
+Not guaranteed: fencing (a holder frozen longer than the lease duration still believes it leads until
+its next renewal fails); the Lease's timestamps are informative only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordpy.kube.client import ApiClient
+from koordpy.kube.errors import ApiError, Conflict, NotFound
+from koordpy.kube.resources import LEASES
+
+__all__ = ["JITTER_FACTOR", "ElectionState", "LeaseElector", "micro_time"]
+
+JITTER_FACTOR = 1.2
+"""client-go's ``JitterFactor``: each wait is ``retry_period`` times a factor in [1, 1 + 1.2)."""
+
+log = logging.getLogger(__name__)
+
+
+def micro_time(now: dt.datetime) -> str:
+    """A ``metav1.MicroTime`` (RFC 3339 with microseconds, UTC), as the Lease's times are written."""
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class ElectionState:
+    """What :meth:`LeaseElector.state` reports (``/healthz``, metrics); plain values only."""
+
+    leading: bool = False
+    holder: str = ""
+    """The holder this candidate last observed ("" for a free Lease)."""
+    transitions: int = 0
+    """``spec.leaseTransitions`` as last observed."""
+    acquired: int = 0
+    """How often this process took the Lease."""
+    failed_attempts: int = 0
+    """Reads or writes of the Lease that failed (any error but a lost race)."""
+    last_error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LeaseElector:
+    """One candidate ``identity`` for the Lease ``namespace/name`` (see the module docstring).
+
+    ``may_lead`` (optional) is asked before each attempt to take a Lease this candidate does not hold;
+    False postpones the attempt to the next try (the manager waits out older replicas that peer without
+    the Lease). ``monotonic``, ``wall`` and ``sleep`` are injected for tests. One event loop only.
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        may_lead: Callable[[], Awaitable[bool]] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:
+            raise ValueError("leaseDuration > renewDeadline > 1.2 x retryPeriod > 0 is required")
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.may_lead = may_lead
+        self._monotonic = monotonic
+        self._wall = wall
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._observed: dict[str, Any] | None = None
+        """The Lease's spec as last read or written."""
+        self._observed_rv = ""
+        self._observed_at = 0.0
+        """Monotonic time at which the observed spec last changed (client-go's ``observedTime``)."""
+        self.state = ElectionState()
+
+    # -- one attempt ------------------------------------------------------------------------------
+
+    def _spec(self, holder: str, *, acquire: str, transitions: int, duration: int) -> dict[str, Any]:
+        now = micro_time(self._wall())
+        return {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": duration,
+            "acquireTime": acquire or now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        spec = dict(lease.get("spec") or {})
+        if spec != self._observed:
+            self._observed = spec
+            self._observed_at = self._monotonic()
+        self._observed_rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        self.state.holder = str(spec.get("holderIdentity") or "")
+        self.state.transitions = int(spec.get("leaseTransitions") or 0)
+
+    def _held_by_other(self) -> bool:
+        spec = self._observed or {}
+        holder = str(spec.get("holderIdentity") or "")
+        if not holder or holder == self.identity:
+            return False
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+        return self._observed_at + duration > self._monotonic()
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One read and at most one write; True when this candidate holds the Lease afterwards.
+
+        A lost race (409 Conflict, or 409 AlreadyExists on create) is False; other API errors propagate."""
+        try:
+            lease = await self.client.get(LEASES, self.name, self.namespace)
+        except NotFound:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(self.identity, acquire="", transitions=0, duration=round(self.lease_duration)),
+            }
+            if self.may_lead is not None and not await self.may_lead():
+                return False
+            try:
+                created = await self.client.create(LEASES, body, namespace=self.namespace)
+            except Conflict:
+                return False
+            self._observe(created)
+            return True
+        self._observe(lease)
+        spec = self._observed or {}
+        holder = str(spec.get("holderIdentity") or "")
+        mine = holder == self.identity
+        if not mine:
+            if self._held_by_other():
+                return False
+            if self.may_lead is not None and not await self.may_lead():
+                return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        updated = {
+            **lease,
+            "spec": self._spec(
+                self.identity,
+                acquire=str(spec.get("acquireTime") or "") if mine else "",
+                transitions=transitions if mine else transitions + 1,
+                duration=round(self.lease_duration),
+            ),
+        }
+        try:
+            written = await self.client.replace(LEASES, updated, namespace=self.namespace)
+        except Conflict:
+            return False
+        self._observe(written)
+        return True
+
+    # -- the loops --------------------------------------------------------------------------------
+
+    def _wait(self) -> float:
+        return self.retry_period * (1.0 + JITTER_FACTOR * self._rng.random())
+
+    async def _attempt(self) -> bool:
+        try:
+            return await self.try_acquire_or_renew()
+        except ApiError as exc:
+            self.state.failed_attempts += 1
+            self.state.last_error = str(exc)[:300]
+            log.warning("leader election %s/%s: %s", self.namespace, self.name, exc)
+            return False
+
+    async def acquire(self) -> None:
+        """Return once this candidate holds the Lease (tries every ``retry_period``, jittered)."""
+        announced = ""
+        while True:
+            if await self._attempt():
+                self.state.leading = True
+                self.state.acquired += 1
+                log.info(
+                    "leader election %s/%s: acquired as %s (transitions %d)",
+                    self.namespace,
+                    self.name,
+                    self.identity,
+                    self.state.transitions,
+                )
+                return
+            if self.state.holder != announced:
+                announced = self.state.holder
+                log.info(
+                    "leader election %s/%s: standing by; held by %s",
+                    self.namespace,
+                    self.name,
+                    announced or "nobody (waiting for older replicas)",
+                )
+            await self._sleep(self._wait())
+
+    async def hold(self) -> None:
+        """Renew every ``retry_period`` while leading; return once no renewal succeeded for ``renew_deadline``
+        or another candidate holds the Lease (it is then lost: stop acting). Each attempt is bounded by
+        what is left of the deadline, so a hung request cannot outlast it."""
+        last_renewed = self._monotonic()
+        while True:
+            await self._sleep(self.retry_period)
+            while True:
+                left = last_renewed + self.renew_deadline - self._monotonic()
+                renewed = False
+                if left > 0:
+                    try:
+                        renewed = await asyncio.wait_for(self._attempt(), left)
+                    except TimeoutError:
+                        renewed = False
+                if renewed:
+                    last_renewed = self._monotonic()
+                    break
+                if self._held_by_other() or self._monotonic() - last_renewed >= self.renew_deadline:
+                    self.state.leading = False
+                    log.error(
+                        "leader election %s/%s: lost (last renewal %.1fs ago; holder now %r)",
+                        self.namespace,
+                        self.name,
+                        self._monotonic() - last_renewed,
+                        self.state.holder,
+                    )
+                    return
+                await self._sleep(min(self.retry_period / 4, max(0.0, left)))
+
+    async def release(self) -> bool:
+        """Give the Lease up (empty holder, ``leaseDurationSeconds`` 1) if this candidate holds it; True when
+        released. Errors are logged, not raised (the Lease then simply expires)."""
+        if not self.state.leading:
+            return False
+        self.state.leading = False
+        spec = self._observed or {}
+        try:
+            lease = await self.client.get(LEASES, self.name, self.namespace)
+            if str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:
+                return False
+            released = {
+                **lease,
+                "spec": self._spec("", acquire="", transitions=int(spec.get("leaseTransitions") or 0), duration=1),
+            }
+            await self.client.replace(LEASES, released, namespace=self.namespace)
+        except ApiError as exc:
+            log.warning(
+                "leader election %s/%s: release failed (%s); it expires instead", self.namespace, self.name, exc
+            )
+            return False
+        log.info("leader election %s/%s: released", self.namespace, self.name)
+        return True
