@@ -34,7 +34,7 @@ if ! KOORDPY_GUEST_DIR=$(bash scripts/install-guest.sh); then
 fi
 export KOORDPY_GUEST_DIR
 echo "guest kernel: $KOORDPY_GUEST_DIR (ready after $(( $(date +%s) - start )) s)"
-"$bin/pytest" -q -p no:cacheprovider -n 2 --dist loadgroup --durations=25 tests
+"$bin/pytest" -q -p no:cacheprovider -n 2 --durations=25 tests
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2

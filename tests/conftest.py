@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from koordpy_testkit.workers import TierScheduling, shared_tiers_first
 
 TESTS = Path(__file__).resolve().parent
 
@@ -25,18 +28,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"error::{category}:({modules})$")
 
 
-SHARED_TIERS = ("cluster", "guest", "system")
-"""Tiers whose tests share one expensive session (a control plane with the chart installed, a booted guest,
-a started emulator process): under ``pytest -n`` (scripts/run-tests.sh) each runs whole, in order, on one
-worker."""
-
-
-@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per shared tier and per module elsewhere (a module's fixtures are set up once), so
-    ``--dist loadgroup`` gives the real-cluster tier a worker of its own while the other one runs the rest.
-    Without xdist the groups are inert marks."""
-    for item in items:
-        parts = Path(str(item.path)).resolve().relative_to(TESTS).parts
-        group = parts[0] if parts[0] in SHARED_TIERS else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
+    """On a pytest-xdist worker: the shared tiers first (``koordpy_testkit.workers``); every worker
+    collects alike, as xdist requires."""
+    if hasattr(config, "workerinput"):
+        order = shared_tiers_first([item.nodeid for item in items])
+        items[:] = [items[i] for i in order]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each shared tier on one worker, whole and in order (``koordpy_testkit.workers``)."""
+    return TierScheduling(config, log)

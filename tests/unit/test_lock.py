@@ -91,7 +91,11 @@ def _imported(folder: Path) -> set[str]:
 
 # import name -> distribution name, where they differ
 DISTRIBUTION = {"yaml": "pyyaml", "prometheus_client": "prometheus-client", "pydantic_core": "pydantic-core"}
-DEV_DISTRIBUTION = {"kubernetes_validate": "kubernetes-validate", "pytest_asyncio": "pytest-asyncio"}
+DEV_DISTRIBUTION = {
+    "kubernetes_validate": "kubernetes-validate",
+    "pytest_asyncio": "pytest-asyncio",
+    "xdist": "pytest-xdist",
+}
 
 
 @pytest.mark.parametrize(
