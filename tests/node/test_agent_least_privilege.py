@@ -152,7 +152,12 @@ def _run_probe(confinement: Confinement, cgroups: dict[str, Path], workdir: Path
         str(target / "memory" / top / "pod" / "memory.limit_in_bytes"),
         str(target / unified.relative_to(CGROUP) / top / "pod" / "cgroup.max.descendants"),
     ]
-    command = confinement.command([sys.executable, "-c", PROBE, *args], binds={host_path: str(target)}, join=join)
+    command = confinement.command(
+        [sys.executable, "-c", PROBE, *args],
+        binds={host_path: str(target)},
+        join=join,
+        checkout_at=str(workdir / "checkout"),
+    )
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -12,6 +12,10 @@
 * as that uid and gid, with no supplementary groups, with exactly the capabilities the context keeps
   (``drop: [ALL]`` plus ``add``) in every set, and ``no_new_privs`` when privilege escalation is off.
 
+A checkout below a directory other uids cannot enter (``mktemp -d``, a home directory) is out of a
+non-root identity's reach, code and virtualenv alike: given ``checkout_at``, :meth:`Confinement.command`
+bind-mounts the checkout there for such an identity and runs ``argv`` from that copy of the same files.
+
 It needs ``unshare``, ``mount`` and ``setpriv`` (util-linux) and root. Not emulated: seccomp, AppArmor or
 SELinux profiles, user namespaces, the runtime's read-only ``/sys`` and masked paths (none of which applies
 to a ``hostPath`` mount below a non-``/sys`` path, where the chart mounts cgroupfs).
@@ -19,6 +23,7 @@ to a ``hostPath`` mount below a non-``/sys`` path, where the chart mounts cgroup
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -31,7 +36,13 @@ import yaml
 
 __all__ = ["Confinement", "agent_container_identity"]
 
-CHART = Path(__file__).resolve().parents[3] / "charts" / "koordpy"
+CHECKOUT = Path(__file__).resolve().parents[3]
+CHART = CHECKOUT / "charts" / "koordpy"
+
+
+def reachable_by_every_uid(path: Path) -> bool:
+    """Whether any uid may enter ``path`` and every directory above it (the others' execute bit)."""
+    return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
 
 
 def agent_container_identity(helm: Path, values: Sequence[str] = ()) -> tuple[dict[str, Any], str, str]:
@@ -87,10 +98,22 @@ class Confinement:
         *,
         binds: Mapping[str, str] | None = None,
         join: Sequence[str] = (),
+        checkout_at: str | None = None,
     ) -> list[str]:
         """``argv`` confined: enter the ``join`` cgroups, new namespaces, ``binds`` (host path -> mount point,
-        created if missing), then the identity."""
-        binds = binds or {}
+        created if missing), then the identity. ``checkout_at``: where a non-root identity finds the checkout
+        when it cannot reach it where it is (``argv``'s paths in it, the virtualenv's Python included, are
+        rewritten there and its ``src`` goes first on ``PYTHONPATH``, as the editable install's path is out of
+        reach); unused for uid 0 or a checkout every uid may enter."""
+        binds = dict(binds or {})
+        exports: list[str] = []
+        if checkout_at is not None and self.uid != 0 and not reachable_by_every_uid(CHECKOUT):
+            binds[str(CHECKOUT)] = checkout_at
+            prefix = str(CHECKOUT) + "/"
+            argv = [checkout_at + "/" + a.removeprefix(prefix) if a.startswith(prefix) else a for a in argv]
+            # exported before setpriv, which executes argv itself: a program between (env) would be
+            # executed without the capabilities setpriv keeps until that exec
+            exports.append(f"export PYTHONPATH={shlex.quote(checkout_at + '/src')}")
         for tool in ("unshare", "setpriv", "mount"):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"{tool} (util-linux) is needed to confine a process like a container")
@@ -112,6 +135,7 @@ class Confinement:
                 "set -e",
                 *(f"mkdir -p {shlex.quote(target)}" for target in binds.values()),
                 *(f"mount --rbind {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in binds.items()),
+                *exports,
                 "exec " + shlex.join([a for a in (*identity, *argv) if a]),
             ]
         )

@@ -402,6 +402,7 @@ def confined_probe(context: dict[str, Any], host_path: str, mount_path: str, tar
             ],
             binds={host_path: str(mount)},
             join=[str(ROOT / agent["containers"]["e" * 64] / "cgroup.procs")],
+            checkout_at=str(work / "checkout"),
         )
         proc = subprocess.run(command, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
