@@ -282,6 +282,7 @@ def test_upgrade_and_rollback_mid_flight_never_run_two_managers(
             event["user"]["username"] == MANAGER_SA
             and event["verb"] == "create"
             and ref.get("resource") == "reservations"
+            and stamp(event["requestReceivedTimestamp"]) >= started  # not the earlier tests' managers
         ):
             created.setdefault(ref["name"], []).append(event["responseStatus"]["code"])
     uids = {(kube.get("PodMigrationJob", name) or {})["metadata"]["uid"] for name in names}
