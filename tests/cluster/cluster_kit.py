@@ -23,6 +23,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,6 +35,7 @@ import httpx
 import yaml
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane, fake_node, write_kubeconfig
 from koordpy_testkit.faultproxy import FaultProxy
 from koordpy_testkit.processes import LOOPBACK, Proc, free_port, stop_all, wait_http
@@ -783,3 +785,24 @@ def dump(obj: Any) -> str:
 
 def iter_lines(text: str, prefix: str) -> Iterator[str]:
     return (line for line in text.splitlines() if line.startswith(prefix))
+
+
+@contextlib.contextmanager
+def fake_node_files(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """The agent's cgroup tree and /proc for a kwok node (nothing runs there), /proc ticking: (cgroup root,
+    proc root)."""
+    busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
+    tree = FakeCgroupTree(tmp_path / "cgroup", version=2, driver="systemd")
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.1):
+            busy.tick()
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        yield tree.root, busy.root
+    finally:
+        stop.set()
+        ticker.join(timeout=5)

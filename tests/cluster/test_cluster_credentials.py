@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,12 +26,11 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Release, Space, wait_until
+from cluster_kit import RELEASE_NAMESPACE, Components, Kube, Release, Space, fake_node_files, wait_until
 from promtext import total
 
 from koordpy.model.durations import parse_rfc3339
 from koordpy_testkit.bounds import HANG_BACKSTOP
-from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.processes import Proc
 from koordpy_testkit.projected import ProjectedVolume
@@ -142,26 +140,6 @@ def tokens(plane: ControlPlane, kube: Kube, release: Release, directory: Path, n
     for token in out.values():
         token.write_fresh()
     return out
-
-
-@contextlib.contextmanager
-def fake_node_files(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """The agent's cgroup tree and /proc for a kwok node (nothing runs there), /proc ticking."""
-    busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
-    tree = FakeCgroupTree(tmp_path / "cgroup", version=2, driver="systemd")
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.1):
-            busy.tick()
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        yield tree.root, busy.root
-    finally:
-        stop.set()
-        ticker.join()
 
 
 @dataclass

@@ -21,7 +21,6 @@ import os
 import re
 import shlex
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +29,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Space, helm, wait_until
+from cluster_kit import CHART, RELEASE, RELEASE_NAMESPACE, Components, Kube, Space, fake_node_files, helm, wait_until
 
 from koordpy.crds import RESOURCES, crd_manifest
 from koordpy_testkit.bounds import HANG_BACKSTOP
-from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.manifests import INSTALL_DOC, ROOT, VALUES, doc_blocks, is_object
 
@@ -175,24 +173,11 @@ def test_managed_fields_name_the_writers_the_page_shows(
     koordpy.start_manager({"nodeMetric": {"reportIntervalSeconds": 1, "aggregateDurationSeconds": 1}})
     wait_until("the manager's NodeMetric", lambda: kube.get("NodeMetric", node))
 
-    busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
-    tree = FakeCgroupTree(tmp_path / "cgroup", version=2, driver="systemd")
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.1):
-            busy.tick()
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
+    with fake_node_files(tmp_path) as (cgroup_root, proc_root):
+        koordpy.start_ready_agent(node, cgroup_root, proc_root, tmp_path / "agent-state")
         wait_until(
             "the agent's report", lambda: (kube.get("NodeMetric", node) or {}).get("status", {}).get("updateTime")
         )
-    finally:
-        stop.set()
-        ticker.join()
 
     command, shown = page_command("--show-managed-fields")
     assert "NODE" in command

@@ -14,10 +14,10 @@ and must not be exposed by a component (Prometheus would rename them).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from cluster_kit import CHART, HELM, RELEASE_NAMESPACE, Components, Kube, Space, wait_until
+from cluster_kit import CHART, HELM, RELEASE_NAMESPACE, Components, Kube, Space, fake_node_files, wait_until
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
-from koordpy_testkit.cgroupfs import BusyProc, FakeCgroupTree
 from koordpy_testkit.controlplane import ControlPlane
 from koordpy_testkit.faultproxy import server_error
 
@@ -181,18 +180,10 @@ def scraped(
     kube.create(job)
 
     # the agent for the kwok node, on a fabricated cgroup tree and /proc
-    busy = BusyProc(tmp_path / "proc", cpus=16, mem_total_kib=64 << 20, mem_avail_kib=48 << 20)
-    tree = FakeCgroupTree(tmp_path / "cgroup", version=2, driver="systemd")
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.1):
-            busy.tick()
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        _, readyz = koordpy.start_ready_agent(node, tree.root, busy.root, tmp_path / "agent-state")
+    with contextlib.ExitStack() as stack:
+        cgroup_root, proc_root = stack.enter_context(fake_node_files(tmp_path))
+        stack.callback(kube.delete, "PodMigrationJob", job["metadata"]["name"])
+        _, readyz = koordpy.start_ready_agent(node, cgroup_root, proc_root, tmp_path / "agent-state")
         agent_metrics = readyz.replace("/readyz", "/metrics")
         wait_until(
             "the agent reported its node",
@@ -215,10 +206,6 @@ def scraped(
             "manager": httpx.get(koordpy.manager_base + "/metrics", timeout=HANG_BACKSTOP).text,
             "agent": httpx.get(agent_metrics, timeout=HANG_BACKSTOP).text,
         }
-    finally:
-        stop.set()
-        ticker.join(timeout=5)
-        kube.delete("PodMigrationJob", job["metadata"]["name"])
 
 
 def test_every_series_the_alerts_and_the_dashboard_name_is_exposed_with_its_labels(scraped: dict[str, str]) -> None:
