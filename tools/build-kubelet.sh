@@ -7,6 +7,9 @@
 # the Kubernetes version and a hash of this script and tools/kubelet's module files, under
 # ${KOORDPY_CACHE:-~/.cache/koordpy}/kubelet-<version>-<hash>: a directory of its own, so building it
 # never touches the control plane's binaries of tools/build.sh. A directory with a complete stamp is reused.
+# Go's build cache is tools/build.sh's (where `go env` puts it), used with the same build environment: the
+# packages the kubelet shares with the control plane (client-go, apimachinery, apiserver, component-base and
+# most of k8s.io/kubernetes/pkg at the same version) are compiled once, by whichever build runs first.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +26,9 @@ if [ -f "$out/.complete" ]; then
 fi
 mkdir -p "$out"
 
+# tools/build.sh's environment: GOEXPERIMENT is part of every package's build-cache key (on a Go whose
+# default differs, the kubelet would otherwise recompile everything the control plane's build compiled).
+export GOEXPERIMENT=nojsonv2
 export GOFLAGS="-mod=readonly -buildvcs=false"
 export CGO_ENABLED=0
 minor=${k8s_version#v1.}; minor=${minor%%.*}
