@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helm_render import CHART, MONITORING_API, ROOT, of_kind, render
+from helm_render import CHART, MONITORING_API, ROOT, of_kind, render, run_helm
 
 from koordpy_testkit.prometheus import promtool
 
@@ -90,13 +90,87 @@ def test_alert_labels_and_the_pending_bound_come_from_values() -> None:
     assert of_kind(render(), "PrometheusRule") == []  # not where monitoring.coreos.com/v1 is not served
 
 
-def test_every_alert_has_a_runbook_section_in_operations_md() -> None:
+def rules_by_alert(*args: str) -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for g in rule_groups(*args) for r in g["rules"]}
+
+
+def test_each_alerts_for_and_windows_come_from_its_values() -> None:
+    """Every alert's ``for`` and every range of its expression are prometheusRule.alerts values: with each
+    set to a duration of its own, no other duration is left in any rule."""
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["prometheusRule"]["alerts"]
+    args, expected = [], {}
+    for index, (alert, fields) in enumerate(sorted(defaults.items())):
+        expected[alert] = {}
+        for offset, name in enumerate(sorted(fields)):
+            value = f"{100 + 10 * index + offset}s"
+            args += ["--set", f"prometheusRule.alerts.{alert}.{name}={value}"]
+            expected[alert][name] = value
+    rules = rules_by_alert(*args)
+    assert sorted(rules) == sorted(defaults)
+    for alert, rule in rules.items():
+        assert rule["for"] == expected[alert]["for"], alert
+        windows = {v for k, v in expected[alert].items() if k != "for"}
+        assert set(re.findall(r"\[(\w+)\]", rule["expr"])) == windows, (alert, rule["expr"])
+    # and the defaults are the documented ones
+    assert {a: r["for"] for a, r in rules_by_alert().items()} == {a: f["for"] for a, f in defaults.items()}
+
+
+def test_the_runbook_base_is_a_value_and_every_alert_points_at_its_section() -> None:
+    base = "https://wiki.example.com/platform/koordpy-operations"
+    for alert, rule in rules_by_alert("--set", f"prometheusRule.runbookBaseUrl={base}").items():
+        assert rule["annotations"]["runbook_url"] == f"{base}#{alert.lower()}"
+    default = "https://github.com/koordpy/koordpy/blob/main/docs/operations.md"
+    assert {r["annotations"]["runbook_url"].split("#")[0] for r in rules_by_alert().values()} == {default}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("prometheusRule.runbookBaseUrl=docs/operations.md", "runbookBaseUrl"),
+        ("prometheusRule.runbookBaseUrl=https://wiki.example.com/ops#alerts", "runbookBaseUrl"),
+        ("prometheusRule.alerts.KoordpyManagerDown.for=5 minutes", "for"),
+        ("prometheusRule.alerts.KoordpyExtenderBindErrors.window=0", "window"),
+        ("prometheusRule.alerts.KoordpyNodeMetricsExpired.window=5m", "window"),
+        ("prometheusRule.alerts.KoordpyTypo.for=5m", "KoordpyTypo"),
+    ],
+)
+def test_the_schema_refuses_bad_runbook_bases_durations_and_alert_names(value: str, message: str) -> None:
+    refused = run_helm("template", "koordpy", str(CHART), *MONITORING_API, "--set", value)
+    assert refused.returncode != 0 and "values don't meet the specifications of the schema" in refused.stderr
+    assert message in refused.stderr, refused.stderr
+
+
+def test_the_manager_down_alert_comes_with_the_servicemonitors_whose_labels_it_selects() -> None:
+    (rule,) = [r for r in rules_by_alert().values() if r["alert"] == "KoordpyManagerDown"]
+    assert 'job="manager",service="koordpy-manager"' in rule["expr"]
+    assert "KoordpyManagerDown" not in rules_by_alert("--set", "serviceMonitor.enabled=false")
+    assert "KoordpyManagerDown" not in rules_by_alert("--set", "manager.enabled=false")
+
+
+def runbook_sections() -> dict[str, str]:
+    """docs/operations.md's sections by their anchor (GitHub's: lower case, spaces to dashes)."""
     text = (ROOT / "docs" / "operations.md").read_text()
-    headings = {
-        re.sub(r"[^a-z0-9-]", "", h.strip().lower().replace(" ", "-")) for h in re.findall(r"^#+ (.*)$", text, re.M)
+    parts = re.split(r"^(#+ .*)$", text, flags=re.M)
+    return {
+        re.sub(r"[^a-z0-9-]", "", heading.lstrip("#").strip().lower().replace(" ", "-")): body
+        for heading, body in zip(parts[1::2], parts[2::2], strict=True)
     }
-    for group in rule_groups():
-        for rule in group["rules"]:
-            anchor = rule["annotations"]["runbook_url"].rsplit("#", 1)[1]
-            assert anchor == rule["alert"].lower() and anchor in headings, rule["alert"]
+
+
+def test_every_alert_has_a_runbook_section_saying_what_it_means_how_to_confirm_and_repair() -> None:
+    sections = runbook_sections()
+    for alert, rule in rules_by_alert().items():
+        anchor = rule["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        assert anchor == alert.lower() and anchor in sections, alert
+        body = sections[anchor]
+        assert body.lstrip().startswith("**What it means.**"), (alert, body[:200])
+        assert "**Confirm.**" in body and "**Repair.**" in body, alert
+        confirm = body.split("**Confirm.**", 1)[1].split("**Repair.**", 1)[0]
+        commands = [
+            line
+            for block in re.findall(r"```sh\n(.*?)```", confirm, re.S)
+            for line in block.splitlines()
+            if line.startswith(("kubectl ", "koordpy "))
+        ]
+        assert commands, f"{alert}: no kubectl or koordpy command under Confirm"
     assert (CHART / "templates" / "prometheusrule.yaml").is_file()
