@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import shutil
 import signal
 import sys
 import time
@@ -30,13 +28,13 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-import uvicorn
 
 from koordpy.scheduler.extender.fastpath import ATTRIBUTES, METHODS, check_protocols, missing_names
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.apiserver import ApiServerEmulator, running_apiserver, write_kubeconfig
 from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.processes import free_port
+from koordpy_testkit.uvicorn_release import uvicorn_release
 
 JSON = {"Content-Type": "application/json"}
 LAUNCH = (
@@ -88,18 +86,6 @@ async def test_a_missing_module_is_named_and_served_by_h11(monkeypatch: pytest.M
 
 
 # -- a uvicorn release that renamed one private name ----------------------------------------------------
-
-
-def uvicorn_release(root: Path, old: str, new: str) -> Path:
-    """A copy of the installed uvicorn whose httptools protocol calls ``old`` ``new`` everywhere."""
-    source = Path(uvicorn.__file__).parent
-    target = root / "uvicorn"
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-    impl = target / "protocols" / "http" / "httptools_impl.py"
-    text, count = re.subn(rf"\b{re.escape(old)}\b", new, impl.read_text())
-    assert count >= 2, f"{old} occurs {count} times in {impl}"
-    impl.write_text(text)
-    return root
 
 
 POD = PodBuilder("web-1", namespace="shop").requests(cpu="2", memory="1Gi").build()
