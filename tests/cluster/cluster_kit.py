@@ -105,6 +105,7 @@ _PLURALS = {
     "Namespace": ("", "v1", "namespaces", False),
     "ConfigMap": ("", "v1", "configmaps", True),
     "Secret": ("", "v1", "secrets", True),
+    "Service": ("", "v1", "services", True),
     "Event": ("", "v1", "events", True),
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "Deployment": ("apps", "v1", "deployments", True),
@@ -314,13 +315,12 @@ class Components:
         path = self.plane.workdir / "kubeconfigs" / f"{name}-via-proxy.yaml"
         return write_kubeconfig(path, api.url, self.plane.ca_cert, token, f"{component}-sa")
 
-    def token_file_kubeconfig(self, component: str, token_file: Path) -> Path:
+    def token_file_kubeconfig(self, component: str, token_file: Path, api: FaultProxy | None = None) -> Path:
         """A kubeconfig whose user reads its token from ``token_file`` (``tokenFile``, as kubectl and
-        client-go read it: the file, not a copy of its content)."""
+        client-go read it: the file, not a copy of its content); to the API server, or through ``api``."""
         path = self.plane.workdir / "kubeconfigs" / f"{component}-{uuid.uuid4().hex[:6]}-token-file.yaml"
-        config = yaml.safe_load(
-            write_kubeconfig(path, self.plane.url, self.plane.ca_cert, "unused", component).read_text()
-        )
+        server = self.plane.url if api is None else api.url
+        config = yaml.safe_load(write_kubeconfig(path, server, self.plane.ca_cert, "unused", component).read_text())
         config["users"][0]["user"] = {"tokenFile": str(token_file)}
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
@@ -349,8 +349,13 @@ class Components:
         self.extender_front = proxy
         return proxy
 
-    def restart(self, proc: Proc, ready_url: str, timeout: float = HANG_BACKSTOP) -> None:
-        """Start ``proc`` again with the same arguments (same ports, same files) and wait until ready."""
+    def restart(
+        self, proc: Proc, ready_url: str, timeout: float = HANG_BACKSTOP, env: Mapping[str, str] | None = None
+    ) -> None:
+        """Start ``proc`` again with the same arguments (same ports, same files) and wait until ready; ``env``:
+        its environment from now on (the test's own, plus these)."""
+        if env is not None:
+            proc.environment(env)
         proc.start()
         wait_http(ready_url, timeout, proc)
 
@@ -408,10 +413,12 @@ class Components:
         extra_args: Iterable[str] = (),
         *,
         fresh_lease: bool = True,
+        **options: Any,
     ) -> Proc:
         """kube-scheduler as the chart's scheduler Deployment runs it, on the scheduler ServiceAccount's token
         (``extra_args``: command-line flags added to ``--v=2``). ``fresh_lease`` deletes its Lease first (a
-        previous test's scheduler may have died holding it); a rollout keeps it (the old one holds it)."""
+        previous test's scheduler may have died holding it); a rollout keeps it (the old one holds it).
+        ``options`` go to :meth:`ControlPlane.start_scheduler` (``always_allow_paths``, ``serving_cert``)."""
         config = config or self.kube_scheduler_config()
         lease = (config.get("leaderElection") or {}).get("resourceName")
         if lease and fresh_lease:
@@ -423,6 +430,7 @@ class Components:
             user="koordpy-scheduler-sa",
             timeout=timeout,
             extra_args=["--v=2", *extra_args],
+            **options,
         )
         self.procs.append(proc)
         self.scheduler_proc = proc

@@ -16,7 +16,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -47,6 +47,10 @@ class Proc:
         self._env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
+
+    def environment(self, env: Mapping[str, str]) -> None:
+        """The environment of the next starts: the test process's own plus ``env``."""
+        self._env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
 
     def start(self) -> Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)

@@ -491,11 +491,16 @@ class ControlPlane:
         user: str | None = None,
         timeout: float = 300.0,
         extra_args: Sequence[str] = (),
+        always_allow_paths: Sequence[str] = ("/healthz", "/readyz", "/livez", "/metrics"),
+        serving_cert: tuple[Path, Path] | None = None,
     ) -> Proc:
         """A kube-scheduler with ``config`` (a KubeSchedulerConfiguration) whose client uses ``token``.
 
         ``clientConnection.kubeconfig`` is set to a kubeconfig for ``token``; the rest of the configuration
-        is taken as given. Returns once its ``/readyz`` answers.
+        is taken as given. ``always_allow_paths`` are served without authorization (by default ``/metrics``
+        too, for the tests and benchmarks that read it; kube-scheduler's own default leaves it out, and then
+        every scrape is authorized through the API server). ``serving_cert`` (certificate, key) replaces the
+        self-signed certificate kube-scheduler makes. Returns once its ``/readyz`` answers.
         """
         kubeconfig = self.kubeconfig(name, token, user)
         merged = dict(config)
@@ -511,11 +516,15 @@ class ControlPlane:
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--authentication-tolerate-lookup-failure=true",
-                # Tests and benchmarks read the queue and extension-point metrics without credentials.
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                f"--authorization-always-allow-paths={','.join(always_allow_paths)}",
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.workdir / (name + '-certs')}",
+                *(
+                    [f"--tls-cert-file={serving_cert[0]}", f"--tls-private-key-file={serving_cert[1]}"]
+                    if serving_cert
+                    else []
+                ),
                 "--profiling=false",
                 *self._gate_args(),
                 *extra_args,

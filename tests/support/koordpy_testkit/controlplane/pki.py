@@ -16,7 +16,7 @@ from pathlib import Path
 
 from koordpy_testkit.bounds import HANG_BACKSTOP
 
-__all__ = ["Pki", "client_certificate", "make_pki"]
+__all__ = ["Pki", "client_certificate", "make_pki", "serving_certificate"]
 
 DAYS = "10"
 
@@ -96,6 +96,25 @@ def client_certificate(
     _openssl(
         "req", "-new", "-key", str(key), "-subj", f"/O={organization}/CN={common_name}", "-out", str(csr), cwd=directory
     )
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(pki.ca_cert), "-CAkey", str(pki.ca_key), "-CAcreateserial",
+        "-days", DAYS, "-extfile", str(ext), "-out", str(cert), cwd=directory,
+    )  # fmt: skip
+    return cert, key
+
+
+def serving_certificate(pki: Pki, directory: Path, name: str, dns_names: list[str]) -> tuple[Path, Path]:
+    """A serving certificate (and its key) signed by the CA, for ``dns_names`` and 127.0.0.1: what
+    cert-manager or an operator writes into a component's TLS Secret. Returns (certificate, key)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key, csr, cert, ext = (directory / f"{name}{suffix}" for suffix in (".key", ".csr", ".crt", ".ext"))
+    names = ",".join([*(f"DNS:{n}" for n in dns_names), "IP:127.0.0.1"])
+    ext.write_text(
+        "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={names}\n"
+    )
+    _openssl("genrsa", "-out", str(key), "2048", cwd=directory)
+    _openssl("req", "-new", "-key", str(key), "-subj", f"/CN={dns_names[0]}", "-out", str(csr), cwd=directory)
     _openssl(
         "x509", "-req", "-in", str(csr), "-CA", str(pki.ca_cert), "-CAkey", str(pki.ca_key), "-CAcreateserial",
         "-days", DAYS, "-extfile", str(ext), "-out", str(cert), cwd=directory,
