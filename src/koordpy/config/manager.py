@@ -18,13 +18,19 @@
     migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
       maxMigratingPerNode: 2
       arbitrationArgs: {enabled: true, interval: 500ms}
+    deschedulingInterval: 10s         # Koordinator DeschedulerConfiguration: how often balance plugins run
+    lowNodeLoad:                      # Koordinator LowNodeLoadArgs (see koordpy.config.lownodeload); unset: off
+      lowThresholds: {cpu: 45, memory: 55}
+      highThresholds: {cpu: 75, memory: 80}
     podGroup:                         # PodGroup status and gang Events
       {enabled: true, eventIntervalSeconds: 60, eventDelaySeconds: 2, podEventsPerGang: 10}
     reservation:                      # starving-job reservations (see koordpy.config.reservation)
       {enabled: false, starvingJobTimeThreshold: 600, reservedNodePercent: 20}
 
-Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
-boolean or a string is not a number) and bounded as each field says.
+``migrationController`` and ``lowNodeLoad`` are the ``args`` of Koordinator's descheduler plugins of those
+names (``profiles[].pluginConfig[].args`` in its DeschedulerConfiguration), ``deschedulingInterval`` its
+top-level field of that name. Unknown keys are errors (a typo must not silently fall back to a default).
+Numbers are strict (a boolean or a string is not a number) and bounded as each field says.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from koordpy.config.credentials import CredentialsSettings
+from koordpy.config.lownodeload import LowNodeLoadArgs
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
@@ -240,12 +247,33 @@ class ManagerConfiguration(_Settings):
         default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
     )
     """PodMigrationJob arbitration and migration (Koordinator ``MigrationControllerArgs``)."""
+    descheduling_interval: DurationText = Field("10s", alias="deschedulingInterval")
+    """How often the balance plugins run (Koordinator's ``deschedulingInterval``; its shipped configuration's
+    10s), 1s to 1h."""
+    low_node_load: LowNodeLoadArgs | None = Field(None, alias="lowNodeLoad")
+    """The LowNodeLoad balance plugin (Koordinator ``LowNodeLoadArgs``): moves pods off hot nodes through
+    PodMigrationJobs. Unset: off."""
     pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
     reservation: ReservationSettings = Field(default_factory=lambda: ReservationSettings.model_validate({}))
     """Placement of Reservations and starving-job reservations (``koordpy.config.reservation``)."""
     credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
     """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
+
+    @field_validator("descheduling_interval")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        try:
+            seconds = parse_duration(value)
+        except DurationError as exc:
+            raise ValueError(str(exc)) from None
+        if not 1 <= seconds <= 3600:
+            raise ValueError(f"{value!r} must be between 1s and 1h")
+        return value
+
+    @property
+    def descheduling_interval_seconds(self) -> float:
+        return parse_duration(self.descheduling_interval)
 
 
 def deprecation_warnings(config: ManagerConfiguration) -> list[str]:
