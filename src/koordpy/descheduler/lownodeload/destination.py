@@ -1,0 +1,212 @@
+"""Where a moved pod would land, by the scheduler's own rules, and whether that node stays cool with it.
+
+One notion of hot: a pod is moved only when the node the scheduler would pick for it (kube-scheduler's in-tree
+filters, then the koordpy extender's own filter and score, ``ClusterState`` with the profile's plugins,
+LoadAwareScheduling and its estimator: called here, never copied) would stay at or below its descheduler high
+thresholds with the pod's measured usage added. So the descheduler never moves a pod onto a node it would then
+find hot, and never moves one the scheduler would put back where it came from.
+
+**The pick.** Every node but the pod's own (a ReservationFirst migration's Reservation excludes it) that passes the
+extender's filter, in order of the extender's score (0..10, what kube-scheduler adds up), then the plugins' summed
+score (0..100), then node name; the first of them that passes kube-scheduler's in-tree filters
+(:func:`koordpy.scheduler.framework.fit.filter_one_node`: unschedulable, taints, node affinity, requests) is the
+pick. A node without a NodeMetric passes the extender's filter (the extender fails open) but cannot be judged cool:
+such a pick keeps the pod where it is.
+
+**Within a round** each move is added to the scheduler's view (the pod, under a distinct uid, assigned to its
+destination: the extender then estimates it as a pod it just placed) and to the in-tree requests, so the next pod
+sees the first one there; :meth:`Destinations.close` takes every such addition back. The verdicts the extender
+keeps per pod class (estimate, Prod) are reused between pods of one class and recomputed only for the nodes a move
+changed, which keeps a round at thousands of nodes to a few numpy passes per pod class.
+
+Not guaranteed: kube-scheduler's own score plugins (spreading, preferred affinity) are not modelled, nor the
+in-tree filters ``koordpy scheduler explain`` leaves out (ports, volumes, topology spread, inter-pod affinity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from koordpy.descheduler.lownodeload.state import BalancePod, BalanceState
+from koordpy.model.objects import ObjectError, PodInfo
+from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.fit import filter_one_node
+from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
+
+__all__ = ["PHANTOM_SUFFIX", "Destinations", "Landing"]
+
+PHANTOM_SUFFIX = "@lownodeload"
+"""Suffix of the uid under which a planned move is added to the scheduler's view for the rest of a round."""
+I64 = npt.NDArray[np.int64]
+_SCORE_SCALE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """The scheduler's pick for a pod: ``node`` None when no node passes its filters."""
+
+    node: str | None
+    extender_score: int = 0
+    """kube-scheduler's extender score of the pick, 0..10."""
+    score: int = 0
+    """The extender's plugins' summed score of the pick (LoadAwareScheduling 0..100)."""
+    passed: int = 0
+    """Nodes other than the source that pass the extender's filter."""
+    unfit: tuple[tuple[str, str], ...] = ()
+    """Nodes ranked above the pick that kube-scheduler's in-tree filters refuse: (node, reason)."""
+    refusals: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Why the other nodes fail the extender's filter: reason -> count."""
+
+
+class _ClassCache:
+    """The extender's verdict and scores of every node for one pod class, patched as moves change nodes."""
+
+    __slots__ = ("composite", "passed", "refusals", "synced")
+
+    def __init__(self, passed: npt.NDArray[np.bool_], composite: I64, refusals: dict[str, int], synced: int) -> None:
+        self.passed = passed
+        self.composite = composite
+        self.refusals = refusals
+        self.synced = synced
+
+
+class Destinations:
+    """The scheduler's pick and the in-round additions, for one round at ``now``."""
+
+    def __init__(self, cluster: ClusterState, state: BalanceState, now: float) -> None:
+        self.cluster = cluster
+        self.state = state
+        self.now = now
+        self.names = sorted(cluster.nodes)
+        self.indices = cluster.index.lookup(self.names)
+        self._position = {name: i for i, name in enumerate(self.names)}
+        plugins = cluster.plugins
+        loadaware = plugins[0] if len(plugins) == 1 and isinstance(plugins[0], LoadAwarePlugin) else None
+        self._loadaware = loadaware
+        """The profile's only plugin, whose verdicts depend on the pod's estimate and Prod-ness alone: pods of one
+        class share a cache. Another profile: nothing is shared (every pod asks the cluster afresh)."""
+        self._classes: dict[tuple[object, ...], _ClassCache] = {}
+        self._changes: list[str] = []
+        self._phantoms: list[str] = []
+        self._requested: dict[str, tuple[dict[str, int], int]] = {}
+
+    # ---- the pick -----------------------------------------------------------------------------------------------
+
+    def _class_key(self, info: PodInfo) -> tuple[object, ...] | None:
+        if self._loadaware is None:
+            return None
+        return (self._loadaware.estimate_values(info), info.priority_class.value, info.is_daemonset_pod)
+
+    def _evaluate(
+        self, info: PodInfo, names: list[str], indices: I64
+    ) -> tuple[npt.NDArray[np.bool_], I64, dict[str, int]]:
+        """Pass/fail and the composite score of ``names`` for the pod, from the cluster."""
+        outcome = self.cluster.filter(info, names, self.now, indices)
+        passed = np.zeros(len(names), np.bool_)
+        composite = np.zeros(len(names), np.int64)
+        refusals: dict[str, int] = {}
+        for reason in (*outcome.failed.values(), *outcome.unresolvable.values()):
+            refusals[reason] = refusals.get(reason, 0) + 1
+        if outcome.passed:
+            at = {name: i for i, name in enumerate(names)} if len(outcome.passed) != len(names) else None
+            positions = np.arange(len(names)) if at is None else np.array([at[n] for n in outcome.passed], np.int64)
+            scored = self.cluster.score(info, outcome.passed, self.now, outcome.passed_indices)
+            passed[positions] = True
+            composite[positions] = scored.extender * _SCORE_SCALE + scored.total
+        return passed, composite, refusals
+
+    def _cache(self, info: PodInfo) -> _ClassCache:
+        key = self._class_key(info)
+        cache = self._classes.get(key) if key is not None else None
+        if cache is None:
+            passed, composite, refusals = self._evaluate(info, self.names, self.indices)
+            cache = _ClassCache(passed, composite, refusals, len(self._changes))
+            if key is not None:
+                self._classes[key] = cache
+            return cache
+        if cache.synced < len(self._changes):
+            changed = sorted(set(self._changes[cache.synced :]))
+            positions = np.array([self._position[name] for name in changed], np.int64)
+            passed, composite, _ = self._evaluate(info, changed, self.indices[positions])
+            cache.passed[positions] = passed
+            cache.composite[positions] = composite
+            cache.synced = len(self._changes)
+        return cache
+
+    def pick(self, pod: BalancePod, source: str) -> Landing:
+        """The node the scheduler would put ``pod`` on if it left ``source``."""
+        info = pod.info
+        cache = self._cache(info)
+        candidates = cache.passed.copy()
+        at = self._position.get(source)
+        if at is not None:
+            candidates[at] = False
+        passed = int(candidates.sum())
+        placement = dataclasses.replace(pod.placement, node_name="")
+        pod_requests = info.requests
+        unfit: list[tuple[str, str]] = []
+        composite = cache.composite
+        while candidates.any():
+            best = int(np.argmax(np.where(candidates, composite, -1)))
+            name = self.names[best]
+            requested, count = self.requested(name)
+            status = filter_one_node(
+                placement, self.state.nodes.get(name) or self.cluster.nodes[name], requested, count, pod_requests
+            )
+            if status.is_success:
+                value = int(composite[best])
+                return Landing(
+                    name, value // _SCORE_SCALE, value % _SCORE_SCALE, passed, tuple(unfit), dict(cache.refusals)
+                )
+            unfit.append((name, f"{status.plugin}: {status.detail or status.reason}"))
+            candidates[best] = False
+        return Landing(None, 0, 0, passed, tuple(unfit), dict(cache.refusals))
+
+    # ---- in-round additions -------------------------------------------------------------------------------------
+
+    def requested(self, node: str) -> tuple[Mapping[str, int], int]:
+        """The in-tree requests on ``node``, with this round's moves onto it."""
+        added = self._requested.get(node)
+        base, count = self.state.requested(node)
+        if added is None:
+            return base, count
+        extra, more = added
+        merged = dict(base)
+        for name, amount in extra.items():
+            merged[name] = merged.get(name, 0) + amount
+        return merged, count + more
+
+    def add(self, info: PodInfo, destination: str) -> None:
+        """Count ``info`` on ``destination`` for the rest of the round (the extender's view and the requests)."""
+        uid = info.uid + PHANTOM_SUFFIX
+        if uid in self.cluster.assigned:
+            return
+        phantom = dataclasses.replace(info, uid=uid, node_name=destination, scheduled_time=None)
+        self.cluster.upsert_pod(phantom, self.now)
+        self._phantoms.append(uid)
+        extra, more = self._requested.get(destination, ({}, 0))
+        extra = dict(extra)
+        for name, amount in info.requests.items():
+            extra[name] = extra.get(name, 0) + amount
+        self._requested[destination] = (extra, more + 1)
+        self._changes.append(destination)
+
+    def close(self) -> None:
+        """Take every addition back out of the scheduler's view."""
+        for uid in self._phantoms:
+            self.cluster.remove_pod(uid)
+        self._phantoms.clear()
+
+
+def placement_problem(pod: BalancePod) -> str | None:
+    """Why the pod's placement constraints cannot be read (then it stays where it is), or None."""
+    try:
+        pod.placement  # noqa: B018 - converted (and kept) on first use
+    except ObjectError as exc:
+        return f"its placement cannot be read: {exc}"
+    return None
