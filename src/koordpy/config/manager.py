@@ -250,6 +250,19 @@ class ManagerConfiguration(_Settings):
     descheduling_interval: DurationText = Field("10s", alias="deschedulingInterval")
     """How often the balance plugins run (Koordinator's ``deschedulingInterval``; its shipped configuration's
     10s), 1s to 1h."""
+    max_no_of_pods_to_evict_per_node: int | None = Field(
+        None, alias="maxNoOfPodsToEvictPerNode", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods moved off one node per descheduling round (Koordinator's
+    ``DeschedulerConfiguration`` field). Unset: no limit; 0: none."""
+    max_no_of_pods_to_evict_per_namespace: int | None = Field(
+        None, alias="maxNoOfPodsToEvictPerNamespace", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods of one namespace moved per descheduling round. Unset: no limit."""
+    max_no_of_pods_to_evict_total: int | None = Field(
+        None, alias="maxNoOfPodsToEvictTotal", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods moved per descheduling round. Unset: no limit."""
     low_node_load: LowNodeLoadArgs | None = Field(None, alias="lowNodeLoad")
     """The LowNodeLoad balance plugin (Koordinator ``LowNodeLoadArgs``): moves pods off hot nodes through
     PodMigrationJobs. Unset: off."""

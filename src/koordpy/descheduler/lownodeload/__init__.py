@@ -9,6 +9,7 @@ The round in small parts, each its own module:
 * :mod:`.filters`, :mod:`.ordering`: which pods may move, in which order, and which node goes first;
 * :mod:`.destination`: where the scheduler would put a pod (the extender's own filter and score) and whether
   that node stays cool with it;
+* :mod:`.budget`: the per-round eviction limits;
 * :mod:`.balance`: one round (:func:`plan_round`), returning a :class:`BalanceRound`;
 * :mod:`.manifest`: the PodMigrationJob of a planned move.
 
@@ -17,6 +18,7 @@ The threshold contract between the scheduler, this plugin and the agent is :mod:
 
 from koordpy.descheduler.lownodeload.anomaly import AnomalyState
 from koordpy.descheduler.lownodeload.balance import overutilized_reason, plan_round
+from koordpy.descheduler.lownodeload.budget import EvictionLimits
 from koordpy.descheduler.lownodeload.destination import Landing
 from koordpy.descheduler.lownodeload.ledger import RecentMove, prune
 from koordpy.descheduler.lownodeload.manifest import LABEL_PLUGIN, NAME, migration_job
@@ -38,6 +40,7 @@ __all__ = [
     "BalancePod",
     "BalanceRound",
     "BalanceState",
+    "EvictionLimits",
     "KeptPod",
     "Landing",
     "NodeReport",

@@ -46,6 +46,7 @@ import numpy.typing as npt
 from koordpy.config.lownodeload import RESOURCES, LowNodeLoadArgs, NodePool
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.lownodeload.anomaly import AnomalyState, Observation, acts, observe
+from koordpy.descheduler.lownodeload.budget import EvictionLimits, RoundBudget
 from koordpy.descheduler.lownodeload.destination import Destinations, Landing, placement_problem
 from koordpy.descheduler.lownodeload.filters import PodFilter
 from koordpy.descheduler.lownodeload.ledger import RecentMove, counts_in, counts_out
@@ -117,8 +118,10 @@ class _Round:
         anomalies: Mapping[AnomalyKey, AnomalyState],
         ledger: Iterable[RecentMove],
         migrating: Iterable[str],
+        limits: EvictionLimits,
     ) -> None:
         self.state = state
+        self.limits = RoundBudget(limits)
         self.args = args
         self.now = now
         state.refresh()
@@ -218,7 +221,14 @@ class _Round:
         prod_acted = np.zeros(fresh.size, np.bool_)
         condition = pool.pool.anomaly
         sources, prod_sources = classes.sources, classes.prod_sources
-        for i, row in enumerate(fresh.tolist()):
+        tracked = np.zeros(fresh.size, np.bool_)  # nodes with an anomaly state: their observation may change it
+        for _kind, name in self.anomalies:
+            row = self.state.row(name)
+            position = pool.position.get(row) if row is not None else None
+            if position is not None:
+                tracked[position] = True
+        for i in np.flatnonzero(sources | prod_sources | tracked).tolist():
+            row = int(fresh[i])
             seen = Observation.HOT if sources[i] else Observation.IDLE if classes.idle[i] else Observation.NORMAL
             acted[i] = acts(self._observe("node", row, seen, pool.pool), condition) and bool(sources[i])
             if pool.pool.has_prod:
@@ -248,10 +258,36 @@ class _Round:
         else:
             outcome = "balanced"
             capacity = self._passes(pool, classes, acted, prod_acted)
-        nodes = self._reports(
-            pool, classes=classes, acted=acted, prod_acted=prod_acted, usage=seen_usage, prod_usage=seen_prod
+        anomalies = dict(self.anomalies)  # the reports show the state as this pool's passes left it
+
+        def nodes() -> tuple[NodeReport, ...]:
+            return self._reports(
+                pool,
+                classes=classes,
+                acted=acted,
+                prod_acted=prod_acted,
+                usage=seen_usage,
+                prod_usage=seen_prod,
+                anomalies=anomalies,
+            )
+
+        stale = int(pool.rows.size - fresh.size)
+        unknown = int(np.count_nonzero(~self.state.has_status[pool.rows] | np.isnan(self.age[pool.rows])))
+        counts = {
+            "hot": int(classes.hot.sum()),
+            "idle": int(classes.idle.sum()),
+            "normal": int(fresh.size - classes.hot.sum() - classes.idle.sum()),
+            "stale": stale - unknown,
+            "unknown": unknown,
+        }
+        return PoolReport(
+            pool.pool.name,
+            outcome,
+            th.resources,
+            counts={k: v for k, v in counts.items() if v},
+            nodes=nodes,
+            capacity=capacity,
         )
-        return PoolReport(pool.pool.name, outcome, nodes, th.resources, capacity)
 
     def _headroom(self, pool: _Pool, targets: npt.NDArray[np.bool_], prod: bool) -> I64:
         th = pool.thresholds
@@ -304,47 +340,43 @@ class _Round:
         prod = kind == "prod"
         row = int(pool.fresh[position])
         name = state.name(row)
-        columns = th.columns
-        high = (th.prod_high if prod else th.high)[position]
-        high_percent = th.prod_high_percent if prod else th.high_percent
-        alloc = state.alloc[row, columns]
+        columns = th.columns.tolist()
+        high = (th.prod_high if prod else th.high)[position].tolist()
+        high_percent = (th.prod_high_percent if prod else th.high_percent).tolist()
+        alloc = state.alloc[row, th.columns].tolist()
         working = self.prod_usage if prod else self.usage
         weights_by_resource = pool.pool.resource_weights
-        used = working[row, columns]
-        excess = {int(c): int(u - h) for c, u, h in zip(columns, used, high, strict=True) if u > h}
+        used = working[row, th.columns].tolist()
+        excess = {c: u - h for c, u, h in zip(columns, used, high, strict=True) if u > h}
         weights = {c: weights_by_resource.get(RESOURCES[c], 0) for c in excess}
-        candidates = [pod for pod in state.pods_on(name) if pod.prod or not prod]
         scored = []
-        for pod in candidates:
+        for pod in state.pods_on(name):
+            if prod and not pod.prod:
+                continue
             reported = state.pod_usage(name, pod.key)
             score = None if reported is None else usage_score(reported, excess, weights)
             scored.append((pod_order_key(pod.sort_prefix, score, pod.key), pod, reported))
         scored.sort(key=lambda item: item[0])
         moved = 0
+        resources = th.resources
         for tried, (_key, pod, reported) in enumerate(scored):
-            used = working[row, columns]
-            if not (used > high).any():
+            used = working[row, th.columns].tolist()
+            if all(u <= h for u, h in zip(used, high, strict=True)):
                 self.anomalies.pop((kind, name), None)
                 self._stop(
                     name, pool, kind, "back at or below its high thresholds", moved=moved, untried=len(scored) - tried
                 )
                 return
-            spent = [th.resources[i] for i in range(len(columns)) if capacity[i] <= 0]
+            spent = [resources[i] for i, left in enumerate(capacity.tolist()) if left <= 0]
             if spent:
-                self._stop(
-                    name,
-                    pool,
-                    kind,
-                    f"the idle nodes' capacity is spent ({', '.join(spent)})",
-                    moved=moved,
-                    untried=len(scored) - tried,
-                )
+                stop = f"the idle nodes' capacity is spent ({', '.join(spent)})"
+                self._stop(name, pool, kind, stop, moved=moved, untried=len(scored) - tried)
                 return
             why = self.filter.refuse(pod, pod.key in self.moving)
             if why is None and reported is None:
                 why = f"its usage is not in NodeMetric {name}"
             if why is None:
-                why = placement_problem(pod)
+                why = placement_problem(pod) or self.limits.refuse(name, pod.info.namespace)
             if why is not None:
                 self.kept.append(KeptPod(pod.key, name, pool.pool.name, kind, why))
                 continue
@@ -356,11 +388,11 @@ class _Round:
                 continue
             reason = overutilized_reason(
                 "prod " if prod else "",
-                resources=th.resources,
-                usage=[int(v) for v in used],
-                alloc=[int(v) for v in alloc],
-                high=[int(v) for v in high],
-                high_percent=[float(v) for v in high_percent],
+                resources=resources,
+                usage=used,
+                alloc=alloc,
+                high=high,
+                high_percent=high_percent,
             )
             self.moves.append(
                 PlannedMove(
@@ -378,19 +410,17 @@ class _Round:
                 )
             )
             moved += 1
+            self.limits.count(name, pod.info.namespace)
             self.moving.add(pod.key)
             self._shift(row, reported, pod.prod, -1, True)
-            for i, column in enumerate(columns.tolist()):
+            for i, column in enumerate(columns):
                 capacity[i] -= 1 if column == PODS else reported[column]
             if landing.node is not None:
                 destination = state.row(landing.node)
                 if destination is not None:
                     self._shift(destination, reported, pod.prod, +1, True)
                 self.destinations.add(pod.info, landing.node)
-        if scored:
-            self._stop(name, pool, kind, "every pod tried", moved=moved, untried=0)
-        else:
-            self._stop(name, pool, kind, "no pod on the node", moved=moved, untried=0)
+        self._stop(name, pool, kind, "every pod tried" if scored else "no pod on the node", moved=moved, untried=0)
 
     def _stop(self, node: str, pool: _Pool, kind: Kind, why: str, *, moved: int, untried: int) -> None:
         self.stops.append(NodeStop(node, pool.pool.name, kind, why, moved, untried))
@@ -458,6 +488,7 @@ class _Round:
         prod_acted: npt.NDArray[np.bool_],
         usage: I64,
         prod_usage: I64,
+        anomalies: Mapping[AnomalyKey, AnomalyState],
     ) -> tuple[NodeReport, ...]:
         """Every node of the pool; ``usage``/``prod_usage``: the fresh nodes' rows as classified (before moves)."""
         state = self.state
@@ -511,8 +542,8 @@ class _Round:
                     metric_age,
                     bool(acted[position]),
                     bool(prod_acted[position]),
-                    self.anomalies.get(("node", name)),
-                    self.anomalies.get(("prod", name)),
+                    anomalies.get(("node", name)),
+                    anomalies.get(("prod", name)),
                 )
             )
         return tuple(out)
@@ -557,15 +588,24 @@ def plan_round(
     anomalies: Mapping[AnomalyKey, AnomalyState] | None = None,
     ledger: Iterable[RecentMove] = (),
     migrating: Iterable[str] = (),
+    limits: EvictionLimits | None = None,
 ) -> BalanceRound:
     """One round at ``now`` over ``state`` (the descheduler's view) and ``cluster`` (the extender's view, the same
     objects; the round adds its moves to it and takes them back before it returns). ``anomalies``: the previous
     round's :attr:`BalanceRound.anomalies`; ``ledger``: recent moves (:mod:`.ledger`); ``migrating``: pods
-    (``namespace/name``) with an active PodMigrationJob (none is moved again). With ``paused`` nothing is decided and
-    the anomaly state is kept as given."""
+    (``namespace/name``) with an active PodMigrationJob (none is moved again); ``limits``: the per-round limits
+    (:mod:`.budget`). With ``paused`` nothing is decided and the anomaly state is kept as given."""
     if args.paused:
         return BalanceRound(now=now, paused=True, dry_run=args.dry_run, anomalies=dict(anomalies or {}))
     ledger = list(ledger)
     return _Round(
-        state, cluster, args, migration, now=now, anomalies=anomalies or {}, ledger=ledger, migrating=migrating
+        state,
+        cluster,
+        args,
+        migration,
+        now=now,
+        anomalies=anomalies or {},
+        ledger=ledger,
+        migrating=migrating,
+        limits=limits or EvictionLimits(),
     ).run()

@@ -36,6 +36,7 @@ from koordpy.descheduler.lownodeload.state import BalancePod, BalanceState
 from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.framework.fit import filter_one_node
+from koordpy.scheduler.framework.status import Status
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 
 __all__ = ["PHANTOM_SUFFIX", "Destinations", "Landing"]
@@ -64,15 +65,19 @@ class Landing:
 
 
 class _ClassCache:
-    """The extender's verdict and scores of every node for one pod class, patched as moves change nodes."""
+    """The extender's verdict and scores of every node for one pod class. A move changes one node: it is marked
+    ``dirty`` and asked again only when a pick reaches it (adding load never raises a node's score nor turns a
+    refusal into a pass, so the cached values of the other nodes keep their order)."""
 
-    __slots__ = ("composite", "passed", "refusals", "synced")
+    __slots__ = ("dirty", "passed", "ranking", "refusals", "synced")
 
     def __init__(self, passed: npt.NDArray[np.bool_], composite: I64, refusals: dict[str, int], synced: int) -> None:
         self.passed = passed
-        self.composite = composite
+        self.ranking: I64 = np.where(passed, composite, -1)
+        """The composite score of each passing node, -1 for the others."""
         self.refusals = refusals
         self.synced = synced
+        self.dirty: set[int] = set()
 
 
 class Destinations:
@@ -91,6 +96,10 @@ class Destinations:
         """The profile's only plugin, whose verdicts depend on the pod's estimate and Prod-ness alone: pods of one
         class share a cache. Another profile: nothing is shared (every pod asks the cluster afresh)."""
         self._classes: dict[tuple[object, ...], _ClassCache] = {}
+        self._fits: dict[tuple[str, tuple[object, ...]], Status] = {}
+        """(node, the pod's ``fit_key``) -> the in-tree verdict, while the node's requests are unchanged."""
+        self._picks: dict[tuple[object, ...], tuple[int, Landing]] = {}
+        """(class, fit key, source) -> (changes seen, the pick): pods alike on one node get one pick."""
         self._changes: list[str] = []
         self._phantoms: list[str] = []
         self._requested: dict[str, tuple[dict[str, int], int]] = {}
@@ -130,42 +139,75 @@ class Destinations:
                 self._classes[key] = cache
             return cache
         if cache.synced < len(self._changes):
-            changed = sorted(set(self._changes[cache.synced :]))
-            positions = np.array([self._position[name] for name in changed], np.int64)
-            passed, composite, _ = self._evaluate(info, changed, self.indices[positions])
-            cache.passed[positions] = passed
-            cache.composite[positions] = composite
+            cache.dirty.update(self._position[name] for name in self._changes[cache.synced :])
             cache.synced = len(self._changes)
         return cache
+
+    def _refresh(self, info: PodInfo, cache: _ClassCache, position: int) -> None:
+        """Ask the cluster again about the node at ``position`` (a move changed it)."""
+        cache.dirty.discard(position)
+        indices = self.indices[position : position + 1]
+        passed, composite, _ = self._evaluate(info, [self.names[position]], indices)
+        cache.passed[position] = passed[0]
+        cache.ranking[position] = composite[0] if passed[0] else -1
 
     def pick(self, pod: BalancePod, source: str) -> Landing:
         """The node the scheduler would put ``pod`` on if it left ``source``."""
         info = pod.info
-        cache = self._cache(info)
-        candidates = cache.passed.copy()
-        at = self._position.get(source)
-        if at is not None:
-            candidates[at] = False
-        passed = int(candidates.sum())
-        placement = dataclasses.replace(pod.placement, node_name="")
-        pod_requests = info.requests
-        unfit: list[tuple[str, str]] = []
-        composite = cache.composite
-        while candidates.any():
-            best = int(np.argmax(np.where(candidates, composite, -1)))
-            name = self.names[best]
+        key = self._class_key(info)
+        memo = None if key is None else (key, pod.fit_key, source)
+        if memo is not None:
+            known = self._picks.get(memo)
+            if known is not None and known[0] == len(self._changes):
+                return known[1]
+        landing = self._pick(pod, source)
+        if memo is not None:
+            self._picks[memo] = (len(self._changes), landing)
+        return landing
+
+    def _fit(self, pod: BalancePod, name: str) -> Status:
+        key = (name, pod.fit_key)
+        status = self._fits.get(key)
+        if status is None:
             requested, count = self.requested(name)
-            status = filter_one_node(
-                placement, self.state.nodes.get(name) or self.cluster.nodes[name], requested, count, pod_requests
-            )
-            if status.is_success:
-                value = int(composite[best])
-                return Landing(
-                    name, value // _SCORE_SCALE, value % _SCORE_SCALE, passed, tuple(unfit), dict(cache.refusals)
-                )
-            unfit.append((name, f"{status.plugin}: {status.detail or status.reason}"))
-            candidates[best] = False
-        return Landing(None, 0, 0, passed, tuple(unfit), dict(cache.refusals))
+            node = self.state.nodes.get(name) or self.cluster.nodes[name]
+            status = self._fits[key] = filter_one_node(pod.pending, node, requested, count, pod.info.requests)
+        return status
+
+    def _pick(self, pod: BalancePod, source: str) -> Landing:
+        info = pod.info
+        cache = self._cache(info)
+        ranking = cache.ranking
+        at = self._position.get(source)
+        hidden: list[tuple[int, int]] = []  # (position, ranking) taken out for this pick, put back after
+        if at is not None and ranking[at] >= 0:
+            hidden.append((at, int(ranking[at])))
+            ranking[at] = -1
+        passed = int(np.count_nonzero(ranking >= 0))
+        unfit: list[tuple[str, str]] = []
+        landing = None
+        try:
+            while landing is None:
+                best = int(np.argmax(ranking))
+                value = int(ranking[best])
+                if value < 0:
+                    landing = Landing(None, 0, 0, passed, tuple(unfit), dict(cache.refusals))
+                elif best in cache.dirty:
+                    self._refresh(info, cache, best)
+                else:
+                    name = self.names[best]
+                    status = self._fit(pod, name)
+                    if status.is_success:
+                        extender, score = divmod(value, _SCORE_SCALE)
+                        landing = Landing(name, extender, score, passed, tuple(unfit), dict(cache.refusals))
+                    else:
+                        unfit.append((name, f"{status.plugin}: {status.detail or status.reason}"))
+                        hidden.append((best, value))
+                        ranking[best] = -1
+        finally:
+            for position, value in hidden:
+                ranking[position] = value
+        return landing
 
     # ---- in-round additions -------------------------------------------------------------------------------------
 
@@ -195,6 +237,8 @@ class Destinations:
             extra[name] = extra.get(name, 0) + amount
         self._requested[destination] = (extra, more + 1)
         self._changes.append(destination)
+        for key in [key for key in self._fits if key[0] == destination]:
+            del self._fits[key]
 
     def close(self) -> None:
         """Take every addition back out of the scheduler's view."""

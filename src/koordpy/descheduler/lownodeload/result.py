@@ -3,7 +3,7 @@ applies them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -208,28 +208,48 @@ class NodeStop:
         }
 
 
-@dataclass(frozen=True, slots=True)
 class PoolReport:
-    name: str
-    outcome: str
-    """What the round did with the pool: ``balanced`` or why it did nothing (``no hot node``, ...)."""
-    nodes: tuple[NodeReport, ...]
-    resources: tuple[str, ...]
-    capacity: Mapping[Kind, Mapping[str, tuple[int, int]]] = field(default_factory=dict)
-    """Per kind and resource: (capacity before the round, capacity left), the idle nodes' ``(high − usage)``."""
+    """One pool's outcome. ``nodes`` is built on first access (a round at thousands of nodes does not make a
+    report per node unless someone reads them)."""
 
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for node in self.nodes:
-            out[node.state] = out.get(node.state, 0) + 1
-        return out
+    __slots__ = ("_build", "_nodes", "capacity", "counts", "name", "outcome", "resources")
+
+    def __init__(
+        self,
+        name: str,
+        outcome: str,
+        resources: tuple[str, ...],
+        *,
+        counts: Mapping[str, int],
+        nodes: Callable[[], tuple[NodeReport, ...]] | tuple[NodeReport, ...],
+        capacity: Mapping[Kind, Mapping[str, tuple[int, int]]] | None = None,
+    ) -> None:
+        self.name = name
+        self.outcome = outcome
+        """What the round did with the pool: ``balanced`` or why it did nothing (``no hot node``, ...)."""
+        self.resources = resources
+        self.counts = dict(counts)
+        """Nodes per state (``hot``, ``normal``, ``idle``, ``stale``, ``unknown``)."""
+        self.capacity = capacity or {}
+        """Per kind and resource: (capacity before the round, capacity left), the idle nodes' ``(high − usage)``."""
+        self._nodes = nodes if isinstance(nodes, tuple) else None
+        self._build = None if isinstance(nodes, tuple) else nodes
+
+    @property
+    def nodes(self) -> tuple[NodeReport, ...]:
+        """Every node of the pool, in name order."""
+        if self._nodes is None:
+            assert self._build is not None
+            self._nodes = self._build()
+            self._build = None
+        return self._nodes
 
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "outcome": self.outcome,
             "resources": list(self.resources),
-            "counts": self.counts(),
+            "counts": dict(self.counts),
             "capacity": {
                 kind: {r: {"before": before, "left": left} for r, (before, left) in values.items()}
                 for kind, values in self.capacity.items()

@@ -24,6 +24,7 @@ the events received.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -69,7 +70,7 @@ def int_annotation(annotations: Mapping[str, str], name: str) -> int:
 class BalancePod:
     """One pod as the balance round reads it. ``views``: (MigrationPod, PodPlacement) when the caller has them."""
 
-    __slots__ = ("_migration", "_placement", "info", "key", "prod", "raw", "sort_prefix")
+    __slots__ = ("_fit_key", "_migration", "_pending", "_placement", "info", "key", "prod", "raw", "sort_prefix")
 
     def __init__(
         self,
@@ -97,6 +98,8 @@ class BalancePod:
         """Koordinator's pod sorter key (``pod_sort_key``), the usage score goes before its last field."""
         self._migration: MigrationPod | None = None if views is None else views[0]
         self._placement: PodPlacement | None = None if views is None else views[1]
+        self._fit_key: tuple[object, ...] | None = None
+        self._pending: PodPlacement | None = None
 
     @property
     def migration(self) -> MigrationPod:
@@ -113,6 +116,21 @@ class BalancePod:
             assert self.raw is not None
             self._placement = placement_from_dict(self.raw)
         return self._placement
+
+    @property
+    def pending(self) -> PodPlacement:
+        """:attr:`placement` as if the pod were pending (no node name): what it is placed with elsewhere."""
+        if self._pending is None:
+            self._pending = dataclasses.replace(self.placement, node_name="")
+        return self._pending
+
+    @property
+    def fit_key(self) -> tuple[object, ...]:
+        """What kube-scheduler's in-tree filters read of the pod as pending (requests, constraints but the node
+        name): pods with equal keys fit the same nodes."""
+        if self._fit_key is None:
+            self._fit_key = (tuple(sorted(self.info.requests.items())), repr(self.pending))
+        return self._fit_key
 
 
 def _vector(resources: Mapping[str, int]) -> list[int]:
