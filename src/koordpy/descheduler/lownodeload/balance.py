@@ -15,8 +15,10 @@ Per pool (the default pool first, then ``nodePools`` in order), over its nodes w
    when it is no longer above any high threshold (its anomaly state is reset) or a resource's capacity is spent
    (``<= 0``);
 5. **Prod pass**, the same on Prod usage and Prod thresholds, for the Prod-hot nodes: capacity = the ``prodLow``
-   nodes' ``prodHigh − prodUsage`` plus, from the ``bothLow`` nodes, the smaller of their Prod headroom and what
-   the node pass left of their node headroom (upstream's rule).
+   nodes' ``prodHigh − prodUsage`` plus, from the ``bothLow`` nodes, the smaller of their Prod headroom and of
+   their node headroom, capped by what the node pass left of the node capacity (upstream's rule). The Prod
+   headroom is taken after the node pass, so Prod pods it moved onto ``bothLow`` nodes count (upstream takes it
+   before).
 
 Differences from upstream, on purpose (each a known upstream bug or gap):
 

@@ -61,7 +61,7 @@ class Landing:
     unfit: tuple[tuple[str, str], ...] = ()
     """Nodes ranked above the pick that kube-scheduler's in-tree filters refuse: (node, reason)."""
     refusals: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    """Why the other nodes fail the extender's filter: reason -> count."""
+    """When no node passes: why the other nodes fail the extender's filter, reason -> count."""
 
 
 class _ClassCache:
@@ -69,13 +69,14 @@ class _ClassCache:
     ``dirty`` and asked again only when a pick reaches it (adding load never raises a node's score nor turns a
     refusal into a pass, so the cached values of the other nodes keep their order)."""
 
-    __slots__ = ("dirty", "passed", "ranking", "refusals", "synced")
+    __slots__ = ("dirty", "failed", "passed", "ranking", "synced")
 
-    def __init__(self, passed: npt.NDArray[np.bool_], composite: I64, refusals: dict[str, int], synced: int) -> None:
+    def __init__(self, passed: npt.NDArray[np.bool_], composite: I64, failed: dict[str, str], synced: int) -> None:
         self.passed = passed
         self.ranking: I64 = np.where(passed, composite, -1)
         """The composite score of each passing node, -1 for the others."""
-        self.refusals = refusals
+        self.failed = failed
+        """Node -> the extender's reason, for the nodes that fail its filter."""
         self.synced = synced
         self.dirty: set[int] = set()
 
@@ -113,28 +114,26 @@ class Destinations:
 
     def _evaluate(
         self, info: PodInfo, names: list[str], indices: I64
-    ) -> tuple[npt.NDArray[np.bool_], I64, dict[str, int]]:
-        """Pass/fail and the composite score of ``names`` for the pod, from the cluster."""
+    ) -> tuple[npt.NDArray[np.bool_], I64, dict[str, str]]:
+        """Pass/fail and the composite score of ``names`` for the pod, from the cluster, and the failures' reasons."""
         outcome = self.cluster.filter(info, names, self.now, indices)
         passed = np.zeros(len(names), np.bool_)
         composite = np.zeros(len(names), np.int64)
-        refusals: dict[str, int] = {}
-        for reason in (*outcome.failed.values(), *outcome.unresolvable.values()):
-            refusals[reason] = refusals.get(reason, 0) + 1
+        failed = {**outcome.failed, **outcome.unresolvable}
         if outcome.passed:
             at = {name: i for i, name in enumerate(names)} if len(outcome.passed) != len(names) else None
             positions = np.arange(len(names)) if at is None else np.array([at[n] for n in outcome.passed], np.int64)
             scored = self.cluster.score(info, outcome.passed, self.now, outcome.passed_indices)
             passed[positions] = True
             composite[positions] = scored.extender * _SCORE_SCALE + scored.total
-        return passed, composite, refusals
+        return passed, composite, failed
 
     def _cache(self, info: PodInfo) -> _ClassCache:
         key = self._class_key(info)
         cache = self._classes.get(key) if key is not None else None
         if cache is None:
-            passed, composite, refusals = self._evaluate(info, self.names, self.indices)
-            cache = _ClassCache(passed, composite, refusals, len(self._changes))
+            passed, composite, failed = self._evaluate(info, self.names, self.indices)
+            cache = _ClassCache(passed, composite, failed, len(self._changes))
             if key is not None:
                 self._classes[key] = cache
             return cache
@@ -147,7 +146,10 @@ class Destinations:
         """Ask the cluster again about the node at ``position`` (a move changed it)."""
         cache.dirty.discard(position)
         indices = self.indices[position : position + 1]
-        passed, composite, _ = self._evaluate(info, [self.names[position]], indices)
+        name = self.names[position]
+        passed, composite, failed = self._evaluate(info, [name], indices)
+        cache.failed.pop(name, None)
+        cache.failed.update(failed)
         cache.passed[position] = passed[0]
         cache.ranking[position] = composite[0] if passed[0] else -1
 
@@ -191,7 +193,11 @@ class Destinations:
                 best = int(np.argmax(ranking))
                 value = int(ranking[best])
                 if value < 0:
-                    landing = Landing(None, 0, 0, passed, tuple(unfit), dict(cache.refusals))
+                    refusals: dict[str, int] = {}
+                    for name, reason in cache.failed.items():
+                        if name != source:
+                            refusals[reason] = refusals.get(reason, 0) + 1
+                    landing = Landing(None, 0, 0, passed, tuple(unfit), refusals)
                 elif best in cache.dirty:
                     self._refresh(info, cache, best)
                 else:
@@ -199,7 +205,7 @@ class Destinations:
                     status = self._fit(pod, name)
                     if status.is_success:
                         extender, score = divmod(value, _SCORE_SCALE)
-                        landing = Landing(name, extender, score, passed, tuple(unfit), dict(cache.refusals))
+                        landing = Landing(name, extender, score, passed, tuple(unfit))
                     else:
                         unfit.append((name, f"{status.plugin}: {status.detail or status.reason}"))
                         hidden.append((best, value))
