@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
-
 from koordpy.config.errors import validate
 from koordpy.config.lownodeload import LowNodeLoadArgs
 from koordpy.config.migration import MigrationControllerArgs
@@ -39,6 +37,7 @@ from koordpy.model.objects import node_from_dict, nodemetric_from_dict, pod_from
 from koordpy.model.quantity import parse_quantity
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
+from koordpy_testkit.builders import NodeBuilder, NodeMetricBuilder, PodBuilder
 
 __all__ = ["NOW", "BalanceCluster", "hot_for"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from koordpy_testkit.balance import NOW, BalanceCluster, hot_for
 
 from koordpy.descheduler.lownodeload import EvictionLimits, RecentMove, plan_round, prune
+from koordpy_testkit.balance import NOW, BalanceCluster, hot_for
 
 ONCE = {"anomalyCondition": {"consecutiveAbnormalities": 1}}
 CPU = {"lowThresholds": {"cpu": 30}, "highThresholds": {"cpu": 50}, **ONCE}

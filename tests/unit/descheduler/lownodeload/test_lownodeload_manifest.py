@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from koordpy_testkit.balance import BalanceCluster
-
 from koordpy.config.errors import validate
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.crds.podmigrationjob import PodMigrationJobSpec
 from koordpy.descheduler.lownodeload import LABEL_PLUGIN, PlannedMove, migration_job
 from koordpy.descheduler.objects import job_from_dict
+from koordpy_testkit.balance import BalanceCluster
 
 CPU = {"lowThresholds": {"cpu": 30}, "highThresholds": {"cpu": 50}, "anomalyCondition": {"consecutiveAbnormalities": 1}}
 

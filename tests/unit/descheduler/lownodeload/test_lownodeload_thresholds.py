@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from koordpy_testkit.builders import NodeBuilder
 
 from koordpy.config.errors import validate
 from koordpy.config.lownodeload import LowNodeLoadArgs
 from koordpy.descheduler.lownodeload import BalanceState, overutilized_reason
 from koordpy.descheduler.lownodeload.thresholds import classify, pool_thresholds, usage_percent
 from koordpy.model.objects import ObjectError, node_from_dict
+from koordpy_testkit.builders import NodeBuilder
 
 GIB = 1024**3
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from koordpy_testkit.balance import BalanceCluster
 
 from koordpy.descheduler.lownodeload import BalanceRound, EvictionLimits
+from koordpy_testkit.balance import BalanceCluster
 
 LOCAL = {"name": "sample", "hostPath": {"path": "somePath"}, "emptyDir": {"sizeLimit": "10"}}
 MIRROR = {"kubernetes.io/config.mirror": "mirror"}
