@@ -12,6 +12,7 @@ from urllib.parse import quote
 __all__ = [
     "ALL",
     "AVOIDANCEACTIONS",
+    "CONFIGMAPS",
     "CUSTOMRESOURCEDEFINITIONS",
     "EVENTS",
     "LEASES",
@@ -90,6 +91,8 @@ class ResourceRef:
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
+CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap", namespaced=True)
+"""Read by ``koordpy thresholds`` in live mode only (the components' configuration files); not in ``ALL``."""
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)

@@ -76,6 +76,7 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(r.PODS, status_subresource=True, extra_subresources=("binding", "eviction"), short_names=("po",)),
         ResourceInfo(BINDINGS, verbs=("create",)),  # the legacy collection form of pods/binding
         ResourceInfo(r.EVENTS, short_names=("ev",)),
+        ResourceInfo(r.CONFIGMAPS, short_names=("cm",)),
         ResourceInfo(r.LEASES),
         ResourceInfo(r.PDBS, status_subresource=True, short_names=("pdb",)),
         ResourceInfo(r.CUSTOMRESOURCEDEFINITIONS, status_subresource=True, short_names=("crd", "crds")),
