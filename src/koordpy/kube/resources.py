@@ -14,6 +14,7 @@ __all__ = [
     "AVOIDANCEACTIONS",
     "CONFIGMAPS",
     "CUSTOMRESOURCEDEFINITIONS",
+    "DEPLOYMENTS",
     "EVENTS",
     "LEASES",
     "NAMESPACES",
@@ -29,7 +30,9 @@ __all__ = [
     "PODMIGRATIONJOBS",
     "PODQOSS",
     "PODS",
+    "REPLICASETS",
     "RESERVATIONS",
+    "STATEFULSETS",
     "ResourceRef",
     "by_plural",
 ]
@@ -93,6 +96,10 @@ NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap", namespaced=True)
 """Read by ``koordpy thresholds`` in live mode only (the components' configuration files); not in ``ALL``."""
+DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = ResourceRef("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+STATEFULSETS = ResourceRef("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
+"""Workloads ``koordpy descheduler balance`` reads in live mode (replica counts); not in ``ALL``."""
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
