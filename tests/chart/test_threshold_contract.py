@@ -222,6 +222,14 @@ def test_refused_install_names_the_paths(tmp_path: Path) -> None:
 
 
 @pytest.mark.chart
+def test_the_error_docs_show_is_helms(tmp_path: Path) -> None:
+    doc = (CHART.parent.parent / "docs" / "descheduler.md").read_text(encoding="utf-8")
+    (shown,) = re.findall(r"\n```\n(Error: .*?)```", doc, flags=re.S)
+    _, _, stderr = chart_contradictions(CASES["shipped example against the extender's defaults"], tmp_path)
+    assert stderr.startswith(shown)
+
+
+@pytest.mark.chart
 def test_policies_are_rendered(tmp_path: Path) -> None:
     file = tmp_path / "values.yaml"
     # a waterline above the extender's default memory threshold (95): accepted, and rendered as given

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from koordpy_testkit.builders import NodeBuilder
 
 from koordpy.config.errors import validate
 from koordpy.config.loadaware import LoadAwareSchedulingArgs
@@ -20,6 +19,7 @@ from koordpy.descheduler.contract import (
     check_thresholds,
 )
 from koordpy.model.objects import node_from_dict
+from koordpy_testkit.builders import NodeBuilder
 
 
 def scheduler(**fields: Any) -> LoadAwareSchedulingArgs:
