@@ -8,17 +8,19 @@ so each acts this round. The extender's ``ClusterState`` (the default ``loadAwar
 ``BalanceState`` are fed with every object before the clock starts: the manager keeps both current from its
 watches, so feeding them is not the round.
 
-Timed (CPU time, ``time.process_time``): ``plan_round`` with
+Timed (CPU time, ``time.process_time``), ``plan_round``:
 
-* ``cold``: every row recomputed from its pods and NodeMetric (as after a start), no pod-class cache;
-* ``steady``: the state as between two rounds 10 s apart with NodeMetrics reported every 60 s: a sixth of the
-  NodeMetrics replaced before the round (their rows recomputed in it).
+* ``cold``: the first round, every row recomputed from its pods and NodeMetric (as after a start);
+* ``burst``: the same state again (the round takes its own additions back out of the extender's view): every hot
+  node (5 %) acts at once with nothing moved yet, about 640 moves, one pick by the extender each; the worst case;
+* ``steady``: 10 s later, the burst's moves in the ledger (the NodeMetrics not yet newer: the burst's nodes are
+  no longer hot), a sixth of the other NodeMetrics replaced (agents report every 60 s, rounds run every 10 s)
+  and ``--new-hot`` normal nodes (25, 0.5 %) turned hot and abnormal: the round a running manager makes.
 
-Each is the median of ``--rounds`` rounds (each round starts from the same state: the round takes its own
-additions back out of the extender's view). Beside it, in the same run, the calibration loop (one million dict
-insertions) and the round divided by it. Also reported: the moves, pods kept, and the time to feed the two views.
+Burst and steady: the median of ``--rounds`` rounds each, beside the calibration loop (one million dict
+insertions) measured in the same run, and the ratio. Also reported: the moves and the time to feed the views.
 
-Run: ``.venv/bin/python bench/lownodeload_round.py [--nodes N] [--pods-per-node N] [--rounds N]``.
+Run: ``.venv/bin/python bench/lownodeload_round.py [--nodes N] [--pods-per-node N] [--rounds N] [--new-hot N]``.
 Prints a table and writes ``bench/results/lownodeload_round.json``.
 
 Not guaranteed: stable figures on a shared machine (the median, the load average and the calibration loop are
@@ -199,14 +201,40 @@ def _round(setup: dict[str, Any]) -> tuple[float, Any]:
     return (time.process_time() - started) * 1000, result
 
 
-def _steady(setup: dict[str, Any], fraction: float) -> None:
-    """Replace ``fraction`` of the NodeMetrics (new samples, the same levels), as the agents report."""
+def _refresh(setup: dict[str, Any], names: list[str], at: float) -> None:
+    """New NodeMetrics for ``names`` (new samples at their levels), as their agents report."""
     rng = setup["rng"]
-    names = sorted(setup["levels"])
-    for name in rng.sample(names, int(len(names) * fraction)):
-        metric = nodemetric_from_dict(_metric(name, setup["pods"][name], setup["levels"][name], rng, NOW - 5))
+    for name in names:
+        metric = nodemetric_from_dict(_metric(name, setup["pods"][name], setup["levels"][name], rng, at))
         setup["state"].upsert_metric(metric)
         setup["cluster"].upsert_metric(metric)
+
+
+def _steady_round(setup: dict[str, Any], ledger: list[Any], new_hot: int, fraction: float) -> tuple[float, Any]:
+    """The round after a burst, 10 s later: the burst's moves in the ledger (their NodeMetrics not yet newer), a
+    sixth of the other NodeMetrics replaced, ``new_hot`` normal nodes just turned hot (and abnormal)."""
+    rng = setup["rng"]
+    levels = setup["levels"]
+    moved_nodes = {move.source for move in ledger} | {move.destination for move in ledger}
+    normal = [name for name, level in sorted(levels.items()) if 0.5 <= level <= 0.7 and name not in moved_nodes]
+    hot = rng.sample(normal, new_hot)
+    for name in hot:
+        levels[name] = rng.uniform(0.82, 0.9)
+        setup["anomalies"][("node", name)] = AnomalyState(NOW + 60, 0, 0, NOW - 10)
+    others = [n for n in sorted(levels) if n not in moved_nodes and n not in hot]
+    _refresh(setup, hot + rng.sample(others, int(len(others) * fraction)), NOW - 5)
+    gc.collect()
+    started = time.process_time()
+    result = plan_round(
+        setup["state"],
+        setup["cluster"],
+        setup["args"],
+        setup["migration"],
+        now=NOW + 10,
+        anomalies=setup["anomalies"],
+        ledger=ledger,
+    )
+    return (time.process_time() - started) * 1000, result
 
 
 def main(argv: list[str]) -> int:
@@ -214,32 +242,45 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--new-hot", type=int, default=25, help="nodes turning hot before each steady round")
     parser.add_argument("--output", type=Path, default=RESULTS)
     opts = parser.parse_args(argv)
     setup = build(opts.nodes, opts.pods_per_node)
-    cold_ms, first = _round(setup)
-    steady: list[float] = []
+    cold_ms, burst = _round(setup)
+    burst_ms: list[float] = []
+    steady_ms: list[float] = []
     calibration: list[float] = []
-    result = first
     for _ in range(opts.rounds):
-        _steady(setup, 1 / 6)
-        ms, result = _round(setup)
-        steady.append(ms)
+        ms, burst = _round(setup)
+        burst_ms.append(ms)
         calibration.append(_calibration())
-    median = statistics.median(steady)
+    ledger = [move.recent(NOW) for move in burst.moves]
+    steady = burst
+    for _ in range(opts.rounds):
+        ms, steady = _steady_round(setup, ledger, opts.new_hot, 1 / 6)
+        ledger.extend(move.recent(NOW + 10) for move in steady.moves)  # as the manager records what it filed
+        steady_ms.append(ms)
+        calibration.append(_calibration())
     calibration_median = statistics.median(calibration)
+    steady_median = statistics.median(steady_ms)
+    burst_median = statistics.median(burst_ms)
     figures = {
         "nodes": opts.nodes,
         "pods": opts.nodes * opts.pods_per_node,
-        "hot_nodes_acted": sum(1 for pool in result.pools for node in pool.nodes if node.acted),
-        "moves": len(result.moves),
-        "kept": len(result.kept),
+        "burst_hot_nodes_acted": sum(1 for pool in burst.pools for node in pool.nodes if node.acted),
+        "burst_moves": len(burst.moves),
+        "steady_new_hot_nodes": opts.new_hot,
+        "steady_moves_last": len(steady.moves),
+        "steady_ledger_entries": len(ledger),
         "feed_views_s": round(setup["feed_s"], 2),
         "round_cold_cpu_ms": round(cold_ms, 1),
-        "round_steady_cpu_ms_median": round(median, 1),
-        "round_steady_cpu_ms_all": [round(v, 1) for v in steady],
+        "round_burst_cpu_ms_median": round(burst_median, 1),
+        "round_burst_cpu_ms_all": [round(v, 1) for v in burst_ms],
+        "round_steady_cpu_ms_median": round(steady_median, 1),
+        "round_steady_cpu_ms_all": [round(v, 1) for v in steady_ms],
         "calibration_ms_median": round(calibration_median, 1),
-        "round_to_calibration_median": round(median / calibration_median, 3),
+        "steady_to_calibration": round(steady_median / calibration_median, 3),
+        "burst_to_calibration": round(burst_median / calibration_median, 3),
         "budget_ms": BUDGET_MS,
         "load_average": os.getloadavg(),
         "python": platform.python_version(),
