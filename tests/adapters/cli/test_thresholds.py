@@ -54,30 +54,34 @@ def test_contradictions_exit_1_and_name_the_loop(tmp_path: Path) -> None:
     assert code == 1
     report = json.loads(out)
     found = {(f["loop"], tuple(f["paths"])) for f in report["findings"] if f["severity"] == "contradiction"}
-    here = str(file)
+
+    def doc(i: int) -> str:
+        """How the command names the i-th document of the file."""
+        return f"{file}#{i}"
+
     assert found == {
         (
             "scheduler → descheduler",
-            (f"{here}#0: loadAware.usageThresholds.memory", f"{here}#1: lowNodeLoad.highThresholds.memory"),
+            (f"{doc(0)}: loadAware.usageThresholds.memory", f"{doc(1)}: lowNodeLoad.highThresholds.memory"),
         ),
         (
             "descheduler → agent",
             (
-                f"{here}#1: lowNodeLoad.highThresholds.memory",
-                f"{here}#2: NodeQOSEnsurancePolicy/evict-memory.spec.objectiveEnsurances[0].metricRule.value",
+                f"{doc(1)}: lowNodeLoad.highThresholds.memory",
+                f"{doc(2)}: NodeQOSEnsurancePolicy/evict-memory.spec.objectiveEnsurances[0].metricRule.value",
             ),
         ),
         (
             "scheduler → agent",
             (
-                f"{here}#0: loadAware.usageThresholds.memory",
-                f"{here}#2: NodeQOSEnsurancePolicy/evict-memory.spec.objectiveEnsurances[0].metricRule.value",
+                f"{doc(0)}: loadAware.usageThresholds.memory",
+                f"{doc(2)}: NodeQOSEnsurancePolicy/evict-memory.spec.objectiveEnsurances[0].metricRule.value",
             ),
         ),
     }
     assert report["checked"] == {
-        "scheduler": f"{here}#0",
-        "descheduler": f"{here}#1",
+        "scheduler": doc(0),
+        "descheduler": doc(1),
         "policies": 1,
         "actions": 1,
         "nodes": 0,

@@ -15,7 +15,7 @@ each one until the NodeMetrics catch up:
   ``status.nodeName``) when it is known.
 
 A NodeMetric older than the move never hides it; a newer one replaces the ledger's guess by the measurement. The
-caller keeps the ledger: it adds the round's moves (:meth:`RecentMove.of`) and drops entries with :func:`prune`.
+caller keeps the ledger: it adds the round's moves (``PlannedMove.recent(at)``) and drops entries with :func:`prune`.
 """
 
 from __future__ import annotations
