@@ -188,6 +188,13 @@ class _Round:
     def run(self) -> BalanceRound:
         reports = [self._balance(pool) for pool in self.pools]
         self.destinations.close()
+        # forget the states of nodes that are gone, and of nodes not observed for detectorCacheTimeout
+        timeout = self.args.detector_cache_timeout
+        self.anomalies = {
+            key: value
+            for key, value in self.anomalies.items()
+            if key[1] in self.state.nodes and (timeout <= 0 or self.now - value.seen <= timeout)
+        }
         unpooled = tuple(
             sorted(self.state.name(int(r)) for r in np.flatnonzero(self.state.present & (self.state.pool < 0)))
         )

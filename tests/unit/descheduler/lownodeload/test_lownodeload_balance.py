@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from koordpy.descheduler.lownodeload import EvictionLimits, RecentMove, plan_round, prune
+from koordpy.descheduler.lownodeload import AnomalyState, EvictionLimits, RecentMove, plan_round, prune
 from koordpy_testkit.balance import NOW, BalanceCluster, hot_for
 
 ONCE = {"anomalyCondition": {"consecutiveAbnormalities": 1}}
@@ -268,3 +268,13 @@ def test_the_round_takes_its_additions_back() -> None:
     )
     assert result.moves
     assert view.assigned == before
+
+
+def test_anomaly_states_of_gone_or_unobserved_nodes_are_dropped() -> None:
+    # A state for a node the cluster no longer has, and one not observed for longer than detectorCacheTimeout (a
+    # stale node keeps its state only that long), are not handed to the next round.
+    cluster = hot_and_idle()
+    cluster.age["n2"] = 500.0  # stale: not observed this round
+    states = hot_for(["n1", "gone"], 2) | {("node", "n2"): AnomalyState(None, 2, 0, NOW - 400)}
+    result = cluster.run({**CPU, "detectorCacheTimeout": "5m"}, anomalies=states)
+    assert set(result.anomalies) == {("node", "n1")}
