@@ -6,9 +6,11 @@ does); a reflector backing off after an outage retries at once (against the API 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from aiohttp import web
 
@@ -52,9 +54,42 @@ async def test_a_server_that_never_stopped_answering_wakes_nobody() -> None:
     assert given == [True] and reach.recoveries == 0
 
 
+async def test_a_probe_that_raises_counts_as_not_ready() -> None:
+    """An exception from the probe is a failure (the server is away), not an answer: the probe goes on, and
+    the answer after it wakes the sleeper."""
+    calls: list[str] = []
+
+    async def probe() -> bool:
+        calls.append("probe")
+        if len(calls) == 1:
+            raise ConnectionResetError("reset by peer")
+        return True
+
+    reach = Reachability(probe, probe_interval=0.01)
+    assert await reach.sleep(HANG_BACKSTOP) is True
+    assert calls == ["probe", "probe"] and reach.recoveries == 1
+
+
+async def test_a_sleeper_that_stays_is_woken_after_another_one_left() -> None:
+    """Two sleepers, one with a short backoff: the probe goes on for the one that stays, and wakes it."""
+    answers = [False]
+
+    async def probe() -> bool:
+        return answers[-1]
+
+    reach = Reachability(probe, probe_interval=0.01)
+    staying = asyncio.create_task(reach.sleep(HANG_BACKSTOP))
+    assert await reach.sleep(0.05) is False
+    probed = reach.probes
+    await eventually(lambda: reach.probes > probed, "the probe going on for the sleeper that stays")
+    answers.append(True)
+    assert await within_backstop(staying, "the staying sleeper woken") is True
+
+
 async def test_the_probe_stops_once_nobody_sleeps_and_starts_again_for_the_next_sleeper() -> None:
     """A server that stays away: the sleeper's time runs out (False), the probe ends with it; the next sleeper
-    starts a new probe, which wakes it when the server answers."""
+    starts a new probe, which wakes it when the server answers; a second outage and return count a second
+    recovery."""
     answers = [False]
 
     async def probe() -> bool:
@@ -75,13 +110,22 @@ async def test_the_probe_stops_once_nobody_sleeps_and_starts_again_for_the_next_
     answers.append(True)
     assert await within_backstop(sleeper, "the sleeper woken") is True
     assert reach.recoveries == 1
+    answers.append(False)
+    before = reach.probes
+    sleeper = asyncio.create_task(reach.sleep(HANG_BACKSTOP))
+    await eventually(lambda: reach.probes > before, "a probe failing again")
+    answers.append(True)
+    assert await within_backstop(sleeper, "the sleeper woken again") is True
+    assert reach.recoveries == 2
 
 
 async def test_a_client_probes_readyz_of_its_api_server_and_wakes_sleepers_when_it_is_back(
-    apiserver: ApiServerEmulator, api_client: ApiClient
+    apiserver: ApiServerEmulator, api_client: ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The probe of ``Reachability.of`` (one per client): ready while the emulator answers, not while it is
-    stopped; a sleeper backing off during the outage is woken when the emulator listens again."""
+    stopped; a sleeper backing off during the outage is woken when the emulator listens again, and the
+    recovery is logged."""
+    caplog.set_level(logging.INFO, logger="koordpy.kube.reachability")
     reach = Reachability.of(api_client)
     assert Reachability.of(api_client) is reach
     assert reach.probe_interval == reachability.PROBE_INTERVAL == 1.0
@@ -95,6 +139,9 @@ async def test_a_client_probes_readyz_of_its_api_server_and_wakes_sleepers_when_
     await apiserver.start()
     assert await within_backstop(sleeper, "the sleeper woken by the server's return") is True
     assert reach.recoveries == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "koordpy.kube.reachability"] == [
+        "the API server answers again: watches retry now"
+    ]
     readyz = [r for r in apiserver.requests if r.get("path") == "/readyz"]
     assert readyz and {r.get("verb") for r in readyz} == {"get"}, readyz
 
@@ -156,6 +203,13 @@ async def test_the_probe_bounds_its_request_to_5_s() -> None:
 
     assert await reachability._ready(Unanswered()) is False  # type: ignore[arg-type]
     assert sent == [("GET", "/readyz", 5.0)]
+
+
+async def test_a_closed_client_is_not_ready() -> None:
+    """Any other error than the API's (a closed client's RuntimeError) is not ready either."""
+    async with ApiClient(ConnectionInfo.for_url("http://127.0.0.1:9", token="t")) as client:
+        pass
+    assert await reachability._ready(client) is False
 
 
 async def test_a_reflector_backing_off_after_an_outage_retries_as_soon_as_the_server_answers(
