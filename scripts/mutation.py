@@ -84,6 +84,7 @@ GROUPS: dict[str, Group] = {
             "tests/unit/descheduler/test_arbitration.py",
             "tests/unit/descheduler/test_arbitration_equivalence.py",
             "tests/unit/descheduler/test_arbitration_gangs.py",
+            "tests/unit/descheduler/test_arbitration_reasons.py",
         ),
     ),
     "limits": Group(
@@ -203,13 +204,14 @@ def mutmut(work: Path, *args: str, log: Path | None = None) -> str:
 DIFFS = """
 import json, sys
 from mutmut.mutation.diff_apply import get_diff_for_mutant
-json.dump({name: get_diff_for_mutant(name) for name in json.load(sys.stdin)}, sys.stdout)
+json.dump({name: get_diff_for_mutant(name, path=path) for name, path in json.load(sys.stdin)}, sys.stdout)
 """
 """mutmut's own diff of each named mutant (what ``mutmut show`` prints), for many mutants in one process."""
 
 
-def changes_of(work: Path, mutants: list[str]) -> dict[str, list[str]]:
-    """The lines mutmut removed and added for each mutant (``-``/``+`` lines of its diff, whitespace-trimmed)."""
+def changes_of(work: Path, mutants: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The lines mutmut removed and added for each mutant (name, its file under src/): the ``-``/``+`` lines of
+    its diff, whitespace-trimmed."""
     if not mutants:
         return {}
     done = subprocess.run(
@@ -218,8 +220,10 @@ def changes_of(work: Path, mutants: list[str]) -> dict[str, list[str]]:
         input=json.dumps(mutants),
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    if done.returncode != 0:
+        raise SystemExit(f"mutation.py: reading mutmut's diffs in {work} failed:\n{done.stderr[-3000:]}")
     return {
         name: [
             line[0] + " " + line[1:].strip()
@@ -280,7 +284,8 @@ def run_group(name: str, group: Group, *, jobs: int, keep: bool, run: bool, surv
     equivalent = load_equivalent()
     survivors: list[dict[str, object]] = []
     stale: list[dict[str, object]] = []
-    changes = changes_of(work, sorted(m for m, status in statuses.items() if status not in DETECTED))
+    undetected = [m for m, status in statuses.items() if status not in (*DETECTED, "not checked")]
+    changes = changes_of(work, [(m, f"src/{file_of(m, modules)}") for m in sorted(undetected)])
     for mutant, status in sorted(statuses.items(), key=lambda item: natural(item[0])):
         file = file_of(mutant, modules)
         if file is None:
@@ -309,8 +314,8 @@ def run_group(name: str, group: Group, *, jobs: int, keep: bool, run: bool, surv
                 score.no_tests += 1
             survivors.append({"name": mutant, "status": status, "change": change})
             continue
-        score.other += 1
-        survivors.append({"name": mutant, "status": status, "change": changes[mutant]})
+        score.other += 1  # not checked (an interrupted run), suspicious: not detected
+        survivors.append({"name": mutant, "status": status, "change": changes.get(mutant, [])})
     for mutant, entry in equivalent.items():
         if file_of(mutant, modules) is not None and mutant not in statuses:
             stale.append({"name": mutant, "why": "listed, but mutmut made no such mutant", "listed": entry["change"]})

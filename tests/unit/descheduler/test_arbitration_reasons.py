@@ -1,0 +1,300 @@
+"""What arbitration tells the user: each filter's and each limit's verdict with its exact reason (the text a
+PodMigrationJob's condition and Event carry), and the edges of the filters' switches.
+
+The helpers are test_arbitration's (same directory, pytest's prepend import mode).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import test_arbitration_gangs as gangs
+from test_arbitration import DEPLOY, NOW, WEB, args, job, pod, pods_by_key, rs, run, running
+
+from koordpy.descheduler.arbitration import arbitrate
+from koordpy.descheduler.limits import MAX_INT32
+from koordpy.descheduler.objects import OwnerRef, Workload
+
+
+def verdict_of(pod_fields: dict[str, Any], config: dict[str, Any]) -> tuple[str, str | None, str]:
+    subject = pod("p", owner=DEPLOY, **pod_fields)
+    result = arbitrate(
+        [job("j", "p", namespace=subject.namespace)], pods_by_key(subject), {WEB.uid: WEB}, args(**config), NOW
+    )
+    verdict = result.verdicts["j"]
+    return verdict.verdict, verdict.filter, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("pod_fields", "config", "expected"),
+    [
+        (
+            {"eviction_cost": MAX_INT32},
+            {},
+            ("EvictionCost", "pod default/p: eviction cost is MaxInt32 (2147483647), it never migrates"),
+        ),
+        (
+            {"namespace": "other"},
+            {"namespaces": {"include": ["default"]}},
+            ("Namespaces", "pod other/p: namespace other is not in namespaces.include"),
+        ),
+        (
+            {"namespace": "kube-system"},
+            {"namespaces": {"exclude": ["kube-system"]}},
+            ("Namespaces", "pod kube-system/p: namespace kube-system is in namespaces.exclude"),
+        ),
+        (
+            {"controller": None, "owner_kinds": ()},
+            {},
+            ("BarePods", "pod default/p: has no owner (evictAllBarePods is false)"),
+        ),
+        # evictFailedBarePods lets only a Failed bare pod go: a running one still fails
+        (
+            {"controller": None, "owner_kinds": ()},
+            {"evictFailedBarePods": True},
+            ("BarePods", "pod default/p: has no owner (evictAllBarePods is false)"),
+        ),
+        (
+            {"owner_kinds": ("DaemonSet",), "controller": OwnerRef("DaemonSet", "d", "uid-d")},
+            {},
+            ("DaemonSetPods", "pod default/p: is owned by a DaemonSet"),
+        ),
+        ({"mirror": True}, {}, ("MirrorPods", "pod default/p: is a mirror (static) pod")),
+        (
+            {"priority": 2_000_000_000},
+            {},
+            ("SystemCritical", "pod default/p: is system-critical (evictSystemCriticalPods is false)"),
+        ),
+        (
+            {"local_storage": True},
+            {},
+            ("LocalStorage", "pod default/p: has emptyDir or hostPath volumes (evictLocalStoragePods is false)"),
+        ),
+        (
+            {"pvc": True},
+            {"ignorePvcPods": True},
+            ("PVC", "pod default/p: has PersistentVolumeClaim volumes (ignorePvcPods is true)"),
+        ),
+        (
+            {"priority": 9000},
+            {"priorityThreshold": {"value": 9000}},
+            ("PriorityThreshold", "pod default/p: priority 9000 >= priorityThreshold 9000"),
+        ),
+        # no priority counts as 0: a threshold of 0 stops it
+        (
+            {"priority": None},
+            {"priorityThreshold": {"value": 0}},
+            ("PriorityThreshold", "pod default/p: priority 0 >= priorityThreshold 0"),
+        ),
+        (
+            {"labels": {"app": "db"}},
+            {"labelSelector": {"matchLabels": {"app": "web"}}},
+            ("LabelSelector", "pod default/p: labels do not match labelSelector"),
+        ),
+        (
+            {},
+            {"nodeSelector": "pool=batch"},
+            ("NodeSelector", "pod default/p: node n1 does not match nodeSelector"),
+        ),
+        (
+            {"node_name": ""},
+            {"nodeSelector": "pool=batch"},
+            ("NodeSelector", "pod default/p: node (none) does not match nodeSelector"),
+        ),
+    ],
+)
+def test_each_filter_fails_with_its_reason(
+    pod_fields: dict[str, Any], config: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    assert verdict_of(pod_fields, config) == ("fail", *expected)
+
+
+@pytest.mark.parametrize(
+    ("pod_fields", "config"),
+    [
+        # no priority counts as 0, below a threshold of 1
+        ({"priority": None}, {"priorityThreshold": {"value": 1}}),
+        # the gate skipped: namespaces are not read at all
+        (
+            {"namespace": "kube-system"},
+            {"namespaces": {"exclude": ["kube-system"]}, "skipEvictionGates": ["Namespaces"]},
+        ),
+    ],
+)
+def test_filters_that_let_a_pod_through(pod_fields: dict[str, Any], config: dict[str, Any]) -> None:
+    assert verdict_of(pod_fields, config)[:2] == ("pass", None)
+
+
+def test_the_expected_replicas_guard_says_why() -> None:
+    owner, workload = rs("web", 2)
+    result = run([job("j", "p")], [pod("p", owner=owner)], [workload], maxMigratingPerWorkload=2)
+    verdict = result.verdicts["j"]
+    # 2 replicas: maxMigrating 2 (explicit), maxUnavailable 1 (implicit, < 4): 2 == maxMigrating
+    assert (verdict.verdict, verdict.filter, verdict.reason) == (
+        "fail",
+        "ExpectedReplicas",
+        "pod default/p: ReplicaSet default/web expects 2 replicas, maxMigrating 2, maxUnavailable 1: "
+        "migrating would leave none",
+    )
+
+
+def requeue_reasons(result: Any) -> dict[str, tuple[str, str | None, str]]:
+    return {n: (v.verdict, v.filter, v.reason) for n, v in result.verdicts.items() if v.verdict == "requeue"}
+
+
+def test_each_limit_requeues_with_the_count_it_reached() -> None:
+    owner, workload = rs("big", 1000)  # per workload 10 % of 1000 = 100: not limiting
+    pods = [pod(f"p{i}", owner=owner) for i in range(3)]
+    jobs = [job(f"j{i}", f"p{i}", created=100.0 - i) for i in range(3)]
+    # 2 pass on n1, the third finds 2 migrating on n1 >= 2
+    assert requeue_reasons(run(jobs, pods, [workload])) == {
+        "j2": ("requeue", "MaxMigratingPerNode", "2 pods migrating on node n1 >= maxMigratingPerNode 2")
+    }
+    assert requeue_reasons(run(jobs, pods, [workload], maxMigratingGlobally=1)) == {
+        "j1": ("requeue", "MaxMigratingGlobally", "1 pods migrating >= maxMigratingGlobally 1"),
+        "j2": ("requeue", "MaxMigratingGlobally", "1 pods migrating >= maxMigratingGlobally 1"),
+    }
+    by_namespace = run(jobs, pods, [workload], maxMigratingPerNode=0, maxMigratingPerNamespace=2)
+    assert requeue_reasons(by_namespace) == {
+        "j2": (
+            "requeue",
+            "MaxMigratingPerNamespace",
+            "2 pods migrating in namespace default >= maxMigratingPerNamespace 2",
+        )
+    }
+
+
+def test_the_workload_limits_requeue_with_the_replicas() -> None:
+    owner, workload = rs("web", 6)  # implicit maxMigrating 2 and maxUnavailable 2 (4..10)
+    pods = [pod(f"p{i}", node=f"n{i}", owner=owner) for i in range(6)]
+    jobs = [running("r1", "p1"), running("r2", "p2"), job("j", "p0")]
+    assert requeue_reasons(run(jobs, pods, [workload])) == {
+        "j": (
+            "requeue",
+            "MaxMigratingPerWorkload",
+            "2 pods of ReplicaSet default/web migrating >= maxMigratingPerWorkload 2 (6 replicas)",
+        )
+    }
+    unready = [pod(f"p{i}", node=f"n{i}", owner=owner, available=i == 0) for i in range(3)]
+    result = run([job("j", "p0")], [*unready, *pods[3:]], [workload])
+    assert requeue_reasons(result) == {
+        "j": (
+            "requeue",
+            "MaxUnavailablePerWorkload",
+            "2 other pods of ReplicaSet default/web unavailable or migrating >= maxUnavailablePerWorkload 2 (6 replicas)",
+        )
+    }
+
+
+def test_the_object_limiter_says_which_workload() -> None:
+    owner, workload = rs("web", 10)
+    result = arbitrate(
+        [job("j", "p")],
+        pods_by_key(pod("p", owner=owner)),
+        {workload.uid: workload},
+        args(),
+        NOW,
+        limited_workloads=frozenset({workload.uid}),
+    )
+    assert requeue_reasons(result) == {
+        "j": ("requeue", "ObjectLimiter", "ReplicaSet default/web is rate limited by objectLimiters")
+    }
+
+
+def test_a_workload_without_replicas_has_no_workload_limits() -> None:
+    """A controller without a replica count (a Job): neither the guard nor the per-workload limits apply, however
+    many of its pods migrate."""
+    batch = OwnerRef("Job", "train", "uid-train")
+    train = Workload("Job", "default", "train", "uid-train", None)
+    pods = [pod(f"t{i}", node=f"n{i}", owner=batch) for i in range(3)]
+    jobs = [running("r1", "t1"), running("r2", "t2"), job("j", "t0")]
+    assert run(jobs, pods, [train]).verdicts["j"].verdict == "pass"
+
+
+# ---------------------------------------------------------------- gangs: what a member waits for, and the counts
+
+
+def gang_of(names: list[str], *, disruption: str = "minimum", min_member: int | None = None) -> tuple[Any, Any]:
+    pods = [gangs.pod(n) for n in names]
+    size = len(names) if min_member is None else min_member
+    source = gangs.NATIVE if disruption == "all" else gangs.API_SIGS
+    return pods, gangs.table(pods, (gangs.spec("train", size, disruption=disruption, source=source), names))
+
+
+def test_a_gang_member_without_jobs_for_the_rest_names_five_and_counts_the_others() -> None:
+    """Eight members run, one migrating already, one job waiting: the unit needs the 8 − 1 = 7 not yet migrating;
+    6 of them have no job: five are named, "and 1 more"."""
+    names = [f"w{i}" for i in range(8)]
+    pods, table = gang_of(names)
+    result = gangs.run([*gangs.jobs_for(["w0"]), gangs.job("w7", phase="Running")], pods, table)
+    verdict = result.verdicts["pmj-w0"]
+    assert (verdict.verdict, verdict.filter) == ("requeue", "GangBelowMinimum")
+    assert verdict.reason == (
+        "gang ml/train (Strict, minimum 8): 8 members run (1 migrating already); moving pod ml/w0 alone leaves "
+        "6 < 8: it moves only together with the 7 running members of gang ml/train not yet migrating, and 6 of "
+        "them have no waiting PodMigrationJob (ml/w1, ml/w2, ml/w3, ml/w4, ml/w5 and 1 more)"
+    )
+
+
+def test_five_members_without_a_job_are_all_named() -> None:
+    pods, table = gang_of([f"w{i}" for i in range(6)])
+    verdict = gangs.run(gangs.jobs_for(["w0"]), pods, table).verdicts["pmj-w0"]
+    assert verdict.reason.endswith("5 of them have no waiting PodMigrationJob (ml/w1, ml/w2, ml/w3, ml/w4, ml/w5)")
+
+
+def test_a_gang_that_moves_all_or_none_says_so() -> None:
+    pods, table = gang_of(gangs.W, disruption="all", min_member=2)
+    verdict = gangs.run(gangs.jobs_for(["w0"]), pods, table).verdicts["pmj-w0"]
+    assert (verdict.verdict, verdict.filter, verdict.reason) == (
+        "requeue",
+        "GangDisruptionAll",
+        "gang ml/train (disruptionMode all): 4 members run; they move all together or none: it moves only "
+        "together with the 4 running members of gang ml/train not yet migrating, and 3 of them have no waiting "
+        "PodMigrationJob (ml/w1, ml/w2, ml/w3)",
+    )
+
+
+def test_a_member_waits_for_a_member_that_is_refused() -> None:
+    """w2 cannot migrate at all (a mirror pod): w0 and w1 are requeued behind it, and say it is refused."""
+    pods = [gangs.pod(n, mirror=n == "w2") for n in gangs.W]
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    result = gangs.run(gangs.jobs_for(gangs.W), pods, table)
+    waiting = result.verdicts["pmj-w0"]
+    assert (waiting.verdict, waiting.filter) == ("requeue", "GangMemberWaiting")
+    assert waiting.reason == (
+        "moves only with gang ml/train together (4 PodMigrationJobs); job pmj-w2 for pod ml/w2 is refused: "
+        "MirrorPods: pod ml/w2: is a mirror (static) pod"
+    )
+    assert result.verdicts["pmj-w2"].verdict == "fail"
+
+
+@pytest.mark.parametrize(
+    ("migrating_before", "node_limit", "expected"),
+    [
+        # nothing else on n0, limit 2: w0 (0 < 2), w1 (1 < 2) counted, w2 finds 2 >= 2; the unit waits and gives
+        # both counts back (2 -> 1 -> 0): x (0 < 2) and y (1 < 2) pass, z finds 2 >= 2
+        (0, 2, {"x": "pass", "y": "pass", "z": "MaxMigratingPerNode"}),
+        # one pod migrating on n0, limit 3: w0 (1 < 3), w1 (2 < 3) counted, w2 finds 3 >= 3; given back (3 -> 2 -> 1):
+        # x (1 < 3), y (2 < 3) pass, z finds 3 >= 3
+        (1, 3, {"x": "pass", "y": "pass", "z": "MaxMigratingPerNode"}),
+    ],
+)
+def test_a_unit_that_waits_gives_back_exactly_the_counts_it_took(
+    migrating_before: int, node_limit: int, expected: dict[str, str]
+) -> None:
+    pods = [gangs.pod(n, node="n0") for n in gangs.W]
+    others = [gangs.pod(n, node="n0", owner=None) for n in ("x", "y", "z", "m")]
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    before = [gangs.job("m", phase="Running")][:migrating_before]
+    loose = [gangs.job(n, created=float(3 - i)) for i, n in enumerate(("x", "y", "z"))]
+    result = gangs.run(
+        [*gangs.jobs_for(gangs.W), *loose, *before],
+        [*pods, *others],
+        table,
+        evictAllBarePods=True,
+        maxMigratingPerNode=node_limit,
+    )
+    outcome = gangs.outcomes(result)
+    assert {n: outcome[n] for n in ("x", "y", "z")} == expected
+    assert {outcome[n] for n in ("w0", "w1")} == {"GangMemberWaiting"}
