@@ -280,16 +280,38 @@ def run_group(name: str, group: Group, *, jobs: int, keep: bool, run: bool, surv
         if m := STATUS.match(line):
             statuses[m[1]] = m[2]
     modules = {module_of(f): f for f in group.files}
-    scores = {f: FileScore(f) for f in group.files}
-    equivalent = load_equivalent()
-    survivors: list[dict[str, object]] = []
-    stale: list[dict[str, object]] = []
     undetected = [m for m, status in statuses.items() if status not in (*DETECTED, "not checked")]
     changes = changes_of(work, [(m, f"src/{file_of(m, modules)}") for m in sorted(undetected)])
+    scores, survivors, stale = classify(group.files, statuses, changes, load_equivalent())
+    return {
+        "group": name,
+        "files": [dataclasses.asdict(s) | {"score": round(s.score, 1)} for s in scores],
+        "tests": list(group.tests),
+        "mutmut": mutmut(work, "--version").strip(),
+        "command": f"scripts/mutation.py {name}",
+        "seconds": round(elapsed) if run else None,
+        "jobs": jobs if run else None,
+        "survivors": survivors,
+        "stale_listings": stale,
+    }
+
+
+def classify(
+    files: tuple[str, ...],
+    statuses: dict[str, str],
+    changes: dict[str, list[str]],
+    equivalent: dict[str, dict[str, object]],
+) -> tuple[list[FileScore], list[dict[str, object]], list[dict[str, object]]]:
+    """Count each mutant (its mutmut status, and for an undetected one its change) against the listed
+    equivalent survivors: the scores per file, the unlisted survivors and the stale listings."""
+    modules = {module_of(f): f for f in files}
+    scores = {f: FileScore(f) for f in files}
+    survivors: list[dict[str, object]] = []
+    stale: list[dict[str, object]] = []
     for mutant, status in sorted(statuses.items(), key=lambda item: natural(item[0])):
         file = file_of(mutant, modules)
         if file is None:
-            raise SystemExit(f"mutation.py: {name}: mutant {mutant} of no file of the group")
+            raise SystemExit(f"mutation.py: mutant {mutant} of no file of the group ({', '.join(files)})")
         score = scores[file]
         score.mutants += 1
         listed = equivalent.get(mutant)
@@ -301,8 +323,8 @@ def run_group(name: str, group: Group, *, jobs: int, keep: bool, run: bool, surv
             if listed is not None:
                 stale.append({"name": mutant, "status": status, "why": "listed as equivalent, but a test kills it"})
             continue
+        change = changes.get(mutant, [])
         if status in ("survived", "no tests"):
-            change = changes[mutant]
             if listed is not None and [str(c) for c in listed["change"]] == change:  # type: ignore[attr-defined]
                 score.equivalent += 1
                 continue
@@ -312,24 +334,13 @@ def run_group(name: str, group: Group, *, jobs: int, keep: bool, run: bool, surv
                 score.survived += 1
             else:
                 score.no_tests += 1
-            survivors.append({"name": mutant, "status": status, "change": change})
-            continue
-        score.other += 1  # not checked (an interrupted run), suspicious: not detected
-        survivors.append({"name": mutant, "status": status, "change": changes.get(mutant, [])})
+        else:
+            score.other += 1  # not checked (an interrupted run), suspicious: not detected
+        survivors.append({"name": mutant, "status": status, "change": change})
     for mutant, entry in equivalent.items():
         if file_of(mutant, modules) is not None and mutant not in statuses:
             stale.append({"name": mutant, "why": "listed, but mutmut made no such mutant", "listed": entry["change"]})
-    return {
-        "group": name,
-        "files": [dataclasses.asdict(s) | {"score": round(s.score, 1)} for s in scores.values()],
-        "tests": list(group.tests),
-        "mutmut": mutmut(work, "--version").strip(),
-        "command": f"scripts/mutation.py {name}",
-        "seconds": round(elapsed) if run else None,
-        "jobs": jobs if run else None,
-        "survivors": survivors,
-        "stale_listings": stale,
-    }
+    return list(scores.values()), survivors, stale
 
 
 def file_of(mutant: str, modules: dict[str, str]) -> str | None:
