@@ -298,3 +298,122 @@ def test_a_unit_that_waits_gives_back_exactly_the_counts_it_took(
     outcome = gangs.outcomes(result)
     assert {n: outcome[n] for n in ("x", "y", "z")} == expected
     assert {outcome[n] for n in ("w0", "w1")} == {"GangMemberWaiting"}
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected_filter"),
+    [
+        ({"maxMigratingPerNode": 0, "maxMigratingGlobally": 2}, "MaxMigratingGlobally"),
+        ({"maxMigratingPerNode": 0, "maxMigratingPerNamespace": 2}, "MaxMigratingPerNamespace"),
+    ],
+)
+def test_a_waiting_unit_gives_back_its_global_and_namespace_counts(limit: dict[str, int], expected_filter: str) -> None:
+    """The four members on four nodes: w0 (0 < 2) and w1 (1 < 2) counted, w2 finds 2 >= 2; the unit waits and
+    gives both back: x (0 < 2) and y (1 < 2) pass, z finds 2 >= 2."""
+    pods = [gangs.pod(n) for n in gangs.W]
+    others = [gangs.pod(n, owner=None) for n in ("x", "y", "z")]
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    loose = [gangs.job(n, created=float(3 - i)) for i, n in enumerate(("x", "y", "z"))]
+    result = gangs.run([*gangs.jobs_for(gangs.W), *loose], [*pods, *others], table, evictAllBarePods=True, **limit)
+    outcome = gangs.outcomes(result)
+    assert {n: outcome[n] for n in ("x", "y", "z")} == {"x": "pass", "y": "pass", "z": expected_filter}
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected_filter"),
+    [
+        ({"maxMigratingPerWorkload": 3, "maxUnavailablePerWorkload": 7}, "MaxMigratingPerWorkload"),
+        ({"maxMigratingPerWorkload": 7, "maxUnavailablePerWorkload": 3}, "MaxUnavailablePerWorkload"),
+    ],
+)
+def test_a_waiting_unit_gives_back_its_workload_counts(limits: dict[str, int], expected_filter: str) -> None:
+    """Eight replicas of one StatefulSet, four of them a gang of minimum 4, each pod on its own node; the
+    workload's limit 3: w0, w1, w2 counted (0, 1, 2 < 3), w3 finds 3 >= 3; the unit waits and gives the three
+    back: x, y, z pass (0, 1, 2 < 3), q finds 3 >= 3."""
+    owner = OwnerRef("StatefulSet", "db", "uid-db")
+    db = Workload("StatefulSet", gangs.NS, "db", "uid-db", 8)
+    members = [gangs.pod(n, owner=owner) for n in gangs.W]
+    others = [gangs.pod(n, owner=owner) for n in ("x", "y", "z", "q")]
+    table = gangs.table(members, (gangs.spec("train", 4), gangs.W))
+    loose = [gangs.job(n, created=float(4 - i)) for i, n in enumerate(("x", "y", "z", "q"))]
+    result = gangs.run(
+        [*gangs.jobs_for(gangs.W), *loose], [*members, *others], table, [db], maxMigratingPerNode=0, **limits
+    )
+    outcome = gangs.outcomes(result)
+    assert {outcome[n] for n in gangs.W} == {"GangMemberWaiting", expected_filter}
+    assert {n: outcome[n] for n in ("x", "y", "z", "q")} == {
+        "x": "pass",
+        "y": "pass",
+        "z": "pass",
+        "q": expected_filter,
+    }
+
+
+def test_a_ttl_run_out_and_a_second_job_say_why() -> None:
+    owner, workload = rs("web", 5)
+    result = run(
+        [job("late", "p", ttl_seconds=300.0), running("r", "q"), job("again", "q")],
+        [pod("p", owner=owner), pod("q", owner=owner)],
+        [workload],
+    )
+    assert {n: (v.verdict, v.filter, v.reason) for n, v in result.verdicts.items()} == {
+        "late": ("fail", "TTL", "job late: ttl 300s ran out before it passed arbitration"),
+        "again": ("fail", "ExistingJob", "pod default/q: already has an active PodMigrationJob"),
+    }
+
+
+def test_a_rate_limited_workload_without_replicas_is_requeued_too() -> None:
+    batch = OwnerRef("Job", "train", "uid-train")
+    train = Workload("Job", "default", "train", "uid-train", None)
+    result = arbitrate(
+        [job("j", "p")],
+        pods_by_key(pod("p", owner=batch)),
+        {train.uid: train},
+        args(),
+        NOW,
+        limited_workloads=frozenset({train.uid}),
+    )
+    assert requeue_reasons(result) == {
+        "j": ("requeue", "ObjectLimiter", "Job default/train is rate limited by objectLimiters")
+    }
+
+
+def group_of(
+    a: tuple[list[str], str, int], b: tuple[list[str], str, int], pending: tuple[str, ...] = ()
+) -> tuple[Any, Any]:
+    """Gangs a and b in one GangGroup: (members, disruption, minimum) each; ``pending`` members do not run."""
+    pods = [
+        gangs.pod(n, node="" if n in pending else None, phase="Pending" if n in pending else "Running")
+        for n in [*a[0], *b[0]]
+    ]
+    specs = [
+        (
+            gangs.spec(
+                name,
+                minimum,
+                disruption=disruption,
+                group=("a", "b"),
+                source=gangs.NATIVE if disruption != "minimum" else gangs.API_SIGS,
+            ),
+            members,
+        )
+        for name, (members, disruption, minimum) in (("a", a), ("b", b))
+    ]
+    return pods, gangs.table(pods, *specs)
+
+
+def test_a_single_gangs_last_running_member_moves_alone_even_in_a_gang_group() -> None:
+    """disruptionMode single: each member alone, whatever its GangGroup (a1 is pending: a0 is a's last)."""
+    pods, table = group_of((["a0", "a1"], "single", 2), (["b0", "b1"], "minimum", 2), pending=("a1",))
+    assert gangs.outcomes(gangs.run(gangs.jobs_for(["a0"]), pods, table)) == {"a0": "pass"}
+
+
+def test_a_gangs_last_running_member_moves_with_its_gang_group() -> None:
+    """a (minimum 0) keeps its rule with none left running, but taking its last member moves a whole, and a
+    moves only with its GangGroup: b0, b1 have no job. Alone (no group) it would pass."""
+    pods, table = group_of((["a0", "a1"], "minimum", 0), (["b0", "b1"], "minimum", 2), pending=("a1",))
+    verdict = gangs.run(gangs.jobs_for(["a0"]), pods, table).verdicts["pmj-a0"]
+    assert (verdict.verdict, verdict.filter) == ("requeue", "GangBelowMinimum")
+    alone = [gangs.pod("a0"), gangs.pod("a1", node="", phase="Pending")]
+    single_table = gangs.table(alone, (gangs.spec("a", 0), ["a0", "a1"]))
+    assert gangs.outcomes(gangs.run(gangs.jobs_for(["a0"]), alone, single_table)) == {"a0": "pass"}
