@@ -417,3 +417,36 @@ def test_a_gangs_last_running_member_moves_with_its_gang_group() -> None:
     alone = [gangs.pod("a0"), gangs.pod("a1", node="", phase="Pending")]
     single_table = gangs.table(alone, (gangs.spec("a", 0), ["a0", "a1"]))
     assert gangs.outcomes(gangs.run(gangs.jobs_for(["a0"]), alone, single_table)) == {"a0": "pass"}
+
+
+def test_requeues_of_different_limits_in_one_round_keep_their_own_reasons() -> None:
+    """b0, b1 pass on n1 and b2 finds 2 >= 2 there; p0 passes (web: 0 < 1) and p1 finds 1 >= 1 of web's
+    maxMigrating (3 replicas: implicit 1)."""
+    big_owner, big = rs("big", 1000)
+    web_owner, web = rs("web", 3)
+    pods = [pod(f"b{i}", owner=big_owner) for i in range(3)]
+    pods += [pod("p0", node="n2", owner=web_owner), pod("p1", node="n3", owner=web_owner)]
+    jobs = [job(f"j-{p.name}", p.name, created=100.0 - i) for i, p in enumerate(pods)]
+    assert requeue_reasons(run(jobs, pods, [big, web])) == {
+        "j-b2": ("requeue", "MaxMigratingPerNode", "2 pods migrating on node n1 >= maxMigratingPerNode 2"),
+        "j-p1": (
+            "requeue",
+            "MaxMigratingPerWorkload",
+            "1 pods of ReplicaSet default/web migrating >= maxMigratingPerWorkload 1 (3 replicas)",
+        ),
+    }
+
+
+def test_members_judged_after_the_first_incomplete_one_say_the_same() -> None:
+    """w0 and w1 have jobs, w2 and w3 none: w0 finds the unit lacking; w1, judged next with nothing passed in
+    between, gets the same account (4 needed, 2 of them without a job) from what w0's look found."""
+    pods = gangs.workers()
+    result = gangs.run(gangs.jobs_for(["w0", "w1"]), pods, gangs.table(pods, (gangs.spec("train", 4), gangs.W)))
+    tail = (
+        "it moves only together with the 4 running members of gang ml/train not yet migrating, and 2 of them "
+        "have no waiting PodMigrationJob (ml/w2, ml/w3)"
+    )
+    assert result.verdicts["pmj-w0"].reason.endswith(tail)
+    assert result.verdicts["pmj-w1"].reason == (
+        f"gang ml/train (Strict, minimum 4): 4 members run; moving pod ml/w1 alone leaves 3 < 4: {tail}"
+    )
