@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,14 +194,39 @@ async def test_an_exec_plugin_run_hands_over_stdin_closed_and_reports_its_last_e
         "'status': {'token': 'from-plugin'}}))"
     )
     assert await reads_stdin.load() == ("Bearer from-plugin", None)
-    failing = python_plugin("import sys; sys.stderr.write('first\\n' + 'x' * 400 + '\\n\\n'); sys.exit(3)")
+    failing = python_plugin("import sys; sys.stderr.write('first\\nsecond\\n' + 'x' * 400 + '\\n\\n'); sys.exit(3)")
     with pytest.raises(CredentialError) as caught:
         await failing.load()
     assert str(caught.value) == f"exec plugin {sys.executable}: exit status 3: " + "x" * 300
+    undecodable = python_plugin("import sys; sys.stderr.buffer.write(b'bad \\xff byte'); sys.exit(5)")
+    with pytest.raises(CredentialError) as caught:
+        await undecodable.load()
+    assert str(caught.value) == f"exec plugin {sys.executable}: exit status 5: bad \ufffd byte"
     silent = python_plugin("import sys; sys.exit(4)")
     with pytest.raises(CredentialError) as caught:
         await silent.load()
     assert str(caught.value) == f"exec plugin {sys.executable}: exit status 4: "
+
+
+async def test_an_exec_plugin_cannot_read_this_processs_stdin() -> None:
+    """Whatever the process's own standard input holds (here a pipe with a line in it), the plugin reads
+    nothing: a plugin that would prompt for input fails at once instead of taking the component's."""
+    plugin = python_plugin(
+        "import sys, json; data = sys.stdin.read(); "
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', "
+        "'status': {'token': 'read-' + str(len(data))}}))"
+    )
+    read, write = os.pipe()
+    os.write(write, b"a line the plugin must not see\n")
+    os.close(write)
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        assert await plugin.load() == ("Bearer read-0", None)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read)
 
 
 async def test_an_exec_plugin_that_cannot_start_or_hangs_fails_the_load(tmp_path: Path) -> None:
@@ -213,6 +241,41 @@ async def test_an_exec_plugin_that_cannot_start_or_hangs_fails_the_load(tmp_path
 
 
 # -- token files ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone UTC+05:30, so that a local-time conversion shows in the result."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_an_expiry_without_a_zone_is_utc_whatever_the_local_zone(kolkata: None) -> None:
+    assert time.localtime(0).tm_gmtoff == 19800  # the zone is in force: 5 h 30 min
+    assert ExecPlugin("p").parse(credential(token="t", expirationTimestamp="2027-01-15T08:00:00"))[1] == 1_800_000_000.0
+
+
+async def test_the_event_says_when_the_refusal_started_in_utc_whatever_the_local_zone(kolkata: None) -> None:
+    clock = Clock()
+    creds = Credentials(
+        Scripted(("Bearer a", None)), initial="Bearer a", loaded=True, clock=clock.monotonic, wall=clock.wall
+    )
+    posted: list[str] = []
+
+    async def post_event(involved: Any, **fields: Any) -> None:
+        posted.append(fields["message"])
+
+    watch = CredentialsWatch(creds, 0.0, "c", post_event=post_event, pod=("ns", "p"))
+    creds.observe(401, "Bearer a")
+    watch.check()
+    creds.observe(200, "Bearer a")
+    post = watch.check()
+    assert post is not None
+    await post
+    assert "from 2027-01-15T08:00:00Z for about 0 s" in posted[0]  # epoch 1,800,000,000 s
 
 
 def test_a_token_file_is_read_as_utf8_and_trimmed(tmp_path: Path) -> None:
@@ -242,24 +305,18 @@ def test_fixed_credentials_never_reload() -> None:
 
 async def test_a_renewal_is_counted_and_logged_and_the_first_read_is_not() -> None:
     clock = Clock()
-    source = Scripted(("Bearer a", None), ("Bearer a", None), ("Bearer b", None))
+    source = Scripted(("Bearer a", None), ("Bearer a", None), ("Bearer b", None), ("Bearer c", None))
     creds = credentials(source, clock)
     assert creds.refused_since is None and creds.refused_since_wall is None and creds.last_error is None
     with capture_logs() as logs:
         assert await creds.header() == "Bearer a"  # first use: read, not a renewal
         await creds.renew("Bearer a", clock.now)  # the same header again: not a renewal
-        clock.advance(1)
-        await creds.renew("Bearer a", clock.now)
-    assert (source.loads, creds.renewals, creds.current()) == (3, 1, "Bearer b")
-    assert logs == [
-        {
-            "logger": LOGGER,
-            "event": "kube.credentials.renewed",
-            "log_level": "info",
-            "source": "scripted source",
-            "renewals": 1,
-        }
-    ]
+        for _ in range(2):
+            clock.advance(1)
+            await creds.renew(creds.current(), clock.now)
+    assert (source.loads, creds.renewals, creds.current()) == (4, 2, "Bearer c")
+    renewed = {"logger": LOGGER, "event": "kube.credentials.renewed", "log_level": "info", "source": "scripted source"}
+    assert logs == [{**renewed, "renewals": 1}, {**renewed, "renewals": 2}]
 
 
 async def test_a_failed_reload_is_logged_once_per_error_and_retried_after_10_s() -> None:
@@ -298,11 +355,12 @@ async def test_a_failed_reload_is_logged_once_per_error_and_retried_after_10_s()
     ]
 
 
-async def test_a_credential_that_expired_already_is_not_run_again_for_10_s() -> None:
-    """An exec plugin handing out a credential whose expiry has passed: used, and asked again 10 s later
-    (not on every request), then at its next expiry."""
+@pytest.mark.parametrize("expired_for", [5.0, 0.0])
+async def test_a_credential_that_expired_already_is_not_run_again_for_10_s(expired_for: float) -> None:
+    """An exec plugin handing out a credential whose expiry has passed (or is this very second): used, and
+    asked again 10 s later (not on every request), then at its next expiry."""
     clock = Clock()
-    source = Scripted(("Bearer old", clock.epoch - 5), ("Bearer new", clock.epoch + 100))
+    source = Scripted(("Bearer old", clock.epoch - expired_for), ("Bearer new", clock.epoch + 100))
     creds = credentials(source, clock)
     assert await creds.header() == "Bearer old"
     clock.advance(RETRY_FAILED_LOAD_SECONDS - 1)
@@ -341,6 +399,7 @@ def test_the_refusal_tally() -> None:
     assert (creds.unauthorized, creds.refused) == (1, False)
     assert creds.refused_for() == 0.0
     creds.observe(401, "Bearer a")
+    assert creds.refused and creds.refused_for() == 0.0  # refused this very moment
     started, started_wall = clock.now, clock.epoch
     clock.advance(7)
     creds.observe(401, "Bearer a")
