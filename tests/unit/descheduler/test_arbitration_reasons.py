@@ -450,3 +450,84 @@ def test_members_judged_after_the_first_incomplete_one_say_the_same() -> None:
     assert result.verdicts["pmj-w1"].reason == (
         f"gang ml/train (Strict, minimum 4): 4 members run; moving pod ml/w1 alone leaves 3 < 4: {tail}"
     )
+
+
+@pytest.mark.parametrize(
+    ("gate", "pod_fields", "config"),
+    [
+        ("Namespaces", {"namespace": "kube-system"}, {"namespaces": {"exclude": ["kube-system"]}}),
+        ("BarePods", {"controller": None, "owner_kinds": ()}, {}),
+        ("SystemCritical", {"priority": 2_000_000_000}, {}),
+        ("LocalStorage", {"local_storage": True}, {}),
+        ("PVC", {"pvc": True}, {"ignorePvcPods": True}),
+        ("PriorityThreshold", {"priority": 9000}, {"priorityThreshold": {"value": 9000}}),
+        ("LabelSelector", {"labels": {"app": "db"}}, {"labelSelector": {"matchLabels": {"app": "web"}}}),
+    ],
+)
+def test_each_filter_gate_skipped_lets_its_pod_through(
+    gate: str, pod_fields: dict[str, Any], config: dict[str, Any]
+) -> None:
+    """The same pod and configuration fail by the gate's filter, and pass with ``skipEvictionGates: [gate]``."""
+    assert verdict_of(pod_fields, config)[:2] == ("fail", gate)
+    assert verdict_of(pod_fields, {**config, "skipEvictionGates": [gate]})[:2] == ("pass", None)
+
+
+@pytest.mark.parametrize(
+    ("gate", "config"),
+    [
+        ("MaxMigratingGlobally", {"maxMigratingPerNode": 0, "maxMigratingGlobally": 1}),
+        ("MaxMigratingPerNode", {"maxMigratingPerNode": 1}),
+        ("MaxMigratingPerNamespace", {"maxMigratingPerNode": 0, "maxMigratingPerNamespace": 1}),
+        (
+            "MaxMigratingPerWorkload",
+            {"maxMigratingPerNode": 0, "maxMigratingPerWorkload": 1, "maxUnavailablePerWorkload": 5},
+        ),
+        (
+            "MaxUnavailablePerWorkload",
+            {"maxMigratingPerNode": 0, "maxMigratingPerWorkload": 5, "maxUnavailablePerWorkload": 1},
+        ),
+    ],
+)
+def test_each_limit_gate_skipped_lets_the_second_pod_through(gate: str, config: dict[str, Any]) -> None:
+    """Two pods of a 10-replica workload on one node, each limit at 1: the second is requeued by the gate's
+    limit, and passes with ``skipEvictionGates: [gate]``."""
+    owner, workload = rs("web", 10)
+    pods = [pod("p0", owner=owner), pod("p1", owner=owner)]
+    jobs = [job("j0", "p0", created=2.0), job("j1", "p1", created=1.0)]
+    limited = run(jobs, pods, [workload], **config).verdicts["j1"]
+    assert (limited.verdict, limited.filter) == ("requeue", gate)
+    skipped = run(jobs, pods, [workload], **config, skipEvictionGates=[gate]).verdicts["j1"]
+    assert (skipped.verdict, skipped.filter) == ("pass", None)
+
+
+def test_arbitration_disabled_says_so() -> None:
+    result = run([job("j", "p")], [pod("p")], arbitrationArgs={"enabled": False})
+    assert result.verdicts["j"].reason == "arbitration disabled (arbitrationArgs.enabled: false): passes unfiltered"
+
+
+def test_running_jobs_count_in_their_own_namespace() -> None:
+    """A running job in namespace a fills a's limit of 1 and leaves b's free."""
+    pods = [pod("a0", namespace="a"), pod("a1", namespace="a"), pod("b0", namespace="b")]
+    jobs = [running("r", "a0", namespace="a"), job("ja", "a1", namespace="a"), job("jb", "b0", namespace="b")]
+    result = run(jobs, pods, maxMigratingPerNode=0, maxMigratingPerNamespace=1, evictAllBarePods=True)
+    assert {n: (v.verdict, v.filter) for n, v in result.verdicts.items()} == {
+        "ja": ("requeue", "MaxMigratingPerNamespace"),
+        "jb": ("pass", None),
+    }
+
+
+def test_the_job_with_more_pods_migrating_goes_first() -> None:
+    """Jobs a and b (batch/v1 Jobs): a has one pod migrating, b two; b's waiting pod is judged first, however
+    a's pod ranks. Only one more may migrate (globally 4: 3 active + 1)."""
+    a, b = OwnerRef("Job", "a", "uid-a"), OwnerRef("Job", "b", "uid-b")
+    pods = [
+        pod("a0", owner=a),
+        pod("a1", owner=a, node="n2"),
+        pod("b0", owner=b, node="n3"),
+        pod("b1", owner=b, node="n4"),
+    ]
+    pods += [pod("b2", owner=b, node="n5", sort_key=(3, 9, 1, 4, 0, 0, -1000.0))]  # ranks after a1
+    jobs = [running("ra", "a0"), running("rb0", "b0"), running("rb1", "b1"), job("ja", "a1"), job("jb", "b2")]
+    result = run(jobs, pods, maxMigratingGlobally=4)
+    assert result.order == ("jb", "ja")
+    assert {n: v.verdict for n, v in result.verdicts.items()} == {"jb": "pass", "ja": "requeue"}
