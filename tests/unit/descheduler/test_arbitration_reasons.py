@@ -531,3 +531,29 @@ def test_the_job_with_more_pods_migrating_goes_first() -> None:
     result = run(jobs, pods, maxMigratingGlobally=4)
     assert result.order == ("jb", "ja")
     assert {n: v.verdict for n, v in result.verdicts.items()} == {"jb": "pass", "ja": "requeue"}
+
+
+def test_a_member_judged_after_one_passed_alone_counts_afresh() -> None:
+    """w0 finds its unit lacking (w2, w3 without jobs); w1 carries the evict annotation and passes alone (now
+    migrating); w2, judged next, needs the three not yet migrating, and only w3 lacks a job."""
+    pods = [gangs.pod(n, evict_annotation=n == "w1") for n in gangs.W]
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    result = gangs.run(gangs.jobs_for(["w0", "w1", "w2"]), pods, table)
+    assert result.verdicts["pmj-w1"].verdict == "pass"
+    assert result.verdicts["pmj-w2"].reason == (
+        "gang ml/train (Strict, minimum 4): 4 members run (1 migrating already); moving pod ml/w2 alone leaves "
+        "2 < 4: it moves only together with the 3 running members of gang ml/train not yet migrating, and 1 of "
+        "them have no waiting PodMigrationJob (ml/w3)"
+    )
+
+
+def test_a_member_judged_after_an_incomplete_one_counts_the_members_migrating_already() -> None:
+    """w3 migrates already; w0 and w1 wait, w2 has no job: w1 gets w0's account, migrating member included."""
+    pods = gangs.workers()
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    result = gangs.run([*gangs.jobs_for(["w0", "w1"]), gangs.job("w3", phase="Running")], pods, table)
+    assert result.verdicts["pmj-w1"].reason == (
+        "gang ml/train (Strict, minimum 4): 4 members run (1 migrating already); moving pod ml/w1 alone leaves "
+        "2 < 4: it moves only together with the 3 running members of gang ml/train not yet migrating, and 1 of "
+        "them have no waiting PodMigrationJob (ml/w2)"
+    )
