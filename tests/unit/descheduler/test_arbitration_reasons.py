@@ -557,3 +557,16 @@ def test_a_member_judged_after_an_incomplete_one_counts_the_members_migrating_al
         "2 < 4: it moves only together with the 3 running members of gang ml/train not yet migrating, and 1 of "
         "them have no waiting PodMigrationJob (ml/w2)"
     )
+
+
+def test_when_every_pod_belongs_to_a_job_their_jobs_still_go_together() -> None:
+    """Pods of Jobs a and b only, ranked a0 < b0 < a1: a1 is moved up to its Job's first (a0), so the order
+    is a0, a1, b0 (creation times equal: the pod rank decides, then the grouping)."""
+    a, b = OwnerRef("Job", "a", "uid-a"), OwnerRef("Job", "b", "uid-b")
+    pods = [
+        pod("a0", owner=a, sort_key=(1, 0, 0, 4, 0, 0, -1000.0)),
+        pod("b0", owner=b, node="n2", sort_key=(2, 0, 0, 4, 0, 0, -1000.0)),
+        pod("a1", owner=a, node="n3", sort_key=(3, 0, 0, 4, 0, 0, -1000.0)),
+    ]
+    result = run([job(f"j-{p.name}", p.name) for p in pods], pods)
+    assert result.order == ("j-a0", "j-a1", "j-b0")
