@@ -71,9 +71,9 @@ bench: $(DEV_STAMP)
 	$(BIN)/python bench/extender.py
 
 # The mutation run over the rule modules (docs/testing.md, "The mutation run"): not part of `make test`.
-# GROUPS="gang limits" runs some groups; every group by default. CPU-heavy: niced, two forked test processes.
+# GROUPS="gang limits" runs some groups; every group by default. CPU-heavy: mutmut runs under nice -n 10.
 mutation: $(DEV_STAMP)
-	nice -n 10 $(BIN)/python scripts/mutation.py $(GROUPS)
+	$(BIN)/python scripts/mutation.py $(GROUPS)
 
 image:
 	$(CONTAINER_ENGINE) build --tag $(IMAGE) .
