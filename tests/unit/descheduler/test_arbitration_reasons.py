@@ -570,3 +570,57 @@ def test_when_every_pod_belongs_to_a_job_their_jobs_still_go_together() -> None:
     ]
     result = run([job(f"j-{p.name}", p.name) for p in pods], pods)
     assert result.order == ("j-a0", "j-a1", "j-b0")
+
+
+@pytest.mark.parametrize(
+    ("ttl", "expected"),
+    [
+        (9000.0, ("fail", "TTL")),  # created 1000, now 10000: 9000 s old >= ttl 9000: run out, judged alone
+        (10_000.0, ("requeue", "GangBelowMinimum")),  # 9000 < 10000: still the gang's
+    ],
+)
+def test_a_gang_members_job_whose_ttl_ran_out_is_judged_alone(ttl: float, expected: tuple[str, str]) -> None:
+    pods = gangs.workers()
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    verdict = gangs.run([gangs.job("w0", ttl_seconds=ttl)], pods, table).verdicts["pmj-w0"]
+    assert (verdict.verdict, verdict.filter) == expected
+
+
+def test_a_member_of_a_gang_group_that_keeps_its_gang_moves_alone() -> None:
+    """a (minimum 1, two running) in a GangGroup with b: moving a0 leaves a1 (1 >= 1), so a0 moves alone."""
+    pods, table = group_of((["a0", "a1"], "minimum", 1), (["b0", "b1"], "minimum", 2))
+    assert gangs.outcomes(gangs.run(gangs.jobs_for(["a0"]), pods, table)) == {"a0": "pass"}
+
+
+def test_members_wait_for_a_member_refused_before_them() -> None:
+    """Every member has a job (ttl 20,000 s, 9,000 s old); w1's is the newest (judged first) and its ttl has
+    run out: TTL, alone. The others move only together with w1's: each waits, naming it."""
+    pods = gangs.workers()
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    jobs = [gangs.job("w1", created=1001.0, ttl_seconds=8999.0)]  # 10000 - 1001 = 8999 s old: run out
+    jobs += [gangs.job(n, ttl_seconds=20_000.0) for n in ("w0", "w2", "w3")]
+    result = gangs.run(jobs, pods, table)
+    assert result.order[0] == "pmj-w1"
+    assert gangs.outcomes(result) == {
+        "w1": "TTL",
+        "w0": "GangMemberWaiting",
+        "w2": "GangMemberWaiting",
+        "w3": "GangMemberWaiting",
+    }
+    assert result.verdicts["pmj-w0"].reason == (
+        "moves only with gang ml/train together (4 PodMigrationJobs); job pmj-w1 for pod ml/w1 is refused: "
+        "TTL: job pmj-w1: ttl 8999s ran out before it passed arbitration"
+    )
+
+
+def test_a_unit_judges_each_members_ttl_at_the_rounds_time() -> None:
+    """All four members' jobs within their ttl (9,000 s old, ttl 20,000 s): the unit passes together; one of
+    them past its ttl inside the unit (w3 created later, so judged with the unit, 9,000 s >= ttl 9,000 s)
+    holds the others."""
+    pods = gangs.workers()
+    table = gangs.table(pods, (gangs.spec("train", 4), gangs.W))
+    fresh = [gangs.job(n, ttl_seconds=20_000.0) for n in gangs.W]
+    assert set(gangs.outcomes(gangs.run(fresh, pods, table)).values()) == {"pass"}
+    late = [*fresh[:3], gangs.job("w3", created=999.0, ttl_seconds=9000.0)]
+    outcome = gangs.outcomes(gangs.run(late, pods, table))
+    assert outcome["w3"] == "TTL" and {outcome[n] for n in ("w0", "w1", "w2")} == {"GangMemberWaiting"}
