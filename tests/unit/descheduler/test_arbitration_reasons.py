@@ -624,3 +624,28 @@ def test_a_unit_judges_each_members_ttl_at_the_rounds_time() -> None:
     late = [*fresh[:3], gangs.job("w3", created=999.0, ttl_seconds=9000.0)]
     outcome = gangs.outcomes(gangs.run(late, pods, table))
     assert outcome["w3"] == "TTL" and {outcome[n] for n in ("w0", "w1", "w2")} == {"GangMemberWaiting"}
+
+
+def test_the_namespaces_gate_skipped_holds_when_other_filters_run() -> None:
+    """A priorityThreshold makes every pod go through the filters: the skipped Namespaces gate still lets
+    the excluded namespace's pod through."""
+    config = {"namespaces": {"exclude": ["kube-system"]}, "priorityThreshold": {"value": 10_000}}
+    assert verdict_of({"namespace": "kube-system"}, config)[:2] == ("fail", "Namespaces")
+    assert verdict_of({"namespace": "kube-system"}, {**config, "skipEvictionGates": ["Namespaces"]})[:2] == (
+        "pass",
+        None,
+    )
+
+
+def test_an_unready_pod_counts_only_the_others_unavailable() -> None:
+    """6 replicas (maxUnavailable 2): p0 unready with p1, p2 unready too. p0's own job counts the others: 2 >= 2
+    (requeued); with only p1 unready besides it, 1 < 2 (passes)."""
+    owner, workload = rs("web", 6)
+    pods = [pod(f"p{i}", node=f"n{i}", owner=owner, available=i > 2) for i in range(6)]
+    assert run([job("j", "p0")], pods, [workload]).verdicts["j"].filter == "MaxUnavailablePerWorkload"
+    pods[2] = pod("p2", node="n2", owner=owner)
+    assert run([job("j", "p0")], pods, [workload]).verdicts["j"].verdict == "pass"
+    fresh_node = run(
+        [job("j", "p3")], [pod("p3", node="n9", owner=owner), *pods[4:]], [workload], maxMigratingPerNode=1
+    )
+    assert fresh_node.verdicts["j"].verdict == "pass"  # nobody migrates on n9: 0 < 1
