@@ -106,6 +106,9 @@ class LeaseElector:
         self._observed_rv = ""
         self._observed_at = 0.0
         """Monotonic time at which the observed spec last changed (client-go's ``observedTime``)."""
+        self._may_hold = False
+        """The Lease may name this candidate: last seen so, or a write that would make it so was sent and its
+        outcome is not known (:meth:`release` then looks)."""
         self.state = ElectionState()
 
     # -- one attempt ------------------------------------------------------------------------------
@@ -126,6 +129,7 @@ class LeaseElector:
             self._observed = spec
             self._observed_at = self._monotonic()
         self._observed_rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        self._may_hold = str(spec.get("holderIdentity") or "") == self.identity
         self.state.holder = str(spec.get("holderIdentity") or "")
         self.state.transitions = int(spec.get("leaseTransitions") or 0)
 
@@ -152,9 +156,11 @@ class LeaseElector:
             }
             if self.may_lead is not None and not await self.may_lead():
                 return False
+            self._may_hold = True
             try:
                 created = await self.client.create(LEASES, body, namespace=self.namespace)
             except Conflict:
+                self._may_hold = False
                 return False
             self._observe(created)
             return True
@@ -177,9 +183,11 @@ class LeaseElector:
                 duration=round(self.lease_duration),
             ),
         }
+        self._may_hold = True
         try:
             written = await self.client.replace(LEASES, updated, namespace=self.namespace)
         except Conflict:
+            self._may_hold = mine
             return False
         self._observe(written)
         return True
@@ -198,10 +206,12 @@ class LeaseElector:
             log.warning("leader election %s/%s: %s", self.namespace, self.name, exc)
             return False
 
-    async def acquire(self) -> None:
-        """Return once this candidate holds the Lease (tries every ``retry_period``, jittered)."""
+    async def acquire(self, until: asyncio.Event | None = None) -> bool:
+        """Try every ``retry_period`` (jittered) until this candidate holds the Lease (True), or ``until`` is
+        set (False). An attempt in flight when ``until`` is set is finished, not abandoned: its write may
+        take the Lease, and only its answer says so (then True: the caller releases it)."""
         announced = ""
-        while True:
+        while until is None or not until.is_set():
             if await self._attempt():
                 self.state.leading = True
                 self.state.acquired += 1
@@ -212,7 +222,7 @@ class LeaseElector:
                     self.identity,
                     self.state.transitions,
                 )
-                return
+                return True
             if self.state.holder != announced:
                 announced = self.state.holder
                 log.info(
@@ -221,7 +231,21 @@ class LeaseElector:
                     self.name,
                     announced or "nobody (waiting for older replicas)",
                 )
-            await self._sleep(self._wait())
+            await self._sleep_unless(self._wait(), until)
+        return False
+
+    async def _sleep_unless(self, seconds: float, until: asyncio.Event | None) -> None:
+        if until is None:
+            await self._sleep(seconds)
+            return
+        sleeping = asyncio.ensure_future(self._sleep(seconds))
+        stopping = asyncio.ensure_future(until.wait())
+        try:
+            await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, stopping):
+                task.cancel()
+            await asyncio.gather(sleeping, stopping, return_exceptions=True)
 
     async def hold(self) -> None:
         """Renew every ``retry_period`` while leading; return once no renewal succeeded for ``renew_deadline``
@@ -235,7 +259,8 @@ class LeaseElector:
                 renewed = False
                 if left > 0:
                     try:
-                        renewed = await asyncio.wait_for(self._attempt(), left)
+                        async with asyncio.timeout(left):  # no task of its own (kopf stops tasks it did not start)
+                            renewed = await self._attempt()
                     except TimeoutError:
                         renewed = False
                 if renewed:
@@ -254,15 +279,19 @@ class LeaseElector:
                 await self._sleep(min(self.retry_period / 4, max(0.0, left)))
 
     async def release(self) -> bool:
-        """Give the Lease up (empty holder, ``leaseDurationSeconds`` 1) if this candidate holds it; True when
-        released. Errors are logged, not raised (the Lease then simply expires)."""
-        if not self.state.leading:
-            return False
+        """Give the Lease up (empty holder, ``leaseDurationSeconds`` 1) if it names this candidate; True when
+        released. The Lease is read only when it may name this candidate (leading, or a write taking it was
+        sent whose answer never came: stopped in the middle of taking it). Errors are logged, not raised
+        (the Lease then simply expires)."""
+        leading = self.state.leading
         self.state.leading = False
+        if not leading and not self._may_hold:
+            return False
         spec = self._observed or {}
         try:
             lease = await self.client.get(LEASES, self.name, self.namespace)
             if str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:
+                self._may_hold = False
                 return False
             released = {
                 **lease,
@@ -274,5 +303,6 @@ class LeaseElector:
                 "leader election %s/%s: release failed (%s); it expires instead", self.namespace, self.name, exc
             )
             return False
+        self._may_hold = False
         log.info("leader election %s/%s: released", self.namespace, self.name)
         return True

@@ -247,6 +247,7 @@ class FaultProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _streams: dict[int, _Stream] = field(default_factory=dict)
+    _in_flight: dict[int, tuple[str, str, float]] = field(default_factory=dict)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _runner: web.AppRunner | None = None
@@ -439,14 +440,29 @@ class FaultProxy:
 
         return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(60)
 
+    def in_flight(self) -> list[tuple[str, str, float]]:
+        """The requests received and not answered yet (method, path, ``time.monotonic()`` received), oldest
+        first: held by a delay, or waiting for the server."""
+        with self._lock:
+            return sorted(self._in_flight.values(), key=lambda item: item[2])
+
     # ---- the proxy ------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         received = time.monotonic()
+        seq = next(self._seq)
+        with self._lock:
+            self._in_flight[seq] = (request.method, request.path_qs, received)
+        try:
+            return await self._exchange(request, body, received, seq)
+        finally:
+            with self._lock:
+                self._in_flight.pop(seq, None)
+
+    async def _exchange(self, request: web.Request, body: bytes, received: float, seq: int) -> web.StreamResponse:
         call = call_from_http("", request.method, request.path_qs)
         fault = self.choose(call)
-        seq = next(self._seq)
         captured = body if self.capture_bodies else None
 
         def record(
