@@ -13,8 +13,11 @@ before any handler runs, so a NodeMetric whose node is already gone is deleted o
 One actor: with ``leaderElection.leaderElect`` (the default) a replica first takes the manager's Lease
 (:mod:`koordpy.kube.leaderelection`, client-go's rules) and only then starts kopf and its own writers
 (:func:`act`: the rounds and the gang Event passes); until then it stands by with its watch caches warm and
-its ``/healthz`` up. kopf itself runs ``standalone``: everything that writes (kopf's handlers, the rounds,
-the Event passes) runs only while this replica holds the Lease.
+its ``/healthz`` up. kopf itself runs ``standalone``. Every write about the cluster (kopf's handlers', the
+rounds', the Events') goes through a client or session the elector fences
+(:meth:`koordpy.kube.leaderelection.LeaseElector.admit`): sent only while this replica leads and its last
+renewal started less than ``renewDeadline`` ago, each retry loop ending with its term. Not fenced: the
+Lease itself and the Event about this replica's own refused credentials.
 
 Stopping (SIGTERM, SIGINT, ``stop_flag``) or losing the Lease, at any moment: the writers stop first, then
 kopf (given :data:`KOPF_STOP_SECONDS` by its stop flag, then cancelled and given as long again: kopf alone
@@ -47,7 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
@@ -610,6 +613,8 @@ async def run(
     # carry the name kopf's session does (koordpy-manager, in managed fields); the others are koordpy's.
     connection = load_connection()
     client = ApiClient(connection)
+    """Reads (the caches, the peering check), the Lease, and the Event about this replica's own refused
+    credentials (every replica reports its own, a standby too): not fenced."""
     election = config.leader_election
     elector: LeaseElector | None = None
     if election.leader_elect:
@@ -623,15 +628,17 @@ async def run(
             retry_period=election.retry_period_seconds,
             may_lead=legacy_peers_gone(client, config.peering.name, logger),
         )
-    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT))
-    writes = RetryingWrites(writes_client, logger)
+    # Every write about the cluster goes through a client the elector fences: sent only while leading.
+    fenced_client = ApiClient(connection, fence=elector)
+    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT), fence=elector)
+    writes = RetryingWrites(writes_client, logger, leader=elector)
     writer = NodeMetricWriter(writes)
     cache = ManagerCache(
         client,
         ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
         logger=logger,
     )
-    api = KubeMigrationApi(client)
+    api = KubeMigrationApi(fenced_client)
     args = config.migration_controller
     metrics = MigrationMetrics(new_registry())
     controller = controller_from_args(api, args, cache, logger=logger, metrics=metrics)
@@ -640,14 +647,14 @@ async def run(
     )
     gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
     reservations = ReservationController(
-        KubeReservationApi(client, cache),
+        KubeReservationApi(fenced_client, cache),
         config.reservation,
         metrics=ReservationMetrics(metrics.registry),
         logger=logger,
         source=cache,
     )
     loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
-    registry = build_registry(config, writer.apply, gangs, KopfLogin(connection))
+    registry = build_registry(config, writer.apply, gangs, KopfLogin(connection, fence=elector))
     event_passes = gangs if config.pod_group.enabled else None
     register_credentials_metrics(metrics.registry, connection.credentials)
     credentials = CredentialsWatch(
@@ -668,6 +675,14 @@ async def run(
         ["name"],
         registry=metrics.registry,
     ).labels(name=election.resource_name)
+    fenced_writes = Counter(
+        "koordpy_leader_election_fenced_writes",
+        "Writes not sent because this replica did not lead (or its last Lease renewal was older than renewDeadline).",
+        ["name"],
+        registry=metrics.registry,
+    ).labels(name=election.resource_name)
+    if elector is not None:
+        elector.on_fenced = fenced_writes.inc
     for warning in deprecation_warnings(config):
         logger.warning("%s", warning)
 
@@ -735,7 +750,7 @@ async def run(
             operator = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=ignored), name="kopf")
             await asyncio.wait({operator, helpers[1]}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            # Nothing of ours writes once leadership ends, and kopf's stop is bounded.
+            # Nothing of ours writes once leadership ends (the fence refuses anyway), and kopf's stop is bounded.
             writers.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await writers
@@ -753,7 +768,7 @@ async def run(
         return not lost.is_set()
 
     async def operate() -> None:
-        async with client, writes_client:
+        async with client, fenced_client, writes_client:
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),

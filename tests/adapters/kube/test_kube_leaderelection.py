@@ -282,15 +282,25 @@ async def test_a_standby_stopped_before_it_took_anything_reads_nothing_more(
     assert [r["verb"] for r in apiserver.requests if r["user"] == "standby"] == ["get"]
 
 
-def test_the_timings_must_be_ordered_as_client_go_requires() -> None:
-    for durations in ((10, 10, 2), (15, 10, 9), (15, 2, 2)):
-        with pytest.raises(ValueError, match="leaseDuration > renewDeadline"):
-            LeaseElector(
-                None,
-                namespace=NS,
-                name=NAME,
-                identity="a",
-                lease_duration=durations[0],  # type: ignore[arg-type]
-                renew_deadline=durations[1],
-                retry_period=durations[2],
-            )
+@pytest.mark.parametrize(
+    ("durations", "problem"),
+    [
+        ((10, 10, 2), "leaseDuration: 10s must be longer than renewDeadline (10s)"),
+        # 1.2 x 9 = 10.8 >= 10
+        ((15, 10, 9), "renewDeadline: 10s must be longer than 1.2 x retryPeriod (10.8s)"),
+        ((15, 2, 2), "renewDeadline: 2s must be longer than 1.2 x retryPeriod (2.4s)"),
+        ((15, 10, 0), "retryPeriod: must be greater than zero, got 0s"),
+    ],
+)
+def test_the_timings_must_be_ordered_as_client_go_requires(durations: tuple[float, float, float], problem: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        LeaseElector(
+            None,  # type: ignore[arg-type]
+            namespace=NS,
+            name=NAME,
+            identity="a",
+            lease_duration=durations[0],
+            renew_deadline=durations[1],
+            retry_period=durations[2],
+        )
+    assert str(raised.value) == problem
