@@ -40,12 +40,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from koordpy.config.credentials import CredentialsSettings
+from koordpy.config.errors import field_problems
 from koordpy.config.lownodeload import LowNodeLoadArgs
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = [
+    "JITTER_FACTOR",
     "HealthSettings",
     "LeaderElectionSettings",
     "ManagerConfiguration",
@@ -53,9 +55,12 @@ __all__ = [
     "NodeMetricSettings",
     "PeeringSettings",
     "deprecation_warnings",
+    "leader_election_problems",
 ]
 
 MemoryPolicy = Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"]
+JITTER_FACTOR = 1.2
+"""client-go's ``JitterFactor``: each wait of ``retryPeriod`` is stretched by up to 1.2 times itself."""
 DurationText = Annotated[str, WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
 """A Go duration kept as written (``"5m0s"``); checked by ``_check_durations``, described by its pattern."""
 
@@ -132,6 +137,31 @@ class PeeringSettings(_Settings):
     """Ignored (``leaderElection.leaseDuration`` bounds failover now)."""
 
 
+def leader_election_problems(lease_duration: float, renew_deadline: float, retry_period: float) -> list[str]:
+    """client-go's ``NewLeaderElector`` checks (v0.37), as ``field: message`` lines (none: valid): each
+    duration positive, ``leaseDuration > renewDeadline`` and ``renewDeadline > JitterFactor x retryPeriod``.
+    The one rule for :class:`LeaderElectionSettings` and :class:`koordpy.kube.leaderelection.LeaseElector`."""
+    problems = [
+        f"{name}: must be greater than zero, got {value:g}s"
+        for name, value in (
+            ("leaseDuration", lease_duration),
+            ("renewDeadline", renew_deadline),
+            ("retryPeriod", retry_period),
+        )
+        if not value > 0
+    ]
+    if problems:
+        return problems
+    if not lease_duration > renew_deadline:
+        problems.append(f"leaseDuration: {lease_duration:g}s must be longer than renewDeadline ({renew_deadline:g}s)")
+    if not renew_deadline > JITTER_FACTOR * retry_period:
+        problems.append(
+            f"renewDeadline: {renew_deadline:g}s must be longer than {JITTER_FACTOR:g} x retryPeriod "
+            f"({JITTER_FACTOR * retry_period:g}s)"
+        )
+    return problems
+
+
 class LeaderElectionSettings(_Settings):
     """Which replica acts: the holder of a ``coordination.k8s.io`` Lease, elected as client-go's
     ``leaderelection`` package elects kube-scheduler and kube-controller-manager (same field names and
@@ -141,11 +171,22 @@ class LeaderElectionSettings(_Settings):
     ``leaseDuration`` as this replica observed it), never from a holder that renews, whatever the
     replicas' start order. A leader that stops (SIGTERM) releases the Lease, so a standby takes over
     within about ``retryPeriod``; one that dies without exiting is taken over ``leaseDuration`` after its
-    last renewal. A leader that cannot renew for ``renewDeadline`` stops acting and exits (the kubelet
-    starts it again as a standby).
+    last renewal. A leader that cannot renew for ``renewDeadline`` stops acting and stands by again in the
+    same process (it competes for the Lease again when it can).
 
-    Not guaranteed: fencing. A leader whose process is frozen (SIGSTOP, a stalled VM) longer than
-    ``leaseDuration`` may act once more when it resumes, before it notices; as with client-go."""
+    Fencing: the leader sends no write from ``renewDeadline`` after the start of its last successful
+    renewal on (:meth:`koordpy.kube.leaderelection.LeaseElector.admit`); a standby takes over no earlier
+    than ``leaseDuration`` after that renewal. ``leaseDuration - renewDeadline`` is thus the time a write
+    sent just before the deadline has to reach the API server.
+
+    Validated as client-go's ``NewLeaderElector`` does (k8s.io/client-go/tools/leaderelection, v0.37):
+    each positive, ``leaseDuration > renewDeadline > 1.2 x retryPeriod`` (1.2 is its ``JitterFactor``).
+    The Lease's ``leaseDurationSeconds`` is an integer: ``leaseDuration`` is written rounded up to whole
+    seconds, so the written lease never falls below the renew deadline (client-go truncates: 10.4 s with a
+    10.2 s deadline would be written as 10 s).
+
+    Not guaranteed: a leader whose process is frozen (SIGSTOP, a stalled VM) between the fence's check and
+    the send may send that one write late; as with client-go."""
 
     leader_elect: bool = Field(True, alias="leaderElect", strict=True)
     """Elect a leader before acting. False: the process acts alone at once (a single process outside a
@@ -188,13 +229,11 @@ class LeaderElectionSettings(_Settings):
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElectionSettings:
-        # client-go's NewLeaderElector: leaseDuration > renewDeadline > JitterFactor (1.2) * retryPeriod
-        if not self.lease_duration_seconds > self.renew_deadline_seconds:
-            raise ValueError(
-                f"renewDeadline {self.renew_deadline} must be shorter than leaseDuration {self.lease_duration}"
-            )
-        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
-            raise ValueError(f"renewDeadline {self.renew_deadline} must exceed 1.2 x retryPeriod {self.retry_period}")
+        problems = leader_election_problems(
+            self.lease_duration_seconds, self.renew_deadline_seconds, self.retry_period_seconds
+        )
+        if problems:
+            raise field_problems(problems)
         return self
 
 
