@@ -9,9 +9,14 @@ high 70 %. Moving one pod takes ``hot`` to 2400m = 60 %, under 70 %: one move pe
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import time
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+import pytest
 from structlog.testing import capture_logs
 
 from koordpy.config.errors import validate
@@ -20,15 +25,19 @@ from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.descheduler.lownodeload import LABEL_PLUGIN, NAME
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
+from koordpy.kube.connection import write_kubeconfig
 from koordpy.manager.api import KubeBalanceApi
 from koordpy.manager.balance import BalanceController, BalanceMetrics, BalanceViews, balance_loop
 from koordpy.manager.cache import ManagerCache
+from koordpy.manager.operator import run
 from koordpy.model.durations import format_rfc3339
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 from koordpy_testkit.apiserver.state import ResourceInfo
 from koordpy_testkit.balance import NOW, BalanceCluster
+from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.processes import free_port
 
 __all__ = ["api_client", "apiserver"]
 
@@ -400,3 +409,53 @@ async def test_the_views_follow_the_stores(apiserver: ApiServerEmulator, api_cli
     cache.nodes.handle("MODIFIED", node)
     assert views.unreadable["Node"] == 1
     assert views.state.row("idle-2") is None and "idle-2" in views.cluster.invalid_nodes
+
+
+async def test_the_operator_runs_the_balance_loop_on_the_leader_and_health_lists_it(
+    apiserver: ApiServerEmulator, api_client: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole manager (kopf, the Lease, the caches) with lowNodeLoad: it files the job for the hot node, its
+    migration runs (EvictDirectly), and ``/healthz`` reports the balance rounds beside the others."""
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", apiserver.url, "manager")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    serve_workloads(apiserver)
+    found = cluster()
+    found.now = time.time()  # the NodeMetrics must be fresh by the manager's own clock
+    apiserver.seed(*found.documents(), *workloads())
+    port = free_port()
+    cfg = validate(
+        ManagerConfiguration,
+        {
+            "health": {"host": "127.0.0.1", "port": port},
+            "deschedulingInterval": "1s",
+            "lowNodeLoad": {**LOW_NODE_LOAD, "anomalyCondition": {"consecutiveAbnormalities": 1}},
+            "migrationController": {
+                "schedulerNames": ["koordpy-scheduler"],
+                "defaultJobMode": "EvictDirectly",
+                "arbitrationArgs": {"interval": "200ms"},
+            },
+        },
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run(cfg, stop_flag=stop, scheduler=validate(SchedulerConfiguration, {})))
+    try:
+        async with asyncio.timeout(HANG_BACKSTOP):
+            while not (jobs := (await api_client.list(PMJ)).items) or (
+                (jobs[0].get("status") or {}).get("phase") != "Succeeded"
+            ):
+                await asyncio.sleep(0.1)
+        (job,) = jobs
+        assert job["metadata"]["labels"] == {LABEL_PLUGIN: NAME}
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            health = await resp.json()
+        rounds = health["checks"]["balanceRounds"]
+        assert (rounds["running"], rounds["intervalSeconds"], rounds["lastOutcome"]) == (True, 1.0, "done")
+        assert {"migrationRounds", "reservationRounds"} <= set(health["checks"])
+        assert {"deployments", "replicasets", "statefulsets"} <= set(health["checks"]["caches"])
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, HANG_BACKSTOP)
+    calls = {(r["verb"], r["resource"]) for r in apiserver.requests if r["user"] == "manager"}
+    assert ("create", "podmigrationjobs") in calls
+    # the workloads' watch caches (the arbitration still reads a job's owners with get, as before)
+    assert {("list", "replicasets"), ("watch", "replicasets"), ("watch", "deployments")} <= calls
