@@ -12,8 +12,8 @@ the views warm, as it keeps the caches).
 
 **Between rounds** :class:`BalanceController` keeps what a round does not: the anomaly state (the previous
 round's), the ledger of recent moves (one entry per job it filed, its destination taken from the job's
-``status.nodeName`` once known, dropped when the job fails or once the NodeMetrics show the move:
-:func:`~koordpy.descheduler.lownodeload.prune`), the pods with an unfinished PodMigrationJob of any origin (never
+``status.nodeName`` once known, dropped when the job fails with its pod in place or once the NodeMetrics show the
+move: :func:`~koordpy.descheduler.lownodeload.prune`), the pods with an unfinished PodMigrationJob of any origin (never
 moved again), and the moves of the last ``repeatMoveWindowSeconds`` by workload
 (:class:`~koordpy.descheduler.repeats.MoveHistory`). A manager that starts (or a standby that takes over) takes its
 ledger from the unfinished PodMigrationJobs labelled ``koordpy.io/descheduler-plugin: LowNodeLoad``, as
@@ -367,9 +367,10 @@ class BalanceController:
         else:
             self.unfinished.pop(name, None)
         if phase in FAILED:
-            self.ledger.pop(name, None)
-            self.history.forget(name)
             self.to_adopt.discard(name)
+            if not self._moved(ref):
+                self.ledger.pop(name, None)  # the pod is where it was: nothing to count
+                self.history.forget(name)
             return
         landed = str(_status(new).get("nodeName") or "")
         entry = self.ledger.get(name)
@@ -381,6 +382,16 @@ class BalanceController:
         ours = isinstance(labels, Mapping) and labels.get(LABEL_PLUGIN) == NAME
         if ours and entry is None and phase in UNFINISHED:
             self.to_adopt.add(name)
+
+    def _moved(self, ref: object) -> bool:
+        """Whether the pod a failed job named has left (gone, or its name taken by another pod): a job that fails
+        after its eviction (a ReservationFirst replacement bound outside its Reservation waits until its ttl)
+        moved it all the same."""
+        if not isinstance(ref, Mapping):
+            return False
+        pod = self.views.pods.get(f"{ref.get('namespace') or ''}/{ref.get('name') or ''}")
+        uid = ref.get("uid")
+        return pod is None or (bool(uid) and pod.info.uid != uid)
 
     def _adopt(self, now: float) -> None:
         """The ledger entries of this plugin's unfinished jobs filed before this process led."""

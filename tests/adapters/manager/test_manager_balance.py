@@ -459,3 +459,20 @@ async def test_the_operator_runs_the_balance_loop_on_the_leader_and_health_lists
     assert ("create", "podmigrationjobs") in calls
     # the workloads' watch caches (the arbitration still reads a job's owners with get, as before)
     assert {("list", "replicasets"), ("watch", "replicasets"), ("watch", "deployments")} <= calls
+
+
+async def test_a_job_that_fails_after_its_pod_left_keeps_its_move(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """A ReservationFirst job whose replacement bound outside its Reservation fails at its ttl although the pod
+    moved: the move stays in the ledger (until the NodeMetrics show it) and in the repeat history."""
+    clock = Clock()
+    controller, cache, _ = await manager(apiserver, api_client, config(1), clock)
+    first = await round_at(controller, cache, clock, NOW + 10)
+    ((name, move),) = controller.ledger.items()
+    namespace, pod = move.pod.split("/")
+    apiserver.state.delete(apiserver.state.infos[("", "pods")], namespace, pod, {"gracePeriodSeconds": 0})
+    await api_client.patch_status(PMJ, name, {"status": {"phase": "Failed", "reason": "Timeout"}})
+    await round_at(controller, cache, clock, NOW + 20)
+    assert name in controller.ledger and len(controller.history) == 1
+    assert [m.pod for m in first.moves] == [move.pod]
