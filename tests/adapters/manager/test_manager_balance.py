@@ -476,3 +476,20 @@ async def test_a_job_that_fails_after_its_pod_left_keeps_its_move(
     await round_at(controller, cache, clock, NOW + 20)
     assert name in controller.ledger and len(controller.history) == 1
     assert [m.pod for m in first.moves] == [move.pod]
+
+
+async def test_pods_with_a_job_of_any_origin_are_not_moved_again(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """A user filed a job for each web pod (no plugin label, so not in the ledger): the node stays hot, acts, and
+    keeps every pod, counted by cause."""
+    clock = Clock()
+    controller, cache, metrics = await manager(apiserver, api_client, config(1), clock)
+    for i in range(4):
+        body = {"metadata": {"name": f"user-{i}"}, "spec": {"podRef": {"namespace": "default", "name": f"web-{i}"}}}
+        await api_client.create(PMJ, body)
+    result = await round_at(controller, cache, clock, NOW + 10)
+    assert result.moves == () and controller.ledger == {}
+    assert sorted((k.pod, k.cause) for k in result.kept) == [(f"default/web-{i}", "moving") for i in range(4)]
+    assert sample(exposition(metrics), 'koordpy_descheduler_kept_pods_total{cause="moving"}') == 4.0
+    assert len(creates(apiserver)) == 4  # the user's
