@@ -193,6 +193,20 @@ def test_taint_nodes_grants_node_and_pod_patch_to_the_manager_only_when_set() ->
     assert not allowed(off, "", "nodes", "patch") and not allowed(off, "", "pods", "patch")
 
 
+def test_low_node_load_grants_job_creation_and_workload_watches_only_when_set() -> None:
+    # lowNodeLoad: the balance round files PodMigrationJobs and reads replica counts from watch caches
+    on = grants(render("--set-json", 'manager.config.lowNodeLoad={"highThresholds":{"cpu":80}}'))[MANAGER].rules
+    needed = [("scheduling.koordinator.sh", "podmigrationjobs", "create")] + [
+        ("apps", kind, verb) for kind in ("replicasets", "deployments", "statefulsets") for verb in ("list", "watch")
+    ]
+    assert [need for need in needed if not allowed(on, *need)] == []
+    # read only, and never the pods' own writes
+    leaked = [("apps", "replicasets", "patch"), ("apps", "deployments", "update"), ("", "pods", "delete")]
+    assert [call for call in leaked if allowed(on, *call)] == []
+    off = grants(render())[MANAGER].rules
+    assert [need for need in needed if allowed(off, *need)] == []
+
+
 def test_no_rule_grants_a_wildcard(scenario: str) -> None:
     objects = render_scenario(scenario)
     for role in of_kind(objects, "ClusterRole") + of_kind(objects, "Role"):

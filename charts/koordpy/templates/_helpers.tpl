@@ -155,6 +155,12 @@ after the release (koordpy-manager for the release "koordpy"), unless the values
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* "true" when the manager runs the LowNodeLoad balance round (manager.config.lowNodeLoad set), else empty:
+it then reads the scheduler's configuration, files PodMigrationJobs and watches the workloads' replica counts. */}}
+{{- define "koordpy.manager.balancing" -}}
+{{- if hasKey .Values.manager.config "lowNodeLoad" }}{{ if not (kindIs "invalid" .Values.manager.config.lowNodeLoad) }}true{{ end }}{{ end }}
+{{- end }}
+
 {{/* The manager's leader election, as rendered into its configuration file. */}}
 {{- define "koordpy.manager.leaderElection" -}}
 {{- toYaml (get (include "koordpy.manager.config" . | fromYaml) "leaderElection") }}

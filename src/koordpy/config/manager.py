@@ -19,6 +19,7 @@
       maxMigratingPerNode: 2
       arbitrationArgs: {enabled: true, interval: 500ms}
     deschedulingInterval: 10s         # Koordinator DeschedulerConfiguration: how often balance plugins run
+    repeatMoveWindowSeconds: 600      # a workload's pod moved again within this long: a repeat move
     lowNodeLoad:                      # Koordinator LowNodeLoadArgs (see koordpy.config.lownodeload); unset: off
       lowThresholds: {cpu: 45, memory: 55}
       highThresholds: {cpu: 75, memory: 80}
@@ -305,6 +306,10 @@ class ManagerConfiguration(_Settings):
     low_node_load: LowNodeLoadArgs | None = Field(None, alias="lowNodeLoad")
     """The LowNodeLoad balance plugin (Koordinator ``LowNodeLoadArgs``): moves pods off hot nodes through
     PodMigrationJobs. Unset: off."""
+    repeat_move_window_seconds: int = Field(600, alias="repeatMoveWindowSeconds", strict=True, ge=1, le=86_400)
+    """A pod of a workload moved again less than this long after a pod of the same workload was moved (onto its
+    node) is a repeat move: counted in ``koordpy_descheduler_repeat_moves_total`` and told by an Event on the
+    workload (``koordpy.descheduler.repeats``)."""
     pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
     reservation: ReservationSettings = Field(default_factory=lambda: ReservationSettings.model_validate({}))
     """Placement of Reservations and starving-job reservations (``koordpy.config.reservation``)."""

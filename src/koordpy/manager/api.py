@@ -47,6 +47,7 @@ __all__ = [
     "MANAGER_AGENT",
     "GangWriter",
     "KopfLogin",
+    "KubeBalanceApi",
     "KubeMigrationApi",
     "KubeReservationApi",
     "NodeMetricWriter",
@@ -335,6 +336,28 @@ class KubeMigrationApi:
     async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> dict[str, Any]:
         patch = {"spec": {"reservationOptions": {"reservationRef": dict(ref)}}}
         return await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
+
+
+class KubeBalanceApi:
+    """:class:`koordpy.manager.balance.BalanceApi` over :class:`koordpy.kube.ApiClient`: creates the jobs a balance
+    round files and posts its Events (about a workload). API errors propagate as :mod:`koordpy.kube.errors`."""
+
+    def __init__(self, client: ApiClient, component: str = EVENT_SOURCE) -> None:
+        self.client = client
+        self.component = component
+
+    async def create_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.client.create(resources.PODMIGRATIONJOBS, body)
+
+    async def post_event(self, involved: Mapping[str, Any], reason: str, message: str) -> None:
+        await self.client.create_event(
+            involved,
+            reason=reason,
+            message=message,
+            event_type="Warning",
+            component=self.component,
+            action="Descheduling",
+        )
 
 
 class GangWriter:

@@ -1,7 +1,9 @@
 """kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
 PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); one
-migration round loop (every ``arbitrationArgs.interval``) and one reservation round loop (every
-``reservation.intervalSeconds``, when due), both reading the watch caches of :mod:`koordpy.manager.cache`.
+migration round loop (every ``arbitrationArgs.interval``), one reservation round loop (every
+``reservation.intervalSeconds``, when due) and, with ``lowNodeLoad``, one balance round loop (every
+``deschedulingInterval``, :mod:`koordpy.manager.balance`), all reading the watch caches of
+:mod:`koordpy.manager.cache`.
 
 The round loops run on the leader only, from the moment kopf is ready, and stop before kopf does. There is
 no per-object timer: 10,000 PodMigrationJobs cost one round every 500 ms.
@@ -54,6 +56,7 @@ from prometheus_client import Counter, Gauge
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
+from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient, ClientSettings
@@ -65,12 +68,14 @@ from koordpy.manager.api import (
     MANAGER_AGENT,
     GangWriter,
     KopfLogin,
+    KubeBalanceApi,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
     RetryingWrites,
 )
+from koordpy.manager.balance import balance_from_config
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
 from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
@@ -591,8 +596,11 @@ async def run(
     ready_flag: Any = None,
     liveness: bool = True,
     limits: ListenerLimits | None = None,
+    scheduler: SchedulerConfiguration | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
+    ``scheduler`` is the extender's configuration the balance round judges destinations with (``lowNodeLoad``
+    only; default: the extender's defaults).
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` from a thread of its own
     while the operator runs, bounded by ``limits`` (default: from ``config.health``), ``GET /readyz``
@@ -633,9 +641,11 @@ async def run(
     writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT), fence=elector)
     writes = RetryingWrites(writes_client, logger, leader=elector)
     writer = NodeMetricWriter(writes)
+    balancing = config.low_node_load is not None
     cache = ManagerCache(
         client,
-        ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
+        ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups")
+        + (("workloads",) if balancing else ()),
         logger=logger,
     )
     api = KubeMigrationApi(fenced_client)
@@ -654,6 +664,11 @@ async def run(
         source=cache,
     )
     loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
+    if balancing:
+        if scheduler is None:
+            logger.warning("lowNodeLoad: no scheduler configuration given: destinations judged with its defaults")
+        judge = scheduler or SchedulerConfiguration.model_validate({})
+        loops.append(balance_from_config(config, judge, cache, KubeBalanceApi(fenced_client), metrics.registry))
     registry = build_registry(config, writer.apply, gangs, KopfLogin(connection, fence=elector))
     event_passes = gangs if config.pod_group.enabled else None
     register_credentials_metrics(metrics.registry, connection.credentials)

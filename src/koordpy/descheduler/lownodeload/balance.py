@@ -381,19 +381,26 @@ class _Round:
                 stop = f"the idle nodes' capacity is spent ({', '.join(spent)})"
                 self._stop(name, pool, kind, stop, moved=moved, untried=len(scored) - tried)
                 return
-            why = self.filter.refuse(pod, pod.key in self.moving)
-            if why is None and reported is None:
-                why = f"its usage is not in NodeMetric {name}"
-            if why is None:
-                why = placement_problem(pod) or self.limits.refuse(name, pod.info.namespace)
-            if why is not None:
-                self.kept.append(KeptPod(pod.key, name, pool.pool.name, kind, why))
+            refused = self.filter.refuse(pod, pod.key in self.moving)
+            if refused is None and reported is None:
+                refused = "usageNotReported", f"its usage is not in NodeMetric {name}"
+            if refused is None:
+                unreadable = placement_problem(pod)
+                if unreadable is not None:
+                    refused = "unreadable", unreadable
+            if refused is None:
+                limited = self.limits.refuse(name, pod.info.namespace)
+                if limited is not None:
+                    refused = "evictionLimits", limited
+            if refused is not None:
+                self.kept.append(KeptPod(pod.key, name, pool.pool.name, kind, refused[1], cause=refused[0]))
                 continue
             assert reported is not None
             landing = self.destinations.pick(pod, name)
-            after, cool_why = self._after(landing, reported, pod.prod)
-            if self.args.node_fit and cool_why is not None:
-                self.kept.append(KeptPod(pod.key, name, pool.pool.name, kind, cool_why, landing, after))
+            after, not_cool = self._after(landing, reported, pod.prod)
+            if self.args.node_fit and not_cool is not None:
+                cause, cool_why = not_cool
+                self.kept.append(KeptPod(pod.key, name, pool.pool.name, kind, cool_why, landing, after, cause))
                 continue
             reason = overutilized_reason(
                 "prod " if prod else "",
@@ -403,6 +410,7 @@ class _Round:
                 high=high,
                 high_percent=high_percent,
             )
+            over = tuple(sorted(resources[i] for i, (u, h) in enumerate(zip(used, high, strict=True)) if u > h))
             self.moves.append(
                 PlannedMove(
                     pod.key,
@@ -416,6 +424,7 @@ class _Round:
                     landing,
                     after,
                     self.args.node_fit,
+                    over,
                 )
             )
             moved += 1
@@ -436,18 +445,19 @@ class _Round:
 
     def _after(
         self, landing: Landing, usage: tuple[int, int], prod: bool
-    ) -> tuple[tuple[ResourceLoad, ...], str | None]:
-        """The pick's resources with the pod on it, and why it would not stay cool (None: it would)."""
+    ) -> tuple[tuple[ResourceLoad, ...], tuple[str, str] | None]:
+        """The pick's resources with the pod on it, and why it would not stay cool as (cause, reason) (None: it
+        would)."""
         if landing.node is None:
             refused = ", ".join(f"{count} {reason}" for reason, count in sorted(landing.refusals.items()))
             unfit = "; ".join(f"{node}: {reason}" for node, reason in landing.unfit[:3])
             detail = "; ".join(part for part in (refused, unfit) if part)
-            return (), f"no node the scheduler would place it on ({detail or 'no other node'})"
+            return (), ("noDestination", f"no node the scheduler would place it on ({detail or 'no other node'})")
         state = self.state
         row = state.row(landing.node)
         where = f"the scheduler would place it on {landing.node} (extender score {landing.extender_score})"
         if row is None:
-            return (), f"{where}, a node the descheduler does not know"
+            return (), ("destinationUnknown", f"{where}, a node the descheduler does not know")
         pool_index = int(state.pool[row])
         if pool_index < 0:
             return (), None  # no pool, no thresholds: the descheduler never finds it hot
@@ -456,13 +466,13 @@ class _Round:
         if position is None:
             age = self.age[row]
             what = "no NodeMetric" if math.isnan(age) else f"a NodeMetric {age:.0f}s old"
-            return (), f"{where}, which has {what}: it cannot be judged cool"
+            return (), ("destinationUnknown", f"{where}, which has {what}: it cannot be judged cool")
         th = pool.thresholds
         checks = [(False, th.high[position], th.high_percent, th.low_percent, self.usage)]
         if prod and pool.pool.has_prod:
             checks.append((True, th.prod_high[position], th.prod_high_percent, th.prod_low_percent, self.prod_usage))
         loads: list[ResourceLoad] = []
-        why = None
+        why: tuple[str, str] | None = None
         alloc = state.alloc[row, th.columns]
         for is_prod, high, high_percent, low_percent, working in checks:
             after = working[row, th.columns].copy()
@@ -483,8 +493,9 @@ class _Round:
                 if load.state == "hot" and why is None:
                     percent = "" if load.percent is None else f" ({load.percent:.2f}%)"
                     why = (
+                        "destinationHot",
                         f"no destination that stays cool: {where}, where {load.resource} would reach "
-                        f"{load.usage}{percent} > its high threshold {load.high:.2f}%"
+                        f"{load.usage}{percent} > its high threshold {load.high:.2f}%",
                     )
         return tuple(loads), why
 

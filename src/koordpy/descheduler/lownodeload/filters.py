@@ -61,29 +61,33 @@ class PodFilter:
             frozenset(migration.scheduler_names) if migration.default_job_mode == "ReservationFirst" else None
         )
 
-    def refuse(self, pod: BalancePod, moving: bool) -> str | None:
-        """Why ``pod`` may not move (``moving``: it already is), or None."""
+    def refuse(self, pod: BalancePod, moving: bool) -> tuple[str, str] | None:
+        """Why ``pod`` may not move (``moving``: it already is) as (cause, reason), or None; the cause is one word
+        (:attr:`..result.KeptPod.cause`)."""
         info = pod.info
         namespace = info.namespace
         if self._include and namespace not in self._include:
-            return f"namespace {namespace} is not in lowNodeLoad.evictableNamespaces.include"
+            return "evictableNamespaces", f"namespace {namespace} is not in lowNodeLoad.evictableNamespaces.include"
         if namespace in self._exclude:
-            return f"namespace {namespace} is in lowNodeLoad.evictableNamespaces.exclude"
+            return "evictableNamespaces", f"namespace {namespace} is in lowNodeLoad.evictableNamespaces.exclude"
         if self._selectors and not any(selector.matches(info.labels) for selector in self._selectors):
-            return "no lowNodeLoad.podSelectors entry matches its labels"
+            return "podSelectors", "no lowNodeLoad.podSelectors entry matches its labels"
         if info.deletion_time is not None:
-            return "it is being deleted"
+            return "deleting", "it is being deleted"
         if moving:
-            return "it is already moving (a recent move or an active PodMigrationJob)"
+            return "moving", "it is already moving (a recent move or an active PodMigrationJob)"
         try:
             verdict = self._evictor.refuse(pod.migration)
         except MigrationObjectError as exc:
-            return f"it cannot be read: {exc}"
+            return "unreadable", f"it cannot be read: {exc}"
         if verdict is not None:
-            return f"migrationController filter {verdict.filter}: {verdict.reason}"
+            return (
+                verdict.filter or "migrationController",
+                f"migrationController filter {verdict.filter}: {verdict.reason}",
+            )
         names = self._scheduler_names
         if names is not None and info.scheduler_name not in names:
-            return (
+            return "schedulerNames", (
                 f"schedulerName {info.scheduler_name} is not in migrationController.schedulerNames "
                 f"({', '.join(sorted(names))}): a ReservationFirst migration needs it"
             )

@@ -37,7 +37,7 @@ from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_d
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.profile import build_plugins
 
-__all__ = ["KINDS", "WORKLOAD_KINDS", "BalanceReportError", "balance_report", "history"]
+__all__ = ["KINDS", "WORKLOAD_KINDS", "BalanceReportError", "balance_report", "history", "recent_move"]
 
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController", "Job", "DaemonSet", "CronJob")
 KINDS = ("Node", "Pod", "NodeMetric", "PodMigrationJob", *WORKLOAD_KINDS)
@@ -125,7 +125,7 @@ def balance_report(
         if job.phase not in ("", "Pending", "Running"):
             continue
         migrating.add(job.pod_key)
-        moved = _recent(job.pod_key, job.creation_time, obj, pods, state)
+        moved = recent_move(job.pod_key, job.creation_time, obj, pods, state)
         if moved is not None:
             ledger.append(moved)
     anomalies = {} if fresh else history(state, args, now, interval)
@@ -146,10 +146,13 @@ def balance_report(
     return result, dict(dump.ignored)
 
 
-def _recent(
+def recent_move(
     key: str, created: float, job: Mapping[str, Any], pods: Mapping[str, BalancePod], state: BalanceState
 ) -> RecentMove | None:
-    """The ledger entry of an unfinished job: its pod's node (or the node the job names) and usage."""
+    """The ledger entry of an unfinished job (of pod ``key``, created at ``created``): its pod's node (or the node
+    the job names, ``koordpy.io/source-node``), its destination (``status.nodeName``, else the job's
+    ``koordpy.io/expected-destination``) and the pod's usage in its node's NodeMetric (0 when not reported). None
+    when the source is not known. A manager that starts takes its ledger from these, as this tool does."""
     meta = job.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     if not isinstance(annotations, Mapping):

@@ -130,6 +130,9 @@ class PlannedMove:
     """The pick's resources with the pod added, against the pick's pool thresholds (empty: no pool, no pick)."""
     checked: bool = True
     """Whether the pick was required to stay cool (``nodeFit``)."""
+    over: tuple[str, ...] = ()
+    """The resources above their high threshold when the pod was picked, name-sorted (``cpu``, ``memory``): the
+    reason as a label."""
 
     def recent(self, at: float) -> RecentMove:
         """The ledger entry of this move, filed at ``at``."""
@@ -173,6 +176,10 @@ class KeptPod:
     why: str
     landing: Landing | None = None
     destination_after: tuple[ResourceLoad, ...] = ()
+    cause: str = ""
+    """``why`` as one word, for counting: ``evictableNamespaces``, ``podSelectors``, ``deleting``, ``moving``,
+    ``unreadable``, a ``migrationController`` filter's name (``ExpectedReplicas``, ...), ``schedulerNames``,
+    ``usageNotReported``, ``evictionLimits``, ``noDestination``, ``destinationUnknown``, ``destinationHot``."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -180,6 +187,7 @@ class KeptPod:
             "node": self.node,
             "pool": self.pool,
             "kind": self.kind,
+            "cause": self.cause,
             "why": self.why,
             "destination": _landing(self.landing, self.destination_after, True),
         }
