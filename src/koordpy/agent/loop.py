@@ -490,7 +490,7 @@ class Agent:
 
     async def _evict(self, key: str, uid: str, grace: int | None) -> None:
         namespace, _, name = key.partition("/")
-        outcome, detail = await self.evictor.evict(namespace, name, grace)
+        outcome, detail = await self.evictor.evict(namespace, name, uid, grace)
         self.metrics.evictions.labels(str(outcome)).inc()
         if outcome in (EvictOutcome.REFUSED, EvictOutcome.FAILED):
             self._failed.add(uid)
