@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.crds.podmigrationjob import TEMPLATE_SPEC_REFUSED
 from koordpy.model.durations import DurationError, parse_duration
 from koordpy.model.objects import ObjectError, PodInfo, pod_from_dict
 from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node
@@ -85,19 +86,6 @@ LABEL_MIGRATION_JOB = "koordpy.io/migration-job"
 ANNOTATION_MIGRATION_JOB = "koordpy.io/migration-job"
 """The manager's marker on the Reservations a migration created: ``<job name>/<job uid>``, written at
 creation (a template's value for it is overwritten). :func:`is_ours` and :func:`stale_reservations` read it."""
-
-TEMPLATE_SPEC_REFUSED: Mapping[str, str] = {
-    "owners": "the Reservation's owners are the migrated pod's controller (or its labels); a Reservation "
-    "for other owners is an admin's to create, and a job may name it in reservationRef",
-    "expires": "an absolute expiry can outlive the job; set ttl, at most the job's",
-    "preAllocation": "a migration reserves free room only",
-    "preAllocationPolicy": "a migration reserves free room only",
-    "unschedulable": "the replacement must be able to take the Reservation",
-    "taints": "the replacement must be able to take the Reservation",
-    "allocatePolicy": "the replacement takes the whole Reservation (allocateOnce)",
-}
-"""Fields of ``spec.reservationOptions.template.spec`` a PodMigrationJob may not set, and why (the CRD
-schema refuses them at admission with the same message; the manager fails a job that has one)."""
 
 _CONTAINER_KEYS = ("containers", "initContainers")
 _COPIED_SPEC_KEYS = ("tolerations", "nodeSelector", "priority", "priorityClassName", "schedulerName", "overhead")

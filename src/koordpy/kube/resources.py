@@ -12,6 +12,7 @@ from urllib.parse import quote
 __all__ = [
     "ALL",
     "AVOIDANCEACTIONS",
+    "CSISTORAGECAPACITIES",
     "CUSTOMRESOURCEDEFINITIONS",
     "EVENTS",
     "LEASES",
@@ -93,6 +94,10 @@ PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CSISTORAGECAPACITIES = ResourceRef(
+    "storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", namespaced=True
+)
+"""The kind of the extender's gang requeue signal (``gang.requeueSignal``): one object it may update."""
 CUSTOMRESOURCEDEFINITIONS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
@@ -128,6 +133,7 @@ ALL: tuple[ResourceRef, ...] = (
     EVENTS,
     LEASES,
     PDBS,
+    CSISTORAGECAPACITIES,
     CUSTOMRESOURCEDEFINITIONS,
     NODEMETRICS,
     PODGROUPS,

@@ -242,7 +242,9 @@ async def test_a_reservation_of_the_jobs_name_made_by_someone_else_is_never_touc
     assert calls(apiserver, "create", "pods", "eviction") == 0
     assert calls(apiserver, "delete", "reservations") == 0
     warnings = [
-        e for e in (await api_client.list(EVENTS, namespace="default")).items if e["reason"] == "FailedCreateReservation"
+        e
+        for e in (await api_client.list(EVENTS, namespace="default")).items
+        if e["reason"] == "FailedCreateReservation"
     ]
     assert [e["type"] for e in warnings] == ["Warning"]
 

@@ -78,6 +78,7 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(r.EVENTS, short_names=("ev",)),
         ResourceInfo(r.LEASES),
         ResourceInfo(r.PDBS, status_subresource=True, short_names=("pdb",)),
+        ResourceInfo(r.CSISTORAGECAPACITIES),
         ResourceInfo(r.CUSTOMRESOURCEDEFINITIONS, status_subresource=True, short_names=("crd", "crds")),
         ResourceInfo(r.NODEMETRICS, status_subresource=True),
         ResourceInfo(r.PODGROUPS, status_subresource=True, short_names=("pg",)),
