@@ -18,9 +18,9 @@ CRD is Koordinator's own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from koordpy.crds.schema import FreeForm, PrinterColumn, Resource, Time, WireModel
 from koordpy.model.durations import DURATION_PATTERN
@@ -86,7 +86,7 @@ TEMPLATE_SPEC_REFUSED: Mapping[str, str] = {
 admission by the CRD schema, and by the manager (a job that has one fails ``InvalidSpec``)."""
 
 
-def _refusals() -> list[dict[str, str]]:
+def _refusals() -> list[JsonValue]:
     return [
         {
             "rule": f"!has(self.{key})",
@@ -146,7 +146,7 @@ class PodMigrateReservationOptions(WireModel):
 
 
 _TEMPLATE_TTL = "self.reservationOptions.template.spec.ttl"
-_TTL_WITHIN_THE_JOBS: dict[str, Any] = {
+_TTL_WITHIN_THE_JOBS: JsonValue = {
     "rule": (
         "!has(self.reservationOptions) || !has(self.reservationOptions.template) || "
         "!has(self.reservationOptions.template.spec) || !has(self.reservationOptions.template.spec.ttl) || "

@@ -225,8 +225,8 @@ class Requeuer:
                 error = f"{type(exc).__name__}: {exc}"
             else:
                 self.writes += 1
-                for wakeup in batch:
-                    self.log.debug("gang.requeued", pod=wakeup.pod, gang=wakeup.gang_id, reason=wakeup.reason)
+                gangs = sorted({wakeup.gang_id for wakeup in batch})
+                self.log.debug("gang.requeued", members=len(batch), gangs=gangs[:10], more_gangs=len(gangs[10:]))
                 return "patched"
             if attempt + 1 < self.attempts:
                 await asyncio.sleep(self.retry_delay * (attempt + 1))
