@@ -11,9 +11,9 @@ Scenarios (``--scenarios``, comma-separated):
 * ``late``: PodGroup minMember 2, member a, b created 2 s later (a is refused and parked by then);
   seconds from b's creation to both bound, ``--samples`` times, with the extender's requeue (the default:
   one update of its requeue signal, a CSIStorageCapacity);
-* ``podpatch``: ``late`` with the requeue written as a patch of each parked member's annotation instead (how
-  the extender asked before it had a signal object; this variant runs the extender on an admin token, the
-  chart's role no longer allows it), the samples interleaved with ``late``'s in the same run;
+* ``podpatch``: ``late`` with the requeue written as a patch of each parked member's annotation instead (the
+  other way to make kube-scheduler retry a pod; this variant runs the extender on an admin token, the
+  chart's role does not allow it), the samples interleaved with ``late``'s in the same run;
 * ``hold``: the same with the option of not refusing at ``/filter`` and holding at ``/bind`` only (the
   extender run with its quorum test disabled, for this measurement only), plus what it costs: a gang of 4
   whose fourth member never comes holds three members' cpu; seconds until a plain pod that needs that

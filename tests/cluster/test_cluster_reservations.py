@@ -627,10 +627,10 @@ def test_a_migration_never_takes_another_teams_reservation(
 ) -> None:
     """The hijack. Team B holds two Reservations on this space's nodes: ``db`` for its own pods, ``web`` for
     pods labelled like the intruder's. The intruder may migrate its own pods (koordpy's migrate role and
-    ``edit`` in its namespace) and names team B's Reservations in its jobs' templates. Before, the job
-    adopted the Reservation of that name: with ``db`` it evicted its pod and, no replacement binding it,
-    deleted ``db`` at its ttl; with ``web`` its replacement consumed it. Now both jobs fail at once
-    (``InvalidSpec``), and a third job whose own name (its UID) team B took while the job was paused fails
+    ``edit`` in its namespace) and names team B's Reservations in its jobs' templates. A manager that
+    trusted the name would adopt the Reservation: with ``db`` the job would evict its pod and, no
+    replacement binding it, delete ``db`` at its ttl (the job failing); with ``web`` its replacement would
+    consume it (the job succeeding). Both jobs fail at once (``InvalidSpec``), and a third job whose own name (its UID) team B took while the job was paused fails
     with ``FailedCreateReservation``. Team B's Reservations stay as they were, through five more migration
     rounds and a stale-reservation sweep: not deleted, not adopted, not consumed; no pod is evicted."""
     koordpy.start_scheduling()

@@ -7,8 +7,11 @@ installs it with the real helm.
   enforcing ``baseline`` is refused before anything is created.
 * An agent token bound to the agent's pod on node A writes node A's NodeMetric and evicts node A's pods,
   and is refused node B's; with the policy off, RBAC alone lets it (what the policy stops).
-* A PodMigrationJob is admitted only for a pod its creator may evict; the aggregated roles reach
-  namespace editors and viewers.
+* A PodMigrationJob is admitted only for a pod its creator may evict, and its Reservation template only
+  with what a migration may set; the aggregated roles reach namespace editors and viewers.
+* The scheduler's token writes pods' status but no pod, nor labels or annotations through the status, and
+  of CSIStorageCapacities only the release's requeue signal.
+* An agent eviction names the pod's UID: a pod made again under the same name is not evicted.
 * The agent process, with the chart's container identity on real cgroups, throttles and evicts.
 * ``helm uninstall`` leaves the kept CRDs and nothing else of the release (the test lists what is left).
 
@@ -227,6 +230,7 @@ def test_the_chart_installs_on_a_stock_apiserver_and_every_pod_is_admitted(plane
             "koordpy-agent-node-scope",
             "koordpy-agent-evictions",
             "koordpy-podmigrationjob-eviction-rights",
+            "koordpy-scheduler-pod-status",
         }
         for name in names:  # the API server's type check of every expression found nothing to warn about
             status = plane.wait_for(f"{name} type-checked", lambda n=name: ok(api.get(f"{base}/{n}")).get("status"))
@@ -699,7 +703,7 @@ def test_an_agent_eviction_of_a_pod_made_again_under_its_name_is_refused(plane: 
             return await Evictor(client, retries=0).evict(victims, "sts-0", uid, None)
 
     outcome, detail = asyncio.run(evict(planned))
-    assert outcome is EvictOutcome.GONE and "Precondition failed: UID in precondition" in detail, detail
+    assert outcome is EvictOutcome.GONE and "does not match the UID in record" in detail, detail
     with plane.client() as api:
         assert ok(api.get(f"{pods_path}/sts-0"))["metadata"].get("deletionTimestamp") is None
     assert [

@@ -120,7 +120,7 @@ async def test_evictor_never_evicts_a_pod_recreated_under_the_same_name(apiserve
     apiserver.seed(_running(PodBuilder("web-0").uid("new")))
     outcome, detail = await Evictor(api_client).evict("default", "web-0", "old", None)
     assert outcome is EvictOutcome.GONE
-    assert "replaced under the same name" in detail and "Precondition failed" in detail
+    assert "replaced under the same name" in detail and "does not match the UID in record" in detail
     pod = await api_client.get(resources.PODS, "web-0", "default")
     assert pod["metadata"].get("deletionTimestamp") is None
 

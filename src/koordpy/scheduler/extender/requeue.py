@@ -52,7 +52,7 @@ quorum may now pass: the time of the request, so kube-scheduler sees an update i
 
 
 class PodPatcher(Protocol):
-    """The client call the requeuer writes with (its name is historical: it patches the signal object)."""
+    """The client call the requeuer writes with: a merge patch of one namespaced object (the signal)."""
 
     async def patch(
         self, resource: Any, name: str, patch: Any, *, namespace: str | None = None, timeout: float | None = None
