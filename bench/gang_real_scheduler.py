@@ -315,7 +315,14 @@ class Bench:
 
     def scheduler_attempts(self) -> float:
         assert self.scheduler is not None
-        text = self.plane.metrics(self.scheduler.name)
+        for _ in range(5):  # kube-scheduler's delegated authentication can time out on a loaded machine (401)
+            try:
+                text = self.plane.metrics(self.scheduler.name)
+                break
+            except httpx.HTTPStatusError:
+                time.sleep(2.0)
+        else:
+            text = self.plane.metrics(self.scheduler.name)
         return sum(
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
