@@ -13,7 +13,8 @@ Scenarios (``--scenarios``, comma-separated):
   one update of its requeue signal, a CSIStorageCapacity);
 * ``podpatch``: ``late`` with the requeue written as a patch of each parked member's annotation instead (the
   other way to make kube-scheduler retry a pod; this variant runs the extender on an admin token, the
-  chart's role does not allow it), the samples interleaved with ``late``'s in the same run;
+  chart's role does not allow it), the samples interleaved with ``late``'s in the same run; with ``big``,
+  the big gang once more that way after the signal's;
 * ``hold``: the same with the option of not refusing at ``/filter`` and holding at ``/bind`` only (the
   extender run with its quorum test disabled, for this measurement only), plus what it costs: a gang of 4
   whose fourth member never comes holds three members' cpu; seconds until a plain pod that needs that
@@ -491,6 +492,11 @@ def main() -> int:
         if "big" in scenarios:
             results["big"] = big(bench, args.members)
             print(f"big gang: {results['big']}", flush=True)
+            if "podpatch" in scenarios:  # the same gang again, asked for by pod patches, in the same run
+                bench.start_components("podpatch")
+                results["bigPodpatch"] = big(bench, args.members)
+                print(f"big gang, pod patches: {results['bigPodpatch']}", flush=True)
+                bench.start_components("requeue")
         if "hold" in scenarios:
             bench.start_components("requeue", gang={"defaultTimeout": "30s"})
             requeue_capacity = capacity(bench)
