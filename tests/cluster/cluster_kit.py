@@ -117,6 +117,8 @@ _PLURALS = {
     "Lease": ("coordination.k8s.io", "v1", "leases", True),
     "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
+    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities", True),
     "NodeMetric": ("slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
     "Reservation": ("scheduling.koordinator.sh", "v1alpha1", "reservations", False),
     "PodMigrationJob": ("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", False),

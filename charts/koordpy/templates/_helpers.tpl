@@ -100,10 +100,26 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: test
 {{- end }}
 
-{{/* The scheduler's configuration file, apiVersion and kind filled in. */}}
+{{/* The scheduler's configuration file, apiVersion and kind filled in; gang.requeueSignal names the
+chart's CSIStorageCapacity (scheduler-requeue-signal.yaml) unless the values name one. */}}
 {{- define "koordpy.scheduler.config" -}}
 {{- $cfg := merge (deepCopy .Values.scheduler.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "SchedulerConfiguration") }}
+{{- if include "koordpy.scheduler.requeueSignal" . }}
+{{- $gang := default (dict) $cfg.gang }}
+{{- $_ := set $gang "requeueSignal" (printf "%s/%s" .Release.Namespace (include "koordpy.scheduler.requeueSignal" .)) }}
+{{- $_ := set $cfg "gang" $gang }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The name of the chart's gang requeue signal (a CSIStorageCapacity the extender updates so that
+kube-scheduler retries the gang members it parked); empty when the extender sends no retry requests
+(config.gang.requeueQPS 0) or the values name a signal of their own (config.gang.requeueSignal). */}}
+{{- define "koordpy.scheduler.requeueSignal" -}}
+{{- $gang := .Values.scheduler.config.gang | default dict }}
+{{- if and (or (not (hasKey $gang "requeueQPS")) (gt (float64 $gang.requeueQPS) 0.0)) (not $gang.requeueSignal) -}}
+{{ include "koordpy.fullname" . }}-gang-requeue
+{{- end }}
 {{- end }}
 
 {{/* kube-scheduler's httpTimeout for the binder extender entry, in seconds: the extender's

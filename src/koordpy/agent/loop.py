@@ -501,7 +501,7 @@ class Agent:
         """Evict pod ``key``; ``pod`` is its view when the eviction was decided (when it was placed, its
         controller): an eviction soon after placement is a repeat move (:mod:`koordpy.descheduler.repeats`)."""
         namespace, _, name = key.partition("/")
-        outcome, detail = await self.evictor.evict(namespace, name, grace)
+        outcome, detail = await self.evictor.evict(namespace, name, uid, grace)
         self.metrics.evictions.labels(str(outcome)).inc()
         if outcome in (EvictOutcome.REFUSED, EvictOutcome.FAILED):
             self._failed.add(uid)

@@ -13,6 +13,7 @@ __all__ = [
     "ALL",
     "AVOIDANCEACTIONS",
     "CONFIGMAPS",
+    "CSISTORAGECAPACITIES",
     "CUSTOMRESOURCEDEFINITIONS",
     "DEPLOYMENTS",
     "EVENTS",
@@ -103,6 +104,10 @@ STATEFULSETS = ResourceRef("apps", "v1", "statefulsets", "StatefulSet", namespac
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CSISTORAGECAPACITIES = ResourceRef(
+    "storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", namespaced=True
+)
+"""The kind of the extender's gang requeue signal (``gang.requeueSignal``): one object it may update."""
 CUSTOMRESOURCEDEFINITIONS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
@@ -138,6 +143,7 @@ ALL: tuple[ResourceRef, ...] = (
     EVENTS,
     LEASES,
     PDBS,
+    CSISTORAGECAPACITIES,
     CUSTOMRESOURCEDEFINITIONS,
     NODEMETRICS,
     PODGROUPS,

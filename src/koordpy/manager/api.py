@@ -327,9 +327,9 @@ class KubeMigrationApi:
         ) as exc:
             raise ReservationRefusedError(exc.status, exc.message) from exc
 
-    async def delete_reservation(self, name: str) -> None:
+    async def delete_reservation(self, name: str, uid: str) -> None:
         try:
-            await self.client.delete(resources.RESERVATIONS, name)
+            await self.client.delete(resources.RESERVATIONS, name, precondition_uid=uid or None)
         except kube_errors.NotFound:
             return
 
