@@ -41,7 +41,8 @@ def _invoke(args: list[str], code: int = 0) -> str:
     return result.stdout
 
 
-CONSOLE = re.findall(r"```console\n(.*?)```", DOC, flags=re.S)
+CONSOLE = [b for b in re.findall(r"```console\n(.*?)```", DOC, flags=re.S) if b.startswith("$ koordpy ")]
+"""The page's koordpy sessions (a ``kubectl`` session shows what a cluster prints, not a koordpy command)."""
 
 
 @pytest.mark.parametrize("block", CONSOLE, ids=[b.split("\n", 1)[0] for b in CONSOLE])
@@ -106,7 +107,7 @@ def test_configuration_examples_validate() -> None:
 def test_every_filter_is_documented_and_the_status_says_what_is_not_built() -> None:
     for name in (*NON_RETRYABLE_FILTERS, *RETRYABLE_FILTERS, *GANG_FILTERS, "TTL", "ExistingJob", "WaitForGang"):
         assert f"`{name}`" in DOC, name
-    assert "Not built:\npreemption for a migration's Reservation" in DOC
+    assert "Not built: preemption for a migration's Reservation" in " ".join(DOC.split())
     assert "ReservationFirst needs the Reservation API" not in DOC
 
 
@@ -134,7 +135,7 @@ def _yaml_blocks() -> list[str]:
 
 
 def test_low_node_load_example_validates() -> None:
-    (block,) = [b for b in _yaml_blocks() if "lowNodeLoad:" in b]
+    (block,) = [b for b in _yaml_blocks() if "\nlowNodeLoad:" in b]
     config = validate(ManagerConfiguration, yaml.safe_load(block))
     assert config.descheduling_interval_seconds == 10.0
     assert config.low_node_load is not None
@@ -167,9 +168,17 @@ def test_the_planned_move_job_is_what_migration_job_makes() -> None:
     PodMigrationJobSpec.model_validate(shown["spec"])
 
 
-def test_the_status_says_the_manager_does_not_run_the_round() -> None:
-    status = DOC.split("\n\n", 2)[1]
-    assert "the manager\ndoes not run the balance round yet, so no plugin files PodMigrationJobs" in status
+def test_the_status_says_the_manager_runs_the_round_on_its_leader() -> None:
+    status = " ".join(DOC.split("\n\n", 2)[1].split())
+    assert "`koordpy manager` runs the round every `deschedulingInterval` on its leader" in status
+    assert "does not run the balance round" not in status
+
+
+def test_the_charts_balance_loop_example_validates() -> None:
+    (block,) = [b for b in _yaml_blocks() if b.startswith("manager:") and "lowNodeLoad:" in b]
+    config = validate(ManagerConfiguration, yaml.safe_load(block)["manager"]["config"])
+    assert config.low_node_load is not None
+    assert config.descheduling_interval_seconds == 10.0
 
 
 def test_migration_examples_are_pod_migration_jobs_of_both_modes() -> None:
