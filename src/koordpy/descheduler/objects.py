@@ -171,11 +171,13 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class MigrationJob:
-    """One PodMigrationJob as arbitration sees it."""
+    """One PodMigrationJob as koordpy reads it (:func:`job_from_dict`): the one typed view that arbitration, the
+    balance loop, the offline tools and the simulator share (the manager converts each stored version once)."""
 
     name: str
     uid: str
     creation_time: float
+    """``metadata.creationTimestamp`` in whole seconds; 0.0 when absent."""
     pod_namespace: str
     pod_name: str
     phase: str
@@ -183,6 +185,12 @@ class MigrationJob:
     passed_arbitration: bool
     ttl_seconds: float | None = None
     deleting: bool = False
+    pod_uid: str = ""
+    """``spec.podRef.uid`` (set when the job starts; empty before)."""
+    node_name: str = ""
+    """``status.nodeName``: where the pod's replacement runs (a ReservationFirst job records it)."""
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=dict, compare=False)
     pod_key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` of the pod (computed once)."""
 
@@ -416,6 +424,10 @@ def job_from_dict(raw: Mapping[str, Any]) -> MigrationJob:
         passed_arbitration=annotations.get(ANNOTATION_PASSED_ARBITRATION) == "true",
         ttl_seconds=ttl_seconds or None,
         deleting=bool(meta.get("deletionTimestamp")),
+        pod_uid=str(ref.get("uid") or ""),
+        node_name=str(status.get("nodeName") or ""),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        annotations=annotations,
     )
 
 

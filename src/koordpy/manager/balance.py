@@ -68,12 +68,17 @@ from koordpy.descheduler.lownodeload import (
 )
 from koordpy.descheduler.lownodeload.offline import recent_move
 from koordpy.descheduler.lownodeload.result import AnomalyKey
-from koordpy.descheduler.objects import MigrationObjectError, Workload, resolve_workload, workload_from_dict
+from koordpy.descheduler.objects import (
+    MigrationJob,
+    MigrationObjectError,
+    Workload,
+    resolve_workload,
+    workload_from_dict,
+)
 from koordpy.descheduler.repeats import CAUSE_MOVED_AGAIN, EVENT_REASON, MoveHistory, WorkloadMove
 from koordpy.kube import errors as kube_errors
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.rounds import RoundLoop
-from koordpy.model.durations import parse_rfc3339
 from koordpy.model.objects import NodeMetricInfo, ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.runtime.logging import get_logger
 from koordpy.scheduler.framework.cluster import ClusterState
@@ -345,76 +350,66 @@ class BalanceController:
         self._log = get_logger("koordpy.manager.balance")
         self._logged: dict[str, float] = {}
         self._acting: set[tuple[str, str]] = set()
-        cache.jobs.add_listener(self._job)
-        for name, job in list(cache.jobs.objects.items()):
-            self._job(name, None, job)
+        cache.job_views.add_listener(self._job)
+        for name in list(cache.jobs.objects):
+            self._job(name, None, cache.job_views.get(name))
 
     # -- jobs -------------------------------------------------------------------------------------------
 
-    def _job(self, name: str, old: Raw | None, new: Raw | None) -> None:
+    def _job(self, name: str, old: MigrationJob | None, new: MigrationJob | None) -> None:
+        """A PodMigrationJob changed (its typed view: None when gone or unreadable)."""
         if new is None:
             self.unfinished.pop(name, None)
             self.to_adopt.discard(name)
-            if str(_status(old).get("phase") or "") != "Succeeded":
+            if old is None or old.phase != "Succeeded":
                 self.ledger.pop(name, None)  # it moved nothing (deleted before it evicted)
                 self.history.forget(name)
             return
-        phase = str(_status(new).get("phase") or "")
-        spec = new.get("spec")
-        ref = spec.get("podRef") if isinstance(spec, Mapping) else None
-        if phase in UNFINISHED and isinstance(ref, Mapping):
-            self.unfinished[name] = f"{ref.get('namespace') or ''}/{ref.get('name') or ''}"
+        phase = new.phase
+        if phase in UNFINISHED:
+            self.unfinished[name] = new.pod_key
         else:
             self.unfinished.pop(name, None)
         if phase in FAILED:
             self.to_adopt.discard(name)
-            if not self._moved(ref):
+            if not self._moved(new):
                 self.ledger.pop(name, None)  # the pod is where it was: nothing to count
                 self.history.forget(name)
             return
-        landed = str(_status(new).get("nodeName") or "")
+        landed = new.node_name
         entry = self.ledger.get(name)
         if landed:
             self.history.landed(name, landed)
             if entry is not None and entry.destination != landed:
                 self.ledger[name] = dataclasses.replace(entry, destination=landed)
-        labels = _meta(new).get("labels")
-        ours = isinstance(labels, Mapping) and labels.get(LABEL_PLUGIN) == NAME
-        if ours and entry is None and phase in UNFINISHED:
+        if new.labels.get(LABEL_PLUGIN) == NAME and entry is None and phase in UNFINISHED:
             self.to_adopt.add(name)
 
-    def _moved(self, ref: object) -> bool:
+    def _moved(self, job: MigrationJob) -> bool:
         """Whether the pod a failed job named has left (gone, or its name taken by another pod): a job that fails
         after its eviction (a ReservationFirst replacement bound outside its Reservation waits until its ttl)
         moved it all the same."""
-        if not isinstance(ref, Mapping):
-            return False
-        pod = self.views.pods.get(f"{ref.get('namespace') or ''}/{ref.get('name') or ''}")
-        uid = ref.get("uid")
-        return pod is None or (bool(uid) and pod.info.uid != uid)
+        pod = self.views.pods.get(job.pod_key)
+        return pod is None or (bool(job.pod_uid) and pod.info.uid != job.pod_uid)
 
     def _adopt(self, now: float) -> None:
         """The ledger entries of this plugin's unfinished jobs filed before this process led."""
         for name in sorted(self.to_adopt):
-            job = self.cache.jobs.get(name)
+            job = self.cache.job_views.get(name)
             self.to_adopt.discard(name)
             if job is None or name in self.ledger:
                 continue
             pod_key = self.unfinished.get(name)
             if pod_key is None:
                 continue
-            created_text = _meta(job).get("creationTimestamp")
-            try:
-                created = parse_rfc3339(str(created_text)) if created_text else now
-            except ValueError:
-                created = now
+            created = job.creation_time or now
             entry = recent_move(pod_key, created, job, self.views.pods, self.views.state)
             if entry is not None:
                 self.ledger[name] = entry
                 pod = self.views.pods.get(pod_key)
                 workload = self._workload_of(pod) if pod is not None else None
                 if workload is not None:
-                    destination = str(_status(job).get("nodeName") or "") or None
+                    destination = job.node_name or None
                     move = WorkloadMove(workload[0].uid, name, pod_key, entry.source, destination, created)
                     self.history.record(move)
 

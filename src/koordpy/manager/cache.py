@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordpy.descheduler.objects import MigrationJob, MigrationObjectError, job_from_dict
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient
@@ -37,6 +38,7 @@ from koordpy.kube.resources import ResourceRef
 
 __all__ = [
     "DISCOVERY_SECONDS",
+    "JobViews",
     "ManagerCache",
     "ObjectStore",
     "Watched",
@@ -186,6 +188,54 @@ class ObjectStore:
         self.synced = True
 
 
+JobListener = Callable[[str, MigrationJob | None, MigrationJob | None], None]
+"""Called with (name, old view, new view) after every change of a PodMigrationJob; None for absent or unreadable."""
+
+
+class JobViews:
+    """The typed view (:class:`~koordpy.descheduler.objects.MigrationJob`) of every PodMigrationJob of ``store``,
+    converted once per stored object and shared by every reader: the migration rounds and arbitration
+    (:class:`koordpy.manager.migration.JobIndex`) and the balance loop. None for a job
+    :func:`~koordpy.descheduler.objects.job_from_dict` cannot read (the lifecycle fails it with the reason)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._views: dict[str, tuple[Raw, MigrationJob | None]] = {}
+        self._listeners: list[JobListener] = []
+        store.add_listener(self._changed)
+
+    def _convert(self, key: str, raw: Raw) -> MigrationJob | None:
+        try:
+            view: MigrationJob | None = job_from_dict(raw)
+        except MigrationObjectError:
+            view = None
+        self._views[key] = (raw, view)
+        return view
+
+    def get(self, key: str) -> MigrationJob | None:
+        """The view of the stored job ``key`` (None: absent or unreadable)."""
+        raw = self.store.get(key)
+        if raw is None:
+            return None
+        hit = self._views.get(key)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        return self._convert(key, raw)
+
+    def add_listener(self, listener: JobListener) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self, key: str, old: Raw | None, new: Raw | None) -> None:
+        hit = self._views.pop(key, None)
+        before = hit[1] if hit is not None and hit[0] is old else None
+        if before is None and old is not None and self._listeners:
+            before = self._convert(key, old)
+            self._views.pop(key, None)
+        after = self._convert(key, new) if new is not None else None
+        for listener in self._listeners:
+            listener(key, before, after)
+
+
 def _node_of(pod: Raw) -> str | None:
     spec = pod.get("spec")
     node = spec.get("nodeName") if isinstance(spec, Mapping) else None
@@ -265,6 +315,8 @@ class ManagerCache:
         self.discovery_seconds = discovery_seconds
         self.pods = ObjectStore(resources.PODS, index=_node_of)
         self.jobs = ObjectStore(resources.PODMIGRATIONJOBS)
+        self.job_views = JobViews(self.jobs)
+        """The jobs' typed views, converted once per stored version (listeners: :meth:`JobViews.add_listener`)."""
         self.reservations = ObjectStore(resources.RESERVATIONS)
         self.nodes = ObjectStore(resources.NODES)
         self.nodemetrics = ObjectStore(resources.NODEMETRICS)

@@ -87,14 +87,13 @@ from koordpy.descheduler.objects import (
     MigrationObjectError,
     MigrationPod,
     Workload,
-    job_from_dict,
     pod_from_dict,
     resolve_workload,
     workload_from_dict,
 )
 from koordpy.descheduler.reservation_first import OwnedReservation, stale_reservations
 from koordpy.kube import errors as kube_errors
-from koordpy.manager.cache import ManagerCache, ObjectStore
+from koordpy.manager.cache import JobViews, ManagerCache, ObjectStore
 from koordpy.manager.gangs import GangFeed
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import ObjectError, PodInfo
@@ -291,15 +290,15 @@ class JobIndex:
     change), the arbitration value of each waiting or active one (read once per version), and a heap of
     the finished ones by scavenge time."""
 
-    def __init__(self, store: ObjectStore, settings: LifecycleSettings) -> None:
+    def __init__(self, store: ObjectStore, settings: LifecycleSettings, views: JobViews | None = None) -> None:
         self.store = store
+        self.views = views if views is not None else JobViews(store)
         self.settings = settings
         self.facts: dict[str, JobFacts] = {}
         self.waiting: dict[str, None] = {}
         self.active: dict[str, None] = {}
         self.invalid: dict[str, None] = {}
         self.phases: Counter[str] = Counter()
-        self._parsed: dict[str, tuple[str, MigrationJob | None]] = {}
         self._finished: list[tuple[float, str]] = []
         store.add_listener(self._changed)
         for key, obj in list(store.objects.items()):
@@ -314,7 +313,6 @@ class JobIndex:
         self.waiting.pop(name, None)
         self.active.pop(name, None)
         self.invalid.pop(name, None)
-        self._parsed.pop(name, None)
 
     def _changed(self, name: str, old: Raw | None, new: Raw | None) -> None:
         self._drop(name)
@@ -333,20 +331,9 @@ class JobIndex:
             heapq.heappush(self._finished, (facts.scavenge_at, name))
 
     def parsed(self, name: str) -> MigrationJob | None:
-        """The arbitration value of job ``name`` (None when it cannot be read), converted once per version."""
-        raw = self.store.get(name)
-        if raw is None:
-            return None
-        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
-        hit = self._parsed.get(name)
-        if hit is not None and hit[0] == version and version:
-            return hit[1]
-        try:
-            value: MigrationJob | None = job_from_dict(raw)
-        except MigrationObjectError:
-            value = None
-        self._parsed[name] = (version, value)
-        return value
+        """The typed view of job ``name`` (None when it cannot be read), converted once per stored version and
+        shared with the other readers of the store (:class:`~koordpy.manager.cache.JobViews`)."""
+        return self.views.get(name)
 
     def due_for_scavenge(self, now: float, limit: int) -> list[str]:
         """Up to ``limit`` finished jobs whose scavenge time has come (taken off the heap)."""
@@ -391,7 +378,7 @@ class MigrationController:
     ) -> None:
         self.api = api
         self.cache = cache
-        self.index = JobIndex(cache.jobs, settings)
+        self.index = JobIndex(cache.jobs, settings, cache.job_views)
         self.metrics = metrics
         self.settings = settings
         self.evict_tokens = TokenBucket(evict_qps, evict_burst)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from koordpy.descheduler.objects import MigrationJob
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import NODES, PODMIGRATIONJOBS, PODS
-from koordpy.manager.cache import ManagerCache, ObjectStore, newer_or_equal
+from koordpy.manager.cache import JobViews, ManagerCache, ObjectStore, newer_or_equal
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 from koordpy_testkit.builders import NodeBuilder, PodBuilder
@@ -80,6 +81,41 @@ def test_the_node_index_follows_every_change_and_listeners_hear_them() -> None:
     assert store.keys_by("n1") == frozenset() and len(store) == 1
     assert heard == [("shop/a", None, "1"), ("shop/b", None, "2"), ("shop/a", "1", "3"), ("shop/b", "2", None)]
     assert store.version == 4
+
+
+def job(name: str, rv: str, phase: str = "", pod: str | None = "web-1") -> dict[str, Any]:
+    spec = {"podRef": {"namespace": "shop", "name": pod}} if pod is not None else {}
+    return {
+        "metadata": {"name": name, "resourceVersion": rv},
+        "spec": spec,
+        "status": {"phase": phase} if phase else {},
+    }
+
+
+def test_a_jobs_typed_view_is_converted_once_per_stored_version_and_shared() -> None:
+    heard: list[tuple[str, str | None, str | None]] = []
+
+    def phase(view: MigrationJob | None) -> str | None:
+        return None if view is None else view.phase or "Pending"
+
+    def listener(name: str, old: MigrationJob | None, new: MigrationJob | None) -> None:
+        heard.append((name, phase(old), phase(new)))
+
+    store = ObjectStore(PODMIGRATIONJOBS)
+    views = JobViews(store)
+    views.add_listener(listener)
+    store.handle("ADDED", job("j1", "1"))
+    first = views.get("j1")
+    assert first is not None and first.pod_key == "shop/web-1"
+    assert views.get("j1") is first  # the second reader gets the same object: not converted again
+    store.handle("MODIFIED", job("j1", "2", "Running"))
+    second = views.get("j1")
+    assert second is not None and second is not first and second.phase == "Running"
+    store.handle("MODIFIED", job("j1", "3", pod=None))  # spec.podRef gone: unreadable
+    assert views.get("j1") is None
+    store.handle("DELETED", job("j1", "3", pod=None))
+    assert views.get("j1") is None and views._views == {}
+    assert heard == [("j1", None, "Pending"), ("j1", "Pending", "Running"), ("j1", "Running", None), ("j1", None, None)]
 
 
 def test_managed_fields_are_not_kept() -> None:

@@ -161,6 +161,27 @@ def test_job_from_dict() -> None:
         job_from_dict({"metadata": {"name": "j"}, "spec": {"podRef": {"name": "p"}, "ttl": "soon"}})
 
 
+def test_job_from_dict_reads_what_the_balance_loop_and_the_ledger_read() -> None:
+    job = job_from_dict(
+        {
+            "metadata": {
+                "name": "j",
+                "labels": {"koordpy.io/descheduler-plugin": "LowNodeLoad"},
+                "annotations": {"koordpy.io/source-node": "n1"},
+            },
+            "spec": {"podRef": {"namespace": "ns", "name": "p", "uid": "u-1"}},
+            "status": {"phase": "Running", "nodeName": "n7"},
+        }
+    )
+    assert (job.pod_uid, job.node_name) == ("u-1", "n7")
+    assert job.labels == {"koordpy.io/descheduler-plugin": "LowNodeLoad"}
+    assert job.annotations == {"koordpy.io/source-node": "n1"}
+    bare = job_from_dict({"metadata": {"name": "j"}, "spec": {"podRef": {"name": "p"}}})
+    assert (bare.pod_uid, bare.node_name, dict(bare.labels), bare.pod_key) == ("", "", {}, "default/p")
+    with pytest.raises(MigrationObjectError, match=r"^metadata.labels: "):
+        job_from_dict({"metadata": {"name": "j", "labels": ["x"]}, "spec": {"podRef": {"name": "p"}}})
+
+
 @pytest.mark.parametrize(
     ("phase", "passed", "waiting", "active"),
     [

@@ -146,7 +146,13 @@ class _Round:
 
     def _apply_ledger(self, ledger: Iterable[RecentMove]) -> None:
         state = self.state
-        pods = {pod.key: pod for node in {m.source for m in ledger} for pod in state.pods_on(node)}
+        wanted = {move.pod for move in ledger}
+        pods = {
+            pod.key: pod
+            for node in {move.source for move in ledger}
+            for pod in state.pods_on(node)
+            if pod.key in wanted
+        }
         for move in ledger:
             source = state.row(move.source)
             if source is not None and counts_out(
@@ -159,19 +165,21 @@ class _Round:
                 self._shift(destination, move.usage, move.prod, +1, True)
                 pod = pods.get(move.pod)
                 if pod is not None and move.destination is not None:
-                    self.destinations.add(pod.info, move.destination)
+                    self.destinations.add(pod, move.destination)
 
     def _shift(self, row: int, usage: tuple[int, int], prod: bool, sign: int, count: bool) -> None:
         for target in (self.usage, self.prod_usage) if prod else (self.usage,):
-            target[row, CPU] = max(0, int(target[row, CPU]) + sign * usage[0])
-            target[row, MEMORY] = max(0, int(target[row, MEMORY]) + sign * usage[1])
+            values = target[row].tolist()  # one read and one write of the row: numpy scalar access is slow
+            values[CPU] = max(0, values[CPU] + sign * usage[0])
+            values[MEMORY] = max(0, values[MEMORY] + sign * usage[1])
             if count:
-                target[row, PODS] = max(0, int(target[row, PODS]) + sign)
+                values[PODS] = max(0, values[PODS] + sign)
+            target[row] = values
 
     def _pool(self, index: int, pool: NodePool) -> _Pool:
         state = self.state
-        rows = np.flatnonzero(state.pool == index)
-        rows = rows[np.argsort([state.name(int(r)) for r in rows], kind="stable")] if rows.size else rows
+        ordered = state.rows()
+        rows = ordered[state.pool[ordered] == index]
         fresh = rows[self.fresh_mask[rows]]
         thresholds = pool_thresholds(pool, state.alloc[fresh], self.usage[fresh], self.prod_usage[fresh])
         return _Pool(
@@ -437,7 +445,7 @@ class _Round:
                 destination = state.row(landing.node)
                 if destination is not None:
                     self._shift(destination, reported, pod.prod, +1, True)
-                self.destinations.add(pod.info, landing.node)
+                self.destinations.add(pod, landing.node)
         self._stop(name, pool, kind, "every pod tried" if scored else "no pod on the node", moved=moved, untried=0)
 
     def _stop(self, node: str, pool: _Pool, kind: Kind, why: str, *, moved: int, untried: int) -> None:

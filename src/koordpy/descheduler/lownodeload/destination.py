@@ -229,13 +229,13 @@ class Destinations:
             merged[name] = merged.get(name, 0) + amount
         return merged, count + more
 
-    def add(self, info: PodInfo, destination: str) -> None:
-        """Count ``info`` on ``destination`` for the rest of the round (the extender's view and the requests)."""
+    def add(self, pod: BalancePod, destination: str) -> None:
+        """Count ``pod`` on ``destination`` for the rest of the round (the extender's view and the requests)."""
+        info = pod.info
         uid = info.uid + PHANTOM_SUFFIX
         if uid in self.cluster.assigned:
             return
-        phantom = dataclasses.replace(info, uid=uid, node_name=destination, scheduled_time=None)
-        self.cluster.upsert_pod(phantom, self.now)
+        self.cluster.upsert_pod(pod.phantom(destination, PHANTOM_SUFFIX), self.now)
         self._phantoms.append(uid)
         extra, more = self._requested.get(destination, ({}, 0))
         extra = dict(extra)
@@ -243,8 +243,9 @@ class Destinations:
             extra[name] = extra.get(name, 0) + amount
         self._requested[destination] = (extra, more + 1)
         self._changes.append(destination)
-        for key in [key for key in self._fits if key[0] == destination]:
-            del self._fits[key]
+        if self._fits:
+            for key in [key for key in self._fits if key[0] == destination]:
+                del self._fits[key]
 
     def close(self) -> None:
         """Take every addition back out of the scheduler's view."""

@@ -31,7 +31,7 @@ from koordpy.descheduler.lownodeload.ledger import RecentMove
 from koordpy.descheduler.lownodeload.manifest import ANNOTATION_EXPECTED_DESTINATION, ANNOTATION_SOURCE_NODE
 from koordpy.descheduler.lownodeload.result import AnomalyKey, BalanceRound, Kind
 from koordpy.descheduler.lownodeload.state import BalancePod, BalanceState
-from koordpy.descheduler.objects import MigrationObjectError, job_from_dict, workload_from_dict
+from koordpy.descheduler.objects import MigrationJob, MigrationObjectError, job_from_dict, workload_from_dict
 from koordpy.model.dumps import DumpError, sort_dump
 from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.scheduler.framework.cluster import ClusterState
@@ -125,7 +125,7 @@ def balance_report(
         if job.phase not in ("", "Pending", "Running"):
             continue
         migrating.add(job.pod_key)
-        moved = recent_move(job.pod_key, job.creation_time, obj, pods, state)
+        moved = recent_move(job.pod_key, job.creation_time, job, pods, state)
         if moved is not None:
             ledger.append(moved)
     anomalies = {} if fresh else history(state, args, now, interval)
@@ -147,23 +147,17 @@ def balance_report(
 
 
 def recent_move(
-    key: str, created: float, job: Mapping[str, Any], pods: Mapping[str, BalancePod], state: BalanceState
+    key: str, created: float, job: MigrationJob, pods: Mapping[str, BalancePod], state: BalanceState
 ) -> RecentMove | None:
     """The ledger entry of an unfinished job (of pod ``key``, created at ``created``): its pod's node (or the node
     the job names, ``koordpy.io/source-node``), its destination (``status.nodeName``, else the job's
     ``koordpy.io/expected-destination``) and the pod's usage in its node's NodeMetric (0 when not reported). None
     when the source is not known. A manager that starts takes its ledger from these, as this tool does."""
-    meta = job.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if not isinstance(annotations, Mapping):
-        annotations = {}
-    status = job.get("status")
-    if not isinstance(status, Mapping):
-        status = {}
+    annotations = job.annotations
     pod = pods.get(key)
     source = pod.info.node_name if pod is not None else str(annotations.get(ANNOTATION_SOURCE_NODE) or "")
     if not source:
         return None
-    destination = str(status.get("nodeName") or annotations.get(ANNOTATION_EXPECTED_DESTINATION) or "") or None
+    destination = job.node_name or str(annotations.get(ANNOTATION_EXPECTED_DESTINATION) or "") or None
     usage = state.pod_usage(source, key) or (0, 0)
     return RecentMove(key, source, destination, created, usage[0], usage[1], pod.prod if pod is not None else False)

@@ -70,7 +70,18 @@ def int_annotation(annotations: Mapping[str, str], name: str) -> int:
 class BalancePod:
     """One pod as the balance round reads it. ``views``: (MigrationPod, PodPlacement) when the caller has them."""
 
-    __slots__ = ("_fit_key", "_migration", "_pending", "_placement", "info", "key", "prod", "raw", "sort_prefix")
+    __slots__ = (
+        "_fit_key",
+        "_migration",
+        "_pending",
+        "_phantom",
+        "_placement",
+        "info",
+        "key",
+        "prod",
+        "raw",
+        "sort_prefix",
+    )
 
     def __init__(
         self,
@@ -100,6 +111,7 @@ class BalancePod:
         self._placement: PodPlacement | None = None if views is None else views[1]
         self._fit_key: tuple[object, ...] | None = None
         self._pending: PodPlacement | None = None
+        self._phantom: tuple[str, str, PodInfo] | None = None
 
     @property
     def migration(self) -> MigrationPod:
@@ -123,6 +135,17 @@ class BalancePod:
         if self._pending is None:
             self._pending = dataclasses.replace(self.placement, node_name="")
         return self._pending
+
+    def phantom(self, destination: str, suffix: str) -> PodInfo:
+        """The pod as if it had just been placed on ``destination``, under uid ``uid + suffix`` and without a
+        scheduled time (kept for the last destination asked: a move is replayed round after round)."""
+        known = self._phantom
+        if known is None or known[0] != destination or known[1] != suffix:
+            info = dataclasses.replace(
+                self.info, uid=self.info.uid + suffix, node_name=destination, scheduled_time=None
+            )
+            known = self._phantom = (destination, suffix, info)
+        return known[2]
 
     @property
     def fit_key(self) -> tuple[object, ...]:
@@ -165,6 +188,8 @@ class BalanceState:
         self._data: dict[str, _Node] = {}
         self._dirty: set[str] = set()
         self._pod_node: dict[str, str] = {}
+        self._ordered: npt.NDArray[np.int64] | None = None
+        """:meth:`rows` until a node is added or removed."""
         self._allocate(64)
 
     alloc: I64
@@ -208,8 +233,11 @@ class BalanceState:
         return found
 
     def rows(self) -> npt.NDArray[np.int64]:
-        """Rows of the known nodes, in node-name order."""
-        return np.array([self._row[name] for name in sorted(self._row)], np.int64)
+        """Rows of the known nodes, in node-name order (kept until a node is added or removed: read only)."""
+        if self._ordered is None:
+            self._ordered = np.array([self._row[name] for name in sorted(self._row)], np.int64)
+            self._ordered.flags.writeable = False
+        return self._ordered
 
     def _node(self, name: str) -> _Node:
         data = self._data.get(name)
@@ -229,6 +257,7 @@ class BalanceState:
             row = self._free.pop()
             self._row[node.name] = row
             self._names[row] = node.name
+            self._ordered = None
         self.nodes[node.name] = node
         alloc = estimate_node(node)
         self.alloc[row] = (alloc.get("cpu", 0), alloc.get("memory", 0), alloc.get("pods", 0))
@@ -254,6 +283,7 @@ class BalanceState:
         if row is None:
             return
         self._names[row] = None
+        self._ordered = None
         self._free.append(row)
         self.present[row] = False
         self.pool[row] = -1
@@ -345,13 +375,14 @@ class BalanceState:
             return
         cpu, memory = _vector(metric.system_usage)
         prod_cpu = prod_memory = prod_pods = 0
-        for used in data.pod_usage.values():
-            cpu += used[0]
-            memory += used[1]
+        reports = data.pod_usage
+        if reports:
+            cpu += sum([used[0] for used in reports.values()])
+            memory += sum([used[1] for used in reports.values()])
         for pod in data.pods.values():
             if pod.prod:
                 prod_pods += 1
-                reported = data.pod_usage.get(pod.key)
+                reported = reports.get(pod.key)
                 if reported is not None:
                     prod_cpu += reported[0]
                     prod_memory += reported[1]
