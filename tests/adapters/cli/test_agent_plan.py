@@ -146,7 +146,7 @@ def test_warnings_in_json_and_on_stderr(tmp_path):
                     "actionName": "disablescheduling",
                     "metricRule": {"name": "cpu_total_usage", "value": 4000},
                 },
-                {"name": "typo", "actionName": "eviction", "metricRule": {"name": "cpu_usage", "value": 4000}},
+                {"name": "load", "actionName": "eviction", "metricRule": {"name": "cpu_load_1_min", "value": 4000}},
             ],
         },
     }
@@ -156,7 +156,7 @@ def test_warnings_in_json_and_on_stderr(tmp_path):
     assert [w.split(":")[0] for w in warnings] == ["NodeQOS more"] * 3
     assert "spec.selector matches no node" in warnings[0]
     assert "AvoidanceAction 'disablescheduling' neither evicts nor throttles CPU" in warnings[1]
-    assert "metric 'cpu_usage' is not known" in warnings[2]
+    assert "metric 'cpu_load_1_min' is a Crane metric koordpy does not act on" in warnings[2]
     assert [line for line in err.splitlines() if line.startswith("warning: ")] == [f"warning: {w}" for w in warnings]
 
 

@@ -35,7 +35,7 @@ def test_a_clean_crane_pair_has_no_warning():
 def test_every_reason_names_its_object():
     nq = node_qos(
         "nq",
-        rule("typo", "cpu_total_usge", 5000, "eviction"),
+        rule("typo", "cpu_load_5_min", 5000, "eviction"),
         rule("missing", "cpu_total_usage", 5000, "nope"),
         rule("sched", "cpu_total_usage", 5000, "disablescheduling"),
         rule("throttle", "cpu_total_usage", 5000, "throttle"),
@@ -59,7 +59,10 @@ def test_every_reason_names_its_object():
         ("PodQOS", "none", "IgnoredField"),
     ]
     texts = [w.text for w in got]
-    assert "NodeQOS nq: spec.rules[0] (typo): metric 'cpu_total_usge' is not known" in texts[2]
+    assert (
+        "NodeQOS nq: spec.rules[0] (typo): metric 'cpu_load_5_min' is a Crane metric koordpy does not act on"
+        in texts[2]
+    )
     assert "spec.rules[2] (sched): AvoidanceAction 'disablescheduling' neither evicts nor throttles CPU" in texts[4]
     assert texts[7] == "PodQOS empty: spec.allowedActions[1]: no AvoidanceAction named 'ghost'"
 
