@@ -15,6 +15,9 @@ print it). Reasons:
 - ``NoPodAllowed``: a NodeQOS rule's action is listed by no PodQOS, so it acts on no pod (Crane v0.8+).
 - ``SelectsNoPod``: a PodQOS has no selector at all, which selects no pod (Crane).
 - ``IgnoredField``: a field koordpy keeps but does not act on is set.
+- ``ProtectsSystemPodsOnly``: a NodeQOSEnsurancePolicy rule on a ``pod_*_pressure_*`` metric has no
+  ``metricRule.selector``: such a policy acts on every eligible pod, so the rule protects only the pods the
+  agent never touches (``koordpy.agent.policy.pressure``).
 
 Not guaranteed: a PodQOS whose selectors happen to match no running pod is not reported (pods come
 and go); per-tick problems (a metric that cannot be measured) are the planner's Events instead.
@@ -84,7 +87,19 @@ def qos_warnings(
         list_field = "rules" if policy.kind == "NodeQOS" else "objectiveEnsurances"
         for i, rule in enumerate(policy.spec.objective_ensurances):
             where = f"spec.{list_field}[{i}] ({rule.name})"
-            if metrics.get(rule.metric_rule.name) is None:
+            metric = metrics.get(rule.metric_rule.name)
+            if (
+                metric is not None
+                and metric.scope == "pods"
+                and policy.kind != "NodeQOS"
+                and rule.metric_rule.selector is None
+            ):
+                warn(
+                    "ProtectsSystemPodsOnly",
+                    f"{where}: {rule.metric_rule.name} without metricRule.selector protects only the pods the agent "
+                    "never touches (a NodeQOSEnsurancePolicy acts on every other one): select the pods to protect",
+                )
+            if metric is None:
                 warn(
                     "UnknownMetric",
                     f"{where}: metric {rule.metric_rule.name!r} is a Crane metric koordpy does not act on "
