@@ -11,14 +11,16 @@ mounts, ``bench/colocation_probe.py``):
 * ``probe-mem``: the same, each unit also reading 32 pages of a 64 MiB memory-mapped file (its working set);
 * ``be-1``, ``be-2``: BestEffort batch (priority 5000): ``cpu.weight`` 1 for their slice;
 * ``bu-1``, ``bu-2``: Burstable batch with 250m requests: their slice's weight equals the probe's (20);
-* ``hog`` (a Deployment of one, so an evicted hog comes back): BestEffort, allocates memory at 20 MiB/s.
+* ``hog`` (a Deployment of one, so an evicted hog comes back): BestEffort, allocates memory at 20 MiB/s;
+* ``koordpy-agent`` in ``kube-system``: the agent as the chart's DaemonSet runs it (50m requested: weight 2).
 
 Cases, every round taking each in turn (the order rotates per round): ``alone``; ``be`` and ``bu``: the two
 batch pods of that class burn a CPU each for the burst, with no QoS object (``noagent``), with the waterline a
 Crane user writes (``util``: NodeQOS ``cpu_total_utilization`` > 60 % with a PodQOS allowing batch
-priorities 0-5999; AvoidanceAction step 50 %, cool-down 2 s, thresholds 2 and 3) and with koordpy's pressure
-rule (``psi``: ``pod_cpu_pressure_some_avg10`` of the protected pods > ``--psi-line``, same action and
-PodQOS). Memory (``--memory``): ``mem-alone``, ``mem-noagent``, ``mem-util`` (``memory_total_utilization`` >
+priorities 0-5999; AvoidanceAction step 50 %, cool-down 4 s, thresholds 2 and 3; the agent samples every
+2 s) and with koordpy's pressure
+rule (``psi``: ``pod_cpu_pressure_some_avg10`` of the probes, selected by their ``app`` label, >
+``--psi-line``; same action and PodQOS). Memory (``--memory``): ``mem-alone``, ``mem-noagent``, ``mem-util`` (``memory_total_utilization`` >
 80 % evicts), ``mem-psi`` (``pod_memory_pressure_some_avg10`` > ``--mem-psi-line`` evicts).
 
 Per case and round: the probe's p50/p99/max delay over the burst (as ratios to ``alone`` of the same round),
@@ -68,6 +70,7 @@ ROOT = BENCH.parent
 RESULTS = BENCH / "results" / "colocation.json"
 API_PORT = 6443
 AGENT_PORT = 9316
+AGENT_INTERVAL = 2  # seconds: under TCG a tick costs about a hundred times a real CPU's
 NODE = "colocation-node"
 NS = "colocation"
 PAUSE_IMAGE = "koordpy.local/pause:bench"
@@ -193,6 +196,53 @@ def pod_spec(
     }
 
 
+def agent_pod(job: Path) -> dict[str, Any]:
+    """``koordpy agent run`` as the chart's DaemonSet runs it: its own pod (requests 50m and 96Mi, a 256Mi memory
+    limit: Burstable, ``cpu.weight`` 2), the node's cgroupfs through a hostPath at ``/host/sys/fs/cgroup``, its
+    state on a hostPath; plus the host network (the API server is reachable from the guest's own network only)
+    and this checkout read-only (the interpreter and the virtualenv)."""
+    volumes, mounts = _mounts({})
+    volumes += [
+        {"name": "checkout", "hostPath": {"path": str(ROOT), "type": "Directory"}},
+        {"name": "job", "hostPath": {"path": str(job), "type": "Directory"}},
+        {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
+        {"name": "state", "hostPath": {"path": "/run/koordpy-agent", "type": "DirectoryOrCreate"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    mounts += [
+        {"name": "checkout", "mountPath": str(ROOT), "readOnly": True},
+        {"name": "job", "mountPath": str(job), "readOnly": True},
+        {"name": "cgroup", "mountPath": "/host/sys/fs/cgroup"},
+        {"name": "state", "mountPath": "/run/koordpy-agent"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    argv = [str(ROOT / ".venv" / "bin" / "koordpy"), "agent", "run", "--config", str(job / "agent.yaml")]
+    argv += ["--node", NODE, "--kubeconfig", str(job / "agent.kubeconfig"), "--cgroup-root", "/host/sys/fs/cgroup"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "koordpy-agent", "namespace": "kube-system", "labels": {"app": "koordpy-agent"}},
+        "spec": {
+            "nodeName": NODE,
+            "hostNetwork": True,
+            "priorityClassName": "system-node-critical",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "agent",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": argv,
+                    "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "256Mi"}},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        },
+    }
+
+
 def make_pods(client: httpx.Client, iterations: int, workset: Path) -> None:
     guaranteed = {"requests": {"cpu": "500m", "memory": "160Mi"}, "limits": {"cpu": "500m", "memory": "160Mi"}}
     specs = {
@@ -277,13 +327,17 @@ def qos_objects(case: str, psi_line: float, mem_psi_line: float) -> list[tuple[s
             else ("pod_cpu_pressure_some_avg10", psi_line, "throttle-batch")
         )
     group = "/apis/ensurance.crane.io/v1alpha1"
-    rule = {
+    rule: dict[str, Any] = {
         "name": kind,
         "avoidanceThreshold": 2,
         "restoreThreshold": 3,
         "actionName": action,
         "metricRule": {"name": metric, "value": value},
     }
+    if kind == "psi":  # what the pressure rules protect: the latency-sensitive pods, by their labels
+        rule["metricRule"]["selector"] = {
+            "matchExpressions": [{"key": "app", "operator": "In", "values": ["probe", "probe-mem"]}]
+        }
     return [
         (
             f"{group}/avoidanceactions",
@@ -291,7 +345,7 @@ def qos_objects(case: str, psi_line: float, mem_psi_line: float) -> list[tuple[s
                 "apiVersion": "ensurance.crane.io/v1alpha1",
                 "kind": "AvoidanceAction",
                 "metadata": {"name": "throttle-batch"},
-                "spec": {"coolDownSeconds": 2, "throttle": {"cpuThrottle": {"minCPURatio": 0, "stepCPURatio": 50}}},
+                "spec": {"coolDownSeconds": 4, "throttle": {"cpuThrottle": {"minCPURatio": 0, "stepCPURatio": 50}}},
             },
         ),
         (
@@ -507,34 +561,22 @@ def main() -> None:
         config = {
             "apiVersion": "koordpy.io/v1alpha1",
             "kind": "AgentConfiguration",
-            "collectIntervalSeconds": 1,
+            "collectIntervalSeconds": AGENT_INTERVAL,
             "stateDir": "/run/koordpy-agent",
             "qos": {"enabled": True},
             "nodeMetric": {"enabled": False},
             "server": {"host": "127.0.0.1", "port": AGENT_PORT},
         }
         (guest.job / "agent.yaml").write_text(json.dumps(config))
-        agent_config = kubeconfig(guest, cp, "agent", {"token": cp.admin_token})
-        agent = guest.call(
-            node.spawn,
-            argv=[
-                str(ROOT / ".venv" / "bin" / "koordpy"),
-                "agent",
-                "run",
-                "--config",
-                str(guest.job / "agent.yaml"),
-                "--node",
-                NODE,
-                "--kubeconfig",
-                agent_config,
-            ],
-            log=str(guest.job / "agent.log"),
-        )
+        kubeconfig(guest, cp, "agent", {"token": cp.admin_token})
+        create(client, "/api/v1/namespaces/kube-system/pods", agent_pod(guest.job))
         metrics_url = f"http://127.0.0.1:{AGENT_PORT}/metrics"
 
         def agent_ready() -> bool:
-            if not guest.call(node.alive, pid=agent):
-                raise RuntimeError((guest.job / "agent.log").read_text()[-3000:])
+            pod = client.get("/api/v1/namespaces/kube-system/pods/koordpy-agent").json()
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                if (status.get("lastState") or {}).get("terminated"):
+                    raise RuntimeError(f"the agent's container ended: {status['lastState']['terminated']}")
             answer = guest.call(node.http_get, url=f"http://127.0.0.1:{AGENT_PORT}/readyz")
             return answer is not None and answer[0] == 200
 
@@ -587,7 +629,7 @@ def main() -> None:
                     f"  batch {row['batch_cpu_seconds']:6.1f} cpu-s  actions {row['actions']}  load {row['host_loadavg'][0]}"
                 )
                 time.sleep(2)
-        guest.call(node.terminate, pid=agent)
+        client.delete("/api/v1/namespaces/kube-system/pods/koordpy-agent")
         client.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/hog")
         for name in ("probe", "probe-mem", "be-1", "be-2", "bu-1", "bu-2"):
             client.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
@@ -661,6 +703,7 @@ def report(
         "python": platform.python_version(),
         "host_cpus": os.cpu_count(),
         "guest_cpus": args.cpus,
+        "agent_interval": AGENT_INTERVAL,
         "burst_seconds": args.burst,
         "psi_line": args.psi_line,
         "mem_psi_line": args.mem_psi_line,

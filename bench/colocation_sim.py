@@ -146,6 +146,7 @@ def scenario_for(results: dict[str, Any], case: str, round_no: int) -> dict[str,
     system = max(0.0, noagent["node_cpu_seconds"] / noagent["seconds"] - pods_now)
     batch = [_cores(noagent, f"{cls}-{i}") for i in (1, 2)]
     cpus = results["guest_cpus"]
+    results.setdefault("agent_interval", 2)
     objects = [obj for _, obj in qos_objects(case, results["psi_line"], results["mem_psi_line"])]
     raw: dict[str, Any] = {
         "apiVersion": "koordpy.io/v1alpha1",
@@ -168,7 +169,7 @@ def scenario_for(results: dict[str, Any], case: str, round_no: int) -> dict[str,
             {**_workload(cls, 2, statistics.fmean(batch) * 1000)},
         ],
         "qos": {
-            "interval": "1s",
+            "interval": f"{results['agent_interval']}s",
             "policies": [o for o in objects if o["kind"] == "NodeQOS"],
             "podQOS": [o for o in objects if o["kind"] == "PodQOS"],
             "actions": [o for o in objects if o["kind"] == "AvoidanceAction"],

@@ -2,10 +2,14 @@
 ``cpu.max``, every second) in the guest, on pods whose cgroups carry the kubelet's ``cpu.weight``.
 
 * Contention: the protected pod ``web`` (Guaranteed, 500m: weight 20) runs bursts of 20 ms every 100 ms; a
-  batch pod in the burstable slice (its 1-CPU request: weight 39) burns the guest's one CPU. ``web``'s
-  ``cpu.pressure`` rises past the line (``pod_cpu_pressure_some_avg10`` > 10, avoidanceThreshold 2); the
-  agent throttles the batch pod step by step; ``web``'s pressure falls back; after ``restoreThreshold`` (3)
-  consecutive samples at or below the line the agent gives the CPU back.
+  batch pod (Burstable, 10m: weight 1) burns the guest's one CPU from the burstable slice, whose weight (39)
+  is what the kubelet writes when the node's Burstable pods request 1 CPU in all. ``web``'s ``cpu.pressure``
+  rises past the line (``pod_cpu_pressure_some_avg10`` > 40, avoidanceThreshold 2); the agent throttles the
+  batch pod step by step (50 % a step, every 2 s, never below its request); ``web``'s pressure falls back;
+  after ``restoreThreshold`` (3) consecutive samples at or below the line the agent gives the CPU back.
+
+The agent ticks every 2 s: under TCG a tick costs about a hundred times a real CPU's, and its own CPU is part
+of what ``web`` competes with.
 * Own limit: ``web`` is held by its own ``cpu.max`` (20 %, two busy processes) beside a light batch pod: its
   pressure is far above the line, but its ``throttled_usec`` grows, so the rule counts none of it and
   nothing is throttled.
@@ -21,12 +25,15 @@ from typing import Any
 
 import pytest
 
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.builders import PodBuilder
 from koordpy_testkit.guest import Guest, agentrun, node
 
 pytestmark = pytest.mark.guest
 
-LINE = 10  # percent of the last 10 s web's task waited for the CPU
+LINE = 40  # percent of the last 10 s web's task waited for the CPU
+# Measured on a host at load 21: web's pressure 65-70 % beside the busy batch pod, 17-37 % once the batch pod is
+# capped at its floor (the rest is the agent's own tick under TCG and the host taking the guest's CPU away).
 RULE = "protect.web"
 
 
@@ -61,14 +68,14 @@ def objects(restore: int = 3) -> list[dict[str, Any]]:
 
 
 def pods(guest: Guest, web_cpu_max: str | None = None) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """web (Guaranteed, 500m) and batch (Burstable, 1 CPU request) with the kubelet's layout and weights."""
+    """web (Guaranteed, 500m) and batch (Burstable, 10m) in the kubelet's layout, with its weights."""
     web_uid, batch_uid = str(uuid.uuid4()), str(uuid.uuid4())
     web = guest.call(node.make_pod, driver="cgroupfs", uid=web_uid, qos="guaranteed", containers=["a" * 64])
     batch = guest.call(node.make_pod, driver="cgroupfs", uid=batch_uid, qos="burstable", containers=["b" * 64])
-    # The kubelet's cpu.weight for these requests: 500m -> 20; the burstable slice and the batch pod (1 CPU) 39.
+    # The kubelet's cpu.weight: 500m -> 20, 10m -> 1; the burstable slice 39 (1 CPU of Burstable requests).
     guest.call(node.write, rel=web["pod"], name="cpu.weight", text="20")
     guest.call(node.write, rel="kubepods/burstable", name="cpu.weight", text="39")
-    guest.call(node.write, rel=batch["pod"], name="cpu.weight", text="39")
+    guest.call(node.write, rel=batch["pod"], name="cpu.weight", text="1")
     if web_cpu_max is not None:
         guest.call(node.write, rel=web["pod"], name="cpu.max", text=web_cpu_max)
     raw = [
@@ -80,7 +87,7 @@ def pods(guest: Guest, web_cpu_max: str | None = None) -> tuple[list[dict[str, A
         .label("app", "web")
         .phase("Running")
         .build(),
-        PodBuilder("batch").uid(batch_uid).requests(cpu="1").priority(5000).phase("Running").build(),
+        PodBuilder("batch").uid(batch_uid).requests(cpu="10m").priority(5000).phase("Running").build(),
     ]
     return raw, {
         "web": web["pod"],
@@ -92,6 +99,10 @@ def pods(guest: Guest, web_cpu_max: str | None = None) -> tuple[list[dict[str, A
 
 @pytest.fixture
 def clean(guest: Guest) -> Any:
+    # The agent's modules are imported before any load starts (under TCG the import takes tens of seconds, and
+    # longer beside a busy process); a generous backstop: it is the machine's load, not a hang.
+    seconds = guest.call(agentrun.load, backstop=3 * HANG_BACKSTOP)
+    print(f"\nthe agent's modules imported in the guest in {seconds:.0f} s")
     yield guest
     guest.call(node.clear)
 
@@ -108,10 +119,11 @@ def test_pressure_rule_throttles_the_batch_pod_and_restores_after_restore_thresh
         pods=raw,
         objects=objects(restore=3),
         watch={"web": rels["web"], "batch": rels["batch"]},
-        seconds=90.0,
+        seconds=180.0,
+        interval=2.0,
         state_dir=str(guest.job / "state-contention"),
         stop_after_restore=True,
-        backstop=600,
+        backstop=3 * HANG_BACKSTOP,
     )
     ticks = run["ticks"]
     for tick in ticks:
@@ -151,14 +163,15 @@ def test_a_pod_held_by_its_own_cpu_max_triggers_nothing(clean: Guest) -> None:
         pods=raw,
         objects=objects(),
         watch={"web": rels["web"], "batch": rels["batch"]},
-        seconds=12.0,
+        seconds=16.0,
+        interval=2.0,
         state_dir=str(guest.job / "state-own-limit"),
-        backstop=600,
+        backstop=3 * HANG_BACKSTOP,
     )
     ticks = run["ticks"]
     peak = max(t["pods"]["web"]["avg10"] for t in ticks)
     print(f"\nweb's own-limit pressure peaked at avg10 {peak:.1f} % over {len(ticks)} ticks")
-    assert peak > 3 * LINE  # the rule would have fired on this pressure ...
+    assert peak > 2 * LINE  # the rule would have fired on this pressure ...
     assert ticks[-1]["pods"]["web"]["throttled_usec"] > ticks[0]["pods"]["web"]["throttled_usec"]
     assert [a for t in ticks for a in t["actions"]] == []  # ... but it came from web's own cpu.max
     assert all(t["rules"][RULE][0] == 0 for t in ticks)  # not one sample counted above the line

@@ -45,23 +45,29 @@ def _pods() -> list[object]:
 def test_own_cpu_limit_is_seen_when_throttled_usec_grows(tmp_path):
     tree, _, rels = _node(tmp_path)
     reader = CgroupReader(str(tree.root))
-    assert reader.collect(10.0)[WEB_UID].cpu_limited_at is None  # first sight: nothing to compare with
+    assert reader.collect(10.0)[WEB_UID].cpu_limited_at is None  # first sight, never throttled
     tree.add_throttled(rels[WEB_UID], 40_000)
     assert reader.collect(11.0)[WEB_UID].cpu_limited_at == 11.0
     tree.advance_cpu(rels[WEB_UID], 0.5)  # it ran, but its own limit did not hold it back again
     usage = reader.collect(12.0)
     assert usage[WEB_UID].cpu_limited_at == 11.0
     assert usage[BATCH_UID].cpu_limited_at is None
+    # A reader that starts (an agent's restart) and finds the pod throttled before: as if just now, since its
+    # pressure may still carry that stall.
+    assert CgroupReader(str(tree.root)).collect(20.0)[WEB_UID].cpu_limited_at == 20.0
 
 
 def test_own_memory_limit_is_seen_when_memory_events_grow(tmp_path):
     tree, _, rels = _node(tmp_path)
     reader = CgroupReader(str(tree.root))
+    tree.set_memory_events(rels[WEB_UID], high=0)
+    assert reader.memory_limited_at(rels[WEB_UID], 1.0) is None  # first sight, never held back
     tree.set_memory_events(rels[WEB_UID], high=3)
-    assert reader.memory_limited_at(rels[WEB_UID], 1.0) is None
+    assert reader.memory_limited_at(rels[WEB_UID], 1.5) == 1.5
     tree.set_memory_events(rels[WEB_UID], high=3, top=1)  # memory.max reached once more
     assert reader.memory_limited_at(rels[WEB_UID], 2.0) == 2.0
     assert reader.memory_limited_at(rels[WEB_UID], 3.0) == 2.0
+    assert CgroupReader(str(tree.root)).memory_limited_at(rels[WEB_UID], 4.0) == 4.0  # first sight, above 0
     assert reader.memory_limited_at(rels[BATCH_UID], 3.0) is None  # no memory.events file
 
 

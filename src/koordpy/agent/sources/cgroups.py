@@ -12,7 +12,7 @@ Container directories are ``<64-hex id>`` (docker/containerd via cgroupfs), ``cr
 CPU usage is a delta of the cumulative counter between two calls (the first call yields ``None``).
 Memory is the working set: usage minus inactive file pages, as the kubelet reports it. A pod's own limit
 holding it back is seen as its ``cpu.stat`` ``throttled_usec`` (read with the usage) or its
-``memory.events`` ``high``/``max`` growing between two calls (v2).
+``memory.events`` ``high``/``max`` growing between two calls, or above 0 when first seen (v2).
 Pressure (PSI) is read from ``cpu.pressure`` / ``memory.pressure`` / ``io.pressure`` (v2 only; see
 :func:`read_pressure`).
 
@@ -258,14 +258,17 @@ class CgroupReader:
         return read_pressure(os.path.join(self.root, rel, f"{resource}.pressure"))
 
     def _grew(self, key: str, count: int | None, now: float) -> float | None:
-        """Remember ``count`` for ``key``; when it last grew (``None``: never seen growing)."""
+        """Remember ``count`` for ``key``; when it last grew (``None``: never seen growing). On first sight a
+        count above 0 counts as growing now: it may have grown a moment ago, and a reader that starts (or a pod
+        it first sees) must not take a limit's stall for contention."""
         if count is None:
             self._limited.pop(key, None)
             return None
         prev = self._limited.get(key)
-        at = prev[1] if prev is not None else None
-        if prev is not None and count > prev[0]:
-            at = now
+        if prev is None:
+            at = now if count > 0 else None
+        else:
+            at = now if count > prev[0] else prev[1]
         self._limited[key] = (count, at)
         return at
 
