@@ -265,9 +265,8 @@ class CgroupReader:
             self._limited.pop(key, None)
             return None
         prev = self._limited.get(key)
-        if prev is None:
-            at = now if count > 0 else None
-        else:
+        at = now if count > 0 else None  # first sight
+        if prev is not None:
             at = now if count > prev[0] else prev[1]
         self._limited[key] = (count, at)
         return at
