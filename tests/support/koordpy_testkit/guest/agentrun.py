@@ -54,9 +54,7 @@ def agent_ticks(
     ``watch``: pod name -> its cgroup (relative to the mount), whose ``cpu.max``, ``cpu.stat``
     ``throttled_usec`` and ``cpu.pressure`` avg10 are recorded each tick beside the agent's actions, Events
     and rule counters."""
-    return asyncio.run(
-        _ticks(pods, objects, watch, seconds, state_dir, interval, stop_after_restore, Path(root), proc)
-    )
+    return asyncio.run(_ticks(pods, objects, watch, seconds, state_dir, interval, stop_after_restore, Path(root), proc))
 
 
 async def _ticks(
