@@ -123,7 +123,8 @@ def install_crds(client: httpx.Client) -> None:
             i["metadata"]["name"]
             for i in items
             if any(
-                c["type"] == "Established" and c["status"] == "True" for c in i.get("status", {}).get("conditions", [])
+                c["type"] == "Established" and c["status"] == "True"
+                for c in (i.get("status") or {}).get("conditions") or []
             )
         }
         return {f"{r.plural}.{r.group}" for r in RESOURCES if r.group == "ensurance.crane.io"} <= done
@@ -548,7 +549,9 @@ def main() -> None:
         def ready() -> bool:
             if not guest.call(node.alive, pid=kubelet_pid):
                 raise RuntimeError((guest.job / "kubelet.log").read_text()[-3000:])
-            conditions = (client.get(f"/api/v1/nodes/{NODE}").json().get("status") or {}).get("conditions") or []
+            resp = client.get(f"/api/v1/nodes/{NODE}")
+            found = resp.json() if resp.status_code == 200 else {}
+            conditions = ((found if isinstance(found, dict) else {}).get("status") or {}).get("conditions") or []
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
         wait("the kubelet's Node Ready", ready)
