@@ -6,11 +6,12 @@ and ``koordpy agent run`` beside it, as the cluster tier's kubelet test sets the
 Pods (all real, started by the kubelet; their containers run the host's Python through read-only hostPath
 mounts, ``bench/colocation_probe.py``):
 
-* ``probe``: Guaranteed, 500m (``cpu.weight`` 20), priority 9000: one unit of CPU work (about 1 ms on a quiet
+* ``probe``: Guaranteed, 500m (``cpu.weight`` 20; 400m, weight 16, on a one-vCPU guest), priority 9000: one unit of CPU work (about 1 ms on a quiet
   CPU, calibrated in the guest) every 10 ms, recording each unit's delay from its due time (open loop);
 * ``probe-mem``: the same, each unit also reading 32 pages of a 64 MiB memory-mapped file (its working set);
 * ``be-1``, ``be-2``: BestEffort batch (priority 5000): ``cpu.weight`` 1 for their slice;
-* ``bu-1``, ``bu-2``: Burstable batch with 250m requests: their slice's weight equals the probe's (20);
+* ``bu-1``, ``bu-2``: Burstable batch with 250m requests (200m on one vCPU): their slice's weight (with the
+  agent's 50m) about equals the probe's;
 * ``hog`` (a Deployment of one, so an evicted hog comes back): BestEffort, allocates memory at 20 MiB/s;
 * ``koordpy-agent`` in ``kube-system``: the agent as the chart's DaemonSet runs it (50m requested: weight 2).
 
@@ -34,7 +35,9 @@ demand from its ``noagent`` use, the pressure model calibrated on the ``noagent`
 throttle actions and caps are compared with the guest's.
 
 Run (as root, after ``scripts/install-guest.sh`` and with the binaries ``scripts/run-tests.sh`` sets up):
-``nice .venv/bin/python bench/colocation.py [--rounds 2] [--cpus 2] [--burst 30] [--memory]``. Prints the
+``nice .venv/bin/python bench/colocation.py [--rounds 2] [--cpus 2] [--burst 30] [--memory]``. On one vCPU the
+requests shrink (``cpu_requests``) so that every pod and the agent fit the node's allocatable CPU: the kubelet
+admits the agent's critical pod by preempting a batch pod otherwise. Prints the
 table and writes ``bench/results/colocation.json``. About 25-40 minutes.
 
 Not guaranteed: TCG timing. The guest's timer and scheduler run emulated on a shared host: the probe's
@@ -80,6 +83,13 @@ PYTHON = os.path.realpath(sys.executable)
 PREFIX = sys.base_prefix
 WORKSET_MIB = 64
 MiB = 1 << 20
+
+
+def cpu_requests(cpus: int) -> dict[str, int]:
+    """Millicores the probes and each Burstable batch pod request on a node of ``cpus`` CPUs: together with the
+    agent's 50m they fit its allocatable CPU."""
+    return {"probe": 500, "bu": 250} if cpus >= 2 else {"probe": 400, "bu": 200}
+
 
 CPU_CASES = ("alone", "be-noagent", "be-util", "be-psi", "bu-noagent", "bu-util", "bu-psi")
 MEMORY_CASES = ("mem-alone", "mem-noagent", "mem-util", "mem-psi")
@@ -244,8 +254,12 @@ def agent_pod(job: Path) -> dict[str, Any]:
     }
 
 
-def make_pods(client: httpx.Client, iterations: int, workset: Path) -> None:
-    guaranteed = {"requests": {"cpu": "500m", "memory": "160Mi"}, "limits": {"cpu": "500m", "memory": "160Mi"}}
+def make_pods(client: httpx.Client, iterations: int, workset: Path, memory: bool, cpus: int) -> None:
+    """The pods of the cases; ``probe-mem`` and ``hog`` only with the memory cases (under TCG every container
+    started costs minutes)."""
+    millis = cpu_requests(cpus)
+    probe_cpu, bu_cpu = f"{millis['probe']}m", f"{millis['bu']}m"
+    guaranteed = {"requests": {"cpu": probe_cpu, "memory": "160Mi"}, "limits": {"cpu": probe_cpu, "memory": "160Mi"}}
     specs = {
         "probe": (
             ["probe", "/run/bench/probe.bin", str(iterations), "10"],
@@ -261,9 +275,11 @@ def make_pods(client: httpx.Client, iterations: int, workset: Path) -> None:
         ),
         "be-1": (["cpu", "/run/bench/cpu-be"], {}, "koord-batch", None),
         "be-2": (["cpu", "/run/bench/cpu-be"], {}, "koord-batch", None),
-        "bu-1": (["cpu", "/run/bench/cpu-bu"], {"requests": {"cpu": "250m", "memory": "32Mi"}}, "koord-batch", None),
-        "bu-2": (["cpu", "/run/bench/cpu-bu"], {"requests": {"cpu": "250m", "memory": "32Mi"}}, "koord-batch", None),
+        "bu-1": (["cpu", "/run/bench/cpu-bu"], {"requests": {"cpu": bu_cpu, "memory": "32Mi"}}, "koord-batch", None),
+        "bu-2": (["cpu", "/run/bench/cpu-bu"], {"requests": {"cpu": bu_cpu, "memory": "32Mi"}}, "koord-batch", None),
     }
+    if not memory:
+        del specs["probe-mem"]
     for name, (args, resources, priority, extra) in specs.items():
         obj = {
             "apiVersion": "v1",
@@ -272,6 +288,8 @@ def make_pods(client: httpx.Client, iterations: int, workset: Path) -> None:
             "spec": pod_spec(args, resources, priority, extra),
         }
         create(client, f"/api/v1/namespaces/{NS}/pods", obj)
+    if not memory:
+        return
     hog = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -540,7 +558,8 @@ def main() -> None:
         kubelet_pid = guest.call(
             kubelet.start_kubelet,
             kubelet=str(kubelet_binary),
-            config=kubelet.kubelet_config(),
+            # Under TCG a container's start can take minutes: the CRI calls get ten (the default is two).
+            config=kubelet.kubelet_config() | {"runtimeRequestTimeout": "10m"},
             kubeconfig=kubelet_config,
             node_name=NODE,
             log=str(guest.job / "kubelet.log"),
@@ -557,8 +576,9 @@ def main() -> None:
         wait("the kubelet's Node Ready", ready)
         calibration = guest.call(guestside.calibrate, work_us=1000.0)
         info["calibration"] = calibration
-        make_pods(client, calibration["iterations"], workset)
-        wanted = {"probe", "probe-mem", "be-1", "be-2", "bu-1", "bu-2", "hog"}
+        memory = any(c.startswith("mem") for c in cases)
+        make_pods(client, calibration["iterations"], workset, memory, args.cpus)
+        wanted = {"probe", "be-1", "be-2", "bu-1", "bu-2"} | ({"probe-mem", "hog"} if memory else set())
         wait("every pod running", lambda: wanted <= set(running(client)), timeout=1800)
         # The agent: collecting every second, no NodeMetric (no scheduler reads it here), the admin's token.
         config = {
@@ -586,7 +606,7 @@ def main() -> None:
         wait("the agent ready", agent_ready, timeout=1800)
         info["setup_seconds"] = time.monotonic() - started
         print(f"set up in {info['setup_seconds']:.0f} s (boot {guest.boot_seconds:.0f} s); calibration {calibration}")
-        probes = {"probe": f"{RUN_DIR}/probe.bin", "probe-mem": f"{RUN_DIR}/probe-mem.bin"}
+        probes = {"probe": f"{RUN_DIR}/probe.bin"} | ({"probe-mem": f"{RUN_DIR}/probe-mem.bin"} if memory else {})
         for round_no in range(args.rounds):
             order = cases[round_no % len(cases) :] + cases[: round_no % len(cases)]
             for case in order:
@@ -706,6 +726,7 @@ def report(
         "python": platform.python_version(),
         "host_cpus": os.cpu_count(),
         "guest_cpus": args.cpus,
+        "cpu_requests_m": cpu_requests(args.cpus),
         "agent_interval": AGENT_INTERVAL,
         "burst_seconds": args.burst,
         "psi_line": args.psi_line,

@@ -47,7 +47,7 @@ from koordpy.sim.run import simulate
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from colocation import qos_objects  # noqa: E402  # the guest's QoS objects, one definition
+from colocation import cpu_requests, qos_objects  # noqa: E402  # the guest's objects, one definition
 
 RESULTS = BENCH / "results" / "colocation.json"
 AGENT_CASES = ("be-util", "be-psi", "bu-util", "bu-psi")
@@ -80,8 +80,12 @@ def _cores(row: dict[str, Any], pod: str) -> float:
     return row["pods_cpu_seconds"].get(pod, 0.0) / row["seconds"]
 
 
-def _workload(name: str, count: int, millicores: float) -> dict[str, Any]:
-    spec = PODS[name]
+def _workload(name: str, count: int, millicores: float, cpus: int) -> dict[str, Any]:
+    spec = json.loads(json.dumps(PODS[name]))
+    requested = cpu_requests(cpus)  # the guest's requests on that many CPUs
+    for key in ("requests", "limits"):
+        if "cpu" in spec.get(key, {}):
+            spec[key]["cpu"] = f"{requested['bu' if name == 'bu' else 'probe']}m"
     workload: dict[str, Any] = {
         "name": name,
         "namespace": "colocation",
@@ -164,9 +168,13 @@ def scenario_for(results: dict[str, Any], case: str, round_no: int) -> dict[str,
             }
         ],
         "workloads": [
-            _workload("probe", 1, _cores(alone, "probe") * 1000),
-            _workload("probe-mem", 1, _cores(alone, "probe-mem") * 1000),
-            {**_workload(cls, 2, statistics.fmean(batch) * 1000)},
+            _workload("probe", 1, _cores(alone, "probe") * 1000, cpus),
+            *(
+                [_workload("probe-mem", 1, _cores(alone, "probe-mem") * 1000, cpus)]
+                if "probe-mem" in alone["pods_cpu_seconds"]
+                else []
+            ),
+            _workload(cls, 2, statistics.fmean(batch) * 1000, cpus),
         ],
         "qos": {
             "interval": f"{results['agent_interval']}s",
@@ -179,7 +187,7 @@ def scenario_for(results: dict[str, Any], case: str, round_no: int) -> dict[str,
     bu_pods = [_cores(bu_noagent, f"bu-{i}") for i in (1, 2)]
     calib = {
         **raw,
-        "workloads": [raw["workloads"][0], raw["workloads"][1], _workload("bu", 2, statistics.fmean(bu_pods) * 1000)],
+        "workloads": [*raw["workloads"][:-1], _workload("bu", 2, statistics.fmean(bu_pods) * 1000, cpus)],
         "qos": {},
     }
     raw["qos"]["pressure"] = {
