@@ -20,8 +20,8 @@ batch pod, and each pod's cap at the burst's end is within one 50 % step (a fact
 both are uncapped. Sampling alignment alone can move a step by one tick.
 
 Run: ``.venv/bin/python bench/colocation_sim.py [--results bench/results/colocation.json]``: adds
-``simulator`` to the results file (the scenarios included, so ``tests/unit/sim/test_colocation_agreement.py``
-replays them) and prints the comparison.
+``simulator`` to the results file (the scenarios included, so the engine can replay them later) and prints the
+comparison.
 
 Not guaranteed: agreement on what the model leaves out (the guest's timer noise, its lost ``/proc/stat``
 ticks, pressure beyond the calibrated contention).
