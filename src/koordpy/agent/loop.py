@@ -40,9 +40,10 @@ from koordpy.agent.actuators.cgroup import ActuatorError, CgroupWriter
 from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, forget, plan
 from koordpy.agent.policy.objectcheck import PolicyWarning, qos_warnings
+from koordpy.agent.policy.pressure import PressureNeeds, pressure_needs
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, nodemetric_status
 from koordpy.agent.policy.types import check_pod
-from koordpy.agent.pressure import PressureMetrics, node_pressure, pod_pressure
+from koordpy.agent.pressure import PressureMetrics, node_pressure, pod_pressure, pressure_figures
 from koordpy.agent.reporter import NodeMetricReporter
 from koordpy.agent.sources.cgroups import CgroupReader, ContainerUsage, PodUsage
 from koordpy.agent.sources.procfs import ProcReader
@@ -62,6 +63,7 @@ __all__ = ["Agent", "AgentMetrics", "Collector"]
 
 log = logging.getLogger("koordpy.agent")
 EVENT_DEDUP_SECONDS = 300.0
+NO_PRESSURE = PressureNeeds()
 
 
 def _meta(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -137,13 +139,25 @@ class Collector:
         history: UsageHistory | None,
         *,
         containers: bool = False,
+        pressure: PressureNeeds = NO_PRESSURE,
     ) -> tuple[NodeSample, list[PodSample], dict[str, PodUsage]]:
-        """One sample of the node and its pods; per-container usage only when ``containers``."""
+        """One sample of the node and its pods; per-container usage only when ``containers``; the PSI files
+        ``pressure`` names (and, for pod memory pressure, each pod's ``memory.events``)."""
         cgroups = self.cgroups.pods(containers=containers and self.cgroups.collect_containers)
         usage: dict[str, PodUsage] = self.cgroups.collect(mono, cgroups)
         reading = self.proc.read()
+        node_pressure: dict[str, float] = {}
+        for resource in sorted(pressure.node):
+            node_pressure.update(pressure_figures(resource, self.proc.pressure(resource)))
         node = NodeSample(
-            self.node_name, wall, reading.cpu, reading.cpu_capacity, reading.memory, reading.memory_capacity, labels
+            self.node_name,
+            wall,
+            reading.cpu,
+            reading.cpu_capacity,
+            reading.memory,
+            reading.memory_capacity,
+            labels,
+            node_pressure,
         )
         samples: list[PodSample] = []
         for pod in pods:
@@ -151,7 +165,18 @@ class Collector:
             limit = pod.limits.get("cpu")
             cpu = found.cpu if found is not None else None
             memory = found.memory if found is not None else None
-            samples.append(PodSample(pod, cpu, memory, limit / 1000 if limit else None))
+            pod_pressure: dict[str, float] = {}
+            own: dict[str, float] = {}
+            if found is not None and pressure.pods:
+                for resource in sorted(pressure.pods):
+                    pod_pressure.update(pressure_figures(resource, self.cgroups.pressure(found.rel, resource)))
+                if found.cpu_limited_at is not None:
+                    own["cpu"] = mono - found.cpu_limited_at
+                if "memory" in pressure.pods:
+                    at = self.cgroups.memory_limited_at(found.rel, mono)
+                    if at is not None:
+                        own["memory"] = mono - at
+            samples.append(PodSample(pod, cpu, memory, limit / 1000 if limit else None, pod_pressure, own))
             if history is not None:
                 history.add_pod(pod.uid, wall, cpu, memory)
         if history is not None:
@@ -413,13 +438,14 @@ class Agent:
         pods = [p for p in self.pods.values() if not p.terminated]
         self._ticks += 1
         containers = self._ticks % self._container_every == 0
+        policies = [*self.policies.values(), *self.node_qos_policies.values()]
+        needs = pressure_needs(policies, self.options.metrics) if self.cfg.qos.enabled else NO_PRESSURE
         node, samples, usage = self.collector.collect(
-            now, self.mono(), pods, self.node_labels, self.history, containers=containers
+            now, self.mono(), pods, self.node_labels, self.history, containers=containers, pressure=needs
         )
         if containers:
             self.containers = {uid: u.containers for uid, u in usage.items()}
         self.pod_cgroups = {uid: u.rel for uid, u in usage.items()}
-        policies = [*self.policies.values(), *self.node_qos_policies.values()]
         result = plan(
             policies if self.cfg.qos.enabled else [],
             self.actions,

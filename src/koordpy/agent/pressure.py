@@ -20,13 +20,29 @@ from koordpy.agent.sources.cgroups import CgroupReader, Pressure
 from koordpy.agent.sources.procfs import ProcReader
 from koordpy.model.objects import PodInfo
 
-__all__ = ["PSI_RESOURCES", "PressureMetrics", "PressureReading", "node_pressure", "pod_pressure"]
+__all__ = [
+    "PSI_RESOURCES",
+    "PressureMetrics",
+    "PressureReading",
+    "node_pressure",
+    "pod_pressure",
+    "pressure_figures",
+]
 
 PSI_RESOURCES = ("cpu", "memory", "io")
 PSI_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
 
 PressureReading = tuple[tuple[str, ...], str, Mapping[str, Pressure]]
 """(extra label values, resource, {"some"|"full": Pressure})."""
+
+
+def pressure_figures(resource: str, lines: Mapping[str, Pressure] | None) -> dict[str, float]:
+    """A PSI file's averages keyed as the pressure rules name them (``cpu_pressure_some_avg10`` -> percent)."""
+    out: dict[str, float] = {}
+    for degree, line in (lines or {}).items():
+        for _, attr in PSI_WINDOWS:
+            out[f"{resource}_pressure_{degree}_{attr}"] = getattr(line, attr)
+    return out
 
 
 def node_pressure(proc: ProcReader) -> Iterator[PressureReading]:
@@ -52,8 +68,8 @@ def pod_pressure(
 
 
 class PressureMetrics(Collector):
-    """The node's and the pods' PSI, read from the kernel at each scrape (not every tick: no rule uses it,
-    and a scrape is rarer than a tick)."""
+    """The node's and the pods' PSI, read from the kernel at each scrape (the ticks read only what the
+    pressure rules use, :func:`pressure_figures`)."""
 
     def __init__(
         self, node: Callable[[], Iterable[PressureReading]], pods: Callable[[], Iterable[PressureReading]]

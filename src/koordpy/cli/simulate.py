@@ -27,7 +27,7 @@ from koordpy.cli.files import UNEXPECTED, InputError, one_line, read_mapping
 from koordpy.cli.simulate_families import FAMILIES, MIGRATION, STARVING, ScenarioFamily, simulate_family
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
-from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos
+from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos, pressure_model
 from koordpy.sim.engine import BASELINE, KOORDPY, Policy
 from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
@@ -90,7 +90,12 @@ def qos_factory(scenario: Scenario, policy: Policy) -> QosPlanner | None:
         return None
     objects = load_qos(scenario)
     return AgentQosPlanner(
-        policy.qos, objects.policies, objects.actions, PLAN_FUNCTIONS[policy.qos], pod_qos=objects.pod_qos
+        policy.qos,
+        objects.policies,
+        objects.actions,
+        PLAN_FUNCTIONS[policy.qos],
+        pod_qos=objects.pod_qos,
+        pressure=pressure_model(scenario, objects),
     )
 
 

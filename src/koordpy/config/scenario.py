@@ -48,6 +48,7 @@ __all__ = [
     "Lifetime",
     "NodeMetricSettings",
     "NodePool",
+    "QosPressure",
     "QosSettings",
     "ReportSettings",
     "ResourceUsage",
@@ -339,6 +340,15 @@ class NodeMetricSettings(_Model):
     """Windows for ``aggregatedNodeUsages`` (avg/p50/p90/p95/p99); empty = none reported."""
 
 
+class QosPressure(_Model):
+    """How the simulated nodes produce the CPU pressure (PSI) the agent's pressure rules read
+    (``koordpy.sim.qospressure`` states the model)."""
+
+    cpu_contention: float = Field(1.0, gt=0, le=100, alias="cpuContention", strict=True, allow_inf_nan=False)
+    """Scale of a pod's contention pressure: 1 = the CPU share its competitors hold, each weighted by how much
+    the kernel favours it over the pod; calibrate it on a measured node (``bench/colocation.py`` does)."""
+
+
 class QosSettings(_Model):
     """The agent's waterline QoS on every node (Crane's objects, read by the agent's own models)."""
 
@@ -351,6 +361,8 @@ class QosSettings(_Model):
     """``ensurance.crane.io/v1alpha1`` AvoidanceAction objects the rules name."""
     pod_qos: list[dict[str, Any]] = Field(default_factory=list, alias="podQOS")
     """``ensurance.crane.io/v1alpha1`` PodQOS objects: NodeQOS rules act only on pods they allow."""
+    pressure: QosPressure = Field(default_factory=QosPressure)
+    """The pressure model, for rules on koordpy's ``*_pressure_*`` metrics."""
 
 
 CHART_PERCENTAGE_OF_NODES_TO_SCORE = 0

@@ -11,14 +11,19 @@ koordpy reads these fields differently from Crane where Crane's behaviour is a b
 ``docs/agent.md``): thresholds count *consecutive* samples, ``coolDownSeconds`` rate-limits the
 action itself, and ``eviction.terminationGracePeriodSeconds`` really reaches the eviction call.
 
+``metricRule.name`` must be one of Crane's metric names or one of koordpy's pressure metrics
+(:data:`METRIC_NAMES`, the CRD's enum): a misspelt name is refused, naming the closest one.
+
 Not guaranteed: ``nodeQualityProbe`` and ``memoryThrottle`` are accepted and ignored (as in Crane);
-``metricRule.selector`` is accepted but the agent only evaluates node-level series. NodeQOS
+``metricRule.selector`` is evaluated for the ``pod_*_pressure_*`` metrics only (the others have
+node-level series). NodeQOS
 ``elasticCpuLimit``/``memLimit``/``memoryCompression``/``netLimits`` and PodQOS ``resourceQOS``/
 ``podQualityProbe`` are kept verbatim and not acted on (``koordpy.agent.policy.warnings`` says so).
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -34,9 +39,12 @@ from koordpy.model.selectors import label_selector_matches as selector_matches
 
 __all__ = [
     "AVOIDANCE_ACTION",
+    "CRANE_METRIC_NAMES",
+    "METRIC_NAMES",
     "NODE_QOS",
     "NODE_QOS_ENSURANCE_POLICY",
     "POD_QOS",
+    "PRESSURE_METRIC_NAMES",
     "AvoidanceAction",
     "AvoidanceActionSpec",
     "CPUThrottle",
@@ -96,20 +104,6 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
     if selector is None:
         return True
     return selector_matches(selector.match_labels, selector.match_expressions, labels)
-    for key, val in selector.match_labels.items():
-        if labels.get(key) != val:
-            return False
-    for req in selector.match_expressions:
-        present = req.key in labels
-        if req.operator == "In" and (not present or labels[req.key] not in req.values):
-            return False
-        if req.operator == "NotIn" and present and labels[req.key] in req.values:
-            return False
-        if req.operator == "Exists" and not present:
-            return False
-        if req.operator == "DoesNotExist" and present:
-            return False
-    return True
 
 
 class ObjectMeta(WireModel):
@@ -124,14 +118,87 @@ class Strategy(enum.StrEnum):
     PREVIEW = "Preview"
 
 
+CRANE_METRIC_NAMES = (
+    "cpu_total_usage",
+    "cpu_total_utilization",
+    "cpu_load_1_min",
+    "cpu_load_5_min",
+    "cpu_load_15_min",
+    "cpu_core_numbers",
+    "exclusive_cpu_idle",
+    "memory_total_usage",
+    "memory_total_utilization",
+    "memory_total",
+    "disk_read_kibps",
+    "disk_write_kibps",
+    "disk_read_iops",
+    "disk_read_utilization",
+    "network_receive_kibps",
+    "network_sent_kibps",
+    "network_receive_pckps",
+    "network_sent_pckps",
+    "network_drop_in",
+    "network_drop_out",
+    "container_cpu_total_usage",
+    "container_cpu_limit",
+    "container_cpu_quota",
+    "container_cpu_period",
+    "container_sched_run_queue_time",
+    "ext_res_container_cpu_total_usage",
+    "ext_cpu_total_distribute",
+    "container_mem_total_usage",
+    "ext_res_container_mem_total_usage",
+)
+"""Every metric name Crane defines (gocrane/crane ``pkg/ensurance/collector/types/types.go``, v0.11): a
+manifest written for Crane names one of these. koordpy acts on four of them (``docs/agent.md``); a rule
+naming another is kept and reported (``UnknownMetric``). Crane's own write-up of disk write IOPS and
+utilization reuses ``disk_read_iops`` and ``disk_read_utilization``, so those are the names."""
+
+PSI_RESOURCES = ("cpu", "memory", "io")
+PSI_DEGREES = ("some", "full")
+PSI_WINDOWS = ("avg10", "avg60", "avg300")
+PRESSURE_METRIC_NAMES = tuple(
+    f"{scope}{resource}_pressure_{degree}_{window}"
+    for scope in ("", "pod_")
+    for resource in PSI_RESOURCES
+    for degree in PSI_DEGREES
+    for window in PSI_WINDOWS
+)
+"""koordpy's pressure (PSI) metrics, unknown to Crane: ``<resource>_pressure_<degree>_<window>`` of the
+node (``/proc/pressure/<resource>``) and ``pod_<resource>_pressure_<degree>_<window>`` of the pods a rule
+protects (their cgroups' ``<resource>.pressure``); percent of the window, as the kernel writes it."""
+
+METRIC_NAMES = CRANE_METRIC_NAMES + PRESSURE_METRIC_NAMES
+"""What ``metricRule.name`` accepts (the CRD's enum): Crane's names and koordpy's pressure metrics."""
+
+
+_METRIC_NAME_SET = frozenset(METRIC_NAMES)
+
+
 class MetricRule(WireModel):
-    name: str
-    """Metric name: ``cpu_total_usage`` (milliCPU), ``cpu_total_utilization`` (percent),
-    ``memory_total_usage`` (bytes) or ``memory_total_utilization`` (percent)."""
+    name: str = Field(json_schema_extra={"enum": list(METRIC_NAMES)})
+    """Metric name. Acted on: ``cpu_total_usage`` (milliCPU), ``cpu_total_utilization`` (percent),
+    ``memory_total_usage`` (bytes), ``memory_total_utilization`` (percent), and koordpy's pressure metrics
+    ``[pod_]<cpu|memory|io>_pressure_<some|full>_<avg10|avg60|avg300>`` (percent). Every other Crane
+    metric name is accepted and not acted on."""
     selector: LabelSelector | None = None
-    """Series filter (accepted; the agent evaluates node-level series only)."""
+    """Series filter. For the ``pod_*_pressure_*`` metrics: the pods whose pressure counts, by their labels
+    (unset: every pod the rule's action may not act on). Other metrics have node-level series only."""
     value: Quantity
     """The waterline, in the metric's Crane unit; must be > 0 and at most 2^63-1. Above means strictly greater."""
+
+    @field_validator("name")
+    @classmethod
+    def _known_name(cls, value: str) -> str:
+        if value not in _METRIC_NAME_SET:
+            close = difflib.get_close_matches(value, METRIC_NAMES, n=1, cutoff=0.75)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"unknown metric {value!r}: {hint}expected a Crane metric (such as cpu_total_usage or "
+                "memory_total_utilization) or a koordpy pressure metric such as cpu_pressure_some_avg10 "
+                "or pod_cpu_pressure_some_avg10"
+            )
+        return value
 
     @field_validator("value")
     @classmethod

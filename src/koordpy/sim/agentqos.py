@@ -17,24 +17,52 @@ Policies: ``qos.policies`` holds NodeQOSEnsurancePolicy and NodeQOS objects (dis
 :func:`scenario_qos_warnings` lists the objects' problems (the same checks as the agent and
 ``koordpy agent plan``) against the scenario's nodes.
 
+Pressure rules (koordpy's ``*_pressure_*`` metrics) read the simulated pressure of
+:class:`koordpy.sim.qospressure.PressureModel` (given as ``pressure``; without it those rules read no value).
+``record=True`` keeps every action in :attr:`AgentQosPlanner.log` (``bench/colocation.py`` compares them with
+a real node's).
+
 Not guaranteed: evictions take effect at once (no grace period), throttles at the next sample.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from koordpy.agent.policy import ActionKind, AgentState, NodeSample, Plan, PlanOptions, PodSample, naive_plan, plan
 from koordpy.agent.policy.objectcheck import qos_warnings
+from koordpy.agent.policy.pressure import pressure_needs
 from koordpy.agent.policy.waterline import rules_for_node
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
 from koordpy.sim.qos import ClusterView, QosAction
+from koordpy.sim.qospressure import PressureModel
 
-__all__ = ["AgentQosPlanner", "QosObjects", "load_qos", "load_qos_objects", "scenario_qos_warnings"]
+__all__ = [
+    "AgentQosPlanner",
+    "LoggedAction",
+    "QosObjects",
+    "load_qos",
+    "load_qos_objects",
+    "pressure_model",
+    "scenario_qos_warnings",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedAction:
+    """One action of a recorded run (cores for ``cap``; ``original``: a restore back to the pod's own)."""
+
+    time: float
+    node: str
+    pod: str
+    kind: str
+    metric: str
+    cap: float | None
+    original: bool
 
 
 class PlanFunction(Protocol):
@@ -116,6 +144,14 @@ def load_qos_objects(scenario: Scenario) -> tuple[list[NodeQOSEnsurancePolicy], 
     return objects.policies, objects.actions
 
 
+def pressure_model(scenario: Scenario, objects: QosObjects, options: PlanOptions | None = None) -> PressureModel | None:
+    """The scenario's pressure model when some rule reads pressure (``qos.pressure``), else None."""
+    needs = pressure_needs(objects.policies, (options or PlanOptions()).metrics)
+    if not needs.node and not needs.pods:
+        return None
+    return PressureModel(scenario.qos.pressure.cpu_contention)
+
+
 def scenario_qos_warnings(scenario: Scenario, options: PlanOptions | None = None) -> list[str]:
     """The objects' problems (:func:`koordpy.agent.policy.objectcheck.qos_warnings`) against the
     scenario's nodes (labels: ``kubernetes.io/hostname`` plus the pool's, as the engine gives them)."""
@@ -148,8 +184,14 @@ class AgentQosPlanner:
         options: PlanOptions | None = None,
         gate: bool = True,
         pod_qos: Sequence[PodQOS] = (),
+        pressure: PressureModel | None = None,
+        record: bool = False,
     ) -> None:
         self.name = name
+        self.pressure = pressure
+        self.record = record
+        self.log: list[LoggedAction] = []
+        """With ``record``: every action, in order."""
         self.pod_qos = list(pod_qos)
         self.policies = list(policies)
         self.actions = dict(actions)
@@ -215,12 +257,24 @@ class AgentQosPlanner:
                 )
                 for p in pods
             ]
+            if self.pressure is not None:
+                node_figures, pod_figures, ages = self.pressure.step(name, now, cpu_capacity[row], cpu[row], pods)
+                sample = replace(sample, pressure=node_figures)
+                samples = [
+                    replace(s, pressure=pod_figures.get(p.pod_id, {}), own_limit_age=ages.get(p.pod_id, {}))
+                    for s, p in zip(samples, pods, strict=True)
+                ]
             state = self.states.get(name) or AgentState()
             result = self.plan_function(
                 self.policies, self.actions, sample, samples, state, now=now, options=self.options, pod_qos=self.pod_qos
             )
             self.plans += 1
             self.states[name] = result.state
+            if self.record:
+                self.log.extend(
+                    LoggedAction(now, name, a.pod, str(a.kind), a.metric, a.cpu_cap, a.restore_original)
+                    for a in result.actions
+                )
             if _holds_something(result.state):
                 self.busy.add(name)
             else:

@@ -171,6 +171,7 @@ class Simulation:
         self.queued_at = np.zeros(pods)
         self.quota = np.full(pods, np.inf)
         self.cpu_used = np.zeros(pods)
+        self.cpu_demand = np.zeros(pods)  # uncut, for the QoS pressure model
         self.memory_used = np.zeros(pods)
         limits = [t.limits.get("cpu", 0) for t in trace.templates]
         self.cpu_limit = np.array([limits[w] or np.inf for w in trace.workload.tolist()], np.float64)
@@ -536,6 +537,7 @@ class Simulation:
         self.node_of[pod_id] = -1
         self.quota[pod_id] = np.inf
         self.cpu_used[pod_id] = 0.0
+        self.cpu_demand[pod_id] = 0.0
         self.memory_used[pod_id] = 0.0
         self._requeue_unschedulable()
 
@@ -559,6 +561,7 @@ class Simulation:
         cpu = cpu * share[nodes]
         memory = demand_memory[ids]
         self.cpu_used[ids] = cpu
+        self.cpu_demand[ids] = demand_cpu[ids]
         self.memory_used[ids] = memory
         node_cpu = np.bincount(nodes, weights=cpu, minlength=count) + self.sys_cpu
         node_memory = np.bincount(nodes, weights=memory, minlength=count) + self.sys_memory
@@ -710,6 +713,7 @@ class Simulation:
                         memory_bytes=float(self.memory_used[pod_id]),
                         cap_millis=cap if np.isfinite(cap) else None,
                         started=start + float(self.started[pod_id]),
+                        demand_millis=float(self.cpu_demand[pod_id]),
                     )
                 )
             return out

@@ -43,6 +43,8 @@ class PodUsage:
     """The CPU cap the agent set, if any."""
     started: float
     """Epoch seconds the pod started running."""
+    demand_millis: float = 0.0
+    """What the pod would use if nothing limited it (its limit, the agent's cap or its neighbours)."""
 
 
 @dataclass(frozen=True, slots=True)

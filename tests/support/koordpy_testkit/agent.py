@@ -28,10 +28,14 @@ def rule(
     avoid: int = 1,
     restore: int = 1,
     strategy: str = "None",
+    selector: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    metric_rule: dict[str, Any] = {"name": metric, "value": value}
+    if selector is not None:
+        metric_rule["selector"] = selector
     return {
         "name": name,
-        "metricRule": {"name": metric, "value": value},
+        "metricRule": metric_rule,
         "avoidanceThreshold": avoid,
         "restoreThreshold": restore,
         "actionName": action,
@@ -81,11 +85,18 @@ def node_sample(
     time: float = 0.0,
     name: str = "node-1",
     labels: dict[str, str] | None = None,
+    pressure: dict[str, float] | None = None,
 ) -> NodeSample:
-    return NodeSample(name, time, cpu, cores, memory, memory_capacity, labels or {})
+    return NodeSample(name, time, cpu, cores, memory, memory_capacity, labels or {}, pressure or {})
 
 
 def pod_sample(
-    raw: dict[str, Any], *, cpu: float | None, memory: int | None = 0, cpu_cap: float | None = None
+    raw: dict[str, Any],
+    *,
+    cpu: float | None,
+    memory: int | None = 0,
+    cpu_cap: float | None = None,
+    pressure: dict[str, float] | None = None,
+    own_limit_age: dict[str, float] | None = None,
 ) -> PodSample:
-    return PodSample(pod_from_dict(raw), cpu, memory, cpu_cap)
+    return PodSample(pod_from_dict(raw), cpu, memory, cpu_cap, pressure or {}, own_limit_age or {})

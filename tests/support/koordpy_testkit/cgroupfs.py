@@ -49,6 +49,7 @@ class FakeCgroupTree:
         if version == 2:
             (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
         self._cpu_ns: dict[str, int] = {}
+        self._throttled_usec: dict[str, int] = {}
 
     def _bases(self) -> list[Path]:
         if self.version == 2:
@@ -100,10 +101,26 @@ class FakeCgroupTree:
             usec = total_ns // 1000
             (self.root / rel / "cpu.stat").write_text(
                 f"usage_usec {usec}\nuser_usec {usec // 2}\nsystem_usec {usec - usec // 2}\n"
-                "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
+                f"nr_periods 0\nnr_throttled 0\nthrottled_usec {self._throttled_usec.get(rel, 0)}\n"
             )
         else:
             (self.root / "cpuacct" / rel / "cpuacct.usage").write_text(f"{total_ns}\n")
+
+    def add_throttled(self, rel: str, usec: int) -> None:
+        """The cgroup's own ``cpu.max`` held it back for ``usec`` more (v2 ``cpu.stat`` ``throttled_usec``)."""
+        self._throttled_usec[rel] = self._throttled_usec.get(rel, 0) + usec
+        self.set_cpu_ns(rel, self._cpu_ns.get(rel, 0))
+
+    def set_pressure(self, rel: str, resource: str, some_avg10: float, full_avg10: float = 0.0) -> None:
+        """The cgroup's ``<resource>.pressure`` (v2), in the kernel's format; totals follow the averages."""
+        (self.root / rel / f"{resource}.pressure").write_text(
+            f"some avg10={some_avg10:.2f} avg60={some_avg10 / 2:.2f} avg300=0.00 total={int(some_avg10 * 1000)}\n"
+            f"full avg10={full_avg10:.2f} avg60=0.00 avg300=0.00 total={int(full_avg10 * 1000)}\n"
+        )
+
+    def set_memory_events(self, rel: str, *, high: int = 0, top: int = 0) -> None:
+        """The cgroup's ``memory.events`` (v2): ``high`` and ``max`` counts (``top``)."""
+        (self.root / rel / "memory.events").write_text(f"low 0\nhigh {high}\nmax {top}\noom 0\noom_kill 0\n")
 
     def advance_cpu(self, rel: str, seconds: float) -> None:
         self.set_cpu_ns(rel, self._cpu_ns.get(rel, 0) + int(seconds * 1e9))

@@ -63,14 +63,15 @@ def test_policy_example_validates_and_acts_as_documented():
 
 
 def test_agent_configuration_example_validates():
-    cfg = validate(AgentConfiguration, yaml.safe_load(blocks("yaml")[1]), "docs/agent.md")
+    (example,) = [b for b in blocks("yaml") if "kind: AgentConfiguration" in b]
+    cfg = validate(AgentConfiguration, yaml.safe_load(example), "docs/agent.md")
     assert cfg.server.port == 9316 and cfg.node_metric.aggregation_durations_seconds == (300, 600, 1800)
 
 
 def test_nodeqos_podqos_example_is_cranes_and_evicts_only_besteffort():
     from koordpy.crds.ensurance import NodeQOS, PodQOS
 
-    (example,) = [b for b in blocks("yaml") if "kind: PodQOS" in b]
+    (example,) = [b for b in blocks("yaml") if "kind: PodQOS" in b and "cpu_total_usage" in b]
     docs = {d["kind"]: d for d in yaml.safe_load_all(example)}
     fixture = Path(__file__).resolve().parents[2] / "fixtures" / "crane" / "be-rules.yaml"
     crane = {d["kind"]: d for d in yaml.safe_load_all(fixture.read_text())}
@@ -94,3 +95,28 @@ def test_nodeqos_podqos_example_is_cranes_and_evicts_only_besteffort():
         pod_qos=[pod_qos],
     )
     assert [(a.kind, a.pod) for a in result.actions] == [(ActionKind.EVICT, "default/job")]
+
+
+def test_pressure_rule_example_protects_every_pod_the_podqos_does_not_allow():
+    from koordpy.crds.ensurance import NodeQOS, PodQOS
+
+    (example,) = [b for b in blocks("yaml") if "pod_cpu_pressure_some_avg10" in b]
+    docs = {d["kind"]: d for d in yaml.safe_load_all(example)}
+    policy = validate(NodeQOS, docs["NodeQOS"], "docs/agent.md").to_policy()
+    pod_qos = validate(PodQOS, docs["PodQOS"], "docs/agent.md")
+    action = validate(AvoidanceAction, docs["AvoidanceAction"], "docs/agent.md")
+    web = PodBuilder("web").requests(cpu="1", memory="1Gi").limits(cpu="1", memory="1Gi").priority(9000).build()
+    batch = PodBuilder("batch").priority(5000).build()
+    pods = [
+        pod_sample(web, cpu=0.4, pressure={"cpu_pressure_some_avg10": 25.0}),
+        pod_sample(batch, cpu=3.0),
+    ]
+    state, results = AgentState(), []
+    # "20 % of the last 10 s", two consecutive samples: the batch pod (priority 5000, allowed by the PodQOS)
+    # steps 50 % at the second; web (9000, not allowed) is what the rule protects.
+    for t in (0.0, 1.0):
+        r = plan([policy], [action], node_sample(cpu=3.4, cores=4, time=t), pods, state, now=t, pod_qos=[pod_qos])
+        state = r.state
+        results.append(r)
+    assert results[0].actions == ()
+    assert [(a.pod, a.cpu_cap) for a in results[1].actions] == [("default/batch", 1.5)]

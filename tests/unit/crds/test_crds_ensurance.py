@@ -7,7 +7,9 @@ import pytest
 from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import (
     AVOIDANCE_ACTION,
+    METRIC_NAMES,
     NODE_QOS_ENSURANCE_POLICY,
+    PRESSURE_METRIC_NAMES,
     AvoidanceAction,
     NodeQOSEnsurancePolicy,
     label_selector_matches,
@@ -43,7 +45,9 @@ def test_upstream_policy_loads_with_crane_defaults():
         {
             "metadata": {"name": "m"},
             "spec": {
-                "objectiveEnsurances": [{"name": "r", "actionName": "a", "metricRule": {"name": "x", "value": "1"}}]
+                "objectiveEnsurances": [
+                    {"name": "r", "actionName": "a", "metricRule": {"name": "cpu_total_usage", "value": "1"}}
+                ]
             },
         }
     )
@@ -76,19 +80,32 @@ def test_action_defaults_and_fields():
     ("spec", "path"),
     [
         (
-            {"objectiveEnsurances": [{"name": "r", "actionName": "a", "metricRule": {"name": "x", "value": 0}}]},
+            {
+                "objectiveEnsurances": [
+                    {"name": "r", "actionName": "a", "metricRule": {"name": "cpu_total_usage", "value": 0}}
+                ]
+            },
             "spec.objectiveEnsurances[0].metricRule.value",
         ),
         (
             {
                 "objectiveEnsurances": [
-                    {"name": "r", "actionName": "a", "avoidanceThreshold": 0, "metricRule": {"name": "x", "value": 1}}
+                    {
+                        "name": "r",
+                        "actionName": "a",
+                        "avoidanceThreshold": 0,
+                        "metricRule": {"name": "cpu_total_usage", "value": 1},
+                    }
                 ]
             },
             "spec.objectiveEnsurances[0].avoidanceThreshold",
         ),
         (
-            {"objectiveEnsurances": [{"name": "R_bad", "actionName": "a", "metricRule": {"name": "x", "value": 1}}]},
+            {
+                "objectiveEnsurances": [
+                    {"name": "R_bad", "actionName": "a", "metricRule": {"name": "cpu_total_usage", "value": 1}}
+                ]
+            },
             "spec.objectiveEnsurances[0].name",
         ),
     ],
@@ -138,3 +155,85 @@ def test_label_selector_semantics():
     assert not label_selector_matches(sel, {"a": "1", "b": "x"})
     assert not label_selector_matches(sel, {"a": "2"})
     assert label_selector_matches(None, {})
+
+
+# Every MetricName constant of gocrane/crane pkg/ensurance/collector/types/types.go (v0.11.0): a manifest
+# written for Crane may name any of them (the disk write metrics reuse the read names there).
+CRANE_NAMES = [
+    "cpu_total_usage",
+    "cpu_total_utilization",
+    "cpu_load_1_min",
+    "cpu_load_5_min",
+    "cpu_load_15_min",
+    "cpu_core_numbers",
+    "exclusive_cpu_idle",
+    "memory_total_usage",
+    "memory_total_utilization",
+    "memory_total",
+    "disk_read_kibps",
+    "disk_write_kibps",
+    "disk_read_iops",
+    "disk_read_utilization",
+    "network_receive_kibps",
+    "network_sent_kibps",
+    "network_receive_pckps",
+    "network_sent_pckps",
+    "network_drop_in",
+    "network_drop_out",
+    "container_cpu_total_usage",
+    "container_cpu_limit",
+    "container_cpu_quota",
+    "container_cpu_period",
+    "container_sched_run_queue_time",
+    "ext_res_container_cpu_total_usage",
+    "ext_cpu_total_distribute",
+    "container_mem_total_usage",
+    "ext_res_container_mem_total_usage",
+]
+
+
+def _rule_named(name: str) -> dict[str, object]:
+    rule = {"name": "r", "actionName": "a", "metricRule": {"name": name, "value": 1}}
+    return {"metadata": {"name": "p"}, "spec": {"objectiveEnsurances": [rule]}}
+
+
+@pytest.mark.parametrize("name", CRANE_NAMES)
+def test_every_crane_metric_name_is_accepted(name):
+    assert validate(NodeQOSEnsurancePolicy, _rule_named(name)).spec.objective_ensurances[0].metric_rule.name == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["cpu_pressure_some_avg10", "memory_pressure_full_avg300", "io_pressure_some_avg60", "pod_cpu_pressure_full_avg10"],
+)
+def test_koordpy_pressure_metric_names_are_accepted(name):
+    assert validate(NodeQOSEnsurancePolicy, _rule_named(name)).spec.objective_ensurances[0].metric_rule.name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("cpu_total_usge", "did you mean 'cpu_total_usage'?"),
+        ("pod_cpu_pressure_some_avg_10", "did you mean 'pod_cpu_pressure_some_avg10'?"),
+        ("cpu_pressure_some_avg_10", "did you mean 'cpu_pressure_some_avg10'?"),
+        ("gpu_temperature", "expected a Crane metric"),
+        ("CPU_TOTAL_USAGE", "expected a Crane metric"),
+    ],
+)
+def test_a_misspelt_metric_name_is_refused_naming_the_closest(name, hint):
+    with pytest.raises(ConfigError) as info:
+        validate(NodeQOSEnsurancePolicy, _rule_named(name))
+    where, message = info.value.problems[0]
+    assert where == "spec.objectiveEnsurances[0].metricRule.name"
+    assert f"unknown metric {name!r}" in message and hint in message
+
+
+def test_the_crd_enumerates_the_metric_names():
+    # The API server refuses a misspelt name itself: the CRD's schema lists every accepted one.
+    crd = crd_manifest(NODE_QOS_ENSURANCE_POLICY)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    name = spec["properties"]["objectiveEnsurances"]["items"]["properties"]["metricRule"]["properties"]["name"]
+    assert name["type"] == "string"
+    assert name["enum"] == list(METRIC_NAMES)
+    assert set(CRANE_NAMES) | set(PRESSURE_METRIC_NAMES) == set(METRIC_NAMES)
+    assert len(PRESSURE_METRIC_NAMES) == 36  # node and pod x cpu/memory/io x some/full x 3 windows

@@ -82,7 +82,7 @@ def _policy_for(selector: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
 
 
 def _unknown_metric(raw: dict[str, Any]) -> None:
-    rule = {"name": "t", "actionName": "throttle", "metricRule": {"name": "gpu_temperature", "value": 70}}
+    rule = {"name": "t", "actionName": "throttle", "metricRule": {"name": "network_drop_in", "value": 70}}
     _with_qos(raw, {**POLICY, "spec": {"objectiveEnsurances": [rule]}})
 
 
@@ -124,7 +124,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         _policy_for({"matchLabels": {"pool": "gpu"}}),
         "NodeQOSEnsurancePolicy cpu: spec.selector matches no node",
     ),
-    ("unknown metric", _unknown_metric, "metric 'gpu_temperature' is not known"),
+    ("unknown metric", _unknown_metric, "metric 'network_drop_in' is a Crane metric koordpy does not act on"),
     ("missing action", _missing_action, "no AvoidanceAction named 'nap': the rule does nothing"),
     ("action does nothing", _idle_action, "AvoidanceAction 'throttle' neither evicts nor throttles CPU"),
     ("action nobody names", _unused_action, "qos.actions (evict): no rule names this AvoidanceAction"),

@@ -6,6 +6,12 @@ action, whether the action applies (``*able``), whether the amount it frees can 
 metric means adding a :class:`Metric` here (or passing a custom registry), never touching the
 executor.
 
+Pressure metrics (koordpy's, unknown to Crane; :data:`PRESSURE`) are *stepwise*: pressure says that
+tasks wait, not how much CPU would end the wait, so there is no gap to close. A firing rule steps every
+candidate down by ``stepCPURatio`` per round (an eviction takes one pod per round) and a restoring one
+steps every pod it throttled back up. ``scope="pods"`` metrics are read from the pods a rule protects
+(:mod:`koordpy.agent.policy.pressure`), ``scope="node"`` ones from ``/proc/pressure``.
+
 Not guaranteed: ``throttle_released`` credits only the CPU the cap takes away at the current
 usage; the real release depends on demand and lands over the next CFS periods.
 """
@@ -26,6 +32,7 @@ __all__ = [
     "CPU_TOTAL_UTILIZATION",
     "MEMORY_TOTAL_USAGE",
     "MEMORY_TOTAL_UTILIZATION",
+    "PRESSURE",
     "Metric",
     "Registry",
     "ThrottleParams",
@@ -65,6 +72,19 @@ class Metric:
     evictable: bool = False
     evict_qualified: bool = False
     evict: EvictFn | None = None
+    stepwise: bool = False
+    """No gap to close: throttle steps every candidate, evict takes one pod, restore steps every pod."""
+    family: str = "usage"
+    """A throttled pod is given CPU back by restoring rules of the family that throttled it last, and not
+    while a rule of that family is above its line."""
+    scope: str = "node"
+    """``node``: one value from :attr:`node_value`; ``pods``: the highest :attr:`pod_value` among the pods a
+    rule protects."""
+    pod_value: Callable[[PodSample], float | None] | None = None
+    resource: str = ""
+    """For pressure: ``cpu``, ``memory`` or ``io`` (whose own limit excludes a pod, see ``pressure``)."""
+    window: float = 0.0
+    """For pressure: seconds the kernel averages over (10, 60, 300)."""
 
     @property
     def sortable(self) -> bool:
@@ -196,8 +216,56 @@ MEMORY_TOTAL_UTILIZATION = Metric(
     evict=_evict_mem_pct,
 )
 
+
+def _pressure(scope: str, resource: str, degree: str, window: str) -> Metric:
+    """``[pod_]<resource>_pressure_<degree>_<window>``: percent of the window, as the kernel writes it."""
+    key = f"{resource}_pressure_{degree}_{window}"
+    cpu_side = resource == "cpu"
+
+    def node_value(node: NodeSample) -> float | None:
+        return node.pressure.get(key)
+
+    def pod_value(pod: PodSample) -> float | None:
+        return pod.pressure.get(key)
+
+    return Metric(
+        name=f"pod_{key}" if scope == "pods" else key,
+        unit="percent",
+        compressible=cpu_side,
+        node_value=node_value,
+        waterline=float,
+        sort_key=cpu_usage_key if cpu_side else memory_usage_key if resource == "memory" else None,
+        throttleable=cpu_side,
+        throttle=_cpu_throttle if cpu_side else None,
+        throttle_released=_cores_released if cpu_side else None,
+        restore=_cores_restore if cpu_side else None,
+        evictable=True,
+        evict=_evict_cores if cpu_side else _evict_bytes if resource == "memory" else _evict_any,
+        stepwise=True,
+        family="pressure",
+        scope=scope,
+        pod_value=pod_value,
+        resource=resource,
+        window=float(window.removeprefix("avg")),
+    )
+
+
+def _evict_any(pod: PodSample, node: NodeSample) -> float | None:
+    """io pressure: nothing the agent measures says what a pod's eviction frees; every pod may go."""
+    return 0.0
+
+
+PRESSURE: tuple[Metric, ...] = tuple(
+    _pressure(scope, resource, degree, window)
+    for scope in ("node", "pods")
+    for resource in ("cpu", "memory", "io")
+    for degree in ("some", "full")
+    for window in ("avg10", "avg60", "avg300")
+)
+"""Every pressure metric, node and pod scope (names in ``koordpy.crds.ensurance.PRESSURE_METRIC_NAMES``)."""
+
 BUILTIN: Registry = {
-    m.name: m for m in (CPU_TOTAL_USAGE, CPU_TOTAL_UTILIZATION, MEMORY_TOTAL_USAGE, MEMORY_TOTAL_UTILIZATION)
+    m.name: m for m in (CPU_TOTAL_USAGE, CPU_TOTAL_UTILIZATION, MEMORY_TOTAL_USAGE, MEMORY_TOTAL_UTILIZATION, *PRESSURE)
 }
 
 

@@ -5,7 +5,8 @@ objects together and returns one :class:`PolicyWarning` per problem, naming the 
 about (the agent records it as an Event on that object; ``koordpy agent plan`` and the simulator
 print it). Reasons:
 
-- ``UnknownMetric``: a rule's ``metricRule.name`` is not in the metric registry (the rule is skipped).
+- ``UnknownMetric``: a rule's ``metricRule.name`` is a Crane metric the registry does not act on (the rule
+  is skipped; a name neither Crane nor koordpy knows is refused when the object is validated).
 - ``UnknownAction``: a rule's ``actionName`` or a PodQOS ``allowedActions`` entry names no AvoidanceAction.
 - ``UnsupportedAction``: the AvoidanceAction neither evicts nor throttles CPU (for example Crane's
   ``disablescheduling``, which only has ``coolDownSeconds``): koordpy does not disable scheduling.
@@ -14,6 +15,9 @@ print it). Reasons:
 - ``NoPodAllowed``: a NodeQOS rule's action is listed by no PodQOS, so it acts on no pod (Crane v0.8+).
 - ``SelectsNoPod``: a PodQOS has no selector at all, which selects no pod (Crane).
 - ``IgnoredField``: a field koordpy keeps but does not act on is set.
+- ``ProtectsSystemPodsOnly``: a NodeQOSEnsurancePolicy rule on a ``pod_*_pressure_*`` metric has no
+  ``metricRule.selector``: such a policy acts on every eligible pod, so the rule protects only the pods the
+  agent never touches (``koordpy.agent.policy.pressure``).
 
 Not guaranteed: a PodQOS whose selectors happen to match no running pod is not reported (pods come
 and go); per-tick problems (a metric that cannot be measured) are the planner's Events instead.
@@ -33,7 +37,7 @@ from koordpy.crds.ensurance import (
     label_selector_matches,
 )
 
-__all__ = ["PolicyWarning", "qos_warnings"]
+__all__ = ["PolicyWarning", "acted_on", "qos_warnings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +87,24 @@ def qos_warnings(
         list_field = "rules" if policy.kind == "NodeQOS" else "objectiveEnsurances"
         for i, rule in enumerate(policy.spec.objective_ensurances):
             where = f"spec.{list_field}[{i}] ({rule.name})"
-            if metrics.get(rule.metric_rule.name) is None:
-                known = ", ".join(sorted(metrics))
-                warn("UnknownMetric", f"{where}: metric {rule.metric_rule.name!r} is not known ({known}): rule skipped")
+            metric = metrics.get(rule.metric_rule.name)
+            if (
+                metric is not None
+                and metric.scope == "pods"
+                and policy.kind != "NodeQOS"
+                and rule.metric_rule.selector is None
+            ):
+                warn(
+                    "ProtectsSystemPodsOnly",
+                    f"{where}: {rule.metric_rule.name} without metricRule.selector protects only the pods the agent "
+                    "never touches (a NodeQOSEnsurancePolicy acts on every other one): select the pods to protect",
+                )
+            if metric is None:
+                warn(
+                    "UnknownMetric",
+                    f"{where}: metric {rule.metric_rule.name!r} is a Crane metric koordpy does not act on "
+                    f"(it acts on {acted_on(metrics)}): rule skipped",
+                )
             action = by_name.get(rule.action_name)
             if action is None:
                 warn("UnknownAction", f"{where}: no AvoidanceAction named {rule.action_name!r}: the rule does nothing")
@@ -128,6 +147,13 @@ def qos_warnings(
                     )
                 )
     return out
+
+
+def acted_on(metrics: Registry) -> str:
+    """The metrics ``metrics`` acts on, for a message: the pressure metrics summed up in one phrase."""
+    plain = sorted(name for name, m in metrics.items() if m.family != "pressure")
+    pressure = any(m.family == "pressure" for m in metrics.values())
+    return ", ".join(plain) + (" and the [pod_]<cpu|memory|io>_pressure_* metrics" if pressure else "")
 
 
 def _acts(action: AvoidanceAction) -> bool:

@@ -2,8 +2,9 @@
 
 Input kinds: NodeQOSEnsurancePolicy, Crane v0.8+ ``NodeQOS`` and ``PodQOS``, AvoidanceAction, Pod, NodeMetric
 (node and pod usage) and optionally Node (capacity, labels: needed by the ``*_utilization``
-metrics and policy selectors). Pods are those with ``spec.nodeName`` = the node; their usage is
-the NodeMetric ``podsMetric`` entry with the same namespace/name.
+metrics and policy selectors) and koordpy's ``NodePressure`` (:class:`NodePressure`: the PSI figures the
+pressure rules read, which no Kubernetes object carries). Pods are those with ``spec.nodeName`` = the
+node; their usage is the NodeMetric ``podsMetric`` entry with the same namespace/name.
 
 Rules fire "now": every rule whose metric is above its line counts as fired, cool-downs are
 ignored and nothing is in flight. The output is :meth:`Plan.to_json`; its ``warnings`` are
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
 
@@ -25,14 +26,62 @@ from koordpy.agent.policy.objectcheck import qos_warnings
 from koordpy.agent.policy.planner import PlanOptions, plan
 from koordpy.agent.policy.types import MAX_MILLIS, AgentState, NodeSample, Plan, PodSample, check_pod
 from koordpy.config.errors import ConfigError, validate
-from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
+from koordpy.crds.ensurance import (
+    PRESSURE_METRIC_NAMES,
+    AvoidanceAction,
+    NodeQOS,
+    NodeQOSEnsurancePolicy,
+    ObjectMeta,
+    PodQOS,
+)
 from koordpy.model.dumps import DumpError, sort_dump
 from koordpy.model.objects import ObjectError, node_from_dict, nodemetric_from_dict, pod_from_dict
 
-__all__ = ["OfflineError", "offline_plan"]
+__all__ = ["NodePressure", "OfflineError", "offline_plan"]
 
 T = TypeVar("T")
-KINDS = ("NodeQOSEnsurancePolicy", "NodeQOS", "PodQOS", "AvoidanceAction", "Pod", "NodeMetric", "Node")
+KINDS = ("NodeQOSEnsurancePolicy", "NodeQOS", "PodQOS", "AvoidanceAction", "Pod", "NodeMetric", "Node", "NodePressure")
+PSI_KEYS = tuple(name for name in PRESSURE_METRIC_NAMES if not name.startswith("pod_"))
+Percent = Annotated[float, pydantic.Field(ge=0, le=100, strict=True, allow_inf_nan=False)]
+
+
+def _psi_keys(figures: dict[str, float]) -> dict[str, float]:
+    unknown = sorted(set(figures) - set(PSI_KEYS))
+    if unknown:
+        raise ValueError(
+            f"unknown figure {unknown[0]!r} (expected <cpu|memory|io>_pressure_<some|full>_<avg10|avg60|avg300>)"
+        )
+    return figures
+
+
+PsiFigures = Annotated[dict[str, Percent], pydantic.AfterValidator(_psi_keys)]
+
+
+class PodPressure(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True)
+
+    namespace: str
+    name: str
+    pressure: PsiFigures = pydantic.Field(default_factory=dict)
+    """The pod cgroup's PSI, keyed as the node's (``cpu_pressure_some_avg10: 41.5``)."""
+    own_limit_seconds_ago: dict[
+        Literal["cpu", "memory"], Annotated[float, pydantic.Field(ge=0, strict=True, allow_inf_nan=False)]
+    ] = pydantic.Field(default_factory=dict, alias="ownLimitSecondsAgo")
+    """Per resource, seconds since the pod's own limit last held it back (unset: not seen)."""
+
+
+class NodePressure(pydantic.BaseModel):
+    """``koordpy.io/v1alpha1`` ``NodePressure``: the PSI figures of one node and its pods, in percent, as the
+    agent reads them (``/proc/pressure/*`` and each pod cgroup's ``*.pressure``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True)
+
+    api_version: Literal["koordpy.io/v1alpha1"] = pydantic.Field(alias="apiVersion")
+    kind: Literal["NodePressure"]
+    metadata: ObjectMeta
+    """``metadata.name``: the node."""
+    node: PsiFigures = pydantic.Field(default_factory=dict)
+    pods: list[PodPressure] = pydantic.Field(default_factory=list)
 
 
 class OfflineError(ValueError):
@@ -77,6 +126,9 @@ def offline_plan(
     info = node_found[1] if node_found is not None else None
     usage = _bounded(metric.node_usage or {}, f"{where}: NodeMetric {node}: status.nodeMetric.nodeUsage")
     capacity = _bounded(info.capacity, f"{node_found[0]}: Node {node}: status.capacity") if node_found and info else {}
+    pressures: list[NodePressure] = model("NodePressure", NodePressure)
+    psi = next((p for p in pressures if p.metadata.name == node), None)
+    pod_psi = {(p.namespace, p.name): p for p in psi.pods} if psi is not None else {}
     sample = NodeSample(
         name=node,
         time=metric.update_time if metric.update_time is not None else now,
@@ -85,6 +137,7 @@ def offline_plan(
         memory=usage.get("memory"),
         memory_capacity=capacity.get("memory"),
         labels=dict(info.labels) if info is not None else {},
+        pressure=dict(psi.node) if psi is not None else {},
     )
     by_name = {
         (p.namespace, p.name): _bounded(p.usage, f"{where}: NodeMetric {node}: status.podsMetric[{i}].podUsage")
@@ -98,7 +151,17 @@ def offline_plan(
         cpu = pod_usage["cpu"] / 1000 if pod_usage is not None and "cpu" in pod_usage else None
         memory = pod_usage.get("memory") if pod_usage is not None else None
         limit = pod.limits.get("cpu")
-        samples.append(PodSample(pod, cpu, memory, limit / 1000 if limit else None))
+        figures = pod_psi.get((pod.namespace, pod.name))
+        samples.append(
+            PodSample(
+                pod,
+                cpu,
+                memory,
+                limit / 1000 if limit else None,
+                dict(figures.pressure) if figures is not None else {},
+                {str(k): v for k, v in figures.own_limit_seconds_ago.items()} if figures is not None else {},
+            )
+        )
     result = plan(
         policies, actions, sample, samples, AgentState(), now=now, options=options, assume_fired=True, pod_qos=pod_qos
     )

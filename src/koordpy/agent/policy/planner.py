@@ -32,11 +32,12 @@ Not guaranteed: the plan assumes every action succeeds; the caller reports failu
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from koordpy.agent.policy.metrics import BUILTIN, Metric, Registry, ThrottleParams
 from koordpy.agent.policy.ordering import SortKey, class_and_priority, general_key
+from koordpy.agent.policy.pressure import Protection, protection
 from koordpy.agent.policy.types import (
     Action,
     ActionKind,
@@ -218,15 +219,29 @@ def _plan(
     metrics = options.metrics
     actions = actions_in if isinstance(actions_in, Mapping) else {a.metadata.name: a for a in actions_in}
     rules, events = rules_for_node(policies, actions, node, metrics)
-    values = {name: metrics[name].node_value(node) for name in sorted({r.metric for r in rules})}
-    for name, value in values.items():
+    node_rules = sorted({r.metric for r in rules if metrics[r.metric].scope == "node"})
+    node_values = {name: metrics[name].node_value(node) for name in node_rules}
+    for name, value in node_values.items():
         if value is None:
             events.append(Event("MetricMissing", f"node metric {name} is unavailable: no action on it", True))
+    protections: dict[str, Protection] = {}
+    for view in rules:
+        metric = metrics[view.metric]
+        if metric.scope != "pods":
+            continue
+        found = protection(view, metric, pods, _candidate_of(view, options, pod_qos))
+        protections[view.key] = found
+        events.extend(found.events)
+        if found.value is None:
+            events.append(
+                Event("MetricMissing", f"rule {view.key}: {view.metric} of the pods it protects is unavailable", True)
+            )
+    values = {r.key: protections[r.key].value if r.key in protections else node_values[r.metric] for r in rules}
 
     if assume_fired:
         rule_states = dict(state.rules)
-        firing = [r for r in rules if (v := values.get(r.metric)) is not None and v > r.line]
-        restoring = [r for r in rules if (v := values.get(r.metric)) is not None and v <= r.line]
+        firing = [r for r in rules if (v := values[r.key]) is not None and v > r.line]
+        restoring = [r for r in rules if (v := values[r.key]) is not None and v <= r.line]
     else:
         rule_states, detected = detect(rules, values, state.rules, node.time, options.max_sample_gap)
         events.extend(detected)
@@ -260,25 +275,24 @@ def _plan(
             for name, amount in entry.released.items():
                 pending[name] = pending.get(name, 0.0) + amount
         elif sample.pod.deletion_time is not None:
-            for name in values:
+            for name in {r.metric for r in rules}:
                 amount = _freed(metrics[name], sample, node, ActionKind.EVICT, None)
                 pending[name] = pending.get(name, 0.0) + amount
 
     all_lines = {k: waterlines_from(acting, k) for k in _KINDS}
-    down_lines = {k: waterlines_from(firing, k) for k in _DOWN}
     gaps: dict[ActionKind, dict[str, float]] = {}
+    down_metrics: set[str] = set()
     for kind in _DOWN:
-        raw = gaps_from(down_lines[kind], values, kind)
+        raw = gaps_from(firing, values, kind)
+        down_metrics.update(raw)
         gaps[kind] = {m: g - pending.get(m, 0.0) for m, g in raw.items() if g - pending.get(m, 0.0) > 0}
     shown_gaps = {k: dict(v) for k, v in gaps.items()}
-    down_metrics = {
-        m
-        for k in _DOWN
-        for m in down_lines[k]
-        if values.get(m) is not None and m in gaps_from(down_lines[k], values, k)
+    # A family with a throttling metric above its line gives nothing back (its restores would undo its throttles).
+    down_families = {metrics[m].family for m in down_metrics if metrics[m].throttleable}
+    up = gaps_from(restoring, values, ActionKind.RESTORE)
+    gaps[ActionKind.RESTORE] = {
+        m: g for m, g in up.items() if m not in down_metrics and metrics[m].family not in down_families
     }
-    up = gaps_from(waterlines_from(restoring, ActionKind.RESTORE), values, ActionKind.RESTORE)
-    gaps[ActionKind.RESTORE] = {m: g for m, g in up.items() if m not in down_metrics}
     shown_gaps[ActionKind.RESTORE] = dict(gaps[ActionKind.RESTORE])
 
     tick = _Tick(node=node, metrics=metrics, gaps=gaps, events=events)
@@ -310,7 +324,15 @@ def _plan(
             and _allowed(p, kind_rules, pod_qos)
         ]
         before = len(tick.actions)
-        order = _run_down(tick, kind=kind, pool=pool, rules=kind_rules, throttled=throttled, precise=precise)
+        order = _run_down(
+            tick,
+            kind=kind,
+            pool=pool,
+            rules=kind_rules,
+            throttled=throttled,
+            precise=precise,
+            may_act=_pressure_filter(kind_rules, protections, pod_qos),
+        )
         candidates[str(kind)] = order
         if len(tick.actions) > before:
             for name in names:
@@ -360,6 +382,38 @@ def _plan(
 def _allowed(sample: PodSample, rules: Sequence[RuleView], pod_qos: Sequence[PodQOS]) -> bool:
     """Some rule driving this kind may act on the pod: an unscoped one, or a NodeQOS rule a PodQOS allows."""
     return any(not r.scoped or pod_qos_allows(pod_qos, sample.pod, r.rule.action_name) for r in rules)
+
+
+def _candidate_of(view: RuleView, options: PlanOptions, pod_qos: Sequence[PodQOS]) -> Callable[[PodSample], bool]:
+    """Whether ``view``'s action may act on a pod at all (eligible and, for NodeQOS, allowed by a PodQOS)."""
+
+    def candidate(sample: PodSample) -> bool:
+        return not is_protected(sample, options) and _allowed(sample, [view], pod_qos)
+
+    return candidate
+
+
+MayAct = Callable[[PodSample, Metric], bool]
+
+
+def _pressure_filter(
+    rules: Sequence[RuleView], protections: Mapping[str, Protection], pod_qos: Sequence[PodQOS]
+) -> MayAct:
+    """For a pod-scope metric: some firing rule of it allows the pod and ranks it below a pod it protects
+    (:meth:`Protection.may_act_on`). Every other metric: no further condition."""
+
+    def may_act(sample: PodSample, metric: Metric) -> bool:
+        if metric.scope != "pods":
+            return True
+        return any(
+            r.metric == metric.name
+            and (p := protections.get(r.key)) is not None
+            and p.may_act_on(sample)
+            and _allowed(sample, [r], pod_qos)
+            for r in rules
+        )
+
+    return may_act
 
 
 def _ready(
@@ -413,6 +467,7 @@ def _run_down(
     rules: Sequence[RuleView],
     throttled: Mapping[str, Throttled],
     precise: bool,
+    may_act: MayAct,
 ) -> tuple[str, ...]:
     params = _throttle_params(rules)
     grace = _grace(rules)
@@ -427,17 +482,23 @@ def _run_down(
             )
             continue
         key = metric.sort_key or general_key
-        order = sorted(pool, key=_gang_members_last(key) if kind is ActionKind.EVICT else key)
+        order = sorted(
+            (p for p in pool if may_act(p, metric)), key=_gang_members_last(key) if kind is ActionKind.EVICT else key
+        )
         if shown is None:
             shown = tuple(p.key for p in order)
-        fallback = not (qualified and precise)
+        # Stepwise (pressure): no size; every candidate steps down, an eviction takes one pod.
+        fallback = metric.stepwise or not (qualified and precise)
         unknown_band: tuple[int, int] | None = None  # class and priority of the first pod of unknown usage
-        if not qualified:
+        if not qualified and not metric.stepwise:
             tick.events.append(
                 Event("NotQualified", f"{kind} on {metric.name} cannot be measured: acting on every candidate", True)
             )
+        evicted = len(tick.actions)
         for sample in order:
             if not fallback and tick.gaps[kind].get(metric.name, 0.0) <= 0:
+                break
+            if metric.stepwise and kind is ActionKind.EVICT and len(tick.actions) > evicted:
                 break
             if unknown_band is not None and class_and_priority(sample) > unknown_band:
                 break  # unknown usage below: never reach up the priority order instead
@@ -457,7 +518,7 @@ def _run_down(
                 )
             if not known and unknown_band is None:
                 unknown_band = class_and_priority(sample)
-        if tick.gaps[kind].get(metric.name, 0.0) > 0 and not fallback:
+        if tick.gaps[kind].get(metric.name, 0.0) > 0 and not fallback and not metric.stepwise:
             tick.events.append(
                 Event(
                     "GapNotClosed",
@@ -484,7 +545,7 @@ def _evict_one(
 ) -> bool:
     """Evict ``sample`` if that frees something; False when its usage of ``metric`` is unknown."""
     released = metric.evict(sample, tick.node) if metric.evict is not None else None
-    if released is None and not fallback:
+    if released is None and (not fallback or metric.stepwise):
         tick.events.append(Event("PodMetricMissing", f"{metric.name} usage unknown: not evicted", True, sample.key))
         return False
     if not fallback and released is not None and released <= 0:
@@ -581,13 +642,17 @@ def _run_restore(
     for metric in _metric_order(gaps, tick.metrics):
         if not metric.throttleable or metric.restore is None:
             continue
-        pool = [by_uid[uid] for uid in throttled if uid not in tick.acted and uid not in evicting]
+        pool = [
+            by_uid[uid]
+            for uid, entry in throttled.items()
+            if uid not in tick.acted and uid not in evicting and _family(tick.metrics, entry.metric) == metric.family
+        ]
         # Restore walks the throttle order backwards: the most important pods get CPU back first.
         order = sorted(pool, key=metric.sort_key or general_key, reverse=True)
         if shown is None:
             shown = tuple(p.key for p in order)
         for sample in order:
-            if gaps.get(metric.name, 0.0) <= 0:
+            if not metric.stepwise and gaps.get(metric.name, 0.0) <= 0:
                 break
             if sample.uid in tick.acted:
                 continue
@@ -596,6 +661,8 @@ def _run_restore(
             tick.acted.add(sample.uid)
             for name in list(gaps):
                 other = tick.metrics[name]
+                if other.stepwise:
+                    continue  # no size: nothing to count down
                 if other is metric:
                     gaps[name] -= handed_back
                 elif other.restore is not None and other.throttleable:
@@ -616,6 +683,12 @@ def _run_restore(
         for name in names:
             new_last[f"{ActionKind.RESTORE}/{name}"] = now
     return shown or ()
+
+
+def _family(metrics: Registry, name: str) -> str:
+    """The family of the metric that throttled a pod (a name the registry no longer has: ``usage``)."""
+    metric = metrics.get(name)
+    return metric.family if metric is not None else "usage"
 
 
 def _next_state(

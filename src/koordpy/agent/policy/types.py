@@ -65,6 +65,9 @@ class NodeSample:
     memory: int | None  # bytes in use (MemTotal - MemAvailable)
     memory_capacity: int | None  # bytes
     labels: Mapping[str, str] = field(default_factory=dict)
+    pressure: Mapping[str, float] = field(default_factory=dict)
+    """The node's PSI by metric name (``cpu_pressure_some_avg10`` -> percent of the window); only the
+    figures some rule uses are read. A missing key means unmeasured."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +76,18 @@ class PodSample:
 
     ``cpu_cap`` is the pod's current CFS cap in cores as measured (``None``: unlimited or unknown);
     for pods the agent throttled, the ledger in :class:`AgentState` is authoritative instead.
+    ``pressure``: the pod cgroup's PSI keyed as the node's (``cpu_pressure_some_avg10`` -> percent).
+    ``own_limit_age``: per resource (``cpu``, ``memory``), seconds since the pod's own limit last held it
+    back (its ``cpu.stat`` ``throttled_usec`` grew; its ``memory.events`` ``high`` or ``max`` grew); a
+    missing key means not seen.
     """
 
     pod: PodInfo
     cpu: float | None  # cores
     memory: int | None  # working-set bytes
     cpu_cap: float | None = None
+    pressure: Mapping[str, float] = field(default_factory=dict)
+    own_limit_age: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

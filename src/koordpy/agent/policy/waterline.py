@@ -8,13 +8,16 @@ or a hole longer than ``max_sample_gap`` seconds resets both counters. (Crane co
 above-samples cumulatively since the last restore.)
 
 Waterline per action kind and metric = the smallest line among the rules that count for that kind.
-Gap: evict/throttle ``usage - waterline``; restore ``waterline - usage``. Down and up gaps live
+Gap: evict/throttle ``usage - waterline``; restore ``waterline - usage``. A rule's value is its metric's
+node value, or for a pod-scope pressure rule that of the pods it protects (``pressure``), so gaps are
+taken rule by rule: the largest excess, the smallest room. Down and up gaps live
 in separate maps (Crane wrote both into one map, the up gap overwriting the down gap).
 
 A rule whose value has no finite waterline (it overflows a float) is ignored with an
 ``InvalidRule`` Event; the other rules go on.
 
-Not guaranteed: ``metricRule.selector`` is not evaluated (node-level series only).
+Not guaranteed: ``metricRule.selector`` is evaluated only by pod-scope pressure rules (``pressure``);
+every other metric is one node-level series.
 """
 
 from __future__ import annotations
@@ -80,7 +83,11 @@ def rules_for_node(
             metric = metrics.get(rule.metric_rule.name)
             if metric is None:
                 events.append(
-                    Event("UnknownMetric", f"rule {key}: metric {rule.metric_rule.name!r} is not known", True)
+                    Event(
+                        "UnknownMetric",
+                        f"rule {key}: metric {rule.metric_rule.name!r} is a Crane metric koordpy does not act on",
+                        True,
+                    )
                 )
                 continue
             action = actions.get(rule.action_name)
@@ -112,7 +119,8 @@ def detect(
     sample_time: float,
     max_sample_gap: float | None,
 ) -> tuple[dict[str, RuleState], list[Event]]:
-    """Advance every rule's counters by one sample; see the module docstring."""
+    """Advance every rule's counters by one sample; see the module docstring. ``values``: each rule's value
+    by its key (its metric's node value; for a pod-scope rule, that of the pods it protects)."""
     out: dict[str, RuleState] = {}
     events: list[Event] = []
     for view in rules:
@@ -127,7 +135,7 @@ def detect(
             and sample_time - old.last_sample > max_sample_gap
         ):
             above = below = 0
-        value = values.get(view.metric)
+        value = values.get(view.key)
         if value is None:
             out[view.key] = RuleState(0, 0, sample_time, old.fired)
             continue
@@ -168,14 +176,21 @@ def waterlines_from(rules: Iterable[RuleView], kind: ActionKind) -> dict[str, fl
     return out
 
 
-def gaps_from(lines: Mapping[str, float], values: Mapping[str, float | None], kind: ActionKind) -> dict[str, float]:
-    """Positive gaps only; metrics without a value are left out (the caller reports them)."""
-    out: dict[str, float] = {}
-    for metric, line in lines.items():
-        value = values.get(metric)
-        if value is None:
+def gaps_from(rules: Iterable[RuleView], values: Mapping[str, float | None], kind: ActionKind) -> dict[str, float]:
+    """Positive gaps per metric of the ``rules`` that drive ``kind``, from each rule's value (by rule key).
+
+    Down: the largest ``value - line`` (for one node value: from the smallest line); restore: the smallest
+    ``line - value``. Rules without a value are left out (the caller reports them)."""
+    want = ActionKind.THROTTLE if kind is ActionKind.RESTORE else kind
+    found: dict[str, float] = {}
+    for view in rules:
+        value = values.get(view.key)
+        if value is None or want not in view.kinds():
             continue
-        gap = line - value if kind is ActionKind.RESTORE else value - line
-        if gap > 0:
-            out[metric] = gap
-    return out
+        if kind is ActionKind.RESTORE:
+            gap = view.line - value
+            found[view.metric] = min(found.get(view.metric, gap), gap)
+        else:
+            gap = value - view.line
+            found[view.metric] = max(found.get(view.metric, gap), gap)
+    return {metric: gap for metric, gap in found.items() if gap > 0}

@@ -10,7 +10,9 @@ Container directories are ``<64-hex id>`` (docker/containerd via cgroupfs), ``cr
 ``docker-<id>.scope``, ``crio-<id>.scope`` (``crio-conmon-*`` is skipped) or ``crio-<id>`` (cgroupfs).
 
 CPU usage is a delta of the cumulative counter between two calls (the first call yields ``None``).
-Memory is the working set: usage minus inactive file pages, as the kubelet reports it.
+Memory is the working set: usage minus inactive file pages, as the kubelet reports it. A pod's own limit
+holding it back is seen as its ``cpu.stat`` ``throttled_usec`` (read with the usage) or its
+``memory.events`` ``high``/``max`` growing between two calls, or above 0 when first seen (v2).
 Pressure (PSI) is read from ``cpu.pressure`` / ``memory.pressure`` / ``io.pressure`` (v2 only; see
 :func:`read_pressure`).
 
@@ -143,6 +145,9 @@ class PodUsage:
     cpu: float | None
     memory: int | None
     containers: tuple[ContainerUsage, ...] = ()
+    cpu_limited_at: float | None = None
+    """When (the caller's clock) the pod's ``cpu.stat`` ``throttled_usec`` was last seen to grow: its own
+    ``cpu.max`` held it back (v2; ``None``: not seen since the reader started)."""
 
 
 @dataclass
@@ -157,6 +162,8 @@ class CgroupReader:
     collect_containers: bool = True
     _prev: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False)
     _path_cache: dict[str, tuple[str, str, str]] = field(default_factory=dict, repr=False)
+    _limited: dict[str, tuple[int, float | None]] = field(default_factory=dict, repr=False)
+    """cgroup -> (last counter of its own-limit stalls, when it last grew), for :meth:`limited_at`."""
 
     def __post_init__(self) -> None:
         if not self.version:
@@ -250,6 +257,30 @@ class CgroupReader:
             return None
         return read_pressure(os.path.join(self.root, rel, f"{resource}.pressure"))
 
+    def _grew(self, key: str, count: int | None, now: float) -> float | None:
+        """Remember ``count`` for ``key``; when it last grew (``None``: never seen growing). On first sight a
+        count above 0 counts as growing now: it may have grown a moment ago, and a reader that starts (or a pod
+        it first sees) must not take a limit's stall for contention."""
+        if count is None:
+            self._limited.pop(key, None)
+            return None
+        prev = self._limited.get(key)
+        at = now if count > 0 else None  # first sight
+        if prev is not None:
+            at = now if count > prev[0] else prev[1]
+        self._limited[key] = (count, at)
+        return at
+
+    def memory_limited_at(self, rel: str, now: float) -> float | None:
+        """When the cgroup's ``memory.events`` ``high`` + ``max`` last grew: its own ``memory.high`` or
+        ``memory.max`` held it back (v2; ``None``: not seen since the first call, or v1)."""
+        if self.version != 2:
+            return None
+        data = _read(os.path.join(self.root, rel, "memory.events"))
+        high, top = _stat_value(data, b"high"), _stat_value(data, b"max")
+        count = None if high is None or top is None else high + top
+        return self._grew(f"{rel}#memory", count, now)
+
     def working_set(self, rel: str) -> int | None:
         _, usage_path, stat_path = self._paths(rel)
         usage = read_int(usage_path)
@@ -269,8 +300,9 @@ class CgroupReader:
             return None
         return (total - prev[1]) / 1e9 / (now - prev[0])
 
-    def _sample(self, rel: str, now: float) -> tuple[float | None, int | None]:
-        """CPU cores and working set of one cgroup: the hot path, three reads, no helper calls."""
+    def _sample(self, rel: str, now: float, limited: bool = False) -> tuple[float | None, int | None]:
+        """CPU cores and working set of one cgroup: the hot path, three reads, no helper calls. ``limited``:
+        also track its ``throttled_usec`` (v2) from the same read, for :meth:`cpu_limited_at`."""
         paths = self._path_cache.get(rel) or self._paths(rel)
         raw = _read(paths[0])
         total: int | None = None
@@ -278,6 +310,8 @@ class CgroupReader:
             if self.version == 2:
                 usec = _stat_value(raw, b"usage_usec")
                 total = None if usec is None else usec * 1000
+                if limited:
+                    self._grew(rel, _stat_value(raw, b"throttled_usec"), now)
             else:
                 try:
                     total = int(raw)
@@ -316,11 +350,14 @@ class CgroupReader:
             for cid, rel in cg.containers:
                 seen.add(rel)
                 containers.append(ContainerUsage(cid, *self._sample(rel, now)))
-            cpu, memory = self._sample(cg.rel, now)
-            out[uid] = PodUsage(uid, cg.rel, cpu, memory, tuple(containers))
+            cpu, memory = self._sample(cg.rel, now, limited=True)
+            limited = self._limited.get(cg.rel)
+            out[uid] = PodUsage(uid, cg.rel, cpu, memory, tuple(containers), limited[1] if limited else None)
         # Forget counters of vanished cgroups (container counters live while their pod does, even
         # on calls that skip containers).
         for rel in [r for r in self._path_cache if r not in seen and r.rsplit("/", 1)[0] not in seen]:
             del self._path_cache[rel]
             self._prev.pop(rel, None)
+        for key in [k for k in self._limited if k.partition("#")[0] not in seen]:
+            del self._limited[key]
         return out

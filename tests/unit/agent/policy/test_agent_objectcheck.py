@@ -35,7 +35,7 @@ def test_a_clean_crane_pair_has_no_warning():
 def test_every_reason_names_its_object():
     nq = node_qos(
         "nq",
-        rule("typo", "cpu_total_usge", 5000, "eviction"),
+        rule("typo", "cpu_load_5_min", 5000, "eviction"),
         rule("missing", "cpu_total_usage", 5000, "nope"),
         rule("sched", "cpu_total_usage", 5000, "disablescheduling"),
         rule("throttle", "cpu_total_usage", 5000, "throttle"),
@@ -59,7 +59,10 @@ def test_every_reason_names_its_object():
         ("PodQOS", "none", "IgnoredField"),
     ]
     texts = [w.text for w in got]
-    assert "NodeQOS nq: spec.rules[0] (typo): metric 'cpu_total_usge' is not known" in texts[2]
+    assert (
+        "NodeQOS nq: spec.rules[0] (typo): metric 'cpu_load_5_min' is a Crane metric koordpy does not act on"
+        in texts[2]
+    )
     assert "spec.rules[2] (sched): AvoidanceAction 'disablescheduling' neither evicts nor throttles CPU" in texts[4]
     assert texts[7] == "PodQOS empty: spec.allowedActions[1]: no AvoidanceAction named 'ghost'"
 
@@ -70,3 +73,18 @@ def test_legacy_policy_needs_no_podqos_and_node_check_is_optional():
     got = qos_warnings([legacy], [evict_action("eviction")], node_labels=[{"a": "c"}])
     assert reasons(got) == [("NodeQOSEnsurancePolicy", "nep", "SelectsNoNode")]
     assert got[0].message.startswith("spec.selector matches no node")
+
+
+def test_a_pod_pressure_rule_of_a_legacy_policy_needs_a_selector():
+    bare = qos_policy("nep", rule("p", "pod_cpu_pressure_some_avg10", 20, "throttle"))
+    selected = qos_policy(
+        "sel", rule("p", "pod_cpu_pressure_some_avg10", 20, "throttle", selector={"matchLabels": {"app": "web"}})
+    )
+    node = qos_policy("node", rule("p", "cpu_pressure_some_avg10", 20, "throttle"))  # node scope: no pods to select
+    got = qos_warnings([bare, selected, node], [throttle_action("throttle")])
+    assert reasons(got) == [("NodeQOSEnsurancePolicy", "nep", "ProtectsSystemPodsOnly")]
+    assert "protects only the pods the agent never touches" in got[0].message
+    # A NodeQOS protects every pod no PodQOS lets it act on: no selector needed.
+    nq = node_qos("nq", rule("p", "pod_cpu_pressure_some_avg10", 20, "throttle"))
+    pq = pod_qos("pq", {"allowedActions": ["throttle"], **BE})
+    assert qos_warnings([nq], [throttle_action("throttle")], [pq]) == []

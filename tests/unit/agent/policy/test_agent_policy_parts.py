@@ -12,6 +12,7 @@ from koordpy.agent.policy import AgentState, Metric, PlanOptions, naive_plan, pl
 from koordpy.agent.policy.metrics import CPU_TOTAL_USAGE
 from koordpy.agent.policy.report import CollectPolicy, UsageHistory, go_duration, nodemetric_status, policy_from_spec
 from koordpy.agent.policy.throttle import MIN_CAP, cpu_ceiling, cpu_floor, step_down, step_up
+from koordpy.crds.ensurance import METRIC_NAMES, PRESSURE_METRIC_NAMES
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
 from koordpy_testkit.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
 from koordpy_testkit.builders import PodBuilder
@@ -76,17 +77,29 @@ def test_cpu_ceiling():
 
 def test_builtin_registry_declarations():
     reg = registry()
-    assert set(reg) == {"cpu_total_usage", "cpu_total_utilization", "memory_total_usage", "memory_total_utilization"}
-    for m in reg.values():
-        assert m.sortable and m.evictable and m.evict_qualified
+    usage = {"cpu_total_usage", "cpu_total_utilization", "memory_total_usage", "memory_total_utilization"}
+    assert set(reg) == usage | set(PRESSURE_METRIC_NAMES)
+    assert set(reg) <= set(METRIC_NAMES)  # every name the registry acts on is one the CRD accepts
+    for name in usage:
+        m = reg[name]
+        assert m.sortable and m.evictable and m.evict_qualified and not m.stepwise and m.family == "usage"
     assert reg["cpu_total_usage"].throttleable and reg["cpu_total_usage"].throttle_qualified
     assert not reg["memory_total_usage"].throttleable
+    for name in PRESSURE_METRIC_NAMES:
+        m = reg[name]
+        # No size: stepwise, never "qualified"; CPU pressure throttles, every pressure evicts.
+        assert m.stepwise and m.family == "pressure" and m.evictable and m.unit == "percent"
+        assert not m.throttle_qualified and not m.evict_qualified
+        assert m.throttleable == (m.resource == "cpu")
+        assert m.scope == ("pods" if name.startswith("pod_") else "node")
+        assert m.window == {"avg10": 10.0, "avg60": 60.0, "avg300": 300.0}[name.rsplit("_", 1)[1]]
 
 
 def test_new_metric_plugs_in_without_touching_the_executor():
-    # A made-up "cpu_load" metric measured as node cpu x 2, evict-qualified with its own release function.
+    # Crane's "cpu_load_1_min" (which koordpy does not act on), made up here as node cpu x 2, evict-qualified
+    # with its own release function.
     load = Metric(
-        name="cpu_load",
+        name="cpu_load_1_min",
         unit="load",
         compressible=True,
         node_value=lambda node: None if node.cpu is None else node.cpu * 2,
@@ -96,7 +109,7 @@ def test_new_metric_plugs_in_without_touching_the_executor():
         evict_qualified=True,
         evict=lambda s, node: None if s.cpu is None else s.cpu * 2,
     )
-    pol = qos_policy("p", rule("load", "cpu_load", 10, "evict"))
+    pol = qos_policy("p", rule("load", "cpu_load_1_min", 10, "evict"))
     pods = [pod_sample(PodBuilder(n).build(), cpu=c) for n, c in (("a", 1.0), ("b", 2.0), ("c", 0.5))]
     opts = PlanOptions(metrics=registry(load))
     # load 7 x 2 = 14, line 10 -> gap 4; b frees 4 -> closed
