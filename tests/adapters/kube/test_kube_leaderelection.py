@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +25,7 @@ import pytest
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.errors import NotFound
-from koordpy.kube.leaderelection import LeaseElector, NotLeading
+from koordpy.kube.leaderelection import LeaseElector, NotLeading, lease_seconds, micro_time
 from koordpy.kube.resources import LEASES
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.bounds import HANG_BACKSTOP
@@ -611,3 +613,137 @@ async def test_the_fence_refusal_says_why_and_is_counted_and_logged(
         f"leader election {NS}/{NAME}: {e.message}" for e in refusals
     ]
     assert (len(fenced), a.state.fenced_writes) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("duration", "written"),
+    [
+        (0.4, 1),  # never below 1 s
+        (1.0, 1),
+        (10.2, 11),  # rounded up, never below a 10.2 s renew deadline
+        (15.0, 15),
+    ],
+)
+def test_the_lease_duration_is_written_in_whole_seconds_rounded_up(duration: float, written: int) -> None:
+    assert lease_seconds(duration) == written
+
+
+@pytest.fixture
+def kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone UTC+05:30, so that a local-time conversion shows in the result."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_lease_times_are_written_in_utc_whatever_the_zone(kolkata: None) -> None:
+    """03:04:05.000678 at UTC+02:00 is 01:04:05.000678 UTC, whatever the process's own zone (UTC+05:30)."""
+    now = dt.datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert micro_time(now) == "2026-01-02T01:04:05.000678Z"
+
+
+async def test_acquire_time_is_kept_on_renewal_and_set_anew_on_a_transition(
+    api_client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """a takes the Lease at 10:00:00 and renews at 10:00:02: acquireTime stays 10:00:00. b takes it over
+    (a stopped renewing) at 10:00:20: acquireTime and renewTime are both 10:00:20. Each taking is logged."""
+    clock, walls = Clock(), iter(["10:00:00", "10:00:02", "10:00:20"])
+
+    def wall() -> dt.datetime:
+        return dt.datetime.fromisoformat(f"2026-01-02T{next(walls)}+00:00")
+
+    a = timed_elector(api_client, clock, Sleeps(clock), wall=wall)
+    b = timed_elector(api_client, clock, Sleeps(clock), identity="b", wall=wall)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert await a.acquire()
+        assert await a.try_acquire_or_renew()
+        spec = await lease(api_client)
+        assert (spec["acquireTime"], spec["renewTime"]) == (
+            "2026-01-02T10:00:00.000000Z",
+            "2026-01-02T10:00:02.000000Z",
+        )
+        assert await b.try_acquire_or_renew() is False  # b observes a's record now (1000)
+        clock.now += 15  # exactly one lease duration later: no longer a's
+        assert await b.acquire()
+    spec = await lease(api_client)
+    assert (spec["holderIdentity"], spec["acquireTime"], spec["renewTime"], spec["leaseTransitions"]) == (
+        "b",
+        "2026-01-02T10:00:20.000000Z",
+        "2026-01-02T10:00:20.000000Z",
+        1,
+    )
+    assert [m for m in messages(caplog) if "acquired" in m] == [
+        f"leader election {NS}/{NAME}: acquired as a (transitions 0)",
+        f"leader election {NS}/{NAME}: acquired as b (transitions 1)",
+    ]
+
+
+async def test_a_lease_held_without_a_duration_is_free_at_once(api_client: ApiClient) -> None:
+    await api_client.create(
+        LEASES, {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": "b"}}, namespace=NS
+    )
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock))
+    assert await a.try_acquire_or_renew() is True  # observed now, held for 0 s: over
+    assert (await lease(api_client))["holderIdentity"] == "a"
+
+
+async def test_a_failed_attempt_is_counted_kept_and_logged(
+    apiserver: ApiServerEmulator, api_client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two failed reads: counted twice; the last error kept to 300 characters; each logged whole."""
+    clock, until = Clock(), asyncio.Event()
+
+    async def sleep(_: float) -> None:
+        if apiserver.injected[-1].count == 0:
+            until.set()
+        await asyncio.sleep(0)
+
+    standby = timed_elector(api_client, clock, sleep, identity="c")
+    apiserver.inject_error(500, resource="leases", count=2, message="m" * 400)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert await asyncio.wait_for(standby.acquire(until), HANG_BACKSTOP) is False
+    assert standby.state.failed_attempts == 2
+    error = "500 InternalError: " + "m" * 400
+    assert standby.state.last_error == error[:300]
+    assert messages(caplog) == [f"leader election {NS}/{NAME}: {error}"] * 2
+
+
+async def test_a_standby_says_who_holds_the_lease_when_the_holder_changes(
+    api_client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """b holds the Lease, then releases it while the standby may not lead yet: two lines, not one per try."""
+    await held_by_b(api_client)
+    clock, sleeps = Clock(), []
+    until = asyncio.Event()
+
+    async def may_lead() -> bool:
+        return False
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            current = await api_client.get(LEASES, NAME, NS)
+            await api_client.replace(LEASES, {**current, "spec": {"holderIdentity": ""}})
+        if len(sleeps) == 4:
+            until.set()
+        await asyncio.sleep(0)
+
+    standby = timed_elector(api_client, clock, sleep, identity="c", may_lead=may_lead)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert await asyncio.wait_for(standby.acquire(until), HANG_BACKSTOP) is False
+    assert messages(caplog) == [
+        f"leader election {NS}/{NAME}: standing by; held by b",
+        f"leader election {NS}/{NAME}: standing by; held by nobody (waiting for older replicas)",
+    ]
+
+
+async def test_each_taking_of_the_lease_is_counted(api_client: ApiClient) -> None:
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock))
+    for _ in range(2):
+        assert await a.acquire()
+        assert await a.release()
+    assert (a.state.acquired, a.term) == (2, 2)
