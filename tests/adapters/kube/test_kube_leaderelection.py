@@ -480,8 +480,10 @@ async def test_a_renewal_in_the_last_second_of_the_deadline_keeps_the_term(
 
 
 async def test_a_hung_renewal_is_abandoned_at_the_deadline(api_client: ApiClient) -> None:
-    """A renewal that never gets an answer is bounded by what is left of the renew deadline (0.5 s, real
-    time): hold returns, the term over, instead of waiting on the request."""
+    """A renewal that never gets an answer is bounded by what is left of the renew deadline: taken at 1000
+    with a 1 s deadline, renewals start at 1000.5, 1000.625, 1000.75 and 1000.875 (the period 0.5 s, then a
+    quarter of it), each given what is left (0.5 + 0.375 + 0.25 + 0.125 = 1.25 s of real time in all); then
+    hold returns, the term over, instead of waiting on the request."""
     hang = asyncio.Event()
 
     class Hangs(ApiClient):
@@ -490,13 +492,14 @@ async def test_a_hung_renewal_is_abandoned_at_the_deadline(api_client: ApiClient
                 await asyncio.Event().wait()
             return await super().get(*args, **kwargs)
 
+    clock = Clock()
+    sleeps = Sleeps(clock)
     async with Hangs(api_client.connection) as hanging:
-        a = LeaseElector(
-            hanging, namespace=NS, name=NAME, identity="a", lease_duration=1, renew_deadline=0.5, retry_period=0.2
-        )
+        a = timed_elector(hanging, clock, sleeps, lease_duration=2, renew_deadline=1, retry_period=0.5)
         assert await a.acquire()
         hang.set()
         await asyncio.wait_for(a.hold(), HANG_BACKSTOP)
+    assert sleeps.waits == [0.5, 0.125, 0.125, 0.125, 0.125]
     assert a.state.leading is False
     assert not a.leads(a.term)
 
