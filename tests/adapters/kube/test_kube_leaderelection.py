@@ -750,3 +750,20 @@ async def test_each_taking_of_the_lease_is_counted(api_client: ApiClient) -> Non
         assert await a.acquire()
         assert await a.release()
     assert (a.state.acquired, a.term) == (2, 2)
+
+
+async def test_two_candidates_racing_to_create_the_lease_one_wins(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """No Lease yet: all read 404 and create; the API server stores one (the others get 409 AlreadyExists).
+    The losers neither lead nor look again when they release."""
+    clock = Clock()
+    candidates = [elector(api_client, f"c{i}", clock) for i in range(3)]
+    won = await asyncio.gather(*(c.try_acquire_or_renew() for c in candidates))
+    assert sum(won) == 1, won
+    winner = next(c for c, w in zip(candidates, won, strict=True) if w)
+    assert (await lease(api_client))["holderIdentity"] == winner.identity
+    sent = len(apiserver.requests)
+    for loser in (c for c, w in zip(candidates, won, strict=True) if not w):
+        assert await loser.release() is False
+    assert len(apiserver.requests) == sent
