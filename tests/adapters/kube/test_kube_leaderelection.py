@@ -298,6 +298,11 @@ async def test_a_standby_stopped_before_it_took_anything_reads_nothing_more(
         ((15, 10, 9), "renewDeadline: 10s must be longer than 1.2 x retryPeriod (10.8s)"),
         ((15, 2, 2), "renewDeadline: 2s must be longer than 1.2 x retryPeriod (2.4s)"),
         ((15, 10, 0), "retryPeriod: must be greater than zero, got 0s"),
+        (
+            (10, 10, 9),  # both at once, joined
+            "leaseDuration: 10s must be longer than renewDeadline (10s); "
+            "renewDeadline: 10s must be longer than 1.2 x retryPeriod (10.8s)",
+        ),
     ],
 )
 def test_the_timings_must_be_ordered_as_client_go_requires(durations: tuple[float, float, float], problem: str) -> None:
@@ -767,3 +772,23 @@ async def test_two_candidates_racing_to_create_the_lease_one_wins(
     for loser in (c for c, w in zip(candidates, won, strict=True) if not w):
         assert await loser.release() is False
     assert len(apiserver.requests) == sent
+
+
+async def test_the_default_timings_are_client_gos(api_client: ApiClient) -> None:
+    """Unset: a 15 s lease, writes for 10 s after a renewal started, 2 s between tries (drawn jitter 0)."""
+    clock, waits, until = Clock(), [], asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        until.set()
+        await asyncio.sleep(0)
+
+    a, b = (
+        LeaseElector(api_client, namespace=NS, name=NAME, identity=i, monotonic=clock, sleep=sleep, rng=Draw(0.0))
+        for i in "ab"
+    )
+    assert await a.acquire()
+    assert (await lease(api_client))["leaseDurationSeconds"] == 15
+    assert a.admit("POST", "/x") == 10.0
+    assert await asyncio.wait_for(b.acquire(until), HANG_BACKSTOP) is False
+    assert waits == [2.0]
