@@ -127,7 +127,11 @@ GROUPS: dict[str, Group] = {
     ),
     "leaderelection": Group(
         files=("koordpy/kube/leaderelection.py",),
-        tests=("tests/adapters/kube/test_kube_leaderelection.py",),
+        tests=(
+            "tests/adapters/kube/test_kube_leaderelection.py",
+            "tests/adapters/kube/test_kube_fence.py",
+            "tests/adapters/manager/test_retrying_writes.py",
+        ),
     ),
 }
 

@@ -137,7 +137,6 @@ class LeaseElector:
         self._rng = rng or random.Random()
         self._observed: dict[str, Any] | None = None
         """The Lease's spec as last read or written."""
-        self._observed_rv = ""
         self._observed_at = 0.0
         """Monotonic time at which the observed spec last changed (client-go's ``observedTime``)."""
         self._may_hold = False
@@ -168,7 +167,6 @@ class LeaseElector:
         if spec != self._observed:
             self._observed = spec
             self._observed_at = self._monotonic()
-        self._observed_rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         self._may_hold = str(spec.get("holderIdentity") or "") == self.identity
         self.state.holder = str(spec.get("holderIdentity") or "")
         self.state.transitions = int(spec.get("leaseTransitions") or 0)
