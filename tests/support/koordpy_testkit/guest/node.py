@@ -28,6 +28,7 @@ __all__ = [
     "cpu_stat",
     "make_pod",
     "read",
+    "read_json",
     "remove_pod",
     "start",
     "stop",
@@ -499,3 +500,8 @@ def unlink(path: str) -> None:
 def exists(rel: str) -> bool:
     """Whether the cgroup ``rel`` exists."""
     return (ROOT / rel).is_dir()
+
+
+def read_json(path: str) -> Any:
+    """A JSON file in the guest (the agent's state files under its ``stateDir``)."""
+    return json.loads(Path(path).read_text())
