@@ -30,6 +30,7 @@ __all__ = [
     "read",
     "read_json",
     "remove_pod",
+    "remove_tree",
     "start",
     "stop",
     "window",
@@ -485,6 +486,13 @@ def sh(command: str) -> list[Any]:
     """A shell command in the guest: ``[exit code, output]`` (for diagnostics)."""
     out = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
     return [out.returncode, out.stdout + out.stderr]
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory in the guest with everything in it (nothing when it is not there)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def touch(path: str) -> None:
