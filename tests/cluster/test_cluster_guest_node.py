@@ -29,14 +29,16 @@ from cluster_kit import KOORDPY, Components, Kube, Space, deep_merge, wait_until
 
 from koordpy.model.objects import nodemetric_from_dict
 from koordpy.model.quantity import resource_value
+from koordpy_testkit.bounds import HANG_BACKSTOP
 from koordpy_testkit.controlplane import ControlPlane, ensure_kubelet
 from koordpy_testkit.controlplane.pki import client_certificate
-from koordpy_testkit.guest import GUEST_HOST, Guest, GuestUnavailableError, images, kubelet, node
+from koordpy_testkit.guest import GUEST_HOST, Guest, GuestUnavailableError, images, kubelet, node, psi
 
 pytestmark = [pytest.mark.cluster, pytest.mark.guest]
 
 API_PORT = 6443  # in the guest: 10.0.2.100:6443 -> the API server's port on the host's 127.0.0.1
 AGENT_PORT = 9316  # the agent's /metrics and probes, inside the guest
+AGENT_STATE_DIR = "/run/koordpy-agent"  # in the guest: its policy state (cool-downs) and throttle originals
 MiB = 1 << 20
 
 
@@ -110,9 +112,13 @@ def _policy(memory_line: int) -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.fixture
 def clean_guest(guest: Guest) -> Iterator[Guest]:
-    """The guest, emptied afterwards: every process the test started there ends, every pod cgroup goes."""
+    """The guest, emptied afterwards: every process the test started there ends, every pod cgroup goes, and
+    the agent's state directory goes before and after (the tests' actions share names: an agent started
+    on an earlier test's state would take its cool-downs for its own and not act for an hour)."""
+    guest.call(node.remove_tree, path=AGENT_STATE_DIR)
     yield guest
     guest.call(node.clear)
+    guest.call(node.remove_tree, path=AGENT_STATE_DIR)
 
 
 @pytest.fixture
@@ -166,7 +172,7 @@ def _spawn_agent(guest: Guest, control_plane: ControlPlane, koordpy: Components,
         koordpy.release.component_config("agent"),
         {
             "collectIntervalSeconds": 1,
-            "stateDir": "/run/koordpy-agent",
+            "stateDir": AGENT_STATE_DIR,
             "server": {"host": "127.0.0.1", "port": AGENT_PORT},
             "nodeMetric": {"reportIntervalSeconds": 2, "aggregateDurationSeconds": 2},
         },
@@ -197,6 +203,28 @@ def _agent_metrics(guest: Guest) -> str:
     answer = guest.call(node.http_get, url=f"http://127.0.0.1:{AGENT_PORT}/metrics")
     assert answer is not None and answer[0] == 200, answer
     return str(answer[1])
+
+
+def _psi_matches(guest: Guest, cgroups: dict[str, str], stalled: tuple[str, ...]) -> None:
+    """Every PSI series of the running agent for the node and the pods ``cgroups`` names (pod key -> cgroup)
+    lies within what the kernel's files said from just before the scrape until just after it, read in the
+    guest meanwhile (``koordpy_testkit.guest.psi``): ratios to 1e-9, stall totals to 1 us. The pods
+    ``stalled`` must have waited for the CPU in the last 10 s (so that a constant or a stale figure would be
+    caught)."""
+    snapshot = guest.call(psi.beside_scrape, url=f"http://127.0.0.1:{AGENT_PORT}/metrics", cgroups=cgroups)
+    assert psi.differences(snapshot) == []
+    exposed = psi.series(snapshot["metrics"])
+    first, last = snapshot["readings"][0], snapshot["readings"][-1]
+    for key in stalled:
+        assert first[key]["cpu"]["some"]["avg10"] > 0 and first[key]["cpu"]["some"]["total"] > 0, (key, first[key])
+    print(f"\nPSI scrape: {snapshot['seconds']:.2f} s of the guest's clock, {len(snapshot['readings'])} readings")
+    for key in ("", *cgroups):
+        some = (first[key]["cpu"]["some"], last[key]["cpu"]["some"])
+        print(
+            f"{key or 'node'}: cpu some avg10 {exposed[(key, 'cpu', 'some', '10s')]:.4f} "
+            f"(files {some[0]['avg10'] / 100:.4f}..{some[1]['avg10'] / 100:.4f}), stalled "
+            f"{exposed[(key, 'cpu', 'some', 'total')]:.6f} s (files {some[0]['total'] / 1e6:.6f}..{some[1]['total'] / 1e6:.6f})"
+        )
 
 
 def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
@@ -279,6 +307,12 @@ def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
         assert abs(window["share"] - quota / period) <= 0.03, (pod_name, window)
         assert window["nr_throttled"] > 0
     assert cpu_max("latency") == "20000 100000"  # the Guaranteed pod is not a candidate while batch pods are
+    # PSI on the running agent: its /metrics read between two readings of the kernel's files.
+    _psi_matches(
+        guest,
+        {f"{space.namespace}/{n}": cgroups[n]["pod"] for n in ("batch-a", "batch-b", "latency")},
+        stalled=(f"{space.namespace}/batch-a", f"{space.namespace}/batch-b"),
+    )
 
     # Memory: the hungry batch pod takes 112 MiB, past the line 64 MiB above what the node used; the agent
     # evicts it (and only it) through the API.
@@ -328,7 +362,6 @@ def test_the_agent_in_a_cgroup_v2_guest_reports_throttles_evicts_and_restores(
         f"collection + decision {decide * 1000:.1f} ms wall per tick (koordpy_agent_tick_seconds)"
     )
     assert _metric(metrics, "koordpy_agent_evictions_total") is not None
-    assert 'koordpy_agent_pod_psi{degree="some",namespace="' in metrics
     assert guest.call(node.terminate, pid=agent) == 0
 
 
@@ -383,9 +416,11 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
     """The kubelet (built from the pinned module) registers the guest as a Node and runs two real pods through
     containerd and runc: a latency-sensitive Guaranteed pod and a batch pod busy on the whole CPU. The agent
     finds the pods in the cgroups the kubelet made (cgroupfs driver: the guest has no systemd) and throttles
-    the batch pod; the pod is resized in place meanwhile (the kubelet writes its ``cpu.max``), and when the load
-    falls the agent's restore leaves the kubelet's new limit; with an eviction rule added the agent evicts the
-    batch pod and the kubelet ends it."""
+    the batch pod, whose CPU the kernel holds to the cap in that cgroup; its PSI on ``/metrics`` is the
+    kernel's. The pod is resized in place while capped (the kubelet writes its ``cpu.max``): the agent's
+    restore that follows takes the superseded path (counted in ``koordpy_agent_restores_superseded_total``,
+    logged, the kubelet's limit left), and its next throttle starts from the kubelet's limit, which its
+    restore writes back. With an eviction rule the agent evicts the batch pod and the kubelet ends it."""
     guest = clean_guest
     name = f"guest-kubelet-{space.namespace[-4:]}"  # a certificate CN holds 64 characters
     space.nodes.append(name)  # the kubelet registers it; the space deletes it afterwards
@@ -438,6 +473,7 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
     wait_until(
         "both pods running under the kubelet",
         lambda: _running(kube, space.namespace, "latency") and _running(kube, space.namespace, "batch"),
+        timeout=3 * HANG_BACKSTOP,  # two sandboxes and containers beside the agent's start-up, under TCG
         interval=1.0,
     )
     running_after = time.monotonic() - started
@@ -460,16 +496,50 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
 
     wait_until("the agent reports the kubelet's pods", reported, interval=1.0)
 
-    # The batch pod turns busy; CPU above 600m throttles it (the only candidate below the Guaranteed one).
+    # The batch pod turns busy; node CPU above 50m throttles it, the only candidate below the Guaranteed pod.
+    # One step: the action cools down for an hour, and the rule never restores by steps (restoreThreshold:
+    # a million samples under the line): to the floor max(request 0.1, limit 2 x minCPURatio 5 %) = 0.1 core,
+    # "10000 100000" in the cgroup the kubelet made. (A step needs the pod above its floor: little, on an
+    # emulated CPU shared with the kubelet, containerd and the agent.)
     guest.call(node.unlink, path=f"{LOAD_DIR}/idle")
     policy, throttle, evict = _policy(memory_line=1 << 40)
     policy[1]["spec"]["objectiveEnsurances"] = policy[1]["spec"]["objectiveEnsurances"][:1]
-    for plural, obj in (policy, throttle, evict):
+    policy[1]["spec"]["objectiveEnsurances"][0]["metricRule"]["value"] = 50
+    policy[1]["spec"]["objectiveEnsurances"][0]["restoreThreshold"] = 1_000_000
+    one_step = {"coolDownSeconds": 3600, "throttle": {"cpuThrottle": {"minCPURatio": 5, "stepCPURatio": 90}}}
+    throttle[1]["spec"] = one_step
+    again = ("avoidanceactions", deep_merge(throttle[1], {"metadata": {"name": "guest-throttle-again"}}))
+    for plural, obj in (policy, throttle, again, evict):
         resp = kube.client.post(f"/apis/ensurance.crane.io/v1alpha1/{plural}", json=obj)
         assert resp.status_code == 201, resp.text
         qos_objects.append((plural, obj))
+    path = "/apis/ensurance.crane.io/v1alpha1/nodeqosensurancepolicies/guest-waterline"
+
+    def put_throttle_rule(strategy: str, action: str) -> None:
+        rule = policy[1]["spec"]["objectiveEnsurances"][0]
+        rule["strategy"], rule["actionName"] = strategy, action
+        policy[1]["metadata"]["resourceVersion"] = kube.client.get(path).json()["metadata"]["resourceVersion"]
+        resp = kube.client.put(path, json=policy[1])
+        assert resp.status_code == 200, resp.text
+
     wait_until("the agent throttles the batch pod", lambda: cpu_max(batch_rel) != "200000 100000", interval=1.0)
-    throttled = cpu_max(batch_rel)
+    assert cpu_max(batch_rel) == "10000 100000"
+
+    # Throttle accuracy in the kubelet's own pod cgroup: the pod's CPU over a window of the guest's clock.
+    # 10 s: when the host descheduled the emulated CPU, the kernel charges the stolen time to the task that
+    # was running and pays the overrun back with throttled periods (100 ms of it: 10 periods at this cap),
+    # so a 3 s window can read 0 % or 13 % under a 10 % cap; over 10 s such an overrun moves the share by 1 point.
+    window = guest.call(node.share, rel=batch_rel, seconds=10.0)
+    print(f"\nbatch pod capped at 10.0 % by the agent: measured {window['share'] * 100:.1f} % of a CPU, {window}")
+    assert window["cpu_max"] == ["10000 100000", "10000 100000"], window
+    assert abs(window["share"] - 0.1) <= 0.03, window
+    assert window["nr_throttled"] > 0, window
+    # PSI on the running agent for the kubelet's pods, against their cgroups' files at the same moment.
+    _psi_matches(
+        guest,
+        {f"{space.namespace}/batch": batch_rel, f"{space.namespace}/latency": latency_rel},
+        stalled=(f"{space.namespace}/batch",),
+    )
 
     # Resized in place to a 3-CPU limit while throttled: the kubelet writes the pod's and the container's cpu.max.
     resp = kube.client.patch(
@@ -486,27 +556,61 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
         return any(((s.get("resources") or {}).get("limits") or {}).get("cpu") == "3" for s in statuses)
 
     wait_until("the kubelet actuates the resize", resized, interval=1.0)
+    wait_until("the kubelet's new limit in the pod cgroup", lambda: cpu_max(batch_rel) == "300000 100000")
     container_id = kube.get("Pod", "batch", space.namespace)["status"]["containerStatuses"][0]["containerID"]
     container_rel = f"{batch_rel}/{container_id.rsplit('/', 1)[1]}"  # containerd://<id>
-    # The load falls: the agent gives the CPU back and leaves the kubelet's new limit, never the old one.
-    guest.call(node.touch, path=f"{LOAD_DIR}/idle")
-    wait_until(
-        "the agent stops throttling",
-        lambda: _metric(_agent_metrics(guest), "koordpy_agent_throttled_pods") == 0.0,
-        interval=1.0,
-    )
-    assert cpu_max(batch_rel) == "300000 100000", (throttled, cpu_max(batch_rel))
+    assert _metric(_agent_metrics(guest), "koordpy_agent_restores_superseded_total") == 0.0
+
+    # The throttle rule turns to Preview: the agent hands the cap back at once (its action no longer acts).
+    # Its first write since its cap is that restore, and the cgroup holds the kubelet's 300000, not the
+    # agent's 10000: the restore leaves it (the superseded path), counted and logged, never writing 200000.
+    def restored() -> bool:
+        return _metric(_agent_metrics(guest), "koordpy_agent_throttled_pods") == 0.0
+
+    put_throttle_rule("Preview", "guest-throttle")
+    wait_until("the agent's restore", restored, interval=1.0)  # the same tick counts a superseded restore
+    assert _metric(_agent_metrics(guest), "koordpy_agent_restores_superseded_total") == 1.0
+    assert cpu_max(batch_rel) == "300000 100000"
     assert cpu_max(container_rel) == "300000 100000"  # the agent never writes a container's cpu.max on v2
-    # The agent met the kubelet's value at its next write (a step takes it as the original, a restore leaves it).
-    noticed = [line for line in (guest.job / "agent.log").read_text().splitlines() if "someone else" in line]
-    assert noticed and "(300000, the agent wrote" in noticed[0], noticed
-    print(
-        f"\nkubelet Ready after {ready_after:.0f} s, pods running after {running_after:.0f} s; batch capped at {throttled}"
-    )
-    print("agent on the kubelet's write:", noticed[-2:])
+    log = [line for line in (guest.job / "agent.log").read_text().splitlines() if "someone else" in line]
+    superseded = f"/sys/fs/cgroup/{batch_rel}: cpu quota changed by someone else since the agent wrote 10000: "
+    assert len(log) == 1 and superseded + "not restored to 200000" in log[0], log  # and no step met it before
+    print("agent on the kubelet's write:", log)
+
+    # Its later plans start from the kubelet's value. Throttled again (another action: the first one cools
+    # down for an hour): floor max(0.1, limit 3 x 5 %) = 0.15 core; the policy's original is the pod's 3 CPUs
+    # and the writer's the cgroup's 300000, which the next restore writes back exactly (the writer's own cap
+    # still in place: not superseded).
+    put_throttle_rule("None", "guest-throttle-again")
+    wait_until("the agent throttles the resized pod", lambda: cpu_max(batch_rel) != "300000 100000", interval=1.0)
+    assert cpu_max(batch_rel) == "15000 100000"
+    uid = batch["metadata"]["uid"]
+    planned = guest.call(node.read_json, path=f"{AGENT_STATE_DIR}/policy-state.json")["throttled"][uid]
+    assert (planned["cap"], planned["original"]) == (0.15, 3.0), planned
+    remembered = guest.call(node.read_json, path=f"{AGENT_STATE_DIR}/throttle-originals.json")[uid]
+    assert (remembered["quota"], remembered["period"], remembered["written"]) == (300000, 100000, 15000), remembered
+    put_throttle_rule("Preview", "guest-throttle-again")
+    wait_until("the agent's second restore", restored, interval=1.0)
+    assert cpu_max(batch_rel) == "300000 100000"
+    assert _metric(_agent_metrics(guest), "koordpy_agent_restores_superseded_total") == 1.0
+    print(f"kubelet Ready after {ready_after:.0f} s, pods running after {running_after:.0f} s")
+
+    def batch_cpu() -> int | None:
+        """The batch pod's CPU (millicores) in the agent's last NodeMetric report."""
+        status = (kube.get("NodeMetric", name) or {}).get("status") or {}
+        for pod in status.get("podsMetric") or []:
+            if pod.get("name") == "batch":
+                cpu = ((pod.get("podUsage") or {}).get("resources") or {}).get("cpu")
+                return None if cpu is None else resource_value("cpu", cpu)
+        return None
+
+    guest.call(node.touch, path=f"{LOAD_DIR}/idle")
+    wait_until("the agent reports the batch pod idle", lambda: (batch_cpu() or 1000) < 100, interval=1.0)
 
     # The node's own load with the batch pod idle (kubelet, containerd, the agent: TCG makes them costly),
-    # from the agent's reports; the eviction line goes 250m above it, so evicting the batch pod closes the gap.
+    # from the agent's reports; the eviction line goes above it, halfway to the guest's one CPU (1000m, what
+    # the node reads with the batch pod busy) and at most 250m, so the busy batch pod crosses it and evicting
+    # it closes the gap. (A fixed 250m above an idle load of 781m, seen on a loaded host, is never crossed.)
     def node_cpu() -> int | None:
         usage = ((kube.get("NodeMetric", name) or {}).get("status") or {}).get("nodeMetric", {}).get("nodeUsage", {})
         cpu = (usage.get("resources") or {}).get("cpu")
@@ -514,12 +618,13 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
 
     baseline = max(wait_until("a node usage report", node_cpu, interval=1.0) for _ in range(3))
     print(f"node usage with the batch pod idle: {baseline}m")
+    assert baseline <= 900, f"the node's own load {baseline}m leaves the busy batch pod no room to cross a line"
+    evict_line = baseline + min(250, (1000 - baseline) // 2)
+
     # Load again, under an eviction rule that only previews at first (no throttle rule any more); once the
     # agent has seen the batch pod busy, the rule acts: the agent evicts the batch pod, the kubelet ends it
     # and its cgroup goes. (Acting at once could read the batch pod's CPU while it woke, too small to close
     # the gap, and precise execution would rightly take the next pod too.)
-    path = "/apis/ensurance.crane.io/v1alpha1/nodeqosensurancepolicies/guest-waterline"
-
     def put_evict_rule(strategy: str) -> None:
         policy[1]["spec"]["objectiveEnsurances"] = [
             {
@@ -527,7 +632,7 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
                 "avoidanceThreshold": 2,
                 "actionName": "guest-evict",
                 "strategy": strategy,
-                "metricRule": {"name": "cpu_total_usage", "value": baseline + 250},
+                "metricRule": {"name": "cpu_total_usage", "value": evict_line},
             }
         ]
         policy[1]["metadata"]["resourceVersion"] = kube.client.get(path).json()["metadata"]["resourceVersion"]
@@ -537,15 +642,7 @@ def test_a_real_kubelet_in_the_guest_and_the_agent_share_the_node(
     put_evict_rule("Preview")
     guest.call(node.unlink, path=f"{LOAD_DIR}/idle")
 
-    def batch_busy() -> bool:
-        status = (kube.get("NodeMetric", name) or {}).get("status") or {}
-        for pod in status.get("podsMetric") or []:
-            if pod.get("name") == "batch":
-                cpu = ((pod.get("podUsage") or {}).get("resources") or {}).get("cpu")
-                return cpu is not None and resource_value("cpu", cpu) >= 400
-        return False
-
-    wait_until("the agent reports the batch pod busy", batch_busy, interval=1.0)
+    wait_until("the agent reports the batch pod busy", lambda: (batch_cpu() or 0) >= 400, interval=1.0)
     assert cpu_max(batch_rel) == "300000 100000"  # still the kubelet's, syncs of both since: nobody fought
     put_evict_rule("None")
     wait_until(

@@ -26,8 +26,20 @@ import yaml
 from cluster_kit import KOORDPY, Components, Kube, Release, Space, poll, started_plane, wait_until
 from nodemetrics import report
 from test_cluster_gangs import UNDER_THE_FLUSH, koordpy_ready, one_binding_each, requeue_patches
+from test_cluster_migrations import (
+    GANG_OF_FOUR,
+    PMJ,
+    event_reasons,
+    gang_set,
+    job,
+    manager_audit,
+    running_pods,
+    status,
+    waiting,
+)
 from test_cluster_rbac import SA_PREFIX, denied
 
+from koordpy.model.durations import parse_rfc3339
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED
 from koordpy.scheduler.plugins.reservation.starving import label_value
 from koordpy_testkit.controlplane import GENERIC_WORKLOAD, ControlPlane
@@ -332,6 +344,109 @@ def test_a_starving_native_gang_gets_room_held_for_its_minimum(
         for found in kube.list("Reservation", labelSelector=f"koordpy.io/starving-job={job}"):
             kube.delete("Reservation", found["metadata"]["name"])
         kube.delete("PriorityClass", priority_class)
+
+
+# ---- a native gang's migration ---------------------------------------------------------------------------
+
+
+def native_set(space: Space, name: str, members: int, node: str | None = None) -> dict[str, Any]:
+    """:func:`test_cluster_migrations.gang_set` with its members in the native PodGroup ``name``
+    (``spec.schedulingGroup``) instead of a CRD PodGroup's label: scheduled by the stock default scheduler,
+    whose ``GangScheduling`` admits them, or, with ``node``, bound there at creation (no scheduler)."""
+    obj = gang_set(space, name, members)
+    template = obj["spec"]["template"]
+    template["metadata"]["labels"] = {"app": name}
+    obj["spec"]["selector"]["matchLabels"] = {"app": name}
+    template["spec"]["schedulingGroup"] = {"podGroupName": name}
+    if node is not None:
+        template["spec"]["nodeName"] = node
+        del template["spec"]["affinity"]
+    return obj
+
+
+def test_a_native_gang_member_waits_for_its_podgroup_and_moves_with_its_gang(
+    control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
+) -> None:
+    """Two native gangs, each a StatefulSet's pods:
+
+    * ``late``: two members bound to a node at creation (no scheduler) before their PodGroup exists. A job
+      for ``late-0`` waits as ``GangUnknown`` (neither the gang's minimum nor its disruption mode is known:
+      held, not let through), evicting nothing; once the PodGroup (minCount 2, disruptionMode all) is
+      created, the same job waits as ``GangDisruptionAll`` (2-1 = 1 left, not 0);
+    * ``sim``: PodGroup minCount 4, disruptionMode all, four members placed one per node by the stock
+      default scheduler (its ``GangScheduling`` admits them together). A job for ``sim-0`` waits as
+      ``GangDisruptionAll`` (4-1 = 3 left, not 0); once every member has a job, the four pass in one round
+      (each carries ``koordpy.io/gang-migration`` naming the four), the audit log shows the four evictions,
+      all after the last job was created, and the StatefulSet's replacements run again."""
+    ns = space.namespace
+    for i in range(4):
+        space.node(f"n{i}", cpu="8", memory="32Gi")
+    space.wait_nodes_ready()
+    kube.create(native_set(space, "late", 2, node=space.nodes[0]))
+    native_podgroup(kube, ns, "sim", 4)
+    kube.create(native_set(space, "sim", 4))
+    late = running_pods(space, "late", 2)
+    sim = running_pods(space, "sim", 4)
+    assert len({space.pods()[p]["spec"]["nodeName"] for p in sim}) == 4
+    uids = {name: space.pods()[name]["metadata"]["uid"] for name in sim}
+    manager = koordpy.start_manager(GANG_OF_FOUR)
+    names: list[str] = []
+    try:
+        for suffix, pod in (("l0", late[0]), ("s0", sim[0])):
+            names.append(kube.create(job(space, suffix, pod))["metadata"]["name"])
+        held, first = names
+
+        def reason(name: str) -> str | None:
+            """The reason the job waits for, its phase once it moved on, None while arbitration said nothing."""
+            found = status(kube, name)
+            condition = waiting(found)
+            if condition is not None:
+                return str(condition["reason"])
+            return None if found.get("phase") in (None, "Pending") else f"phase {found['phase']}"
+
+        wait_until("arbitration judged both jobs", lambda: reason(held) and reason(first))
+        unseen = waiting(status(kube, held))
+        assert unseen is not None and unseen["reason"] == "GangUnknown", status(kube, held)
+        assert unseen["message"].startswith(
+            f"gang {ns}/late: PodGroup {ns}/late (scheduling.k8s.io) not found: its minimum"
+        )
+        assert reason(first) == "GangDisruptionAll", status(kube, first)
+        wait_until("the GangUnknown Event", lambda: "GangUnknown" in event_reasons(kube, held))
+
+        def evictions(pods: list[str]) -> list[dict[str, Any]]:
+            return [e for e in manager_audit(control_plane, "pods", "eviction") if e["objectRef"].get("name") in pods]
+
+        # The PodGroup comes: the gang is known, and the job waits for its mate (disruptionMode all).
+        native_podgroup(kube, ns, "late", 2)
+        wait_until("late-0's job waits for its gang", lambda: reason(held) == "GangDisruptionAll")
+        assert evictions(late + sim) == []
+        assert (status(kube, held).get("phase") or "Pending") == "Pending"
+
+        names += [kube.create(job(space, f"s{i}", sim[i]))["metadata"]["name"] for i in range(1, 4)]
+        together = names[1:]
+        last_created = max(parse_rfc3339((kube.get(PMJ, n) or {})["metadata"]["creationTimestamp"]) for n in together)
+        wait_until(
+            "the four jobs done",
+            lambda: all(status(kube, n).get("phase") == "Succeeded" for n in together),
+            timeout=300,
+        )
+        unit = json.dumps({"gang": f"gang {ns}/sim", "jobs": sorted(together)}, separators=(",", ":"))
+        for name in together:
+            annotations = (kube.get(PMJ, name) or {})["metadata"]["annotations"]
+            assert annotations["koordpy.io/gang-migration"] == unit, annotations
+        evicted = evictions(sim)
+        assert sorted((e["objectRef"]["name"], e["responseStatus"]["code"]) for e in evicted) == [(p, 201) for p in sim]
+        assert min(parse_rfc3339(e["requestReceivedTimestamp"]) for e in evicted) >= last_created
+        assert evictions(late) == [] and reason(held) == "GangDisruptionAll"
+        # The replacements: four new pods of the gang, admitted and placed again by kube-scheduler.
+        replaced = running_pods(space, "sim", 4)
+        assert not {space.pods()[n]["metadata"]["uid"] for n in replaced} & set(uids.values())
+        log = manager.log.read_text(errors="replace")
+        assert f"pass together: gang {ns}/sim moves as one" in log
+        assert "Traceback" not in log
+    finally:
+        for name in names:
+            kube.delete(PMJ, name)
 
 
 # ---- the tools read native gangs ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Pressure stall information (PSI) on real cgroup v2: the agent reads ``cpu.pressure`` and
 ``memory.pressure`` of each pod and ``/proc/pressure/*`` of the node and exposes them on ``/metrics``
 (koordlet collects PSI; Crane does not). Here the agent's collector runs in the guest's test process, wired
-as the agent wires it; ``tests/cluster/test_cluster_guest_node.py`` finds the series on a running agent.
+as the agent wires it; ``tests/cluster/test_cluster_guest_node.py`` compares a running agent's series with
+the kernel's files read at the same moment.
 
 Two pods make real pressure: one runs two busy processes under a 20 % CPU cap (runnable tasks wait for
 the CPU), the other allocates 64 MiB under a 24 MiB ``memory.high`` (the kernel makes it stall in

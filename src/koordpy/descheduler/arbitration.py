@@ -45,7 +45,11 @@ is not leaving already: when each of them has a waiting job, those jobs are judg
 each by every filter above and counted against every limit, and all pass or none does (the counts of a
 unit that does not pass are taken back). Otherwise the job is requeued by ``GangBelowMinimum`` (an ``all``
 gang: ``GangDisruptionAll``) naming the members without a job, or, when the unit is complete but one of
-its jobs is held or refused, by ``GangMemberWaiting`` naming that job. The gate ``GangDisruption`` in
+its jobs is held or refused, by ``GangMemberWaiting`` naming that job. A running member of a gang whose
+parameters are not known (its PodGroup not seen yet, or no member with a valid ``min-available``:
+:attr:`~koordpy.scheduler.plugins.gang.disruption.DisruptionGang.unknown`) is requeued by ``GangUnknown``
+until they are, whatever jobs its mates have (fail closed: neither its minimum nor its disruption mode, nor
+every member it has, is known). The gate ``GangDisruption`` in
 ``skipEvictionGates`` turns the rule off; the evict annotation bypasses it, as it bypasses the limits; a
 job whose ttl ran out, whose pod is missing or already migrating, or whose pod does not run, is judged
 as any other.
@@ -131,7 +135,8 @@ RETRYABLE_FILTERS = (
 GANG_BELOW_MINIMUM = "GangBelowMinimum"
 GANG_DISRUPTION_ALL = "GangDisruptionAll"
 GANG_MEMBER_WAITING = "GangMemberWaiting"
-GANG_FILTERS = (GANG_BELOW_MINIMUM, GANG_DISRUPTION_ALL, GANG_MEMBER_WAITING)
+GANG_UNKNOWN = "GangUnknown"
+GANG_FILTERS = (GANG_BELOW_MINIMUM, GANG_DISRUPTION_ALL, GANG_MEMBER_WAITING, GANG_UNKNOWN)
 """The gang rule's requeue reasons (see the module docstring); ``skipEvictionGates: [GangDisruption]`` skips them."""
 GANG_GATE = "GangDisruption"
 
@@ -721,6 +726,8 @@ class _Units:
             or (job.ttl_seconds is not None and now - job.creation_time >= job.ttl_seconds)
         ):
             return None
+        if gang.unknown:
+            return {job.name: _unknown(pod, gang)}
         leaving = len(gang.running & active)
         stays = len(gang.running) - leaving - 1
         unit = self.gangs.unit(gang)
@@ -796,6 +803,17 @@ def _incomplete(
         name,
         f"{why}: it moves only together with the {len(needed)} running members of {gang.label} not yet "
         f"migrating, and {len(missing)} of them have no waiting PodMigrationJob ({shown})",
+    )
+
+
+def _unknown(pod: MigrationPod, gang: DisruptionGang) -> Verdict:
+    """``GangUnknown``: the member's gang has no known parameters yet; the job waits until it has."""
+    return Verdict(
+        "requeue",
+        GANG_UNKNOWN,
+        f"{gang.unknown}: its minimum and disruption mode are unknown, so pod {pod.key}, one of its "
+        f"{len(gang.running)} running members, waits until they are known (the evict annotation or "
+        f"skipEvictionGates [{GANG_GATE}] moves it anyway)",
     )
 
 

@@ -7,8 +7,11 @@ offline tools use). :meth:`GangFeed.table` gives arbitration the gangs of the po
 (:func:`koordpy.scheduler.plugins.gang.disruption.gang_table`), reading whether each member runs from the
 pod as cached now.
 
-Not guaranteed: a pod the model cannot read is no member (logged at debug); a gang whose PodGroup API the
-cache does not watch has no PodGroup, so its minimum is 0 and nothing holds its jobs.
+A gang whose PodGroup the cache has not seen (not created yet, the watch lagging, or an API the cache does
+not watch) is held: its members' jobs wait as ``GangUnknown`` until it is seen
+(:mod:`koordpy.scheduler.plugins.gang.disruption`).
+
+Not guaranteed: a pod the model cannot read is no member (logged at debug).
 """
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ class MigrationMetrics:
         self.gang_held = Gauge(
             "koordpy_migration_gang_held_jobs",
             "Waiting PodMigrationJobs the gang rule requeued in the last arbitration (GangBelowMinimum, "
-            "GangDisruptionAll, GangMemberWaiting).",
+            "GangDisruptionAll, GangMemberWaiting, GangUnknown).",
             registry=registry,
         )
 

@@ -73,7 +73,9 @@ def test_the_feed_replays_what_the_stores_hold_and_follows_their_changes() -> No
     stores.pods.handle("DELETED", pod("w1", labels=SIG, rv=3))
     stores.podgroups_sigs.handle("DELETED", podgroup("train", 3, rv=3))
     gang = feed.table([f"{NS}/w0"]).of(f"{NS}/w0")
-    assert gang is not None and (gang.min_member, gang.members) == (0, 2)  # PodGroup gone: minimum 0
+    assert gang is not None and gang.members == 2
+    # PodGroup gone: its parameters are unknown, so its jobs are held (GangUnknown), not let through
+    assert gang.unknown == "gang ml/train: PodGroup ml/train (scheduling.sigs.k8s.io) not found"
 
 
 def test_volcano_and_annotation_gangs() -> None:

@@ -26,7 +26,7 @@ from koordpy.scheduler.plugins.gang.disruption import (
     member_running,
     running_in,
 )
-from koordpy.scheduler.plugins.gang.spec import API_SIGS, GangRef, GangSource, GangSpec
+from koordpy.scheduler.plugins.gang.spec import API_SIGS, GangRef, GangSource, GangSpec, missing_spec
 
 NOW = 10_000.0
 NS = "ml"
@@ -240,6 +240,95 @@ def test_native_all_with_one_member_running_moves_it() -> None:
     pods = workers(pending=("w1", "w2", "w3"))
     gangs = table(pods, (spec("train", 4, disruption="all", source=NATIVE), W))
     assert outcomes(run(jobs_for(["w0"]), pods, gangs)) == {"w0": "pass"}
+
+
+# ---------------------------------------------------------------- a gang whose PodGroup is not seen: held
+
+
+UNSEEN = f"gang {NS}/train: PodGroup {NS}/train (scheduling.k8s.io) not found"
+
+
+def unseen() -> GangSpec:
+    """The native gang ``train`` as the gang cache keeps it while its PodGroup is not seen: un-initialised,
+    minimum 0, the cache's problem."""
+    return missing_spec(GangRef(NS, "train", NATIVE), UNSEEN)
+
+
+@pytest.mark.parametrize(
+    ("pending", "waiting", "config", "expected"),
+    [
+        # 4 run; minimum unknown (0 in the un-initialised spec: 4-1 = 3 >= 0 would pass): held
+        ((), ["w0"], {}, {"w0": "GangUnknown"}),
+        # 4 jobs for the 4 seen: 4-4 = 0 would move the gang whole, but its size and mode are unknown: held
+        ((), W, {}, {"w0": "GangUnknown", "w1": "GangUnknown", "w2": "GangUnknown", "w3": "GangUnknown"}),
+        # w0 pending: moving it takes nothing that runs
+        (("w0",), ["w0"], {}, {"w0": "pass"}),
+        # the gate skipped: the rule is off
+        ((), ["w0"], {"skipEvictionGates": ["GangDisruption"]}, {"w0": "pass"}),
+    ],
+)
+def test_a_member_of_a_gang_whose_podgroup_is_not_seen_waits(
+    pending: tuple[str, ...], waiting: list[str], config: dict[str, Any], expected: dict[str, str]
+) -> None:
+    pods = workers(pending)
+    assert outcomes(run(jobs_for(waiting), pods, table(pods, (unseen(), W)), **config)) == expected
+
+
+def test_a_gang_whose_podgroup_is_not_seen_says_so_and_moves_once_it_is() -> None:
+    pods = workers()
+    held = run(jobs_for(["w0"]), pods, table(pods, (unseen(), W))).verdicts["pmj-w0"]
+    assert (held.verdict, held.filter) == ("requeue", "GangUnknown")
+    assert held.reason == (
+        f"{UNSEEN}: its minimum and disruption mode are unknown, so pod ml/w0, one of its 4 running members, "
+        "waits until they are known (the evict annotation or skipEvictionGates [GangDisruption] moves it anyway)"
+    )
+    # the PodGroup seen (disruptionMode all): w0 alone waits for the others (4-1 = 3, not 0) ...
+    seen = table(pods, (spec("train", 4, disruption="all", source=NATIVE), W))
+    assert outcomes(run(jobs_for(["w0"]), pods, seen)) == {"w0": "GangDisruptionAll"}
+    # ... and the four move together (4-4 = 0)
+    assert outcomes(run(jobs_for(W), pods, seen)) == {"w0": "pass", "w1": "pass", "w2": "pass", "w3": "pass"}
+
+
+def test_the_evict_annotation_and_the_ttl_still_apply_to_an_unseen_gang() -> None:
+    pods = workers()
+    pods[0] = replace(pods[0], evict_annotation=True)
+    gangs = table(pods, (unseen(), W))
+    # w0 annotated: bypasses; w1 created 1000, now 10000, ttl 60: out
+    result = run([job("w0"), job("w1", ttl_seconds=60.0)], pods, gangs)
+    assert outcomes(result) == {"w0": "pass", "w1": "TTL"}
+
+
+def test_a_native_member_seen_before_its_podgroup_is_held_until_the_podgroup_arrives() -> None:
+    """The gang table from a ``GangCache`` fed as the manager feeds it: two native members (``spec.
+    schedulingGroup``) run before their PodGroup is seen; then the PodGroup (minCount 2, disruptionMode all)."""
+    cache = GangCache(CoschedulingArgs.model_validate({}))
+    for name in ("p0", "p1"):
+        raw = raw_pod(name)
+        raw["spec"]["schedulingGroup"] = {"podGroupName": "pair"}
+        cache.upsert_pod(pod_from_dict(raw))
+    pods = [pod("p0"), pod("p1")]
+    runs = running_in({p.key: (p.phase, p.node_name, False) for p in pods})
+    before = gang_table(cache, ["ml/p0", "ml/p1"], runs)
+    gang = before.of("ml/p0")
+    assert gang is not None
+    assert (gang.source, gang.unknown) == (
+        "scheduling.k8s.io",
+        "gang ml/pair: PodGroup ml/pair (scheduling.k8s.io) not found",
+    )
+    assert outcomes(run(jobs_for(["p0", "p1"]), pods, before)) == {"p0": "GangUnknown", "p1": "GangUnknown"}
+    cache.upsert_podgroup(
+        podgroup_from_dict(
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "pair", "namespace": NS},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": {"all": {}}},
+            }
+        )
+    )
+    after = gang_table(cache, ["ml/p0", "ml/p1"], runs)
+    assert outcomes(run(jobs_for(["p0"]), pods, after)) == {"p0": "GangDisruptionAll"}  # 2-1 = 1, not 0
+    assert outcomes(run(jobs_for(["p0", "p1"]), pods, after)) == {"p0": "pass", "p1": "pass"}  # 2-2 = 0
 
 
 # ---------------------------------------------------------------- a GangGroup
@@ -491,8 +580,12 @@ def test_gang_table_reads_every_crd_api_from_a_gang_cache() -> None:
         "ml/sig": ("scheduling.sigs.k8s.io", "Strict", 2, "minimum", ["ml/s0"], 2),  # s1 is pending
         "ml/vc": ("scheduling.volcano.sh", "Strict", 3, "minimum", ["ml/v0"], 1),
         "ml/kg": ("annotations", "NonStrict", 5, "minimum", ["ml/k0"], 1),
-        "ml/missing": ("scheduling.sigs.k8s.io", "Strict", 0, "minimum", ["ml/m0"], 1),  # PodGroup not found: 0
+        "ml/missing": ("scheduling.sigs.k8s.io", "Strict", 0, "minimum", ["ml/m0"], 1),  # PodGroup not found
     }
+    assert found.gangs["ml/missing"].unknown == (
+        "gang ml/missing: PodGroup ml/missing (scheduling.sigs.k8s.io) not found"
+    )  # held: its jobs wait as GangUnknown
+    assert {gid for gid, g in found.gangs.items() if g.unknown} == {"ml/missing"}
     assert found.of("ml/lone") is None
 
 

@@ -28,7 +28,9 @@ __all__ = [
     "cpu_stat",
     "make_pod",
     "read",
+    "read_json",
     "remove_pod",
+    "remove_tree",
     "start",
     "stop",
     "window",
@@ -486,6 +488,13 @@ def sh(command: str) -> list[Any]:
     return [out.returncode, out.stdout + out.stderr]
 
 
+def remove_tree(path: str) -> None:
+    """Remove a directory in the guest with everything in it (nothing when it is not there)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def touch(path: str) -> None:
     """Create an empty file (and its directory) in the guest."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -499,3 +508,8 @@ def unlink(path: str) -> None:
 def exists(rel: str) -> bool:
     """Whether the cgroup ``rel`` exists."""
     return (ROOT / rel).is_dir()
+
+
+def read_json(path: str) -> Any:
+    """A JSON file in the guest (the agent's state files under its ``stateDir``)."""
+    return json.loads(Path(path).read_text())

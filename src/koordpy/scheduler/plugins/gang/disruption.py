@@ -15,8 +15,14 @@ A member **runs** when its phase is ``Running``, it is bound to a node and it is
 Failed) and members already terminating are not counted; a member with an active PodMigrationJob runs
 but is counted as leaving (arbitration knows which).
 
-Not guaranteed: a gang whose PodGroup is not found (its spec is not initialised) has minimum 0, so it is
-never held; the members are those the caller's :class:`~koordpy.scheduler.plugins.gang.GangCache` has
+A gang whose parameters are not known (:attr:`DisruptionGang.unknown`: its PodGroup not seen yet, or, for a
+gang of Koordinator's annotations, no member with a valid ``min-available``) fails closed: no disruption
+keeps it (:func:`keeps_gang`), arbitration holds its running members' jobs until it is known, and a
+preemption of any of its running members is refused. Its minimum and disruption mode are unknown, so
+neither "at least the minimum stays" nor "the whole gang goes" can be told apart from breaking it (a
+PodGroup not seen yet may name more members than the caller has seen).
+
+Not guaranteed: the members are those the caller's :class:`~koordpy.scheduler.plugins.gang.GangCache` has
 seen (a pod it could not read is no member).
 """
 
@@ -84,6 +90,10 @@ class DisruptionGang:
     """Member pod keys (``namespace/name``) that run (:func:`member_running`)."""
     members: int
     """Members known, whatever their phase."""
+    unknown: str = ""
+    """Why the gang's parameters are not known (its spec is not initialised: the cache's problem, such as
+    ``gang ns/a: PodGroup ns/a (scheduling.k8s.io) not found``); "" when they are. Such a gang is held
+    (fail closed): see the module docstring."""
 
     @property
     def label(self) -> str:
@@ -158,13 +168,23 @@ def _table(pod_gang: Mapping[str, str], lookup: _Lookup, running: Callable[[str]
                 id=mate,
                 source=mate_spec.ref.source,
                 mode=mate_spec.mode,
-                min_member=mate_spec.min_member if mate_spec.initialised else 0,
+                min_member=mate_spec.min_member,
                 disruption=mate_spec.disruption,
                 group=group,
                 running=frozenset(k for k in members if running(k)),
                 members=len(members),
+                unknown="" if mate_spec.initialised else _unknown(mate_spec),
             )
     return GangTable(gangs, dict(pod_gang))
+
+
+def _unknown(spec: GangSpec) -> str:
+    """Why an un-initialised gang's parameters are not known (the cache's problem, else a generic one)."""
+    if spec.problem:
+        return spec.problem
+    if spec.ref.source == "annotations":
+        return f"gang {spec.id}: no member with a valid min-available seen yet"
+    return f"gang {spec.id}: PodGroup {spec.id} ({spec.ref.source}) not seen yet"
 
 
 def running_in(pods: Mapping[str, tuple[str, str, bool]]) -> Callable[[str], bool]:
@@ -180,9 +200,13 @@ def running_in(pods: Mapping[str, tuple[str, str, bool]]) -> Callable[[str], boo
 def keeps_gang(gang: DisruptionGang, taken: int) -> bool:
     """Whether taking ``taken`` of the gang's running members keeps the rule by itself: a ``single`` gang
     always; a ``minimum`` gang while at least its minimum keep running; an ``all`` gang never (unless
-    ``taken`` is 0). Taking every running member (none left) is the gang moving whole: see the callers,
-    which then check its GangGroup."""
-    if taken <= 0 or gang.disruption == "single":
+    ``taken`` is 0); a gang whose parameters are unknown never (unless ``taken`` is 0). Taking every running
+    member (none left) is the gang moving whole: see the callers, which then check its GangGroup."""
+    if taken <= 0:
+        return True
+    if gang.unknown:
+        return False
+    if gang.disruption == "single":
         return True
     stays = len(gang.running) - taken
     return gang.disruption == "minimum" and stays >= gang.min_member
@@ -194,13 +218,16 @@ def preemption_refusal(victims: Iterable[str], gangs: GangTable) -> str | None:
     Allowed: victims that keep every gang they touch (:func:`keeps_gang`), or that take every running
     member of a gang's unit (the gang, or its whole GangGroup: it is disrupted whole, and its
     replacements are gang-scheduled again). Refused: anything in between, such as one member of a gang of
-    four with minimum 4, or a whole gang whose GangGroup mates keep running."""
+    four with minimum 4, or a whole gang whose GangGroup mates keep running; and any running member of a
+    gang whose parameters are unknown (:attr:`DisruptionGang.unknown`)."""
     taken = frozenset(victims)
     for gid in sorted({gid for key in taken if (gid := gangs.pod_gang.get(key)) is not None}):
         gang = gangs.gangs.get(gid)
         if gang is None:
             continue
         hit = len(gang.running & taken)
+        if hit and gang.unknown:
+            return f"preempting would break gang {gang.id} ({gang.unknown}: its minimum is unknown)"
         if keeps_gang(gang, hit) and (hit < len(gang.running) or len(gangs.unit(gang)) == 1):
             continue
         unit = gangs.unit(gang)

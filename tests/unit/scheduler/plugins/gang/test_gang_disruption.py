@@ -12,7 +12,7 @@ from koordpy.scheduler.plugins.gang.disruption import (
     keeps_gang,
     preemption_refusal,
 )
-from koordpy.scheduler.plugins.gang.spec import API_SIGS, GangRef, GangSource, GangSpec
+from koordpy.scheduler.plugins.gang.spec import API_SIGS, GangRef, GangSource, GangSpec, missing_spec
 
 NS = "ml"
 NATIVE = cast(GangSource, "scheduling.k8s.io")
@@ -32,6 +32,15 @@ def spec(name: str, minimum: int, disruption: str = "minimum", group: tuple[str,
         create_time=None,
         disruption=cast(Any, disruption),
     )
+
+
+NOT_FOUND = "gang ml/train: PodGroup ml/train (scheduling.k8s.io) not found"
+
+
+def unseen(name: str = "train") -> GangSpec:
+    """A native gang whose PodGroup the cache has not seen (as ``GangCache`` keeps it: not initialised)."""
+    ref = GangRef(NS, name, NATIVE)
+    return missing_spec(ref, f"gang {ref.id}: PodGroup {ref.id} ({NATIVE}) not found")
 
 
 def table(*gangs: tuple[GangSpec, list[str]], pending: tuple[str, ...] = ()) -> GangTable:
@@ -59,6 +68,53 @@ W = ["w0", "w1", "w2", "w3"]
 def test_keeps_gang(minimum: int, disruption: str, taken: int, keeps: bool) -> None:
     gang = table((spec("train", minimum, disruption), W)).gangs[f"{NS}/train"]
     assert keeps_gang(gang, taken) is keeps
+
+
+@pytest.mark.parametrize(
+    ("taken", "keeps"),
+    [
+        (0, True),  # nothing taken
+        (1, False),  # minimum unknown (the un-initialised spec says 0): 4-1 = 3 >= 0 would pass; held
+        (4, False),  # every member seen: the PodGroup may count more, and its mode may be single or all
+    ],
+)
+def test_a_gang_whose_podgroup_is_not_seen_keeps_no_disruption(taken: int, keeps: bool) -> None:
+    gang = table((unseen(), W)).gangs[f"{NS}/train"]
+    assert (gang.unknown, gang.min_member, len(gang.running)) == (NOT_FOUND, 0, 4)
+    assert keeps_gang(gang, taken) is keeps
+
+
+@pytest.mark.parametrize(
+    ("problem", "unknown"),
+    [
+        # the cache's own words
+        (NOT_FOUND, NOT_FOUND),
+        # an un-initialised spec without a problem (as a dropped gang's) still says why
+        ("", "gang ml/train: PodGroup ml/train (scheduling.k8s.io) not seen yet"),
+    ],
+)
+def test_an_unknown_gang_says_why(problem: str, unknown: str) -> None:
+    found = table((missing_spec(GangRef(NS, "train", NATIVE), problem), W))
+    assert found.gangs[f"{NS}/train"].unknown == unknown
+    assert table((spec("train", 4), W)).gangs[f"{NS}/train"].unknown == ""
+
+
+@pytest.mark.parametrize(
+    ("pending", "victims", "refused"),
+    [
+        # one running member of four
+        ((), ["w0"], f"preempting would break gang ml/train ({NOT_FOUND}: its minimum is unknown)"),
+        # all four seen: still refused (a gang of minimum 0 would let them go whole)
+        ((), W, f"preempting would break gang ml/train ({NOT_FOUND}: its minimum is unknown)"),
+        # a pending member takes nothing that runs
+        (("w3",), ["w3"], None),
+    ],
+)
+def test_a_gang_whose_podgroup_is_not_seen_refuses_preemption(
+    pending: tuple[str, ...], victims: list[str], refused: str | None
+) -> None:
+    found = table((unseen(), W), pending=pending)
+    assert preemption_refusal([f"{NS}/{v}" for v in victims], found) == refused
 
 
 @pytest.mark.parametrize(
