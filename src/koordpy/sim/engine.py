@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -697,19 +698,28 @@ class Simulation:
         start = self.scenario.start
 
         def pods_of(row: int) -> list[PodUsage]:
+            ids = sorted(self.on_node[row])
+            caps = np.minimum(self.quota[ids], self.cpu_limit[ids]).tolist()  # the CFS quota in force
+            current = self.current
             out = []
-            for pod_id in sorted(self.on_node[row]):
-                pod = self.current[pod_id]
+            for pod_id, cap, cpu, memory, started in zip(
+                ids,
+                caps,
+                self.cpu_used[ids].tolist(),
+                self.memory_used[ids].tolist(),
+                self.started[ids].tolist(),
+                strict=True,
+            ):
+                pod = current[pod_id]
                 assert pod is not None
-                cap = min(float(self.quota[pod_id]), float(self.cpu_limit[pod_id]))  # the CFS quota in force
                 out.append(
                     PodUsage(
                         pod_id=pod_id,
                         pod=pod,
-                        cpu_millis=float(self.cpu_used[pod_id]),
-                        memory_bytes=float(self.memory_used[pod_id]),
-                        cap_millis=cap if np.isfinite(cap) else None,
-                        started=start + float(self.started[pod_id]),
+                        cpu_millis=cpu,
+                        memory_bytes=memory,
+                        cap_millis=cap if cap != math.inf else None,
+                        started=start + started,
                     )
                 )
             return out
