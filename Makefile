@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.run-installed
 DEV_STAMP := $(VENV)/.dev-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint lock unit bench clean image image-push image-ref image-oci cluster k8s-binaries guest-prerequisites
+.PHONY: demo test lint lock unit bench mutation clean image image-push image-ref image-oci cluster k8s-binaries guest-prerequisites
 
 # The image `make image` builds is the chart's default (charts/koordpy: image.repository and appVersion);
 # tests/chart/test_image.py keeps the two equal. Override IMAGE_REPOSITORY to push elsewhere.
@@ -69,6 +69,11 @@ cluster: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/extender.py
+
+# The mutation run over the rule modules (docs/testing.md, "The mutation run"): not part of `make test`.
+# GROUPS="gang limits" runs some groups; every group by default. CPU-heavy: mutmut runs under nice -n 10.
+mutation: $(DEV_STAMP)
+	$(BIN)/python scripts/mutation.py $(GROUPS)
 
 image:
 	$(CONTAINER_ENGINE) build --tag $(IMAGE) .

@@ -9,7 +9,12 @@ v1.37.2 with the chart's KubeSchedulerConfiguration. Nodes are kwok nodes with a
 Scenarios (``--scenarios``, comma-separated):
 
 * ``late``: PodGroup minMember 2, member a, b created 2 s later (a is refused and parked by then);
-  seconds from b's creation to both bound, ``--samples`` times, with the extender's requeue (the default);
+  seconds from b's creation to both bound, ``--samples`` times, with the extender's requeue (the default:
+  one update of its requeue signal, a CSIStorageCapacity);
+* ``podpatch``: ``late`` with the requeue written as a patch of each parked member's annotation instead (the
+  other way to make kube-scheduler retry a pod; this variant runs the extender on an admin token, the
+  chart's role does not allow it), the samples interleaved with ``late``'s in the same run; with ``big``,
+  the big gang once more that way after the signal's;
 * ``hold``: the same with the option of not refusing at ``/filter`` and holding at ``/bind`` only (the
   extender run with its quorum test disabled, for this measurement only), plus what it costs: a gang of 4
   whose fourth member never comes holds three members' cpu; seconds until a plain pod that needs that
@@ -21,10 +26,11 @@ Scenarios (``--scenarios``, comma-separated):
   and b's creation moves it; the extender refuses nothing and binds the two together;
 * ``big``: a gang of ``--members`` (default 1,000) 100-millicpu members created by 8 threads as fast as the
   API server takes them, minMember = all of them; from the last member's creation to all bound, and what
-  it cost: requeue patches, kube-scheduler attempts (``scheduler_schedule_attempts_total``), PodScheduled
-  writes by kube-scheduler and the peak requeue patches in any one second (from the audit log).
+  it cost: requeue writes (of the signal object; pod patches with ``podpatch``), kube-scheduler attempts
+  (``scheduler_schedule_attempts_total``), PodScheduled writes by kube-scheduler and the peak requeue
+  writes in any one second (from the audit log).
 
-Run: ``.venv/bin/python bench/gang_real_scheduler.py [--scenarios late,hold,big,native] [--members N]``. Prints and
+Run: ``.venv/bin/python bench/gang_real_scheduler.py [--scenarios late,podpatch,hold,big,native] [--members N]``. Prints and
 adds this run to ``bench/results/gang_real_scheduler.json`` (a run of the same scenarios replaces the earlier
 one). Several minutes (``baseline`` adds 5.5); the first run
 on a machine builds the Kubernetes binaries.
@@ -67,7 +73,8 @@ GANG = "gang.scheduling.koordinator.sh/"
 
 def serve_extender(config: str, kubeconfig: str, variant: str) -> None:
     """The extender as ``koordpy extender`` runs it; ``hold`` turns its quorum test off (every member
-    passes ``/filter`` and is held at ``/bind``), the option measured against the requeue."""
+    passes ``/filter`` and is held at ``/bind``), the option measured against the requeue; ``podpatch``
+    asks for each parked member with a patch of its own annotation instead of one write of the signal."""
     import asyncio
 
     import uvloop
@@ -79,7 +86,8 @@ def serve_extender(config: str, kubeconfig: str, variant: str) -> None:
     from koordpy.scheduler.plugins.gang import Admission
 
     cfg = validate(SchedulerConfiguration, yaml.safe_load(Path(config).read_text()))
-    extender = build_extender(cfg, ApiClient(load_connection(kubeconfig=kubeconfig)))
+    client = ApiClient(load_connection(kubeconfig=kubeconfig))
+    extender = build_extender(cfg, client)
     gangs = extender.gangs
     assert gangs is not None
     if variant == "hold":
@@ -89,6 +97,23 @@ def serve_extender(config: str, kubeconfig: str, variant: str) -> None:
             return Admission(True, "quorum test off (bench)", "", "quorum test off (bench)")
 
         gangs.admit = admit_everyone  # type: ignore[method-assign]
+    if variant == "podpatch":
+        from koordpy.kube.resources import PODS
+        from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION
+        from koordpy.scheduler.plugins.gang import Wakeup
+
+        requeuer = gangs.requeuer
+
+        async def patch_each(batch: list[Wakeup]) -> str:
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            body = {"metadata": {"annotations": {REQUEUE_ANNOTATION: stamp}}}
+            for wakeup in batch:
+                namespace, _, name = wakeup.pod.partition("/")
+                await client.patch(PODS, name, body, namespace=namespace)
+            requeuer.writes += 1
+            return "patched"
+
+        requeuer._write = patch_each  # type: ignore[method-assign]
     servers = build_servers(
         extender,
         cfg.extender.host,
@@ -185,7 +210,12 @@ class Bench:
         path = self.workdir / f"extender-{variant}.yaml"
         path.write_text(yaml.safe_dump(config))
         token = self.plane.token(NS, "koordpy-scheduler")
-        kubeconfig = self.plane.kubeconfig(f"extender-{variant}", token)
+        # podpatch writes on pods, which the chart's role no longer lets the extender do: an admin token
+        kubeconfig = (
+            self.plane.admin_kubeconfig
+            if variant == "podpatch"
+            else self.plane.kubeconfig(f"extender-{variant}", token)
+        )
         proc = Proc(
             f"extender-{variant}",
             [sys.executable, __file__, "--serve-extender", str(path), str(kubeconfig), variant],
@@ -286,29 +316,44 @@ class Bench:
 
     def scheduler_attempts(self) -> float:
         assert self.scheduler is not None
-        text = self.plane.metrics(self.scheduler.name)
+        for _ in range(5):  # kube-scheduler's delegated authentication can time out on a loaded machine (401)
+            try:
+                text = self.plane.metrics(self.scheduler.name)
+                break
+            except httpx.HTTPStatusError:
+                time.sleep(2.0)
+        else:
+            text = self.plane.metrics(self.scheduler.name)
         return sum(
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
             if line.startswith("scheduler_schedule_attempts_total{")
         )
 
-    def audit(self, ns: str) -> dict[str, Any]:
-        patches: list[float] = []
+    def audit(self, ns: str, since: float) -> dict[str, Any]:
+        """Requeue writes since ``since`` (epoch seconds): patches of the signal object, or of ``ns``'s pods
+        themselves (``podpatch``); and kube-scheduler's PodScheduled writes in ``ns``."""
+        writes: list[float] = []
         status_writes = 0
         for event in self.plane.audit_events():
             ref = event.get("objectRef") or {}
-            if ref.get("namespace") != ns or ref.get("resource") != "pods":
+            stamp = dt.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            if stamp < since or event.get("verb") != "patch":
                 continue
-            if event.get("verb") == "patch" and not ref.get("subresource"):
-                stamp = dt.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
-                patches.append(stamp.timestamp())
-            elif ref.get("subresource") == "status" and "koordpy-scheduler" in event["user"]["username"]:
+            if ref.get("resource") == "csistoragecapacities" or (
+                ref.get("namespace") == ns and ref.get("resource") == "pods" and not ref.get("subresource")
+            ):
+                writes.append(stamp)
+            elif (
+                ref.get("namespace") == ns
+                and ref.get("subresource") == "status"
+                and "koordpy-scheduler" in event["user"]["username"]
+            ):
                 status_writes += 1
-        per_second = collections.Counter(int(t) for t in patches)
+        per_second = collections.Counter(int(t) for t in writes)
         return {
-            "requeuePatches": len(patches),
-            "peakRequeuePatchesPerSecond": max(per_second.values()) if per_second else 0,
+            "requeueWrites": len(writes),
+            "peakRequeueWritesPerSecond": max(per_second.values()) if per_second else 0,
             "podScheduledWrites": status_writes,
         }
 
@@ -367,6 +412,7 @@ def capacity(bench: Bench) -> float | None:
 
 def big(bench: Bench, members: int) -> dict[str, Any]:
     ns = bench.namespace()
+    since = time.time()
     bench.podgroup(ns, "big", members)
     attempts0 = bench.scheduler_attempts()
     names = [f"w{i:05d}" for i in range(members)]
@@ -392,7 +438,7 @@ def big(bench: Bench, members: int) -> dict[str, Any]:
         "creationSeconds": round(last - t0, 3),
         "lastMemberToAllBoundSeconds": None if done is None else round(done - last, 3),
         "schedulerAttempts": bench.scheduler_attempts() - attempts0,
-        **bench.audit(ns),
+        **bench.audit(ns, since),
     }
 
 
@@ -419,7 +465,23 @@ def main() -> int:
         bench.start()
         if "late" in scenarios or "big" in scenarios or "native" in scenarios:
             bench.start_components("requeue")
-        if "late" in scenarios:
+        if "late" in scenarios and "podpatch" in scenarios:
+            # interleaved, one sample of each in turn: the same load for both
+            signal: list[float] = []
+            patched: list[float] = []
+            for _ in range(args.samples):
+                bench.start_components("requeue")
+                signal += late(bench, 1)
+                bench.start_components("podpatch")
+                patched += late(bench, 1)
+            results["late"] = {
+                "requeue": {"seconds": signal, "median": statistics.median(signal)},
+                "podpatch": {"seconds": patched, "median": statistics.median(patched)},
+                "medianRatioSignalToPodPatch": round(statistics.median(signal) / statistics.median(patched), 3),
+            }
+            print(f"late member, requeue signal: {signal}; pod patch: {patched}", flush=True)
+            bench.start_components("requeue")
+        elif "late" in scenarios:
             samples = late(bench, args.samples)
             results["late"] = {"requeue": {"seconds": samples, "median": statistics.median(samples)}}
             print(f"late member, requeue: {samples}", flush=True)
@@ -430,6 +492,11 @@ def main() -> int:
         if "big" in scenarios:
             results["big"] = big(bench, args.members)
             print(f"big gang: {results['big']}", flush=True)
+            if "podpatch" in scenarios:  # the same gang again, asked for by pod patches, in the same run
+                bench.start_components("podpatch")
+                results["bigPodpatch"] = big(bench, args.members)
+                print(f"big gang, pod patches: {results['bigPodpatch']}", flush=True)
+                bench.start_components("requeue")
         if "hold" in scenarios:
             bench.start_components("requeue", gang={"defaultTimeout": "30s"})
             requeue_capacity = capacity(bench)

@@ -89,7 +89,7 @@ class MemoryApi:
     async def create_reservation(self, body: Mapping[str, Any]) -> Raw:
         return dict(body)
 
-    async def delete_reservation(self, name: str) -> None:
+    async def delete_reservation(self, name: str, uid: str) -> None:
         return None
 
     async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> Raw:

@@ -28,9 +28,11 @@ def test_policies_render_only_where_the_cluster_serves_their_api() -> None:
         "ValidatingAdmissionPolicy/koordpy-agent-evictions",
         "ValidatingAdmissionPolicy/koordpy-agent-node-scope",
         "ValidatingAdmissionPolicy/koordpy-podmigrationjob-eviction-rights",
+        "ValidatingAdmissionPolicy/koordpy-scheduler-pod-status",
         "ValidatingAdmissionPolicyBinding/koordpy-agent-evictions",
         "ValidatingAdmissionPolicyBinding/koordpy-agent-node-scope",
         "ValidatingAdmissionPolicyBinding/koordpy-podmigrationjob-eviction-rights",
+        "ValidatingAdmissionPolicyBinding/koordpy-scheduler-pod-status",
     ]
     for obj in policies().values():
         kubernetes_validate.validate(obj, "1.35", strict=True)
@@ -62,6 +64,19 @@ def test_policies_name_the_releases_own_service_accounts() -> None:
     assert conditions["prod-koordpy-agent-evictions"] == [agent]
     manager = 'request.userInfo.username != "system:serviceaccount:qos:prod-koordpy-manager"'
     assert conditions["prod-koordpy-podmigrationjob-eviction-rights"][0] == manager
+    scheduler = 'request.userInfo.username == "system:serviceaccount:qos:prod-koordpy-scheduler"'
+    assert conditions["prod-koordpy-scheduler-pod-status"] == [scheduler]
+
+
+def test_the_scheduler_policy_matches_its_status_writes_and_keeps_the_metadata() -> None:
+    spec = policies()["ValidatingAdmissionPolicy/koordpy-scheduler-pod-status"]["spec"]
+    # PATCH and PUT of pods/status are both UPDATE in admission; pods themselves RBAC refuses it already
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/status"]}
+    ]
+    kept = [v["expression"].split(" ? ")[0].removeprefix("(has(object.metadata.") for v in spec["validations"]]
+    assert kept == ["labels)", "annotations)", "finalizers)"]
+    assert all(v["reason"] == "Forbidden" for v in spec["validations"])
 
 
 def test_agent_policies_match_its_node_writes_and_evictions_only() -> None:
@@ -94,10 +109,24 @@ def test_agent_policies_match_its_node_writes_and_evictions_only() -> None:
 @pytest.mark.parametrize(
     ("args", "left"),
     [
-        (("--set", "admissionPolicies.agentNodeScope=false"), {"podmigrationjob-eviction-rights"}),
-        (("--set", "agent.enabled=false"), {"podmigrationjob-eviction-rights"}),
-        (("--set", "admissionPolicies.podMigrationJobEvictionRights=false"), {"agent-node-scope", "agent-evictions"}),
-        (("--set", "manager.enabled=false"), {"agent-node-scope", "agent-evictions"}),
+        (
+            ("--set", "admissionPolicies.agentNodeScope=false"),
+            {"podmigrationjob-eviction-rights", "scheduler-pod-status"},
+        ),
+        (("--set", "agent.enabled=false"), {"podmigrationjob-eviction-rights", "scheduler-pod-status"}),
+        (
+            ("--set", "admissionPolicies.podMigrationJobEvictionRights=false"),
+            {"agent-node-scope", "agent-evictions", "scheduler-pod-status"},
+        ),
+        (("--set", "manager.enabled=false"), {"agent-node-scope", "agent-evictions", "scheduler-pod-status"}),
+        (
+            ("--set", "admissionPolicies.schedulerPodStatus=false"),
+            {"agent-node-scope", "agent-evictions", "podmigrationjob-eviction-rights"},
+        ),
+        (
+            ("--set", "scheduler.enabled=false"),
+            {"agent-node-scope", "agent-evictions", "podmigrationjob-eviction-rights"},
+        ),
     ],
 )
 def test_each_policy_follows_its_switch_and_its_component(args: tuple[str, ...], left: set[str]) -> None:

@@ -1,10 +1,12 @@
 """docs/descheduler.md's chart examples against the rendered chart: the ClusterRole a user adds for the
-``Delete`` evictor grants the chart's manager exactly that (the chart itself never does), and the HA
-example reaches the manager's configuration with its leader election's timings."""
+``Delete`` evictor grants the chart's manager exactly that (the chart itself never does), the HA
+example reaches the manager's configuration with its leader election's timings, and the balance loop's
+values turn it on with the scheduler's configuration and the RBAC it needs."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 from helm_render import ROOT, allowed, grants, named, render
@@ -46,3 +48,17 @@ def test_the_documented_ha_values_reach_the_managers_leader_election() -> None:
         5.0,
         1.0,
     )
+
+
+def test_the_documented_balance_values_turn_the_loop_on_with_what_it_needs(tmp_path: Path) -> None:
+    (block,) = yaml_blocks("    lowNodeLoad:\n")
+    path = tmp_path / "values.yaml"
+    path.write_text(block)
+    objects = render("-f", str(path))
+    data = named(objects, "ConfigMap", "-manager")["data"]
+    config = validate(ManagerConfiguration, yaml.safe_load(data["config.yaml"]))
+    assert config.low_node_load is not None and config.descheduling_interval_seconds == 10.0
+    assert "scheduler.yaml" in data  # the extender's configuration, for where a moved pod would land
+    rules = grants(objects)[MANAGER].rules
+    assert allowed(rules, "scheduling.koordinator.sh", "podmigrationjobs", "create")
+    assert allowed(rules, "apps", "replicasets", "watch")

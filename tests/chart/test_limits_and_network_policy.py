@@ -45,10 +45,6 @@ def test_the_extender_keeps_its_sized_request_under_a_larger_limit() -> None:
     assert extender["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 
 
-PROMETHEUS_ANYWHERE = {
-    "namespaceSelector": {},
-    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
-}
 TEST_PODS = {
     "podSelector": {
         "matchLabels": {
@@ -61,7 +57,7 @@ TEST_PODS = {
 """The release's `helm test` pods (tests.enabled, on by default)."""
 
 
-def test_network_policies_are_on_by_default_and_admit_prometheus_on_health_and_metrics_ports() -> None:
+def test_network_policies_are_on_by_default_and_admit_prometheus_of_one_namespace_on_health_and_metrics_ports() -> None:
     policies = {p["metadata"]["name"]: p for p in of_kind(render(), "NetworkPolicy")}
     assert {name: policy_ports(p) for name, p in policies.items()} == {
         "koordpy-scheduler": [10259, 10263],  # kube-scheduler's secure port, the extender's ops port
@@ -70,7 +66,8 @@ def test_network_policies_are_on_by_default_and_admit_prometheus_on_health_and_m
     }
     for policy in policies.values():
         assert policy["spec"]["policyTypes"] == ["Ingress"]
-        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PROMETHEUS_ANYWHERE], [TEST_PODS]]
+        # the namespace by the name label the API server sets (a pod label is anyone's to set)
+        assert [rule["from"] for rule in policy["spec"]["ingress"]] == [[PEER], [TEST_PODS]]
         assert policy["spec"]["ingress"][0]["ports"] == policy["spec"]["ingress"][1]["ports"]
     assert of_kind(render("--set", "networkPolicy.enabled=false"), "NetworkPolicy") == []
 

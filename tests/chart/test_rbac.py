@@ -24,8 +24,6 @@ NEEDED = {
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods/binding", "create"),
-        # the annotation patch that asks kube-scheduler to retry gang members refused at quorum
-        ("", "pods", "patch"),
         ("scheduling.sigs.k8s.io", "podgroups", "list"),
         ("scheduling.sigs.k8s.io", "podgroups", "watch"),
         ("scheduling.sigs.k8s.io", "podgroups/status", "patch"),
@@ -103,6 +101,10 @@ DENIED = {
     SCHEDULER: [
         ("", "pods", "delete"),
         ("", "pods", "update"),
+        # gang members are retried through the extender's own requeue signal, never a write on a pod
+        ("", "pods", "patch"),
+        ("storage.k8s.io", "csistoragecapacities", "create"),
+        ("storage.k8s.io", "csistoragecapacities", "update"),
         ("", "pods/status", "patch"),
         # a PodGroup's spec belongs to its user; the extender writes one status condition only
         ("scheduling.sigs.k8s.io", "podgroups", "patch"),
@@ -184,6 +186,31 @@ def test_kube_scheduler_container_uses_the_builtin_roles_and_its_own_lease() -> 
     assert not allowed(without.rules, "coordination.k8s.io", "leases", "create")
 
 
+def test_the_extender_may_patch_its_requeue_signal_and_no_other_object_of_its_kind() -> None:
+    objects = render()
+    (signal,) = of_kind(objects, "CSIStorageCapacity")
+    assert (signal["metadata"]["namespace"], signal["metadata"]["name"]) == ("koordpy-system", "koordpy-gang-requeue")
+    # a storage class no claim uses, and no node topology: it reports capacity on no node
+    assert signal["storageClassName"] == "koordpy-gang-requeue" and "nodeTopology" not in signal
+    rules = [r for r in grants(objects)[SCHEDULER].rules if "csistoragecapacities" in r.resources]
+    assert [(r.namespace, r.resource_names, r.verbs) for r in rules] == [
+        ("koordpy-system", ("koordpy-gang-requeue",), ("patch",))
+    ]
+    assert not allowed(rules, "storage.k8s.io", "csistoragecapacities", "patch", "another")
+    (config,) = [c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"] == "koordpy-scheduler"]
+    assert "requeueSignal: koordpy-system/koordpy-gang-requeue" in config["data"]["config.yaml"]
+    # no retry requests (requeueQPS 0), or a signal of the user's: neither the object nor the rule
+    for args in (
+        ("--set", "scheduler.config.gang.requeueQPS=0"),
+        ("--set", "scheduler.config.gang.requeueSignal=ops/mine"),
+    ):
+        other = render(*args)
+        assert of_kind(other, "CSIStorageCapacity") == []
+        assert not [r for r in grants(other)[SCHEDULER].rules if "csistoragecapacities" in r.resources]
+    (mine,) = [c for c in of_kind(render(*args), "ConfigMap") if c["metadata"]["name"] == "koordpy-scheduler"]
+    assert "requeueSignal: ops/mine" in mine["data"]["config.yaml"]
+
+
 def test_taint_nodes_grants_node_and_pod_patch_to_the_manager_only_when_set() -> None:
     # reservation.taintNodes: the round taints held nodes and adds the toleration to pending owners
     on = grants(render("--set", "manager.config.reservation.taintNodes=true"))[MANAGER].rules
@@ -191,6 +218,20 @@ def test_taint_nodes_grants_node_and_pod_patch_to_the_manager_only_when_set() ->
     assert not allowed(on, "", "nodes", "update") and not allowed(on, "", "pods", "delete")
     off = grants(render("--set", "manager.config.reservation.taintNodes=false"))[MANAGER].rules
     assert not allowed(off, "", "nodes", "patch") and not allowed(off, "", "pods", "patch")
+
+
+def test_low_node_load_grants_job_creation_and_workload_watches_only_when_set() -> None:
+    # lowNodeLoad: the balance round files PodMigrationJobs and reads replica counts from watch caches
+    on = grants(render("--set-json", 'manager.config.lowNodeLoad={"highThresholds":{"cpu":80}}'))[MANAGER].rules
+    needed = [("scheduling.koordinator.sh", "podmigrationjobs", "create")] + [
+        ("apps", kind, verb) for kind in ("replicasets", "deployments", "statefulsets") for verb in ("list", "watch")
+    ]
+    assert [need for need in needed if not allowed(on, *need)] == []
+    # read only, and never the pods' own writes
+    leaked = [("apps", "replicasets", "patch"), ("apps", "deployments", "update"), ("", "pods", "delete")]
+    assert [call for call in leaked if allowed(on, *call)] == []
+    off = grants(render())[MANAGER].rules
+    assert [need for need in needed if allowed(off, *need)] == []
 
 
 def test_no_rule_grants_a_wildcard(scenario: str) -> None:

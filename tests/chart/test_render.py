@@ -251,6 +251,33 @@ def test_component_configs_validate_with_koordpys_models(scenario: str) -> None:
         assert port == manager.health.port
 
 
+def test_with_low_node_load_the_manager_reads_the_schedulers_own_configuration() -> None:
+    """One source: the manager's scheduler.yaml is scheduler.config rendered as the scheduler's ConfigMap renders it,
+    and the manager is pointed at it; without lowNodeLoad neither is there."""
+    balancing = render("-f", str(CHART / "ci" / "tuned-values.yaml"))
+    manager_cm = named(balancing, "ConfigMap", "-manager")["data"]
+    assert yaml.safe_load(manager_cm["scheduler.yaml"]) == config_of(balancing, "-scheduler")
+    assert validate(SchedulerConfiguration, yaml.safe_load(manager_cm["scheduler.yaml"])).extender.scheduler_name == (
+        "batch-scheduler"
+    )
+    (manager,) = containers(named(balancing, "Deployment", "-manager"))
+    assert "--scheduler-config=/etc/koordpy/scheduler.yaml" in manager["command"]
+    assert {"name": "config", "mountPath": "/etc/koordpy", "readOnly": True} in manager["volumeMounts"]
+    plain = render()
+    assert "scheduler.yaml" not in named(plain, "ConfigMap", "-manager")["data"]
+    (manager,) = containers(named(plain, "Deployment", "-manager"))
+    assert not any(arg.startswith("--scheduler-config") for arg in manager["command"])
+    # a change of the scheduler's configuration restarts the manager that reads it
+    moved = render(
+        "-f", str(CHART / "ci" / "tuned-values.yaml"), "--set", "scheduler.config.loadAware.usageThresholds.cpu=60"
+    )
+    checksum = [
+        named(objects, "Deployment", "-manager")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        for objects in (balancing, moved)
+    ]
+    assert checksum[0] != checksum[1]
+
+
 def extender_ops(objects: list[dict[str, Any]]) -> dict[str, Any]:
     """Where the extender's ops port shows up: container ports, probes, Service ports, ServiceMonitor."""
     deployment = named(objects, "Deployment", "-scheduler")

@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 import yaml
-from helm_render import CHART, ROOT, run_helm
+from helm_render import CHART, ROOT, grants, run_helm
 
 DOC = ROOT / "docs" / "security.md"
 
@@ -76,3 +76,36 @@ def test_the_networkpolicy_example_passes_the_schema() -> None:
     assert proc.returncode == 0, proc.stderr
     policies = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "NetworkPolicy"]
     assert all(p["spec"]["ingress"][0]["from"] == values["networkPolicy"]["metricsFrom"] for p in policies)
+
+
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def documented_writes() -> set[tuple[str, str, str]]:
+    """(ServiceAccount suffix, verb, resource) of each row of "Every write, by ServiceAccount" for a role the
+    chart renders (rows of Kubernetes' built-in roles name the role in parentheses and are left out)."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("### Every write, by ServiceAccount", 1)[1].split("\n### ", 1)[0]
+    out: set[tuple[str, str, str]] = set()
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith("`<release>-") or "(" in cells[0]:
+            continue
+        account = cells[0].strip("`").removeprefix("<release>-")
+        for verbs, resource in re.findall(r"`([a-z, ]+) ([A-Za-z/<>.-]+)`", cells[1]):
+            name, _, tail = resource.partition("/")
+            if tail.startswith("<"):  # a resourceName (the release's own object), not a subresource
+                resource = name
+            for verb in verbs.split(", "):
+                out.add((account, verb, resource))
+    return out
+
+
+def test_every_write_the_chart_grants_is_in_the_table_and_no_other() -> None:
+    granted: set[tuple[str, str, str]] = set()
+    for account, grants_of in grants(rendered(["helm", "install", "koordpy", "charts/koordpy"])).items():
+        for rule in grants_of.rules:
+            for verb in WRITES & set(rule.verbs):
+                for resource in rule.resources:
+                    granted.add((account.split("/", 1)[1].removeprefix("koordpy-"), verb, resource))
+    assert granted == documented_writes()

@@ -117,6 +117,8 @@ _PLURALS = {
     "Lease": ("coordination.k8s.io", "v1", "leases", True),
     "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
+    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings", True),
+    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities", True),
     "NodeMetric": ("slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
     "Reservation": ("scheduling.koordinator.sh", "v1alpha1", "reservations", False),
     "PodMigrationJob": ("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", False),
@@ -471,12 +473,17 @@ class Components:
         extra_args: Iterable[str] = (),
         kubeconfig: Path | None = None,
         env: Mapping[str, str] | None = None,
+        wait: bool = True,
+        fresh_lease: bool = True,
     ) -> Proc:
+        """``koordpy manager`` on the installed configuration (``overrides`` merged in), through ``api`` when
+        given; returns once its ``/healthz`` answers (``wait``), else at once. The first manager of a test
+        (none alive) frees the Lease first (``fresh_lease``)."""
         config = self.release.component_config("manager")
         port = free_port()
         config = deep_merge(config, {"health": {"host": LOOPBACK, "port": port}, **(overrides or {})})
         election = config.get("leaderElection") or {}
-        if election.get("leaderElect", True) and not any(p.alive() for p in self.managers):
+        if fresh_lease and election.get("leaderElect", True) and not any(p.alive() for p in self.managers):
             # the first manager of a test: a previous test's manager may have died holding the Lease (freed as
             # a leader frees it when it stops)
             with contextlib.suppress(AssertionError):
@@ -493,8 +500,9 @@ class Components:
             name, [str(KOORDPY), "manager", "--config", str(path), "--kubeconfig", str(kubeconfig), *extra_args], env
         )
         self.manager_base = f"http://{LOOPBACK}:{port}"
-        wait_http(self.manager_base + "/healthz", timeout, proc)
         self.managers.append(proc)
+        if wait:
+            wait_http(self.manager_base + "/healthz", timeout, proc)
         return proc
 
     # -- rollouts: the processes of a Deployment's pods replaced as its strategy replaces the pods --

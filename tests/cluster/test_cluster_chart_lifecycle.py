@@ -139,10 +139,13 @@ def test_upgrade_rolls_the_scheduler_with_the_new_configuration(
 def test_manager_lease_goes_with_the_release(
     lifecycle_plane: ControlPlane, lifecycle_kube: Kube, tmp_path: Path
 ) -> None:
-    """The HA manager takes the release's Lease (a chart object); uninstall leaves only the CRDs kept on
-    purpose: the Lease goes with the release although a manager held it."""
+    """The HA manager takes the release's Lease (a chart object), and stopped (SIGTERM, 5 s of grace) the
+    moment it holds it, releases it; uninstall leaves only the CRDs kept on purpose: the Lease goes with the
+    release although a manager held it. Run alone, the test installs the HA release the test before leaves."""
     release = Release(lifecycle_plane, lifecycle_kube)
-    assert release_objects(lifecycle_kube, RELEASE_NAMESPACE)  # installed by the test before
+    if helm(lifecycle_plane, "status", RELEASE, "-n", RELEASE_NAMESPACE, check=False).returncode != 0:
+        release.install("-f", str(CHART / "ci" / "ha-values.yaml"))
+    assert release_objects(lifecycle_kube, RELEASE_NAMESPACE)
     components = Components(lifecycle_plane, release, tmp_path)
     try:
         components.start_manager()

@@ -102,3 +102,56 @@ def test_a_watch_is_streamed_until_the_proxy_cuts_it(
     watcher.join(60)
     assert ended == ["RemoteProtocolError"]  # cut mid-stream, not ended as the server ends a watch
     assert proxy.open_watches() == 0
+
+
+def test_a_cut_holds_everything_and_the_restore_delivers_only_what_the_client_still_waits_for(
+    control_plane: ControlPlane, koordpy: Components, space: Space
+) -> None:
+    """During a cut nothing reaches the server and no answer comes back, a watch included; once restored,
+    the create whose client still waits is forwarded and answered, the one whose client gave up (its
+    connection closed) is dropped, and the watch goes on with the event it missed."""
+    proxy = koordpy.api_proxy()
+    path = f"/api/v1/namespaces/{space.namespace}/configmaps"
+    events: list[str] = []
+
+    def watch() -> None:
+        with client(control_plane, proxy) as api, api.stream("GET", path, params={"watch": "1"}) as resp:
+            for line in resp.iter_lines():
+                if line:
+                    events.append(line)
+                if any('"name":"waited"' in e for e in events):
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    wait_until("the watch open through the proxy", lambda: proxy.open_watches("configmaps") == 1)
+    answers: list[httpx.Response] = []
+    with control_plane.client() as direct:
+        proxy.cut()
+
+        def create_and_wait() -> None:
+            with client(control_plane, proxy) as api:
+                answers.append(api.post(path, json=configmap("waited")))
+
+        patient = threading.Thread(target=create_and_wait, daemon=True)
+        patient.start()
+        impatient = httpx.Client(
+            base_url=proxy.url,
+            verify=control_plane.tls(),
+            headers={"Authorization": f"Bearer {control_plane.admin_token}"},
+            timeout=0.5,
+        )
+        with impatient, pytest.raises(httpx.TimeoutException):
+            impatient.post(path, json=configmap("given-up"))
+        wait_until("both creates held", lambda: sum(p == path for _, p, _ in proxy.in_flight()) == 2)
+        assert direct.post(path, json=configmap("behind-the-cut")).status_code == 201  # the watch would see it
+        assert [direct.get(f"{path}/{n}").status_code for n in ("waited", "given-up")] == [404, 404]
+        assert not any('"name":"behind-the-cut"' in e for e in events)
+        proxy.restore()
+        patient.join(60)
+        watcher.join(60)
+        assert [a.status_code for a in answers] == [201]
+        assert [direct.get(f"{path}/{n}").status_code for n in ("waited", "given-up")] == [200, 404]
+    assert any('"name":"behind-the-cut"' in e for e in events)  # delivered late, not lost
+    dropped = [e for e in proxy.exchanges() if e.fault is not None and e.fault.kind == "cut"]
+    assert [(e.method, e.upstream_status) for e in dropped] == [("POST", None)]

@@ -9,6 +9,7 @@ a backstop only separates "within seconds" from kube-scheduler's 5-minute flush.
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -102,9 +103,27 @@ def unschedulable(kube: Kube, space: Space, name: str) -> bool:
     return condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
 
 
+def signal_writes(plane: ControlPlane, since: str) -> list[int]:
+    """The answers to the extender's writes of its requeue signal (the chart's CSIStorageCapacity) received
+    at or after ``since`` (an audit timestamp), from the audit log."""
+    return [
+        (event.get("responseStatus") or {}).get("code", 0)
+        for event in plane.audit_events()
+        if (event.get("objectRef") or {}).get("resource") == "csistoragecapacities"
+        and event.get("verb") == "patch"
+        and event["user"]["username"] == "system:serviceaccount:koordpy-system:koordpy-scheduler"
+        and event["requestReceivedTimestamp"] >= since
+    ]
+
+
+def audit_now() -> str:
+    """Now, as the audit log writes ``requestReceivedTimestamp`` (UTC, microseconds)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def requeue_patches(plane: ControlPlane, namespace: str) -> dict[str, int]:
     """Per pod: the patches of the pod itself (not a subresource) the API server answered 200, from the
-    audit log: the extender's requeue annotation is the only such write in these tests."""
+    audit log (the extender's requeue wrote such patches before it had a signal object of its own)."""
     out: dict[str, int] = {}
     for event in plane.audit_events():
         ref = event.get("objectRef") or {}
@@ -276,7 +295,9 @@ def test_late_member_completes_its_gang_without_waiting_for_the_flush(
     control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
 ) -> None:
     """minMember 2: member a, then b once a is parked. kube-scheduler does not retry a on b's creation;
-    the extender's annotation patch of a does. Measured from b's creation to both bound."""
+    the extender's update of its requeue signal (a CSIStorageCapacity of the chart's, an event kube-scheduler
+    retries pods only the extender refused on) does, with no write on a. Measured from b's creation to both
+    bound."""
     ready_nodes(space, kube, 2)
     koordpy.start_scheduling()
     kube.create(podgroup(space.namespace, "late", 2))
@@ -286,14 +307,18 @@ def test_late_member_completes_its_gang_without_waiting_for_the_flush(
     # kube-scheduler tries it twice (its own condition update moves it once), then parks it.
     wait_until("first member parked", lambda: filters(koordpy) >= 2 and koordpy.parked(1))
     assert refused(kube, space, "late-a")
+    since = audit_now()
     member(space, "late-b", "late")
     # kube-scheduler's flush of unschedulable pods comes after 5 minutes, and the cluster is otherwise
     # quiet; the backstop only separates the two.
     poll("gang bound after the late member", lambda: len(space.bound()) == 2, timeout=UNDER_THE_FLUSH)
     assert sorted(space.bound()) == ["late-a", "late-b"]
-    assert requeue_patches(control_plane, space.namespace) == {"late-a": 1}
+    assert requeue_patches(control_plane, space.namespace) == {}  # nothing written on the members
+    assert wait_until("the signal write in the audit log", lambda: signal_writes(control_plane, since)) == [200]
+    signal = kube.get("CSIStorageCapacity", "koordpy-gang-requeue", "koordpy-system") or {}
+    assert signal["metadata"]["annotations"][REQUEUE_ANNOTATION] >= since
     pod = kube.get("Pod", "late-a", space.namespace) or {}
-    assert REQUEUE_ANNOTATION in pod["metadata"]["annotations"]
+    assert REQUEUE_ANNOTATION not in (pod["metadata"].get("annotations") or {})
     one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
 
 
@@ -307,10 +332,10 @@ def incoming(koordpy: Components) -> dict[str, float]:
     return out
 
 
-def test_without_the_requeue_the_extender_patches_nothing_and_kube_scheduler_moves_the_member(
+def test_without_the_requeue_the_extender_writes_nothing_and_kube_scheduler_moves_the_member(
     control_plane: ControlPlane, koordpy: Components, space: Space, kube: Kube
 ) -> None:
-    """The late-member test's control: with ``gang.requeueQPS: 0`` the extender patches no pod; the parked
+    """The late-member test's control: with ``gang.requeueQPS: 0`` the extender writes nothing; the parked
     member a is moved by kube-scheduler alone, on a cluster event that is not b's creation (on kwok, a node
     heartbeat) or by its flush of pods left unschedulable too long, whichever comes first. The flush's age is
     shortened to 20 s (the default is 5 minutes; the flush runs every 30 s) so that the wait stays short;
@@ -323,6 +348,7 @@ def test_without_the_requeue_the_extender_patches_nothing_and_kube_scheduler_mov
     wait_until("first member parked", lambda: filters(koordpy) >= 2 and koordpy.parked(1))
     assert refused(kube, space, "late-a")
     before = incoming(koordpy)
+    since = audit_now()
     member(space, "late-b", "late")
     poll("gang bound by kube-scheduler's own move", lambda: len(space.bound()) == 2, timeout=UNDER_THE_FLUSH)
     assert sorted(space.bound()) == ["late-a", "late-b"]
@@ -330,6 +356,7 @@ def test_without_the_requeue_the_extender_patches_nothing_and_kube_scheduler_mov
     moved = {event: after[event] - before.get(event, 0.0) for event in after if after[event] > before.get(event, 0.0)}
     print(f"kube-scheduler's queue moves since b was created, by event: {moved}")
     assert requeue_patches(control_plane, space.namespace) == {}
+    assert signal_writes(control_plane, since) == []
     one_binding_each(control_plane, space.namespace, ["late-a", "late-b"])
 
 

@@ -581,3 +581,176 @@ def test_a_reservation_placed_on_the_pods_own_node_fails_the_job_and_is_deleted(
         ],
     )
     assert len(deletes) == 1, deletes
+
+
+def team_b_reservation(name: str, space: Space, owners_app: str) -> dict[str, Any]:
+    """A Reservation of another team: 1 cpu on this space's nodes for the pods labelled ``app: owners_app``."""
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "labels": {"team": "b"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": PROFILE,
+                    "nodeSelector": space.selector,
+                    "containers": [{"name": "db", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"app": owners_app}}}],
+            "ttl": "1h",
+        },
+    }
+
+
+def as_left(res: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What must not change of a Reservation: who it is, what it holds and for whom, where, and whether it
+    was consumed (the manager's placement refreshes other status fields)."""
+    if res is None:
+        return None
+    meta, status = res["metadata"], res.get("status") or {}
+    return {
+        "uid": meta["uid"],
+        "labels": meta.get("labels"),
+        "annotations": meta.get("annotations"),
+        "ownerReferences": meta.get("ownerReferences"),
+        "deleting": meta.get("deletionTimestamp") is not None,
+        "spec": res["spec"],
+        "phase": status.get("phase"),
+        "nodeName": status.get("nodeName"),
+        "currentOwners": status.get("currentOwners"),
+    }
+
+
+def test_a_migration_never_takes_another_teams_reservation(
+    control_plane: ControlPlane, kube: Kube, space: Space, koordpy: Components
+) -> None:
+    """The hijack. Team B holds two Reservations on this space's nodes: ``db`` for its own pods, ``web`` for
+    pods labelled like the intruder's. The intruder may migrate its own pods (koordpy's migrate role and
+    ``edit`` in its namespace) and names team B's Reservations in its jobs' templates. A manager that
+    trusted the name would adopt the Reservation: with ``db`` the job would evict its pod and, no
+    replacement binding it, delete ``db`` at its ttl (the job failing); with ``web`` its replacement would
+    consume it (the job succeeding). Both jobs fail at once (``InvalidSpec``), and a third job whose own name (its UID) team B took while the job was paused fails
+    with ``FailedCreateReservation``. Team B's Reservations stay as they were, through five more migration
+    rounds and a stale-reservation sweep: not deleted, not adopted, not consumed; no pod is evicted."""
+    koordpy.start_scheduling()
+    koordpy.start_manager({**FAST_MIGRATION, **NO_NODEMETRICS, "reservation": {"intervalSeconds": 1}})
+    space.node("n0", cpu="8", memory="16Gi")
+    space.node("n1", cpu="8", memory="16Gi")
+    space.wait_nodes_ready()
+    kube.create(deployment(space, "web", 2))
+    pods = wait_until("two replicas bound", lambda: len(running(space, "web")) == 2 and running(space, "web"))
+    web_a, web_b = sorted(pods)
+    ns = space.namespace
+    theirs = {"db": f"team-b-db-{ns}", "web": f"team-b-web-{ns}"}
+    intruder = "intruder"
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": intruder, "namespace": ns}})
+    subject = [{"kind": "ServiceAccount", "name": intruder, "namespace": ns}]
+    kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{intruder}-edit", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": subject,
+        }
+    )
+    migrate = f"{intruder}-{ns}-migrate"
+    kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": migrate},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "koordpy-migrate"},
+            "subjects": subject,
+        }
+    )
+    paused = f"paused-{ns}"
+    made: list[str] = []
+    try:
+        for key, owners_app in (("db", "team-b-db"), ("web", "web")):
+            kube.create(team_b_reservation(theirs[key], space, owners_app))
+            made.append(theirs[key])
+        # a job paused by an admin: its own Reservation's name (its UID) is then taken by team B
+        kube.create(
+            {
+                "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": paused},
+                "spec": {"ttl": "5m", "paused": True, "podRef": {"namespace": ns, "name": web_b}},
+            }
+        )
+        taken = (kube.get("PodMigrationJob", paused) or {})["metadata"]["uid"]
+        kube.create(team_b_reservation(taken, space, "team-b-db"))
+        made.append(taken)
+        theirs["taken"] = taken
+
+        def placed() -> dict[str, dict[str, Any]] | None:
+            found = {key: kube.get("Reservation", name) for key, name in theirs.items()}
+            ready = all((r or {}).get("status", {}).get("phase") == "Available" for r in found.values())
+            return {k: v for k, v in found.items() if v is not None} if ready else None
+
+        before = {key: as_left(res) for key, res in wait_until("team B's Reservations placed", placed).items()}
+        token = control_plane.token(ns, intruder)
+        with control_plane.client(token) as client:
+            attacker = Kube(client)
+            for key, victim in (("db", web_a), ("web", web_b)):
+                attacker.create(
+                    {
+                        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+                        "kind": "PodMigrationJob",
+                        "metadata": {"name": f"take-{key}-{ns}"},
+                        "spec": {
+                            "ttl": "5m",
+                            "podRef": {"namespace": ns, "name": victim},
+                            "reservationOptions": {"template": {"metadata": {"name": theirs[key]}}},
+                        },
+                    }
+                )
+        kube.patch("PodMigrationJob", paused, {"spec": {"paused": False}})
+
+        def ended(name: str) -> dict[str, Any] | None:
+            status = ((kube.get("PodMigrationJob", name) or {}).get("status")) or {}
+            return status if status.get("phase") in ("Failed", "Succeeded") else None
+
+        for key in ("db", "web"):
+            final = wait_until(f"the job naming {theirs[key]} ended", lambda key=key: ended(f"take-{key}-{ns}"))
+            assert (final["phase"], final["reason"]) == ("Failed", "InvalidSpec"), final
+            assert final["message"].startswith(
+                f"spec.reservationOptions.template.metadata.name: '{theirs[key]}' may not be set"
+            ), final
+        final = wait_until("the paused job ended", lambda: ended(paused))
+        assert (final["phase"], final["reason"]) == ("Failed", "FailedCreateReservation"), final
+        assert f'Reservation "{taken}" exists and was not created by this job' in final["message"], final
+        for name, reason in ((f"take-db-{ns}", "InvalidSpec"), (paused, "FailedCreateReservation")):
+            warnings = [(e["type"], e["reason"]) for e in kube.events("default", involved=name)]
+            assert ("Warning", reason) in warnings, (name, warnings)
+        rounds = migration_rounds(koordpy)
+        wait_until("five more migration rounds", lambda: migration_rounds(koordpy) >= rounds + 5)
+        time.sleep(11.0)  # past the stale-reservation sweep's period (10 s)
+        wait_until("another migration round", lambda: migration_rounds(koordpy) >= rounds + 6)
+        after = {key: as_left(kube.get("Reservation", name)) for key, name in theirs.items()}
+        assert after == before
+        assert {key: res["currentOwners"] for key, res in after.items() if res} == dict.fromkeys(theirs)
+        # the manager wrote no Reservation and evicted nothing of this namespace
+        touched = [
+            (e["verb"], e["objectRef"]["name"])
+            for e in manager_writes(control_plane, "reservations", "create")
+            + manager_writes(control_plane, "reservations", "delete")
+            if e["objectRef"].get("name") in set(theirs.values())
+        ]
+        assert touched == []
+        evictions = manager_writes(control_plane, "pods", "create", "eviction")
+        assert [e for e in evictions if e["objectRef"].get("namespace") == ns] == []
+        assert {name: pod["metadata"]["uid"] for name, pod in running(space, "web").items()} == {
+            name: pod["metadata"]["uid"] for name, pod in pods.items()
+        }
+        for job in (f"take-db-{ns}", f"take-web-{ns}", paused):
+            ref = ((kube.get("PodMigrationJob", job) or {}).get("spec") or {}).get("reservationOptions") or {}
+            assert "reservationRef" not in ref, (job, ref)  # never recorded as the job's
+    finally:
+        for name in made:
+            kube.delete("Reservation", name)
+        for job in (f"take-db-{ns}", f"take-web-{ns}", paused):
+            kube.delete("PodMigrationJob", job)
+        kube.delete("ClusterRoleBinding", migrate)

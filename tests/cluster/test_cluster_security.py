@@ -7,8 +7,11 @@ installs it with the real helm.
   enforcing ``baseline`` is refused before anything is created.
 * An agent token bound to the agent's pod on node A writes node A's NodeMetric and evicts node A's pods,
   and is refused node B's; with the policy off, RBAC alone lets it (what the policy stops).
-* A PodMigrationJob is admitted only for a pod its creator may evict; the aggregated roles reach
-  namespace editors and viewers.
+* A PodMigrationJob is admitted only for a pod its creator may evict, and its Reservation template only
+  with what a migration may set; the aggregated roles reach namespace editors and viewers.
+* The scheduler's token writes pods' status but no pod, nor labels or annotations through the status, and
+  of CSIStorageCapacities only the release's requeue signal.
+* An agent eviction names the pod's UID: a pod made again under the same name is not evicted.
 * The agent process, with the chart's container identity on real cgroups, throttles and evicts.
 * ``helm uninstall`` leaves the kept CRDs and nothing else of the release (the test lists what is left).
 
@@ -17,6 +20,7 @@ One control plane for the module; the tests run in file order and the last one u
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -226,6 +230,7 @@ def test_the_chart_installs_on_a_stock_apiserver_and_every_pod_is_admitted(plane
             "koordpy-agent-node-scope",
             "koordpy-agent-evictions",
             "koordpy-podmigrationjob-eviction-rights",
+            "koordpy-scheduler-pod-status",
         }
         for name in names:  # the API server's type check of every expression found nothing to warn about
             status = plane.wait_for(f"{name} type-checked", lambda n=name: ok(api.get(f"{base}/{n}")).get("status"))
@@ -552,6 +557,164 @@ def test_the_aggregated_roles_reach_namespace_editors_and_viewers(plane: Control
             "spec": {},
         }
         assert dev.post("/apis/scheduling.koordinator.sh/v1alpha1/reservations", json=reservation).status_code == 403
+
+
+def _templated(name: str, template: dict[str, Any], ttl: str | None = "5m") -> dict[str, Any]:
+    job = _job(name, "team-a", "app")
+    job["spec"].pop("mode")  # ReservationFirst: the manager would create a Reservation from the template
+    job["spec"]["reservationOptions"] = {"template": template}
+    if ttl is not None:
+        job["spec"]["ttl"] = ttl
+    return job
+
+
+def test_a_migrate_role_user_cannot_create_a_reservation_through_a_jobs_template(
+    plane: ControlPlane, teams: dict[str, str]
+) -> None:
+    """``dev`` may migrate team-a's pods (the migrate role, and ``edit`` there for the eviction right) and
+    may not create a Reservation (403). A job's template is what the manager creates a Reservation from with
+    its own identity: the PodMigrationJob CRD's schema refuses, at admission, every field that would make
+    it another Reservation than the replacement's (owners, expiry, a ttl beyond the job's, ...). A template
+    name passes admission (the schema cannot see the job's UID, which is the only name allowed): the manager
+    fails such a job without creating anything (tests/cluster/test_cluster_reservations.py)."""
+    owners = [{"labelSelector": {"matchLabels": {"app": "team-b-db"}}}]
+    refused = {
+        "owners": {"spec": {"owners": owners}},
+        "expires": {"spec": {"expires": "2099-01-01T00:00:00Z"}},
+        "preAllocation": {"spec": {"preAllocation": True}},
+        "preAllocationPolicy": {"spec": {"preAllocationPolicy": {"mode": "Cluster"}}},
+        "unschedulable": {"spec": {"unschedulable": True}},
+        "taints": {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}},
+        "allocatePolicy": {"spec": {"allocatePolicy": "Restricted"}},
+    }
+    with plane.client() as api:
+        get(api, PMJ)  # the CRD's storage answers (429 until it is ready, right after the install)
+    with plane.client(teams["dev"]) as dev:
+        direct = {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": "dev-own"},
+            "spec": {"template": {"spec": {}}, "owners": owners},
+        }
+        assert dev.post("/apis/scheduling.koordinator.sh/v1alpha1/reservations", json=direct).status_code == 403
+        for field, template in refused.items():
+            resp = dev.post(PMJ, json=_templated(f"tpl-{field.lower()}", template))
+            assert resp.status_code == 422, (field, resp.status_code, resp.text[:300])
+            (cause,) = resp.json()["details"]["causes"]
+            assert cause["field"] == f"spec.reservationOptions.template.spec.{field}", cause
+            assert cause["reason"] == "FieldValueForbidden" and "may not be set: " in cause["message"], cause
+        # a ttl beyond the job's (1h > 5m), a ttl of 0 (never expires): refused; 5m, the job's own: admitted
+        for ttl in ("1h", "0s", "0"):
+            resp = dev.post(PMJ, json=_templated("tpl-ttl", {"spec": {"ttl": ttl}}))
+            assert resp.status_code == 422, (ttl, resp.text[:300])
+            (cause,) = resp.json()["details"]["causes"]
+            assert cause["field"] == "spec.reservationOptions.template.spec.ttl", cause
+            assert "at most the job's spec.ttl" in cause["message"], cause
+        # what a template may set: the replacement's requests and placement, labels, a ttl within the job's
+        allowed = {
+            "metadata": {"labels": {"team": "a"}, "annotations": {"ticket": "42"}},
+            "spec": {
+                "ttl": "5m",
+                "allocateOnce": True,
+                "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+            },
+        }
+        created = ok(dev.post(PMJ, json=_templated("tpl-allowed", allowed)))
+        assert created["spec"]["reservationOptions"]["template"] == allowed
+        # a name: admitted here, failed by the manager unless it is the job's UID (Koordinator writes that back)
+        named = ok(dev.post(PMJ, json=_templated("tpl-named", {"metadata": {"name": "team-b-db"}})))
+        assert named["spec"]["reservationOptions"]["template"]["metadata"]["name"] == "team-b-db"
+        # no ttl on the job: the schema cannot know the manager's defaultJobTTL, the manager checks it
+        ok(dev.post(PMJ, json=_templated("tpl-no-job-ttl", {"spec": {"ttl": "24h"}}, ttl=None)))
+    with plane.client() as api:
+        for name in ("tpl-allowed", "tpl-named", "tpl-no-job-ttl"):
+            ok(api.delete(f"{PMJ}/{name}"))
+        assert get(api, "/apis/scheduling.koordinator.sh/v1alpha1/reservations")["items"] == []
+
+
+def _merge(api: httpx.Client, path: str, body: dict[str, Any]) -> httpx.Response:
+    return api.patch(path, content=json.dumps(body), headers={"Content-Type": "application/merge-patch+json"})
+
+
+def test_the_scheduler_token_writes_pod_status_and_its_requeue_signal_only(plane: ControlPlane, victims: str) -> None:
+    """The scheduler's ServiceAccount (kube-scheduler and the extender): RBAC refuses a patch of a pod
+    (its image, its labels); the policy refuses the same labels (and annotations) through the status
+    subresource, which the built-in system:kube-scheduler role grants; kube-scheduler's own status write
+    (a PodScheduled condition) passes. Of CSIStorageCapacities it may patch the chart's requeue signal
+    only."""
+    pod_path = f"/api/v1/namespaces/{victims}/pods/scheduled"
+    with plane.client() as api:
+        before = ok(api.post(f"/api/v1/namespaces/{victims}/pods", json=pod("scheduled", NODE_A)))
+        other = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIStorageCapacity",
+            "metadata": {"name": "someone-elses"},
+            "storageClassName": "fast",
+        }
+        ok(api.post(f"/apis/storage.k8s.io/v1/namespaces/{NAMESPACE}/csistoragecapacities", json=other))
+    with plane.client(plane.token(NAMESPACE, f"{RELEASE}-scheduler")) as scheduler:
+        image = {"spec": {"containers": [{"name": "c", "image": "attacker.example/miner:1"}]}}
+        for body in (image, {"metadata": {"labels": {"app": "stolen"}}}):
+            resp = _merge(scheduler, pod_path, body)
+            assert resp.status_code == 403, resp.text[:300]
+            assert 'cannot patch resource "pods"' in resp.json()["message"]
+        for key in ("labels", "annotations"):
+            message = refused_by(
+                _merge(scheduler, pod_path + "/status", {"metadata": {key: {"app": "stolen"}}}),
+                "koordpy-scheduler-pod-status",
+            )
+            assert f"the koordpy scheduler may write the status of pod {victims}/scheduled, not its {key}" in message
+        condition = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastTransitionTime": "2030-01-01T00:00:00Z",
+        }
+        assert _merge(scheduler, pod_path + "/status", {"status": {"conditions": [condition]}}).status_code == 200
+        signals = f"/apis/storage.k8s.io/v1/namespaces/{NAMESPACE}/csistoragecapacities"
+        stamp = {"metadata": {"annotations": {"gang.scheduling.koordpy.io/requeued-at": "2030-01-01T00:00:00Z"}}}
+        assert _merge(scheduler, f"{signals}/{RELEASE}-gang-requeue", stamp).status_code == 200
+        assert _merge(scheduler, f"{signals}/someone-elses", stamp).status_code == 403
+    with plane.client() as api:
+        after = ok(api.get(pod_path))
+        assert after["spec"]["containers"] == before["spec"]["containers"]
+        assert after["metadata"].get("labels") == before["metadata"].get("labels")
+        assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+        ok(api.delete(f"/apis/storage.k8s.io/v1/namespaces/{NAMESPACE}/csistoragecapacities/someone-elses"))
+
+
+def test_an_agent_eviction_of_a_pod_made_again_under_its_name_is_refused(plane: ControlPlane, victims: str) -> None:
+    """The agent planned to evict ``sts-0`` (uid u1); before its call the pod was deleted and made again
+    under the same name (a StatefulSet's). The agent's eviction names u1: the API server refuses it (409),
+    the new pod stays, and the evictor reports the planned pod gone. The new pod's own uid is evicted."""
+    from koordpy.agent.actuators.evictor import Evictor, EvictOutcome
+    from koordpy.kube.client import ApiClient
+    from koordpy.kube.connection import load_connection
+
+    pods_path = f"/api/v1/namespaces/{victims}/pods"
+    with plane.client() as api:
+        planned = ok(api.post(pods_path, json=pod("sts-0", NODE_A)))["metadata"]["uid"]
+        ok(api.delete(f"{pods_path}/sts-0", params={"gracePeriodSeconds": "0"}))
+        plane.wait_for("sts-0 gone", lambda: api.get(f"{pods_path}/sts-0").status_code == 404)
+        again = ok(api.post(pods_path, json=pod("sts-0", NODE_A)))["metadata"]["uid"]
+    assert again != planned
+    kubeconfig = plane.kubeconfig("agent-node-a-evictor", agent_token(plane, NODE_A))
+
+    async def evict(uid: str) -> tuple[EvictOutcome, str]:
+        async with ApiClient(load_connection(kubeconfig=str(kubeconfig))) as client:
+            return await Evictor(client, retries=0).evict(victims, "sts-0", uid, None)
+
+    outcome, detail = asyncio.run(evict(planned))
+    assert outcome is EvictOutcome.GONE and "does not match the UID in record" in detail, detail
+    with plane.client() as api:
+        assert ok(api.get(f"{pods_path}/sts-0"))["metadata"].get("deletionTimestamp") is None
+    assert [
+        (e["objectRef"]["name"], e["responseStatus"]["code"])
+        for e in plane.audit_events()
+        if (e.get("objectRef") or {}).get("subresource") == "eviction"
+        and e["objectRef"].get("name") == "sts-0"
+        and e["user"]["username"] == f"system:serviceaccount:{NAMESPACE}:{RELEASE}-agent"
+    ] == [("sts-0", 409)]
+    assert asyncio.run(evict(again))[0] is EvictOutcome.EVICTED
 
 
 # ---- the agent process with the chart's container identity, on real cgroups ---------------------

@@ -100,10 +100,26 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: test
 {{- end }}
 
-{{/* The scheduler's configuration file, apiVersion and kind filled in. */}}
+{{/* The scheduler's configuration file, apiVersion and kind filled in; gang.requeueSignal names the
+chart's CSIStorageCapacity (scheduler-requeue-signal.yaml) unless the values name one. */}}
 {{- define "koordpy.scheduler.config" -}}
 {{- $cfg := merge (deepCopy .Values.scheduler.config) (dict "apiVersion" "koordpy.io/v1alpha1" "kind" "SchedulerConfiguration") }}
+{{- if include "koordpy.scheduler.requeueSignal" . }}
+{{- $gang := default (dict) $cfg.gang }}
+{{- $_ := set $gang "requeueSignal" (printf "%s/%s" .Release.Namespace (include "koordpy.scheduler.requeueSignal" .)) }}
+{{- $_ := set $cfg "gang" $gang }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The name of the chart's gang requeue signal (a CSIStorageCapacity the extender updates so that
+kube-scheduler retries the gang members it parked); empty when the extender sends no retry requests
+(config.gang.requeueQPS 0) or the values name a signal of their own (config.gang.requeueSignal). */}}
+{{- define "koordpy.scheduler.requeueSignal" -}}
+{{- $gang := .Values.scheduler.config.gang | default dict }}
+{{- if and (or (not (hasKey $gang "requeueQPS")) (gt (float64 $gang.requeueQPS) 0.0)) (not $gang.requeueSignal) -}}
+{{ include "koordpy.fullname" . }}-gang-requeue
+{{- end }}
 {{- end }}
 
 {{/* kube-scheduler's httpTimeout for the binder extender entry, in seconds: the extender's
@@ -146,7 +162,19 @@ after the release (koordpy-manager for the release "koordpy"), unless the values
 {{- $_ := set $reservation "schedulerNames" (list (include "koordpy.scheduler.profile" .)) }}
 {{- $_ := set $cfg "reservation" $reservation }}
 {{- end }}
+{{- /* a ReservationFirst migration's Reservation is placed for the pod's scheduler: the profile's pods */}}
+{{- $migration := default (dict) $cfg.migrationController }}
+{{- if not (hasKey $migration "schedulerNames") }}
+{{- $_ := set $migration "schedulerNames" (list (include "koordpy.scheduler.profile" .)) }}
+{{- $_ := set $cfg "migrationController" $migration }}
+{{- end }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* "true" when the manager runs the LowNodeLoad balance round (manager.config.lowNodeLoad set), else empty:
+it then reads the scheduler's configuration, files PodMigrationJobs and watches the workloads' replica counts. */}}
+{{- define "koordpy.manager.balancing" -}}
+{{- if hasKey .Values.manager.config "lowNodeLoad" }}{{ if not (kindIs "invalid" .Values.manager.config.lowNodeLoad) }}true{{ end }}{{ end }}
 {{- end }}
 
 {{/* The manager's leader election, as rendered into its configuration file. */}}
@@ -221,6 +249,7 @@ rollingUpdate:
 {{- fail "scheduler.config.extender.metricsHost must not be loopback: the kubelet probes and Prometheus scrapes the pod IP" }}
 {{- end }}
 {{- end }}
+{{- include "koordpy.thresholdContract" . }}
 {{- $actions := .Values.admissionPolicies.validationActions }}
 {{- if and (has "Deny" $actions) (has "Warn" $actions) }}
 {{- fail "admissionPolicies.validationActions: Deny and Warn together are not allowed (Kubernetes refuses the binding); use [Deny] or [Warn, Audit]" }}
@@ -264,4 +293,136 @@ API server accepts its credentials again after refusing them (koordpy.kube.crede
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+{{- end }}
+
+{{/*
+The threshold contract (docs/descheduler.md, "The threshold contract"; the rule is
+koordpy.descheduler.contract.check_thresholds, and tests/chart/test_threshold_contract.py checks that this
+template refuses exactly what it calls a contradiction, on a table of cases). Without nodes: the agent's
+capacity is taken to be the allocatable (the stricter form). Per resource (cpu, memory):
+  T <= H   the extender's usageThresholds (aggregated.usageThresholds when configured; 0 = no limit) against
+           each lowNodeLoad pool's highThresholds (and prodUsageThresholds against prodHighThresholds);
+  H <= W   each pool's highThresholds against each evicting agent waterline (a cpu_total_utilization or
+           memory_total_utilization rule of agent.qosPolicies whose AvoidanceAction evicts; when the list
+           names no AvoidanceAction every rule is taken to evict; Preview rules never act);
+  T <= W   the extender's threshold against each such waterline.
+Pools with useDeviationThresholds are relative to their mean and not compared. Waterline values are read
+when they are plain numbers ("70", 70, 70.5); the command `koordpy thresholds` reads any quantity.
+*/}}
+{{- define "koordpy.thresholdContract" -}}
+{{- $found := list }}
+{{- $resources := list "cpu" "memory" }}
+{{- /* the extender's thresholds */}}
+{{- $limits := list }}
+{{- if .Values.scheduler.enabled }}
+{{- $la := default (dict) .Values.scheduler.config.loadAware }}
+{{- $plain := default (dict "cpu" 65 "memory" 95) $la.usageThresholds }}
+{{- $plainPath := "scheduler.config.loadAware.usageThresholds" }}
+{{- $agg := default (dict) $la.aggregated }}
+{{- if and $agg.usageThresholds $agg.usageAggregationType }}
+{{- $plain = $agg.usageThresholds }}
+{{- $plainPath = "scheduler.config.loadAware.aggregated.usageThresholds" }}
+{{- end }}
+{{- range $r := $resources }}
+{{- $limits = append $limits (dict "path" (printf "%s.%s" $plainPath $r) "resource" $r "value" (float64 (dig $r 0 $plain)) "prod" false) }}
+{{- end }}
+{{- range $r := $resources }}
+{{- $v := float64 (dig $r 0 (default (dict) $la.prodUsageThresholds)) }}
+{{- if gt $v 0.0 }}
+{{- $limits = append $limits (dict "path" (printf "scheduler.config.loadAware.prodUsageThresholds.%s" $r) "resource" $r "value" $v "prod" true) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* the descheduler's pools: the top level (when it sets a threshold), then nodePools inheriting it */}}
+{{- $pools := list }}
+{{- $lnl := dig "lowNodeLoad" nil .Values.manager.config }}
+{{- if and .Values.manager.enabled $lnl }}
+{{- $top := dict "path" "manager.config.lowNodeLoad" "deviation" (default false $lnl.useDeviationThresholds) }}
+{{- range $field := list "highThresholds" "prodHighThresholds" }}
+{{- $_ := set $top $field (default (dict) (get $lnl $field)) }}
+{{- $_ := set $top (printf "%sPath" $field) "manager.config.lowNodeLoad" }}
+{{- end }}
+{{- if or $lnl.lowThresholds $lnl.highThresholds $lnl.prodLowThresholds $lnl.prodHighThresholds }}
+{{- $pools = append $pools $top }}
+{{- end }}
+{{- range $i, $raw := default (list) $lnl.nodePools }}
+{{- $path := printf "manager.config.lowNodeLoad.nodePools[%d]" $i }}
+{{- $pool := dict "path" $path "deviation" (ternary $raw.useDeviationThresholds $top.deviation (hasKey $raw "useDeviationThresholds")) }}
+{{- range $field := list "highThresholds" "prodHighThresholds" }}
+{{- if hasKey $raw $field }}
+{{- $_ := set $pool $field (default (dict) (get $raw $field)) }}
+{{- $_ := set $pool (printf "%sPath" $field) $path }}
+{{- else }}
+{{- $_ := set $pool $field (get $top $field) }}
+{{- $_ := set $pool (printf "%sPath" $field) "manager.config.lowNodeLoad" }}
+{{- end }}
+{{- end }}
+{{- $pools = append $pools $pool }}
+{{- end }}
+{{- end }}
+{{- /* the agent's evicting waterlines */}}
+{{- $waterlines := list }}
+{{- if .Values.agent.enabled }}
+{{- $policies := default (list) .Values.agent.qosPolicies }}
+{{- $evicting := dict }}
+{{- $known := false }}
+{{- range $obj := $policies }}
+{{- if eq (default "" $obj.kind) "AvoidanceAction" }}
+{{- $known = true }}
+{{- if not (kindIs "invalid" (dig "spec" "eviction" nil $obj)) }}
+{{- $_ := set $evicting (dig "metadata" "name" "" $obj) true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $i, $obj := $policies }}
+{{- $kind := default "" $obj.kind }}
+{{- if has $kind (list "NodeQOSEnsurancePolicy" "NodeQOS") }}
+{{- $field := ternary "rules" "objectiveEnsurances" (eq $kind "NodeQOS") }}
+{{- range $j, $rule := default (list) (dig "spec" $field nil $obj) }}
+{{- $metric := dig "metricRule" "name" "" $rule }}
+{{- $value := toString (dig "metricRule" "value" "" $rule) }}
+{{- $resource := get (dict "cpu_total_utilization" "cpu" "memory_total_utilization" "memory") $metric }}
+{{- $acts := or (not $known) (hasKey $evicting (default "" $rule.actionName)) }}
+{{- if and $resource $acts (ne (default "None" $rule.strategy) "Preview") (regexMatch "^[0-9]+(\\.[0-9]+)?$" $value) }}
+{{- $waterlines = append $waterlines (dict "path" (printf "agent.qosPolicies[%d].spec.%s[%d].metricRule.value" $i $field $j) "resource" $resource "value" (float64 $value)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* T <= H, PT <= PH */}}
+{{- range $pool := $pools }}
+{{- if not $pool.deviation }}
+{{- range $limit := $limits }}
+{{- $field := ternary "prodHighThresholds" "highThresholds" $limit.prod }}
+{{- $highs := get $pool $field }}
+{{- if hasKey $highs $limit.resource }}
+{{- $h := float64 (get $highs $limit.resource) }}
+{{- $hPath := printf "%s.%s.%s" (get $pool (printf "%sPath" $field)) $field $limit.resource }}
+{{- if or (and (eq $limit.value 0.0) (lt $h 100.0)) (gt $limit.value $h) }}
+{{- $found = append $found (printf "scheduler → descheduler: %s (%v) > %s (%v)" $limit.path $limit.value $hPath $h) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* H <= W and T <= W */}}
+{{- range $w := $waterlines }}
+{{- range $pool := $pools }}
+{{- if and (not $pool.deviation) (hasKey $pool.highThresholds $w.resource) }}
+{{- $h := float64 (get $pool.highThresholds $w.resource) }}
+{{- if gt $h $w.value }}
+{{- $found = append $found (printf "descheduler → agent: %s.highThresholds.%s (%v) > %s (%v)" $pool.highThresholdsPath $w.resource $h $w.path $w.value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $limit := $limits }}
+{{- if and (not $limit.prod) (eq $limit.resource $w.resource) (or (eq $limit.value 0.0) (gt $limit.value $w.value)) }}
+{{- $found = append $found (printf "scheduler → agent: %s (%v) > %s (%v)" $limit.path $limit.value $w.path $w.value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $found }}
+{{- fail (printf "contradictory thresholds (each allows the loop it names; docs/descheduler.md, \"The threshold contract\"):\n- %s" (join "\n- " $found)) }}
+{{- end }}
 {{- end }}

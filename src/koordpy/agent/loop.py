@@ -49,6 +49,7 @@ from koordpy.agent.sources.procfs import ProcReader
 from koordpy.config.agent import AgentConfiguration
 from koordpy.config.errors import ConfigError, validate
 from koordpy.crds.ensurance import AvoidanceAction, NodeQOS, NodeQOSEnsurancePolicy, PodQOS
+from koordpy.descheduler.repeats import CAUSE_AGENT_EVICTION, EVENT_REASON, evicted_after_placement
 from koordpy.kube import errors, resources
 from koordpy.kube.client import ApiClient
 from koordpy.kube.credentials import CredentialsWatch, pod_from_env, register_credentials_metrics
@@ -109,6 +110,14 @@ class AgentMetrics:
             self.evictions.labels(str(outcome))
         for result in ("ok", "error"):
             self.reports.labels(result)
+        self.repeats = Counter(
+            "koordpy_descheduler_repeat_moves_total",
+            "Repeat moves this agent made: evictions of pods placed on its node less than "
+            "qos.repeatMoveWindowSeconds before (cause agent_eviction; the manager counts cause moved_again).",
+            ["cause"],
+            registry=r,
+        )
+        self.repeats.labels(CAUSE_AGENT_EVICTION)
 
 
 @dataclass
@@ -439,7 +448,7 @@ class Agent:
         for action in result.actions:
             self.metrics.actions.labels(str(action.kind)).inc()
             if action.kind is ActionKind.EVICT:
-                self._spawn(self._evict(action.pod, action.uid, action.grace_seconds))
+                self._spawn(self._evict(action.pod, action.uid, action.grace_seconds, self.pods.get(action.uid)))
         for event in result.events:
             self.metrics.events.labels(event.reason).inc()
             self._spawn(self._emit(event.reason, event.message, event.warning, event.pod))
@@ -488,15 +497,44 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _evict(self, key: str, uid: str, grace: int | None) -> None:
+    async def _evict(self, key: str, uid: str, grace: int | None, pod: PodInfo | None = None) -> None:
+        """Evict pod ``key``; ``pod`` is its view when the eviction was decided (when it was placed, its
+        controller): an eviction soon after placement is a repeat move (:mod:`koordpy.descheduler.repeats`)."""
         namespace, _, name = key.partition("/")
-        outcome, detail = await self.evictor.evict(namespace, name, grace)
+        outcome, detail = await self.evictor.evict(namespace, name, uid, grace)
         self.metrics.evictions.labels(str(outcome)).inc()
         if outcome in (EvictOutcome.REFUSED, EvictOutcome.FAILED):
             self._failed.add(uid)
             await self._emit("EvictionRefused", f"eviction not accepted: {detail}", True, key)
         elif outcome is EvictOutcome.EVICTED:
             await self._emit("Evicted", "evicted by waterline QoS", False, key)
+            if pod is not None:
+                await self._repeat(pod)
+
+    async def _repeat(self, pod: PodInfo) -> None:
+        """Count an eviction of a pod placed less than the window ago, and tell its controller."""
+        placed = pod.scheduled_time if pod.scheduled_time is not None else pod.creation_time
+        window = self.cfg.qos.repeat_move_window_seconds
+        now = self.wall()
+        if not evicted_after_placement(placed, now, window):
+            return
+        assert placed is not None
+        self.metrics.repeats.labels(CAUSE_AGENT_EVICTION).inc()
+        ago = now - placed
+        log.warning("pod %s evicted %.0fs after it was placed on node %s: a repeat move", pod.key, ago, self.node)
+        ref = pod.controller
+        if ref is None:
+            return
+        message = (
+            f"pod {pod.key} evicted by the koordpy agent on node {self.node} {ago:.0f}s after it was placed there "
+            f"(qos.repeatMoveWindowSeconds {window}): the scheduler places pods where the agent finds the node too hot"
+        )
+        involved = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "metadata": {"name": ref.name, "namespace": pod.namespace, "uid": ref.uid},
+        }
+        await self._emit(EVENT_REASON, message, True, "", about=involved)
 
     async def _emit(
         self, reason: str, message: str, warning: bool, pod_key: str, about: Mapping[str, Any] | None = None

@@ -37,7 +37,14 @@ COMMANDS: dict[str, LazyCommand] = {
         "koordpy.cli.manager",
         "Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.",
     ),
-    "descheduler": LazyCommand("koordpy.cli.descheduler", "Descheduler tools: PodMigrationJob arbitration."),
+    "descheduler": LazyCommand(
+        "koordpy.cli.descheduler", "Descheduler tools: PodMigrationJob arbitration, the LowNodeLoad balance round."
+    ),
+    "thresholds": LazyCommand(
+        "koordpy.cli.thresholds",
+        "Check the scheduler's, descheduler's and agent's thresholds against one another and say which loop each "
+        "contradiction allows (files, a helm template output, or a cluster).",
+    ),
     "simulate": LazyCommand(
         "koordpy.cli.simulate",
         "Simulate a cluster running koordpy's scheduler and agent policies (no cluster needed).",

@@ -35,18 +35,32 @@ def manager_command(
             "--health-host", metavar="ADDRESS", help="Listen address of /healthz and /metrics (overrides health.host)."
         ),
     ] = None,
+    scheduler_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--scheduler-config",
+            metavar="FILE",
+            help="The extender's SchedulerConfiguration: the LowNodeLoad round asks its filter and score where a "
+            "moved pod would land (read only with lowNodeLoad; default: the extender's defaults).",
+        ),
+    ] = None,
     log_format_name: LogFormatOption = "json",
 ) -> None:
     """Run the manager: NodeMetric per node, PodGroup status, PodMigrationJobs, Reservations; /healthz, /metrics.
 
     One process keeps a NodeMetric per node (the configured collect policy), writes PodGroup status and gang
-    Events, arbitrates and carries out PodMigrationJobs, and places Reservations (and reserves nodes for
-    starving jobs with reservation.enabled)."""
+    Events, arbitrates and carries out PodMigrationJobs, places Reservations (and reserves nodes for starving
+    jobs with reservation.enabled) and, with lowNodeLoad, files PodMigrationJobs for pods of hot nodes."""
     fmt = log_format(log_format_name)
     from koordpy.runtime.listeners import listen_host
 
+    scheduler = None
     try:
         cfg = load_manager_config(config)
+        if scheduler_config is not None and cfg.low_node_load is not None:
+            from koordpy.cli.scheduler import load_scheduler_config
+
+            scheduler = load_scheduler_config(scheduler_config)
         if health_host is not None:
             health = cfg.health.model_copy(update={"host": listen_host(health_host, "--health-host")})
             cfg = cfg.model_copy(update={"health": health})
@@ -66,7 +80,7 @@ def manager_command(
 
     configure_logging(cfg.log_level, fmt=fmt)
 
-    asyncio.run(run(cfg))
+    asyncio.run(run(cfg, scheduler=scheduler))
 
 
 def register(app: typer.Typer) -> None:

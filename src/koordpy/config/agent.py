@@ -66,6 +66,11 @@ class QoSSettings(_Settings):
     eviction_retries: int = Field(3, alias="evictionRetries", strict=True, ge=0, le=100)
     """Retries of an eviction refused with 429 (after its Retry-After) before it is given up for this
     tick; 0 to 100."""
+    repeat_move_window_seconds: int = Field(600, alias="repeatMoveWindowSeconds", strict=True, ge=1, le=86_400)
+    """An eviction of a pod placed on the node less than this long ago is a repeat move (the scheduler put it
+    where the agent finds the node too hot): counted in ``koordpy_descheduler_repeat_moves_total`` and told by
+    an Event on the pod's controller (``koordpy.descheduler.repeats``). The manager's
+    ``repeatMoveWindowSeconds`` (same default) judges its own moves."""
 
 
 class NodeMetricSettings(_Settings):

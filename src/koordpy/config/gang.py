@@ -25,10 +25,15 @@ runs inside the scheduler):
 * ``crossNamespaceGroups`` false: whether a GangGroup (the ``groups`` annotation) may name gangs of
   other namespaces. Off, such entries are left out of the group (a namespace cannot join or complete
   another namespace's gang). On, they count only when every gang of the group declares the same group;
-* ``requeueQPS`` 50 and ``requeueBurst`` 100: how fast the extender asks kube-scheduler to retry gang
-  members it refused at quorum once their gang has enough members (one pod annotation patch per parked
-  member, a token bucket of this rate and depth); ``requeueQPS: 0`` turns the retry off, leaving the
-  members to kube-scheduler's own retries (up to 5 minutes);
+* ``requeueSignal`` (``<namespace>/<name>``, empty by default; the chart names the CSIStorageCapacity it
+  installs for it): the object the extender updates to make kube-scheduler retry the gang members it
+  refused at quorum once their gang has enough members. kube-scheduler retries a pod only the extender
+  refused on any cluster event it watches, a CSIStorageCapacity update among them, so the extender
+  writes nothing on users' pods. Empty: no retry requests (members wait for kube-scheduler's own
+  retries, up to 5 minutes);
+* ``requeueQPS`` 50 and ``requeueBurst`` 100: how often the extender may write ``requeueSignal`` (a
+  token bucket of this rate and depth; every member waiting when a write goes out is asked for by it);
+  ``requeueQPS: 0`` turns the retry requests off;
 * ``deadlockYieldSeconds`` 30 (≥ 0): after NonStrict deadlock resolution releases a GangGroup, its
   members are refused at ``/filter`` (and woken like quorum refusals afterwards) until no group the
   release helps holds a member any more, for at most this long. Without it, kube-scheduler's queue order
@@ -46,6 +51,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from koordpy.config.errors import field_problems
 from koordpy.model.durations import DurationError, parse_duration
+from koordpy.model.names import dns1123_label_problem, dns1123_subdomain_problem
 
 __all__ = ["DEFAULT_TIMEOUT_SECONDS", "CoschedulingArgs", "MatchPolicy"]
 
@@ -94,6 +100,9 @@ class CoschedulingArgs(BaseModel):
     """koordpy: parked gang members asked to be retried per second once their gang has a quorum (0: off)."""
     requeue_burst: int = Field(100, alias="requeueBurst", ge=1, le=100000)
     """koordpy: how many such requests may go out at once before ``requeueQPS`` paces them."""
+    requeue_signal: str = Field("", alias="requeueSignal", max_length=317)
+    """koordpy: ``<namespace>/<name>`` of the CSIStorageCapacity whose update asks kube-scheduler to retry
+    parked members (empty: no retry requests)."""
     deadlock_yield_seconds: Seconds = Field(30.0, alias="deadlockYieldSeconds", ge=0, le=86400)
     """koordpy: after NonStrict deadlock resolution releases a GangGroup, its members are refused at
     ``/filter`` until no group its release helps holds a member any more (bound, or given up), for at
@@ -108,6 +117,11 @@ class CoschedulingArgs(BaseModel):
             problems.append(
                 "awareNetworkTopology: network-topology-aware placement is not built in koordpy; must be false"
             )
+        if self.requeue_signal:
+            namespace, _, name = self.requeue_signal.partition("/")
+            problem = dns1123_label_problem(namespace) or dns1123_subdomain_problem(name)
+            if problem is not None:
+                problems.append(f"requeueSignal: <namespace>/<name> of a CSIStorageCapacity: {problem}")
         if self.binder_answer_margin_seconds >= self.binder_http_timeout_seconds:
             problems.append(
                 f"binderAnswerMarginSeconds: must be below binderHttpTimeoutSeconds "
@@ -116,6 +130,14 @@ class CoschedulingArgs(BaseModel):
         if problems:
             raise field_problems(problems)
         return self
+
+    @property
+    def requeue_signal_ref(self) -> tuple[str, str] | None:
+        """``requeueSignal`` as (namespace, name), None when unset."""
+        if not self.requeue_signal:
+            return None
+        namespace, _, name = self.requeue_signal.partition("/")
+        return namespace, name
 
     @property
     def longest_hold_seconds(self) -> float:

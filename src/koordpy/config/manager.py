@@ -18,13 +18,20 @@
     migrationController:              # Koordinator MigrationControllerArgs (see koordpy.config.migration)
       maxMigratingPerNode: 2
       arbitrationArgs: {enabled: true, interval: 500ms}
+    deschedulingInterval: 10s         # Koordinator DeschedulerConfiguration: how often balance plugins run
+    repeatMoveWindowSeconds: 600      # a workload's pod moved again within this long: a repeat move
+    lowNodeLoad:                      # Koordinator LowNodeLoadArgs (see koordpy.config.lownodeload); unset: off
+      lowThresholds: {cpu: 45, memory: 55}
+      highThresholds: {cpu: 75, memory: 80}
     podGroup:                         # PodGroup status and gang Events
       {enabled: true, eventIntervalSeconds: 60, eventDelaySeconds: 2, podEventsPerGang: 10}
     reservation:                      # starving-job reservations (see koordpy.config.reservation)
       {enabled: false, starvingJobTimeThreshold: 600, reservedNodePercent: 20}
 
-Unknown keys are errors (a typo must not silently fall back to a default). Numbers are strict (a
-boolean or a string is not a number) and bounded as each field says.
+``migrationController`` and ``lowNodeLoad`` are the ``args`` of Koordinator's descheduler plugins of those
+names (``profiles[].pluginConfig[].args`` in its DeschedulerConfiguration), ``deschedulingInterval`` its
+top-level field of that name. Unknown keys are errors (a typo must not silently fall back to a default).
+Numbers are strict (a boolean or a string is not a number) and bounded as each field says.
 """
 
 from __future__ import annotations
@@ -34,11 +41,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from koordpy.config.credentials import CredentialsSettings
+from koordpy.config.errors import field_problems
+from koordpy.config.lownodeload import LowNodeLoadArgs
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.config.reservation import ReservationSettings
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
 
 __all__ = [
+    "JITTER_FACTOR",
     "HealthSettings",
     "LeaderElectionSettings",
     "ManagerConfiguration",
@@ -46,9 +56,12 @@ __all__ = [
     "NodeMetricSettings",
     "PeeringSettings",
     "deprecation_warnings",
+    "leader_election_problems",
 ]
 
 MemoryPolicy = Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"]
+JITTER_FACTOR = 1.2
+"""client-go's ``JitterFactor``: each wait of ``retryPeriod`` is stretched by up to 1.2 times itself."""
 DurationText = Annotated[str, WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
 """A Go duration kept as written (``"5m0s"``); checked by ``_check_durations``, described by its pattern."""
 
@@ -125,6 +138,31 @@ class PeeringSettings(_Settings):
     """Ignored (``leaderElection.leaseDuration`` bounds failover now)."""
 
 
+def leader_election_problems(lease_duration: float, renew_deadline: float, retry_period: float) -> list[str]:
+    """client-go's ``NewLeaderElector`` checks (v0.37), as ``field: message`` lines (none: valid): each
+    duration positive, ``leaseDuration > renewDeadline`` and ``renewDeadline > JitterFactor x retryPeriod``.
+    The one rule for :class:`LeaderElectionSettings` and :class:`koordpy.kube.leaderelection.LeaseElector`."""
+    problems = [
+        f"{name}: must be greater than zero, got {value:g}s"
+        for name, value in (
+            ("leaseDuration", lease_duration),
+            ("renewDeadline", renew_deadline),
+            ("retryPeriod", retry_period),
+        )
+        if not value > 0
+    ]
+    if problems:
+        return problems
+    if not lease_duration > renew_deadline:
+        problems.append(f"leaseDuration: {lease_duration:g}s must be longer than renewDeadline ({renew_deadline:g}s)")
+    if not renew_deadline > JITTER_FACTOR * retry_period:
+        problems.append(
+            f"renewDeadline: {renew_deadline:g}s must be longer than {JITTER_FACTOR:g} x retryPeriod "
+            f"({JITTER_FACTOR * retry_period:g}s)"
+        )
+    return problems
+
+
 class LeaderElectionSettings(_Settings):
     """Which replica acts: the holder of a ``coordination.k8s.io`` Lease, elected as client-go's
     ``leaderelection`` package elects kube-scheduler and kube-controller-manager (same field names and
@@ -134,11 +172,22 @@ class LeaderElectionSettings(_Settings):
     ``leaseDuration`` as this replica observed it), never from a holder that renews, whatever the
     replicas' start order. A leader that stops (SIGTERM) releases the Lease, so a standby takes over
     within about ``retryPeriod``; one that dies without exiting is taken over ``leaseDuration`` after its
-    last renewal. A leader that cannot renew for ``renewDeadline`` stops acting and exits (the kubelet
-    starts it again as a standby).
+    last renewal. A leader that cannot renew for ``renewDeadline`` stops acting and stands by again in the
+    same process (it competes for the Lease again when it can).
 
-    Not guaranteed: fencing. A leader whose process is frozen (SIGSTOP, a stalled VM) longer than
-    ``leaseDuration`` may act once more when it resumes, before it notices; as with client-go."""
+    Fencing: the leader sends no write from ``renewDeadline`` after the start of its last successful
+    renewal on (:meth:`koordpy.kube.leaderelection.LeaseElector.admit`); a standby takes over no earlier
+    than ``leaseDuration`` after that renewal. ``leaseDuration - renewDeadline`` is thus the time a write
+    sent just before the deadline has to reach the API server.
+
+    Validated as client-go's ``NewLeaderElector`` does (k8s.io/client-go/tools/leaderelection, v0.37):
+    each positive, ``leaseDuration > renewDeadline > 1.2 x retryPeriod`` (1.2 is its ``JitterFactor``).
+    The Lease's ``leaseDurationSeconds`` is an integer: ``leaseDuration`` is written rounded up to whole
+    seconds, so the written lease never falls below the renew deadline (client-go truncates: 10.4 s with a
+    10.2 s deadline would be written as 10 s).
+
+    Not guaranteed: a leader whose process is frozen (SIGSTOP, a stalled VM) between the fence's check and
+    the send may send that one write late; as with client-go."""
 
     leader_elect: bool = Field(True, alias="leaderElect", strict=True)
     """Elect a leader before acting. False: the process acts alone at once (a single process outside a
@@ -181,13 +230,11 @@ class LeaderElectionSettings(_Settings):
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElectionSettings:
-        # client-go's NewLeaderElector: leaseDuration > renewDeadline > JitterFactor (1.2) * retryPeriod
-        if not self.lease_duration_seconds > self.renew_deadline_seconds:
-            raise ValueError(
-                f"renewDeadline {self.renew_deadline} must be shorter than leaseDuration {self.lease_duration}"
-            )
-        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
-            raise ValueError(f"renewDeadline {self.renew_deadline} must exceed 1.2 x retryPeriod {self.retry_period}")
+        problems = leader_election_problems(
+            self.lease_duration_seconds, self.renew_deadline_seconds, self.retry_period_seconds
+        )
+        if problems:
+            raise field_problems(problems)
         return self
 
 
@@ -240,12 +287,50 @@ class ManagerConfiguration(_Settings):
         default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
     )
     """PodMigrationJob arbitration and migration (Koordinator ``MigrationControllerArgs``)."""
+    descheduling_interval: DurationText = Field("10s", alias="deschedulingInterval")
+    """How often the balance plugins run (Koordinator's ``deschedulingInterval``; its shipped configuration's
+    10s), 1s to 1h."""
+    max_no_of_pods_to_evict_per_node: int | None = Field(
+        None, alias="maxNoOfPodsToEvictPerNode", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods moved off one node per descheduling round (Koordinator's
+    ``DeschedulerConfiguration`` field). Unset: no limit; 0: none."""
+    max_no_of_pods_to_evict_per_namespace: int | None = Field(
+        None, alias="maxNoOfPodsToEvictPerNamespace", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods of one namespace moved per descheduling round. Unset: no limit."""
+    max_no_of_pods_to_evict_total: int | None = Field(
+        None, alias="maxNoOfPodsToEvictTotal", strict=True, ge=0, le=2**32 - 1
+    )
+    """At most this many pods moved per descheduling round. Unset: no limit."""
+    low_node_load: LowNodeLoadArgs | None = Field(None, alias="lowNodeLoad")
+    """The LowNodeLoad balance plugin (Koordinator ``LowNodeLoadArgs``): moves pods off hot nodes through
+    PodMigrationJobs. Unset: off."""
+    repeat_move_window_seconds: int = Field(600, alias="repeatMoveWindowSeconds", strict=True, ge=1, le=86_400)
+    """A pod of a workload moved again less than this long after a pod of the same workload was moved (onto its
+    node) is a repeat move: counted in ``koordpy_descheduler_repeat_moves_total`` and told by an Event on the
+    workload (``koordpy.descheduler.repeats``)."""
     pod_group: PodGroupSettings = Field(default_factory=lambda: PodGroupSettings.model_validate({}), alias="podGroup")
     reservation: ReservationSettings = Field(default_factory=lambda: ReservationSettings.model_validate({}))
     """Placement of Reservations and starving-job reservations (``koordpy.config.reservation``)."""
     credentials: CredentialsSettings = Field(default_factory=lambda: CredentialsSettings.model_validate({}))
     """When credentials the API server keeps refusing make ``/readyz`` fail (``koordpy.config.credentials``)."""
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
+
+    @field_validator("descheduling_interval")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        try:
+            seconds = parse_duration(value)
+        except DurationError as exc:
+            raise ValueError(str(exc)) from None
+        if not 1 <= seconds <= 3600:
+            raise ValueError(f"{value!r} must be between 1s and 1h")
+        return value
+
+    @property
+    def descheduling_interval_seconds(self) -> float:
+        return parse_duration(self.descheduling_interval)
 
 
 def deprecation_warnings(config: ManagerConfiguration) -> list[str]:

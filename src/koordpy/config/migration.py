@@ -31,6 +31,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from koordpy.config.errors import field_problems
 from koordpy.model.durations import DURATION_PATTERN, DurationError, parse_duration
+from koordpy.model.names import label_key_problem, label_value_problem
 from koordpy.model.selectors import label_selector_matches
 
 __all__ = [
@@ -166,6 +167,13 @@ class LabelSelectorRequirement(_Args):
 
     @model_validator(mode="after")
     def _values(self) -> LabelSelectorRequirement:
+        problem = label_key_problem(self.key)
+        if problem is not None:
+            raise field_problems([f"key: {problem}"])
+        for i, value in enumerate(self.values):
+            problem = label_value_problem(value)
+            if problem is not None:
+                raise field_problems([f"values[{i}]: {problem}"])
         if self.operator in ("In", "NotIn") and not self.values:
             raise field_problems([f"values: required with operator {self.operator}"])
         if self.operator in ("Exists", "DoesNotExist") and self.values:
@@ -174,10 +182,23 @@ class LabelSelectorRequirement(_Args):
 
 
 class LabelSelector(_Args):
-    """metav1.LabelSelector: all of ``matchLabels`` and all ``matchExpressions`` must hold."""
+    """metav1.LabelSelector: all of ``matchLabels`` and all ``matchExpressions`` must hold. Keys and values
+    are checked as ``metav1.LabelSelectorAsSelector`` checks them (a selector that would not parse upstream is
+    refused here)."""
 
     match_labels: dict[str, str] | None = Field(None, alias="matchLabels")
     match_expressions: tuple[LabelSelectorRequirement, ...] | None = Field(None, alias="matchExpressions")
+
+    @model_validator(mode="after")
+    def _labels(self) -> LabelSelector:
+        problems = []
+        for key, value in (self.match_labels or {}).items():
+            problem = label_key_problem(key) or label_value_problem(value)
+            if problem is not None:
+                problems.append(f"matchLabels.{key}: {problem}")
+        if problems:
+            raise field_problems(problems)
+        return self
 
     def matches(self, labels: dict[str, str] | Any) -> bool:
         """Whether ``labels`` (a mapping) satisfy the selector; an empty selector matches everything."""

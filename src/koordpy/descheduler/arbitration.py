@@ -90,6 +90,7 @@ __all__ = [
     "REASON_TIMEOUT",
     "RETRYABLE_FILTERS",
     "ArbitrationResult",
+    "EvictionFilter",
     "Outcome",
     "Verdict",
     "arbitrate",
@@ -647,6 +648,27 @@ def arbitrate(
         if verdict.verdict == "pass":
             state.count(job.pod_key, pod, job.pod_namespace)
     return ArbitrationResult(tuple([job.name for job, _ in ordered]), verdicts)
+
+
+class EvictionFilter:
+    """The non-retryable filters for one pod at a time, outside a round: what a balance plugin asks before it
+    files a job, so that it never files one arbitration would fail (Koordinator issue #1527). The same
+    filters, options and order as :func:`arbitrate` (``EvictionCost`` to ``ExpectedReplicas``); the evict
+    annotation passes them as there. ``ExistingJob`` and the limits are the caller's (a round of its own)."""
+
+    def __init__(
+        self,
+        args: MigrationControllerArgs,
+        workloads: Mapping[str, Workload],
+        nodes: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._state = _Round((), {}, workloads, args, nodes=nodes or {}, limited_workloads=frozenset())
+
+    def refuse(self, pod: MigrationPod) -> Verdict | None:
+        """The failing filter's verdict, or None when the pod may migrate."""
+        if pod.evict_annotation:
+            return None
+        return _non_retryable(pod, self._state.owner_of(pod), self._state)
 
 
 class _Units:

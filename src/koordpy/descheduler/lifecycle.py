@@ -21,6 +21,11 @@ Where koordpy differs, deliberately:
   (Unschedulable) ends the job only at its ttl (``Timeout``), as upstream, with the reservation's
   message copied to condition ``ReservationScheduled``. The Reservation a job created is deleted when
   the job fails (a Reservation named by the user in ``reservationRef`` never is: upstream deletes it).
+  A job's Reservation is the one carrying the job's marker
+  (:func:`~koordpy.descheduler.reservation_first.is_ours`): a Reservation of the job's name without it is
+  someone else's, and the job fails (``FailedCreateReservation``) without touching it; a template that
+  names the Reservation or sets what only an admin may (owners, expiry, ...) makes the job invalid
+  (:func:`~koordpy.descheduler.reservation_first.template_problem`).
 - Restart safety: upstream ignores jobs another reconciler started until the 30-minute scavenger; here
   the job status and the pod are the only record, so a restarted manager adopts Running jobs. Before an
   eviction the job gets condition ``Eviction`` False/``Evicting`` (write-ahead), and a pod is evicted only
@@ -52,13 +57,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from koordpy.descheduler.reservation_first import (
+    ANNOTATION_MIGRATION_JOB,
     BoundPod,
+    OwnedReservation,
     bound_pod,
-    is_ours,
+    foreign,
+    job_marker,
+    owned,
     read_reservation,
     reservation_manifest,
     reservation_name,
     reservation_ref,
+    template_problem,
 )
 from koordpy.model.durations import DurationError, format_rfc3339, parse_duration, parse_rfc3339
 from koordpy.model.names import dns1123_label_problem, dns1123_subdomain_problem
@@ -276,19 +286,22 @@ class Evict:
 @dataclass(frozen=True)
 class Finish:
     """Write the terminal ``status`` (phase Succeeded or Failed), then delete the Reservation
-    ``delete_reservation`` when set (the one a failed ``ReservationFirst`` job created; 404 is fine)."""
+    ``delete_reservation`` when set (the one a failed ``ReservationFirst`` job created, with its UID as a
+    precondition; 404 is fine)."""
 
     status: dict[str, Any]
     events: tuple[JobEvent, ...] = ()
-    delete_reservation: str | None = None
+    delete_reservation: OwnedReservation | None = None
 
 
 @dataclass(frozen=True)
 class Reserve:
-    """Create the Reservation ``manifest`` (None: it exists already, adopt it; a 409 on create means the
-    same), record ``ref`` as the job's ``spec.reservationOptions.reservationRef``, then write ``status``.
+    """Create the Reservation ``manifest`` (None: it exists already and carries this job's marker, adopt
+    it), record ``ref`` as the job's ``spec.reservationOptions.reservationRef``, then write ``status``.
 
-    On a refused create call :func:`after_reservation_error`.
+    A 409 on create (the name is taken, by a Reservation the cache has not shown yet) records nothing:
+    the job is looked at again, and the next decision reads that Reservation and adopts it only if it is
+    the job's. On another refused create call :func:`after_reservation_error`.
     """
 
     name: str
@@ -383,7 +396,7 @@ def gang_eviction_barrier(
         if phase == RUNNING and mode == "EvictDirectly":
             continue
         found = reservations.get(reservation_name(other)) if phase == RUNNING else None
-        if found is not None:
+        if found is not None and not foreign(other, found):
             state = read_reservation(found, now)
             if state.placed and state.phase == "Available":
                 continue
@@ -528,7 +541,7 @@ def _with_condition(
     return new
 
 
-def _fail(status: Mapping[str, Any], reason: str, message: str, reservation: str | None = None) -> Finish:
+def _fail(status: Mapping[str, Any], reason: str, message: str, reservation: OwnedReservation | None = None) -> Finish:
     new = dict(status)
     new.update(phase=FAILED, reason=reason, message=message)
     return Finish(new, (JobEvent("Warning", reason, message),), reservation)
@@ -665,6 +678,9 @@ def examine(job: Mapping[str, Any], settings: LifecycleSettings) -> JobFacts:
     found = _spec_problem(spec)
     if found is not None:
         return JobFacts(name, "invalid", phase, reason=found[0], problem=found[1])
+    problem = template_problem(job, ttl)
+    if problem is not None:
+        return JobFacts(name, "invalid", phase, reason=REASON_INVALID_SPEC, problem=problem)
     deadline = created + ttl if created is not None and ttl > 0 else None
     passed = (meta.get("annotations") or {}).get(ANNOTATION_PASSED_ARBITRATION) == "true"
     if phase == PENDING and settings.arbitration_enabled and not passed:
@@ -828,7 +844,7 @@ def decide(
         wait = _named_wait(status, REASON_PAUSED, message, now)
         return wait if wait.status is not None else Ignore("paused")
     mode = spec.get("mode") or settings.default_job_mode
-    ours = reservation_name(job) if mode != "EvictDirectly" and is_ours(job, reservation_name(job)) else None
+    ours = owned(job, reservation) if mode != "EvictDirectly" else None
     if ttl > 0 and created is not None and now - created >= ttl:
         return _fail(status, REASON_TIMEOUT, "Abort job caused by timeout", ours if phase == RUNNING else None)
     annotations = meta.get("annotations") or {}
@@ -971,10 +987,27 @@ def _reservation_first(
     spec = job.get("spec") or {}
     recorded_uid = (spec.get("podRef") or {}).get("uid") or ""
     res_name = reservation_name(job)
-    ours = res_name if is_ours(job, res_name) else None
+    ours = owned(job, reservation)
 
     def fail(reason: str, message: str, at: Mapping[str, Any] = status) -> Finish:
         return _fail(at, reason, message, ours)
+
+    if foreign(job, reservation):
+        assert reservation is not None
+        marker = ((reservation.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATION_JOB)
+        message = (
+            f'Reservation "{res_name}" exists and was not created by this job (annotation '
+            f"{ANNOTATION_MIGRATION_JOB} is {str(marker)[:120]!r}, not {job_marker(job)!r}): it is left as it is"
+        )
+        failed = _with_condition(
+            status,
+            CONDITION_RESERVATION_CREATED,
+            "False",
+            reason=REASON_FAILED_CREATE_RESERVATION,
+            message=message,
+            now=now,
+        )
+        return _fail(failed, REASON_FAILED_CREATE_RESERVATION, message)
 
     eviction = _condition(status, CONDITION_EVICTION)
     evicted = eviction is not None and eviction.get("status") == "True"
@@ -1048,7 +1081,7 @@ def _before_eviction(
     *,
     reservation: Mapping[str, Any] | None,
     res_name: str,
-    ours: str | None,
+    ours: OwnedReservation | None,
 ) -> Decision:
     """The pod is still there (maybe being evicted): create or adopt the Reservation, wait until it is
     Available on another node, then evict."""
@@ -1060,7 +1093,7 @@ def _before_eviction(
     created_message = f'Successfully create Reservation "{res_name}"'
     ref = {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Reservation", "name": res_name}
     if reservation is None:
-        if reservation_ref(job) is not None or ours is None:
+        if reservation_ref(job) is not None:
             return fail(REASON_MISSING_RESERVATION, f'Abort job caused by missing Reservation "{res_name}"')
         manifest = reservation_manifest(
             job, pod.obj or _minimal_pod(pod), _ttl_seconds(job.get("spec") or {}, step.settings)
@@ -1085,7 +1118,7 @@ def _before_eviction(
             new,
             (JobEvent("Normal", CONDITION_RESERVATION_CREATED, created_message),),
         )
-    if reservation_ref(job) is None:  # created before a restart, not yet recorded: adopt it
+    if reservation_ref(job) is None:  # ours (foreign ones failed above), created before a restart: adopt it
         new, _ = _put_condition(
             status, CONDITION_RESERVATION_CREATED, "True", reason="", message=created_message, now=now
         )
@@ -1179,6 +1212,7 @@ def after_eviction_error(
     *,
     evictor: EvictorName = "Eviction",
     settings: LifecycleSettings | None = None,
+    reservation: Mapping[str, Any] | None = None,
 ) -> Wait | Finish:
     """The eviction call failed with HTTP ``code`` (429: a PodDisruptionBudget forbids it now).
 
@@ -1189,8 +1223,8 @@ def after_eviction_error(
     403 is not retried: the manager's ServiceAccount may not use ``evictor`` (the chart grants
     ``pods/eviction`` only, so ``Delete`` and ``SoftEviction`` need a ClusterRole of the user's), and
     waiting until the ttl would not change that. The job fails at once, reason ``FailedEvict``, with a
-    message naming the missing permission; a Reservation it created is deleted (``settings`` gives the
-    default mode).
+    message naming the missing permission; its Reservation ``reservation`` (as read) is deleted when it
+    is the job's (``settings`` gives the default mode).
     """
     spec = job.get("spec") or {}
     ref = spec.get("podRef") or {}
@@ -1207,7 +1241,7 @@ def after_eviction_error(
             job.get("status") or {}, CONDITION_EVICTION, "False", reason=REASON_FAILED_EVICT, message=message, now=now
         )
         mode = spec.get("mode") or (settings.default_job_mode if settings is not None else "ReservationFirst")
-        ours = reservation_name(job) if mode != "EvictDirectly" and is_ours(job, reservation_name(job)) else None
+        ours = owned(job, reservation) if mode != "EvictDirectly" else None
         return _fail(status, REASON_FAILED_EVICT, message, ours)
     message = f'Failed evict Pod "{key}" caused by {code}: {detail}'
     status = _with_condition(

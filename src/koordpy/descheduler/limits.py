@@ -28,12 +28,8 @@ def scaled_value(value: int | str, replicas: int) -> int:
     return int(value[:-1]) * replicas // 100
 
 
-@lru_cache(maxsize=4096)
-def workload_limit(replicas: int, configured: int | str | None) -> int:
-    """Max migrating (or unavailable) pods of a workload with ``replicas`` expected replicas.
-
-    Memoised (a pure function of two small values): arbitration asks it for every workload each round.
-    """
+def _workload_limit(replicas: int, configured: int | str | None) -> int:
+    """The rule of :data:`workload_limit`, unmemoised."""
     if configured is None:
         if replicas > 10:
             configured = "10%"
@@ -45,3 +41,11 @@ def workload_limit(replicas: int, configured: int | str | None) -> int:
     if limit <= 0:
         limit = 1
     return min(limit, replicas)
+
+
+workload_limit = lru_cache(maxsize=4096)(_workload_limit)
+"""Max migrating (or unavailable) pods of a workload with ``replicas`` expected replicas.
+
+Memoised (a pure function of two small values): arbitration asks it for every workload each round. The rule
+is the undecorated ``_workload_limit`` (so that the mutation run, which leaves decorated functions alone,
+changes it too)."""

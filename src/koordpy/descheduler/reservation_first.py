@@ -1,11 +1,21 @@
 """The Reservation a ``ReservationFirst`` PodMigrationJob needs, and what the job reads back from it.
 
-Follows Koordinator's descheduler (``pkg/descheduler/controllers/migration/reservation``):
+Follows Koordinator's descheduler (``pkg/descheduler/controllers/migration/reservation``), except where
+a job could reach a Reservation that is not its own:
 
 * **Name**: ``spec.reservationOptions.reservationRef.name`` when the job names an existing Reservation;
-  else ``spec.reservationOptions.template.metadata.name`` when set; else the job's UID (upstream), or
-  ``pmj-<job name>`` for a job without a UID (dumps). The name depends only on the job, so a manager
-  restarted between creating the Reservation and recording it finds it instead of creating another.
+  else the job's UID (upstream), or ``pmj-<job name>`` for a job without a UID (dumps). The name depends
+  only on the job, so a manager restarted between creating the Reservation and recording it finds it
+  instead of creating another. A ``template.metadata.name`` is not a name koordpy uses: one other than
+  the job's UID (which is what Koordinator's own controller writes back into the jobs it handles) makes
+  the job invalid (:func:`template_problem`), because a name its creator chose is either someone else's
+  Reservation or a name taken from someone else.
+* **Whose it is** (:func:`is_ours`): a Reservation is the job's only when it carries the job's marker,
+  the annotation :data:`ANNOTATION_MIGRATION_JOB` with the job's name and UID, written when the manager
+  creates it. A Reservation of the job's name without that marker (:func:`foreign`) is never adopted,
+  waited for, consumed or deleted by the job; a ``reservationRef`` the user chose is used, never deleted.
+  Deletes name the Reservation's UID (:class:`OwnedReservation`), so one made again under the same name
+  meanwhile is never deleted.
 * **Template** (:func:`pod_template`): the pod's container and init-container *requests* (not limits),
   overhead, tolerations, nodeSelector, required node affinity, priority, priorityClassName and
   schedulerName, labels; ``nodeName`` is never copied. Every required node-selector term gets
@@ -15,13 +25,19 @@ Follows Koordinator's descheduler (``pkg/descheduler/controllers/migration/reser
   replacement its controller creates may use the room; a pod without a controller gets a
   ``labelSelector`` of its labels (upstream gives none and the Reservation is refused); a pod with
   neither cannot be migrated this way.
-* ``spec.reservationOptions.template`` is merged as upstream: its ``spec.template`` and ``owners`` win
-  when set (else the pod's), ``allocateOnce`` is forced true, the template's ``nodeName`` is cleared, the
-  job's ttl is copied when the template sets neither ``ttl`` nor ``expires``, and the current-node
-  exclusion is appended to its affinity.
+* ``spec.reservationOptions.template`` may set what the replacement needs and where it may go, and no
+  more (:func:`template_problem`, the same rules the CRD schema enforces at admission): its
+  ``spec.template`` (a pod template: requests, node selector, affinity, tolerations) replaces the pod's;
+  its ``spec.ttl`` must be positive and at most the job's ttl (copied from the job when unset);
+  ``metadata.labels`` and ``metadata.annotations`` are copied (koordpy's own keys win); ``allocateOnce``
+  is forced true and the template's ``nodeName`` cleared, as upstream; the current-node exclusion is
+  appended to its affinity. The fields of :data:`TEMPLATE_SPEC_REFUSED` (``owners``, ``expires``, ...)
+  make the job invalid; any other field of the template is ignored. So whoever may create a job (the
+  ``migrate`` role) cannot have the manager create a Reservation for other owners, under a name of
+  their choosing, or for longer than the job.
 
 Not guaranteed: volumes are not copied (the Reservation holds requests only); ``preemptionOptions`` is
-ignored (upstream reserves it too).
+ignored (upstream reserves it too); the size of a template's requests is not bounded by the pod's.
 """
 
 from __future__ import annotations
@@ -32,6 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.crds.podmigrationjob import TEMPLATE_SPEC_REFUSED
+from koordpy.model.durations import DurationError, parse_duration
 from koordpy.model.objects import ObjectError, PodInfo, pod_from_dict
 from koordpy.scheduler.plugins.reservation.ledger import holdings_on_node
 from koordpy.scheduler.plugins.reservation.spec import is_expired, reservation_from_dict
@@ -41,11 +59,16 @@ __all__ = [
     "LABEL_MANAGED_BY",
     "LABEL_MIGRATION_JOB",
     "RESERVATION_API_VERSION",
+    "TEMPLATE_SPEC_REFUSED",
     "BoundPod",
+    "OwnedReservation",
     "ReservationState",
     "bound_pod",
     "excluding_node",
+    "foreign",
     "is_ours",
+    "job_marker",
+    "owned",
     "owners_for",
     "pod_template",
     "read_reservation",
@@ -53,6 +76,7 @@ __all__ = [
     "reservation_name",
     "reservation_ref",
     "stale_reservations",
+    "template_problem",
 ]
 
 RESERVATION_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
@@ -60,7 +84,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_MIGRATION_JOB = "koordpy.io/migration-job"
 """Label on the Reservations a migration created: the job's name (hashed when not a valid label value)."""
 ANNOTATION_MIGRATION_JOB = "koordpy.io/migration-job"
-"""Annotation on the same Reservations: ``<job name>/<job uid>``, read by :func:`stale_reservations`."""
+"""The manager's marker on the Reservations a migration created: ``<job name>/<job uid>``, written at
+creation (a template's value for it is overwritten). :func:`is_ours` and :func:`stale_reservations` read it."""
 
 _CONTAINER_KEYS = ("containers", "initContainers")
 _COPIED_SPEC_KEYS = ("tolerations", "nodeSelector", "priority", "priorityClassName", "schedulerName", "overhead")
@@ -82,9 +107,6 @@ def reservation_ref(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _default_name(job: Mapping[str, Any]) -> str:
     meta = job.get("metadata") or {}
-    template_name = ((_options(job).get("template") or {}).get("metadata") or {}).get("name")
-    if template_name:
-        return str(template_name)
     uid = meta.get("uid")
     return str(uid) if uid else f"pmj-{meta.get('name') or ''}"
 
@@ -95,13 +117,85 @@ def reservation_name(job: Mapping[str, Any]) -> str:
     return str(ref["name"]) if ref is not None else _default_name(job)
 
 
-def is_ours(job: Mapping[str, Any], name: str) -> bool:
-    """Whether the Reservation ``name`` is the one this job creates (and so deletes when it fails).
+def job_marker(job: Mapping[str, Any]) -> str:
+    """The value of :data:`ANNOTATION_MIGRATION_JOB` on the Reservation ``job`` creates."""
+    meta = job.get("metadata") or {}
+    return f"{meta.get('name') or ''}/{meta.get('uid') or ''}"
 
-    The reservationRef the manager records after creating names that same default name; a Reservation
-    the user named in reservationRef is never deleted by the migration.
-    """
-    return name == _default_name(job)
+
+def _marker(reservation: Mapping[str, Any]) -> str | None:
+    value = ((reservation.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATION_JOB)
+    return value if isinstance(value, str) else None
+
+
+def is_ours(job: Mapping[str, Any], reservation: Mapping[str, Any] | None) -> bool:
+    """Whether ``reservation`` (an object as read) is the one ``job`` created: it carries the job's
+    marker, name and UID (:func:`job_marker`). Only such a Reservation is adopted after a restart and
+    deleted when the job fails."""
+    return reservation is not None and _marker(reservation) == job_marker(job)
+
+
+def foreign(job: Mapping[str, Any], reservation: Mapping[str, Any] | None) -> bool:
+    """Whether ``reservation`` sits under the name the job would create its own with (no reservationRef
+    of the user's names it) without being the job's: someone else's, which the job must not touch."""
+    if reservation is None or is_ours(job, reservation):
+        return False
+    return str((reservation.get("metadata") or {}).get("name") or "") == _default_name(job)
+
+
+@dataclass(frozen=True)
+class OwnedReservation:
+    """A Reservation a job created, as the manager deletes it: by name, only while it has ``uid``."""
+
+    name: str
+    uid: str
+
+
+def owned(job: Mapping[str, Any], reservation: Mapping[str, Any] | None) -> OwnedReservation | None:
+    """``reservation`` as an :class:`OwnedReservation` when it is ``job``'s (:func:`is_ours`), else None."""
+    if reservation is None or not is_ours(job, reservation):
+        return None
+    meta = reservation.get("metadata") or {}
+    return OwnedReservation(str(meta.get("name") or ""), str(meta.get("uid") or ""))
+
+
+def template_problem(job: Mapping[str, Any], job_ttl_seconds: float) -> str | None:
+    """Why ``spec.reservationOptions.template`` of ``job`` is not one the manager creates a Reservation
+    from (field path first), or None. ``job_ttl_seconds``: the job's ttl (its ``spec.ttl``, else
+    ``defaultJobTTL``; 0 when it has none). See the module doc for what a template may set."""
+    template = _options(job).get("template")
+    if not isinstance(template, Mapping):
+        return None
+    where = "spec.reservationOptions.template"
+    meta = template.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("name") not in (None, ""):
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        if str(meta["name"]) != uid:
+            return (
+                f"{where}.metadata.name: {str(meta['name'])[:63]!r} may not be set: the manager names the "
+                f"Reservation after the job's UID; remove the name, or name a Reservation an admin created "
+                f"in spec.reservationOptions.reservationRef"
+            )
+    spec = template.get("spec")
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        return f"{where}.spec: expected an object"
+    for key, why in TEMPLATE_SPEC_REFUSED.items():
+        if spec.get(key) is not None:
+            return f"{where}.spec.{key}: may not be set: {why}"
+    ttl = spec.get("ttl")
+    if ttl is None:
+        return None
+    try:
+        seconds = parse_duration(ttl) if isinstance(ttl, str) else -1.0
+    except DurationError as exc:
+        return f"{where}.spec.ttl: {exc}"
+    if seconds <= 0:
+        return f"{where}.spec.ttl: must be a positive duration such as 5m (0 never expires)"
+    if job_ttl_seconds > 0 and seconds > job_ttl_seconds:
+        return f"{where}.spec.ttl: {ttl} is longer than the job's ttl ({_format_ttl(job_ttl_seconds)})"
+    return None
 
 
 def _requests_only(containers: Any) -> list[dict[str, Any]]:
@@ -183,38 +277,44 @@ def _format_ttl(seconds: float) -> str:
 def reservation_manifest(job: Mapping[str, Any], pod: Mapping[str, Any], ttl_seconds: float) -> dict[str, Any] | str:
     """The Reservation to create for ``job`` whose pod is ``pod``; a message (str) when none can be made.
 
-    ``ttl_seconds`` is the job's ttl (its ``spec.ttl``, else ``defaultJobTTL``).
+    ``ttl_seconds`` is the job's ttl (its ``spec.ttl``, else ``defaultJobTTL``). The job's template is
+    assumed to have passed :func:`template_problem`: of it only ``spec.template``, ``spec.ttl``,
+    ``metadata.labels`` and ``metadata.annotations`` are read.
     """
     meta = job.get("metadata") or {}
     job_name = str(meta.get("name") or "")
     node = str((pod.get("spec") or {}).get("nodeName") or "")
-    user = copy.deepcopy(dict(_options(job).get("template") or {}))
-    user_meta = dict(user.get("metadata") or {})
-    spec = dict(user.get("spec") or {})
-    if not spec.get("template"):
+    user = _options(job).get("template") or {}
+    user_meta = user.get("metadata") or {}
+    user_spec = user.get("spec") or {}
+    spec: dict[str, Any] = {}
+    if user_spec.get("template"):
+        spec["template"] = copy.deepcopy(dict(user_spec["template"]))
+    else:
         spec["template"] = pod_template(pod)
-    if not spec.get("owners"):
-        pod_meta = pod.get("metadata") or {}
-        key = f"{pod_meta.get('namespace')}/{pod_meta.get('name')}"
-        try:
-            owners = owners_for(pod)
-        except ObjectError as exc:
-            return f'Pod "{key}" cannot be read: {exc}'
-        if owners is None:
-            return f'Pod "{key}" has no controller and no labels: no replacement could own a Reservation'
-        spec["owners"] = owners
+    pod_meta = pod.get("metadata") or {}
+    key = f"{pod_meta.get('namespace')}/{pod_meta.get('name')}"
+    try:
+        owners = owners_for(pod)
+    except ObjectError as exc:
+        return f'Pod "{key}" cannot be read: {exc}'
+    if owners is None:
+        return f'Pod "{key}" has no controller and no labels: no replacement could own a Reservation'
+    spec["owners"] = owners
     spec["allocateOnce"] = True
     template = dict(spec["template"])
     pod_spec = dict(template.get("spec") or {})
     pod_spec.pop("nodeName", None)
     template["spec"] = excluding_node(pod_spec, node)
     spec["template"] = template
-    if spec.get("ttl") is None and spec.get("expires") is None and ttl_seconds > 0:
+    if user_spec.get("ttl") is not None:
+        spec["ttl"] = str(user_spec["ttl"])
+    elif ttl_seconds > 0:
         spec["ttl"] = _format_ttl(ttl_seconds)
-    labels = dict(user_meta.get("labels") or {})
+    labels = {str(k): str(v) for k, v in (user_meta.get("labels") or {}).items()}
     labels.update({LABEL_MANAGED_BY: "koordpy", LABEL_MIGRATION_JOB: _label_value(job_name)})
-    annotations = dict(user_meta.get("annotations") or {})
-    annotations[ANNOTATION_MIGRATION_JOB] = f"{job_name}/{meta.get('uid') or ''}"
+    annotations = {str(k): str(v) for k, v in (user_meta.get("annotations") or {}).items()}
+    annotations[ANNOTATION_MIGRATION_JOB] = job_marker(job)
     metadata: dict[str, Any] = {"name": _default_name(job), "labels": labels, "annotations": annotations}
     if meta.get("uid"):
         metadata["ownerReferences"] = [
@@ -308,22 +408,28 @@ def bound_pod(raw: Mapping[str, Any], node_pods: Sequence[PodInfo], now: float) 
     return None
 
 
-def stale_reservations(jobs: Sequence[Mapping[str, Any]], reservations: Sequence[Mapping[str, Any]]) -> list[str]:
+def stale_reservations(
+    jobs: Sequence[Mapping[str, Any]], reservations: Sequence[Mapping[str, Any]]
+) -> list[OwnedReservation]:
     """Reservations a migration created whose job is gone (or replaced by one with another UID), Failed
-    or Aborted: the manager deletes them. Reservations without :data:`ANNOTATION_MIGRATION_JOB` are
-    never returned."""
+    or Aborted: the manager deletes them (each only while it has the UID read here). Only Reservations
+    that carry the manager's marker with a job name and UID (:data:`ANNOTATION_MIGRATION_JOB`, which
+    the manager always writes so) are ever returned."""
     by_name = {str((j.get("metadata") or {}).get("name")): j for j in jobs}
     stale = []
     for res in reservations:
         meta = res.get("metadata") or {}
-        marker = (meta.get("annotations") or {}).get(ANNOTATION_MIGRATION_JOB)
+        marker = _marker(res)
         if not marker or meta.get("deletionTimestamp"):
             continue
-        job_name, _, job_uid = str(marker).rpartition("/")
+        job_name, _, job_uid = marker.rpartition("/")
+        if not job_name or not job_uid:
+            continue  # not a marker the manager writes
+        found = OwnedReservation(str(meta.get("name") or ""), str(meta.get("uid") or ""))
         job = by_name.get(job_name)
-        if job is None or (job_uid and str((job.get("metadata") or {}).get("uid") or "") != job_uid):
-            stale.append(str(meta.get("name")))
+        if job is None or str((job.get("metadata") or {}).get("uid") or "") != job_uid:
+            stale.append(found)
             continue
         if ((job.get("status") or {}).get("phase")) in ("Failed", "Aborted"):
-            stale.append(str(meta.get("name")))
-    return sorted(stale)
+            stale.append(found)
+    return sorted(stale, key=lambda r: r.name)

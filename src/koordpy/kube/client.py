@@ -7,6 +7,14 @@ Credentials renew (:mod:`koordpy.kube.credentials`): every request carries the c
 ``Authorization`` header, and a request answered 401 is sent once more when renewing the credentials
 gave a different header (a 401 means the API server did nothing with the request).
 
+A client built with a ``fence`` (:class:`WriteFence`, e.g. a leader's
+:class:`koordpy.kube.leaderelection.LeaseElector`) asks it right before each write goes out (after the
+credentials were fetched, so nothing of the client's own awaits lies between the check and the send):
+a write the fence refuses is never sent, and one it admits must be answered within the seconds the fence
+grants (else it fails as a timeout). Reads (GET, HEAD, OPTIONS) pass unasked. Its connections close by
+reset (``SO_LINGER`` 0): a write given up on (the grant ran out while the network was cut) is dropped
+with its connection, never delivered by the kernel once the network is back.
+
 Not guaranteed: other retries. Each call is one request (``list`` one request per page), or two after a
 401; callers decide what to retry with :func:`koordpy.kube.errors.is_temporary`. No state is kept
 across clients but the connection's credentials, which its clients share.
@@ -14,12 +22,15 @@ across clients but the connection's credentials, which its clients share.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import socket
+import struct
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 import aiohttp
 import orjson
@@ -30,7 +41,18 @@ from koordpy.kube.credentials import Credentials
 from koordpy.kube.errors import ApiConnectionError, ApiError, error_from_response, error_from_status
 from koordpy.kube.resources import ResourceRef
 
-__all__ = ["ApiClient", "ClientSettings", "ListResult", "PatchType", "WatchEvent", "authorize_middleware"]
+__all__ = [
+    "READ_METHODS",
+    "ApiClient",
+    "ClientSettings",
+    "ListResult",
+    "PatchType",
+    "WatchEvent",
+    "WriteFence",
+    "abortive_socket",
+    "authorize_middleware",
+    "fence_middleware",
+]
 
 PatchType = Literal["merge", "json", "strategic"]
 WatchEvent = tuple[str, dict[str, Any]]
@@ -119,6 +141,43 @@ def authorize_middleware(credentials: Credentials) -> aiohttp.ClientMiddlewareTy
     return authorize
 
 
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing on the API server; every other one is a write."""
+
+
+class WriteFence(Protocol):
+    """Decides whether a write may go out now (see :func:`fence_middleware`)."""
+
+    def admit(self, method: str, url: str) -> float:
+        """The seconds a write sent now may take until its answer; raises an :class:`ApiError` to refuse it
+        (it is then not sent)."""
+        ...
+
+
+def fence_middleware(fence: WriteFence) -> aiohttp.ClientMiddlewareType:
+    """An aiohttp client middleware that asks ``fence`` before each write is sent (every attempt, the second
+    one after a 401 too) and bounds the wait for its answer by what the fence granted. Put it after
+    :func:`authorize_middleware`, so that it runs last before the request goes out."""
+
+    async def fenced(request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        if request.method.upper() in READ_METHODS:
+            return await handler(request)
+        granted = fence.admit(request.method.upper(), request.url.path)
+        async with asyncio.timeout(granted):
+            return await handler(request)
+
+    return fenced
+
+
+def abortive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """An aiohttp ``socket_factory`` whose sockets close by reset (``SO_LINGER`` on, 0 s): what the kernel
+    had not delivered yet is discarded at close, not sent once the network is back (a fenced client's)."""
+    family, kind, proto = addr_info[0], addr_info[1], addr_info[2]
+    sock = socket.socket(family=family, type=kind, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return sock
+
+
 def _set_authorization(request: aiohttp.ClientRequest, header: str | None) -> None:
     if header:
         request.headers["Authorization"] = header
@@ -129,12 +188,17 @@ def _set_authorization(request: aiohttp.ClientRequest, header: str | None) -> No
 class ApiClient:
     """Async API client over one aiohttp session. Use as ``async with ApiClient(conn) as api: ...``.
 
+    ``fence`` (optional) admits or refuses each write before it is sent (see the module docstring).
+
     Not thread-safe; bound to the event loop it was opened on.
     """
 
-    def __init__(self, connection: ConnectionInfo, settings: ClientSettings | None = None) -> None:
+    def __init__(
+        self, connection: ConnectionInfo, settings: ClientSettings | None = None, *, fence: WriteFence | None = None
+    ) -> None:
         self.connection = connection
         self.settings = settings or ClientSettings()
+        self.fence = fence
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
@@ -155,15 +219,22 @@ class ApiClient:
         if self._session is not None:
             return
         ssl_arg = self.connection.ssl_context()
-        connector = aiohttp.TCPConnector(limit=self.settings.max_connections, ssl=ssl_arg)
+        connector = aiohttp.TCPConnector(
+            limit=self.settings.max_connections,
+            ssl=ssl_arg,
+            socket_factory=abortive_socket if self.fence is not None else None,
+        )
         headers = {"User-Agent": self.settings.user_agent, "Accept": "application/json"}
         headers.update(self.connection.headers())
+        middlewares = [authorize_middleware(self.connection.credentials)]
+        if self.fence is not None:
+            middlewares.append(fence_middleware(self.fence))
         self._session = aiohttp.ClientSession(
             base_url=None,
             connector=connector,
             headers=headers,
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
-            middlewares=(authorize_middleware(self.connection.credentials),),
+            middlewares=tuple(middlewares),
         )
 
     async def close(self) -> None:

@@ -14,8 +14,21 @@ holder and sets ``leaseDurationSeconds`` to 1, so a standby takes over at its ne
 Sticky by construction: nothing a candidate carries (start time, priority) lets it take a Lease that
 its holder renews.
 
-Not guaranteed: fencing (a holder frozen longer than the lease duration still believes it leads until
-its next renewal fails); the Lease's timestamps are informative only.
+The leader's fence (:meth:`LeaseElector.admit`, a :class:`koordpy.kube.client.WriteFence`): a write may go
+out only while this candidate leads and less than ``renew_deadline`` has passed since the *start* of its
+last successful renewal (the request's start, not its answer: the API server stored the renewal after
+that, and a standby counts the lease from when it saw it, later still). A write admitted gets the rest of
+that window to be answered. So the leader sends nothing from ``renew_deadline`` after its last renewal
+on, while a standby takes over no earlier than ``leaseDurationSeconds`` after that renewal: the
+difference is the margin a write sent just before the deadline has to be answered in. Each leadership
+is a term (:attr:`LeaseElector.term`); :meth:`LeaseElector.term_over` wakes a retry loop at its end.
+
+``leaseDurationSeconds`` is an integer: the configured duration is written rounded up (never below the
+renew deadline: client-go truncates, so 10.4 s would be written as 10 s, below a 10.2 s renew deadline).
+
+Not guaranteed: the Lease's timestamps are informative only. A process frozen between the fence's check
+and the send (a stopped process, a stalled VM: no check can see it) still sends that one write late, and
+a write already received by the API server is carried out whenever the server gets to it.
 """
 
 from __future__ import annotations
@@ -23,22 +36,37 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordpy.config.manager import JITTER_FACTOR, leader_election_problems
 from koordpy.kube.client import ApiClient
 from koordpy.kube.errors import ApiError, Conflict, NotFound
 from koordpy.kube.resources import LEASES
 
-__all__ = ["JITTER_FACTOR", "ElectionState", "LeaseElector", "micro_time"]
+__all__ = ["JITTER_FACTOR", "ElectionState", "LeaseElector", "NotLeading", "lease_seconds", "micro_time"]
 
-JITTER_FACTOR = 1.2
-"""client-go's ``JitterFactor``: each wait is ``retry_period`` times a factor in [1, 1 + 1.2)."""
 
 log = logging.getLogger(__name__)
+
+
+class NotLeading(ApiError):  # noqa: N818 - named for what it says, as the HTTP errors are
+    """A write refused by the leader's fence before it was sent (:meth:`LeaseElector.admit`): this process
+    does not hold the Lease, or its last renewal is older than the renew deadline. ``status`` 0, as nothing
+    was sent; never temporary (:func:`koordpy.kube.errors.is_temporary` is False)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "NotLeading", message)
+
+
+def lease_seconds(duration: float) -> int:
+    """``leaseDurationSeconds`` for a configured duration: whole seconds, rounded up (so the written lease
+    is never shorter than configured, and stays longer than the renew deadline)."""
+    return max(1, math.ceil(duration))
 
 
 def micro_time(now: dt.datetime) -> str:
@@ -59,6 +87,8 @@ class ElectionState:
     """How often this process took the Lease."""
     failed_attempts: int = 0
     """Reads or writes of the Lease that failed (any error but a lost race)."""
+    fenced_writes: int = 0
+    """Writes the fence refused (:meth:`LeaseElector.admit`)."""
     last_error: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -68,7 +98,8 @@ class LeaseElector:
 
     ``may_lead`` (optional) is asked before each attempt to take a Lease this candidate does not hold;
     False postpones the attempt to the next try (the manager waits out older replicas that peer without
-    the Lease). ``monotonic``, ``wall`` and ``sleep`` are injected for tests. One event loop only.
+    the Lease). ``on_fenced`` (optional) is called for each write :meth:`admit` refuses (a metric).
+    ``monotonic``, ``wall`` and ``sleep`` are injected for tests. One event loop only.
     """
 
     def __init__(
@@ -82,13 +113,15 @@ class LeaseElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         may_lead: Callable[[], Awaitable[bool]] | None = None,
+        on_fenced: Callable[[], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:
-            raise ValueError("leaseDuration > renewDeadline > 1.2 x retryPeriod > 0 is required")
+        problems = leader_election_problems(lease_duration, renew_deadline, retry_period)
+        if problems:
+            raise ValueError("; ".join(problems))
         self.client = client
         self.namespace = namespace
         self.name = name
@@ -97,6 +130,7 @@ class LeaseElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.may_lead = may_lead
+        self.on_fenced = on_fenced
         self._monotonic = monotonic
         self._wall = wall
         self._sleep = sleep
@@ -106,6 +140,15 @@ class LeaseElector:
         self._observed_rv = ""
         self._observed_at = 0.0
         """Monotonic time at which the observed spec last changed (client-go's ``observedTime``)."""
+        self._may_hold = False
+        """The Lease may name this candidate: last seen so, or a write that would make it so was sent and its
+        outcome is not known (:meth:`release` then looks)."""
+        self._valid_until = 0.0
+        """Monotonic time until which this leader may write: the start of its last successful renewal plus
+        ``renew_deadline``."""
+        self._term_over = asyncio.Event()
+        self.term = 0
+        """Leaderships so far (1 during the first): a write decided in one term is never sent in another."""
         self.state = ElectionState()
 
     # -- one attempt ------------------------------------------------------------------------------
@@ -126,6 +169,7 @@ class LeaseElector:
             self._observed = spec
             self._observed_at = self._monotonic()
         self._observed_rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        self._may_hold = str(spec.get("holderIdentity") or "") == self.identity
         self.state.holder = str(spec.get("holderIdentity") or "")
         self.state.transitions = int(spec.get("leaseTransitions") or 0)
 
@@ -148,13 +192,17 @@ class LeaseElector:
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(self.identity, acquire="", transitions=0, duration=round(self.lease_duration)),
+                "spec": self._spec(
+                    self.identity, acquire="", transitions=0, duration=lease_seconds(self.lease_duration)
+                ),
             }
             if self.may_lead is not None and not await self.may_lead():
                 return False
+            self._may_hold = True
             try:
                 created = await self.client.create(LEASES, body, namespace=self.namespace)
             except Conflict:
+                self._may_hold = False
                 return False
             self._observe(created)
             return True
@@ -174,12 +222,14 @@ class LeaseElector:
                 self.identity,
                 acquire=str(spec.get("acquireTime") or "") if mine else "",
                 transitions=transitions if mine else transitions + 1,
-                duration=round(self.lease_duration),
+                duration=lease_seconds(self.lease_duration),
             ),
         }
+        self._may_hold = True
         try:
             written = await self.client.replace(LEASES, updated, namespace=self.namespace)
         except Conflict:
+            self._may_hold = mine
             return False
         self._observe(written)
         return True
@@ -198,13 +248,27 @@ class LeaseElector:
             log.warning("leader election %s/%s: %s", self.namespace, self.name, exc)
             return False
 
-    async def acquire(self) -> None:
-        """Return once this candidate holds the Lease (tries every ``retry_period``, jittered)."""
+    def _begin_term(self, renewal_started: float) -> None:
+        self.term += 1
+        self._term_over = asyncio.Event()
+        self._valid_until = renewal_started + self.renew_deadline
+        self.state.leading = True
+        self.state.acquired += 1
+
+    def _end_term(self) -> None:
+        self.state.leading = False
+        self._term_over.set()
+
+    async def acquire(self, until: asyncio.Event | None = None) -> bool:
+        """Try every ``retry_period`` (jittered) until this candidate holds the Lease (True: a new term
+        begins), or ``until`` is set (False). An attempt in flight when ``until`` is set is finished, not
+        abandoned: its write may take the Lease, and only its answer says so (then True: the caller
+        releases it)."""
         announced = ""
-        while True:
+        while until is None or not until.is_set():
+            started = self._monotonic()
             if await self._attempt():
-                self.state.leading = True
-                self.state.acquired += 1
+                self._begin_term(started)
                 log.info(
                     "leader election %s/%s: acquired as %s (transitions %d)",
                     self.namespace,
@@ -212,7 +276,7 @@ class LeaseElector:
                     self.identity,
                     self.state.transitions,
                 )
-                return
+                return True
             if self.state.holder != announced:
                 announced = self.state.holder
                 log.info(
@@ -221,48 +285,97 @@ class LeaseElector:
                     self.name,
                     announced or "nobody (waiting for older replicas)",
                 )
-            await self._sleep(self._wait())
+            await self._sleep_unless(self._wait(), until)
+        return False
+
+    async def _sleep_unless(self, seconds: float, until: asyncio.Event | None) -> None:
+        if until is None:
+            await self._sleep(seconds)
+            return
+        sleeping = asyncio.ensure_future(self._sleep(seconds))
+        stopping = asyncio.ensure_future(until.wait())
+        try:
+            await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, stopping):
+                task.cancel()
+            await asyncio.gather(sleeping, stopping, return_exceptions=True)
 
     async def hold(self) -> None:
         """Renew every ``retry_period`` while leading; return once no renewal succeeded for ``renew_deadline``
-        or another candidate holds the Lease (it is then lost: stop acting). Each attempt is bounded by
-        what is left of the deadline, so a hung request cannot outlast it."""
-        last_renewed = self._monotonic()
+        (counted from the start of the last successful one) or another candidate holds the Lease: the term
+        is over, stop acting. Each attempt is bounded by what is left of the deadline, so a hung request
+        cannot outlast it."""
         while True:
             await self._sleep(self.retry_period)
             while True:
-                left = last_renewed + self.renew_deadline - self._monotonic()
+                started = self._monotonic()
+                left = self._valid_until - started
                 renewed = False
                 if left > 0:
                     try:
-                        renewed = await asyncio.wait_for(self._attempt(), left)
+                        async with asyncio.timeout(left):  # no task of its own (kopf stops tasks it did not start)
+                            renewed = await self._attempt()
                     except TimeoutError:
                         renewed = False
                 if renewed:
-                    last_renewed = self._monotonic()
+                    self._valid_until = started + self.renew_deadline
                     break
-                if self._held_by_other() or self._monotonic() - last_renewed >= self.renew_deadline:
-                    self.state.leading = False
+                if self._held_by_other() or self._monotonic() >= self._valid_until:
+                    self._end_term()
                     log.error(
-                        "leader election %s/%s: lost (last renewal %.1fs ago; holder now %r)",
+                        "leader election %s/%s: lost (last renewal started %.1fs ago; holder now %r)",
                         self.namespace,
                         self.name,
-                        self._monotonic() - last_renewed,
+                        self._monotonic() - (self._valid_until - self.renew_deadline),
                         self.state.holder,
                     )
                     return
                 await self._sleep(min(self.retry_period / 4, max(0.0, left)))
 
+    # -- the fence --------------------------------------------------------------------------------
+
+    def admit(self, method: str, url: str) -> float:
+        """The fence (:class:`koordpy.kube.client.WriteFence`): the seconds a write sent now may take, while
+        this candidate leads and its last renewal started less than ``renew_deadline`` ago; else
+        :class:`NotLeading` (counted in ``state.fenced_writes``, logged), and the write is not sent."""
+        left = self._valid_until - self._monotonic() if self.state.leading else 0.0
+        if left > 0:
+            return left
+        self.state.fenced_writes += 1
+        if self.on_fenced is not None:
+            self.on_fenced()
+        why = "renewal overdue" if self.state.leading else "not the holder"
+        message = f"{method} {url} not sent: not leading on Lease {self.namespace}/{self.name} ({why})"
+        log.warning("leader election %s/%s: %s", self.namespace, self.name, message)
+        raise NotLeading(message)
+
+    def leads(self, term: int) -> bool:
+        """Whether term ``term`` is still on and inside its renew deadline (what :meth:`admit` asks)."""
+        return term == self.term and self.state.leading and self._monotonic() < self._valid_until
+
+    async def term_over(self, term: int) -> None:
+        """Return once term ``term`` is over (at once when it already is): the Lease was lost or released."""
+        over = self._term_over
+        if term != self.term or not self.state.leading:
+            return
+        await over.wait()
+
     async def release(self) -> bool:
-        """Give the Lease up (empty holder, ``leaseDurationSeconds`` 1) if this candidate holds it; True when
-        released. Errors are logged, not raised (the Lease then simply expires)."""
-        if not self.state.leading:
+        """Give the Lease up (empty holder, ``leaseDurationSeconds`` 1) if it names this candidate; True when
+        released. The term ends first (the fence refuses from now on). The Lease is read only when it may
+        name this candidate (leading, or a write taking it was sent whose answer never came: stopped in the
+        middle of taking it). Errors are logged, not raised (the Lease then simply expires)."""
+        leading = self.state.leading
+        if leading:
+            self._end_term()
+        if not leading and not self._may_hold:
             return False
-        self.state.leading = False
         spec = self._observed or {}
         try:
             lease = await self.client.get(LEASES, self.name, self.namespace)
             if str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:
+                self._may_hold = False
                 return False
             released = {
                 **lease,
@@ -274,5 +387,6 @@ class LeaseElector:
                 "leader election %s/%s: release failed (%s); it expires instead", self.namespace, self.name, exc
             )
             return False
+        self._may_hold = False
         log.info("leader election %s/%s: released", self.namespace, self.name)
         return True

@@ -12,7 +12,10 @@ from urllib.parse import quote
 __all__ = [
     "ALL",
     "AVOIDANCEACTIONS",
+    "CONFIGMAPS",
+    "CSISTORAGECAPACITIES",
     "CUSTOMRESOURCEDEFINITIONS",
+    "DEPLOYMENTS",
     "EVENTS",
     "LEASES",
     "NAMESPACES",
@@ -28,7 +31,9 @@ __all__ = [
     "PODMIGRATIONJOBS",
     "PODQOSS",
     "PODS",
+    "REPLICASETS",
     "RESERVATIONS",
+    "STATEFULSETS",
     "ResourceRef",
     "by_plural",
 ]
@@ -90,9 +95,19 @@ class ResourceRef:
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
 PODS = ResourceRef("", "v1", "pods", "Pod", namespaced=True)
+CONFIGMAPS = ResourceRef("", "v1", "configmaps", "ConfigMap", namespaced=True)
+"""Read by ``koordpy thresholds`` in live mode only (the components' configuration files); not in ``ALL``."""
+DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", "Deployment", namespaced=True)
+REPLICASETS = ResourceRef("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+STATEFULSETS = ResourceRef("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
+"""Workloads ``koordpy descheduler balance`` reads in live mode (replica counts); not in ``ALL``."""
 EVENTS = ResourceRef("", "v1", "events", "Event", namespaced=True)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 PDBS = ResourceRef("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CSISTORAGECAPACITIES = ResourceRef(
+    "storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", namespaced=True
+)
+"""The kind of the extender's gang requeue signal (``gang.requeueSignal``): one object it may update."""
 CUSTOMRESOURCEDEFINITIONS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
@@ -128,6 +143,7 @@ ALL: tuple[ResourceRef, ...] = (
     EVENTS,
     LEASES,
     PDBS,
+    CSISTORAGECAPACITIES,
     CUSTOMRESOURCEDEFINITIONS,
     NODEMETRICS,
     PODGROUPS,

@@ -8,6 +8,12 @@ own requests (:class:`RetryingWrites`): 429, 5xx and connection errors retried a
 session its login handler (:class:`KopfLogin`) hands over: an aiohttp session over the manager's own
 connection, whose middleware sends the newest credentials with every request
 (:mod:`koordpy.kube.credentials`), so kopf's watches and koordpy's writes renew their token alike.
+
+Fencing: with leader election every writer here goes through a client (or, for kopf, a session) fenced by
+the elector (:func:`koordpy.kube.client.fence_middleware`, :meth:`koordpy.kube.leaderelection.LeaseElector.admit`):
+a write is sent only while this replica leads and its last renewal is younger than the renew deadline.
+:class:`RetryingWrites` also stops retrying at the end of the term its write began in, the moment the term
+ends, and never sends it in a later term.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.descheduler.lifecycle import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
-from koordpy.kube.client import ApiClient, authorize_middleware
+from koordpy.kube.client import ApiClient, WriteFence, abortive_socket, authorize_middleware, fence_middleware
 from koordpy.kube.connection import ConnectionInfo
+from koordpy.kube.leaderelection import LeaseElector, NotLeading
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
 from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
@@ -40,6 +47,7 @@ __all__ = [
     "MANAGER_AGENT",
     "GangWriter",
     "KopfLogin",
+    "KubeBalanceApi",
     "KubeMigrationApi",
     "KubeReservationApi",
     "NodeMetricWriter",
@@ -62,8 +70,13 @@ BACKOFFS: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21)
 class RetryingWrites:
     """POST, PATCH and DELETE through :class:`ApiClient`, a temporary failure (429, 5xx, no answer) retried
     after each of ``backoffs`` in turn (a longer ``Retry-After`` wins), then raised. Other errors raise at
-    once as :mod:`koordpy.kube.errors` exceptions. Not guaranteed: exactly-once (a write whose answer was
-    lost is sent again; its second answer may be 409 or 404)."""
+    once as :mod:`koordpy.kube.errors` exceptions.
+
+    With ``leader`` (the elector whose fence the client carries) a write belongs to the term it began in:
+    once that term is over (the Lease lost or released) it raises
+    :class:`~koordpy.kube.leaderelection.NotLeading` at once, in the middle of a backoff too, and is never
+    sent again, even if this replica leads again meanwhile. Not guaranteed: exactly-once (a write whose answer
+    was lost is sent again; its second answer may be 409 or 404)."""
 
     def __init__(
         self,
@@ -72,14 +85,20 @@ class RetryingWrites:
         *,
         backoffs: Iterable[float] = BACKOFFS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        leader: LeaseElector | None = None,
     ) -> None:
         self.client = client
         self.logger = logger
         self.backoffs = tuple(backoffs)
         self.sleep = sleep
+        self.leader = leader
 
     async def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> None:
+        leader = self.leader
+        term = leader.term if leader is not None else 0
         for attempt, backoff in enumerate((*self.backoffs, None), start=1):
+            if leader is not None and not leader.leads(term):
+                raise NotLeading(f"{method} {path} not sent: the leadership it was decided in (term {term}) is over")
             try:
                 await self.client.request(method, path, body=body, content_type=content_type)
                 return
@@ -89,7 +108,21 @@ class RetryingWrites:
                 after = getattr(exc, "retry_after", None)
                 delay = max(backoff, after) if after is not None else backoff
                 self.logger.warning("%s %s: %s (attempt %d, again in %.0f s)", method, path, exc, attempt, delay)
-                await self.sleep(delay)
+                await self._wait(delay, term)
+
+    async def _wait(self, delay: float, term: int) -> None:
+        """Sleep ``delay``, or less when the term ends first (the check before the next attempt then refuses)."""
+        if self.leader is None:
+            await self.sleep(delay)
+            return
+        sleeping = asyncio.ensure_future(self.sleep(delay))
+        over = asyncio.ensure_future(self.leader.term_over(term))
+        try:
+            await asyncio.wait({sleeping, over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, over):
+                task.cancel()
+            await asyncio.gather(sleeping, over, return_exceptions=True)
 
 
 class NodeMetricWriter:
@@ -125,7 +158,9 @@ class NodeMetricWriter:
 class KopfLogin:
     """kopf's login handler: an aiohttp session over ``connection`` whose middleware sends the newest
     credentials with every request and sends a request refused with 401 once more with renewed ones
-    (:func:`koordpy.kube.client.authorize_middleware`).
+    (:func:`koordpy.kube.client.authorize_middleware`); with ``fence``, kopf's writes (the manager's
+    handlers make kopf write nothing, so none is expected) go only as the fence admits them
+    (:func:`koordpy.kube.client.fence_middleware`).
 
     kopf runs it at start and again whenever a request of its own is still refused after that (it then
     closes the old session and blocks its API calls until a new one is handed over). While the API server
@@ -140,10 +175,12 @@ class KopfLogin:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         user_agent: str = MANAGER_AGENT,
+        fence: WriteFence | None = None,
     ) -> None:
         self.connection = connection
         self.sleep = sleep
         self.user_agent = user_agent
+        self.fence = fence
         self.logins = 0
         self._refused_logins = 0
 
@@ -158,10 +195,17 @@ class KopfLogin:
         else:
             self._refused_logins = 0
         connection = self.connection
+        middlewares = [authorize_middleware(credentials)]
+        if self.fence is not None:
+            middlewares.append(fence_middleware(self.fence))
         session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ssl=connection.ssl_context()),
+            connector=aiohttp.TCPConnector(
+                limit=0,
+                ssl=connection.ssl_context(),
+                socket_factory=abortive_socket if self.fence is not None else None,
+            ),
             headers={"User-Agent": self.user_agent, **connection.headers()},
-            middlewares=(authorize_middleware(credentials),),
+            middlewares=tuple(middlewares),
         )
         return kopf.AiohttpSession(aiohttp_session=session, server=connection.server)
 
@@ -283,15 +327,37 @@ class KubeMigrationApi:
         ) as exc:
             raise ReservationRefusedError(exc.status, exc.message) from exc
 
-    async def delete_reservation(self, name: str) -> None:
+    async def delete_reservation(self, name: str, uid: str) -> None:
         try:
-            await self.client.delete(resources.RESERVATIONS, name)
+            await self.client.delete(resources.RESERVATIONS, name, precondition_uid=uid or None)
         except kube_errors.NotFound:
             return
 
     async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> dict[str, Any]:
         patch = {"spec": {"reservationOptions": {"reservationRef": dict(ref)}}}
         return await self.client.patch(resources.PODMIGRATIONJOBS, job, patch)
+
+
+class KubeBalanceApi:
+    """:class:`koordpy.manager.balance.BalanceApi` over :class:`koordpy.kube.ApiClient`: creates the jobs a balance
+    round files and posts its Events (about a workload). API errors propagate as :mod:`koordpy.kube.errors`."""
+
+    def __init__(self, client: ApiClient, component: str = EVENT_SOURCE) -> None:
+        self.client = client
+        self.component = component
+
+    async def create_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.client.create(resources.PODMIGRATIONJOBS, body)
+
+    async def post_event(self, involved: Mapping[str, Any], reason: str, message: str) -> None:
+        await self.client.create_event(
+            involved,
+            reason=reason,
+            message=message,
+            event_type="Warning",
+            component=self.component,
+            action="Descheduling",
+        )
 
 
 class GangWriter:

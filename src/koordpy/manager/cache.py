@@ -41,6 +41,7 @@ __all__ = [
     "ObjectStore",
     "Watched",
     "newer_or_equal",
+    "slim_workload",
 ]
 
 DISCOVERY_SECONDS = 60.0
@@ -73,12 +74,21 @@ class ObjectStore:
     hear every change. Not thread-safe: one event loop.
     """
 
-    def __init__(self, resource: ResourceRef, *, index: Callable[[Raw], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        resource: ResourceRef,
+        *,
+        index: Callable[[Raw], str | None] | None = None,
+        slim: Callable[[Raw], Raw] | None = None,
+    ) -> None:
         self.resource = resource
         self.objects: dict[str, Raw] = {}
         self.version = 0
         self.synced = False
         self._index = index
+        self._slim = slim
+        """What of an object is kept (default: all of it but ``metadata.managedFields``); it must keep
+        ``metadata.name``, ``namespace`` and ``resourceVersion``."""
         self._by_index: dict[str, set[str]] = {}
         self._listeners: list[Listener] = []
 
@@ -127,8 +137,9 @@ class ObjectStore:
         for listener in self._listeners:
             listener(key, old, new)
 
-    @staticmethod
-    def _stripped(obj: Raw) -> Raw:
+    def _stripped(self, obj: Raw) -> Raw:
+        if self._slim is not None:
+            return self._slim(obj)
         meta = obj.get("metadata")
         if isinstance(meta, dict) and "managedFields" in meta:
             obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
@@ -181,6 +192,33 @@ def _node_of(pod: Raw) -> str | None:
     return node if isinstance(node, str) and node else None
 
 
+def slim_workload(kind: str) -> Callable[[Raw], Raw]:
+    """What the manager keeps of a workload (a Deployment, ReplicaSet or StatefulSet): its name, namespace, UID,
+    resourceVersion, controller reference and ``spec.replicas`` (``kind`` filled in: a list's items have none).
+    A ReplicaSet's pod template is most of its size, and the balance round reads none of it."""
+
+    def slim(obj: Raw) -> Raw:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        kept: Raw = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+        refs = meta.get("ownerReferences")
+        if isinstance(refs, list):
+            controllers = [
+                {k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
+                for ref in refs
+                if isinstance(ref, Mapping) and ref.get("controller")
+            ]
+            if controllers:
+                kept["ownerReferences"] = controllers
+        spec = obj.get("spec")
+        out: Raw = {"apiVersion": obj.get("apiVersion") or "apps/v1", "kind": kind, "metadata": kept, "spec": {}}
+        if isinstance(spec, Mapping) and "replicas" in spec:
+            out["spec"] = {"replicas": spec["replicas"]}
+        return out
+
+    return slim
+
+
 @dataclass
 class Watched:
     """One watched kind: its store, whether it may be absent (a CRD), and its reflector once started."""
@@ -197,8 +235,9 @@ class ManagerCache:
 
     ``kinds`` selects what is watched: ``pods``, ``podmigrationjobs``, ``reservations``, ``nodes``,
     ``nodemetrics``, ``podgroups`` (the PodGroup APIs: ``scheduling.sigs.k8s.io``, ``scheduling.x-k8s.io``,
-    ``scheduling.volcano.sh`` and Kubernetes' own ``scheduling.k8s.io/v1beta1``, read only). A store of a kind
-    not watched stays empty.
+    ``scheduling.volcano.sh`` and Kubernetes' own ``scheduling.k8s.io/v1beta1``, read only), ``workloads``
+    (Deployments, ReplicaSets and StatefulSets, kept slim: the balance round's replica counts). A store of a
+    kind not watched stays empty.
     """
 
     OPTIONAL = frozenset(
@@ -233,9 +272,14 @@ class ManagerCache:
         self.podgroups_x_k8s = ObjectStore(resources.PODGROUPS_X_K8S)
         self.podgroups_volcano = ObjectStore(resources.PODGROUPS_VOLCANO)
         self.podgroups_native = ObjectStore(resources.PODGROUPS_NATIVE)
+        self.deployments = ObjectStore(resources.DEPLOYMENTS, slim=slim_workload("Deployment"))
+        self.replicasets = ObjectStore(resources.REPLICASETS, slim=slim_workload("ReplicaSet"))
+        self.statefulsets = ObjectStore(resources.STATEFULSETS, slim=slim_workload("StatefulSet"))
         wanted = set(kinds)
         if "podgroups" in wanted:
             wanted |= {"podgroups_sigs", "podgroups_x_k8s", "podgroups_volcano", "podgroups_native"}
+        if "workloads" in wanted:
+            wanted |= {"deployments", "replicasets", "statefulsets"}
         self.watched: dict[str, Watched] = {
             name: Watched(store, name in self.OPTIONAL) for name, store in self._all().items() if name in wanted
         }
@@ -251,7 +295,14 @@ class ManagerCache:
             "podgroups_x_k8s": self.podgroups_x_k8s,
             "podgroups_volcano": self.podgroups_volcano,
             "podgroups_native": self.podgroups_native,
+            "deployments": self.deployments,
+            "replicasets": self.replicasets,
+            "statefulsets": self.statefulsets,
         }
+
+    def workload_stores(self) -> tuple[ObjectStore, ...]:
+        """The workload stores (Deployments, ReplicaSets, StatefulSets: kept slim, :func:`slim_workload`)."""
+        return (self.deployments, self.replicasets, self.statefulsets)
 
     def podgroup_stores(self) -> tuple[tuple[str, ObjectStore], ...]:
         """Each PodGroup store (every ``podgroups_*`` kind) with the ``apiVersion`` of its objects (a watch

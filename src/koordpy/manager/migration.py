@@ -20,10 +20,12 @@ looked at again. Bookkeeping writes (those failures, scavenging, naming an arbit
 bounded per round (:data:`BOOKKEEPING_WRITES_PER_ROUND`), so 10,000 jobs that all start waiting do not
 make one round of 10,000 writes.
 
-``ReservationFirst`` jobs: a job's Reservation is created (a 409 means a restarted manager finds its
-own: adopted, never duplicated), recorded as the job's ``reservationRef``, read back from the cache, and
-deleted when the job fails. Every :data:`SWEEP_SECONDS` the round also deletes the Reservations a
-migration created whose job is gone, Failed or Aborted
+``ReservationFirst`` jobs: a job's Reservation is created with the job's marker, recorded as the job's
+``reservationRef``, read back from the cache, and deleted when the job fails, with its UID as a
+precondition. A 409 on create records nothing: the job is looked at again once the cache shows the
+Reservation of that name, which is adopted only when it carries the job's marker (a restarted manager
+finding its own) and otherwise fails the job untouched. Every :data:`SWEEP_SECONDS` the round also
+deletes the Reservations a migration created (by their marker) whose job is gone, Failed or Aborted
 (:func:`~koordpy.descheduler.reservation_first.stale_reservations`).
 
 Not guaranteed: limiter, retry and owner state live in memory and start fresh after a restart (jobs
@@ -51,6 +53,7 @@ from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
 from koordpy.descheduler.lifecycle import (
     ANNOTATION_GANG_MIGRATION,
     ANNOTATION_PASSED_ARBITRATION,
+    REQUEUE_SECONDS,
     Decision,
     Evict,
     Finish,
@@ -89,7 +92,7 @@ from koordpy.descheduler.objects import (
     resolve_workload,
     workload_from_dict,
 )
-from koordpy.descheduler.reservation_first import stale_reservations
+from koordpy.descheduler.reservation_first import OwnedReservation, stale_reservations
 from koordpy.kube import errors as kube_errors
 from koordpy.manager.cache import ManagerCache, ObjectStore
 from koordpy.manager.gangs import GangFeed
@@ -153,8 +156,8 @@ class MigrationApi(Protocol):
     """The calls the controller makes. Writes return the object as the API server stored it (stored in the
     cache at once). Implementations raise :class:`EvictionRefusedError` for a refused eviction, delete or
     annotation of the pod, :class:`ReservationRefusedError` for a refused Reservation create;
-    :meth:`delete_reservation` and :meth:`delete_job` ignore a missing object; other API errors propagate
-    (:mod:`koordpy.kube.errors`)."""
+    :meth:`delete_reservation` (only while the Reservation has ``uid``: 409 otherwise) and :meth:`delete_job`
+    ignore a missing object; other API errors propagate (:mod:`koordpy.kube.errors`)."""
 
     async def annotate_job(self, job: str, key: str, value: str) -> Raw: ...
 
@@ -178,7 +181,7 @@ class MigrationApi(Protocol):
 
     async def create_reservation(self, body: Mapping[str, Any]) -> Raw: ...
 
-    async def delete_reservation(self, name: str) -> None: ...
+    async def delete_reservation(self, name: str, uid: str) -> None: ...
 
     async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> Raw: ...
 
@@ -580,14 +583,21 @@ class MigrationController:
                 self.cache.reservations.observe(await self.api.create_reservation(decision.manifest))
                 self._logger.info("PodMigrationJob %s: created Reservation %s", name, decision.name)
             except ReservationRefusedError as refused:
-                if refused.code != 409:  # 409: ours, created before a restart: adopt it
-                    self._failures[name] += 1
-                    follow = after_reservation_error(
-                        job, refused.code, refused.detail, self._failures[name], self.clock()
+                if refused.code == 409:
+                    # the name is taken by a Reservation the cache has not shown yet: whether it is this
+                    # job's (created before a restart) is decided from its marker once it shows
+                    self._logger.info(
+                        "PodMigrationJob %s: Reservation %s exists already; looked at again once it is read",
+                        name,
+                        decision.name,
                     )
-                    self._logger.info("PodMigrationJob %s: Reservation %s refused (%s)", name, decision.name, refused)
-                    await self._carry_out(name, job, follow)
+                    self._not_before[name] = self.clock() + REQUEUE_SECONDS
                     return
+                self._failures[name] += 1
+                follow = after_reservation_error(job, refused.code, refused.detail, self._failures[name], self.clock())
+                self._logger.info("PodMigrationJob %s: Reservation %s refused (%s)", name, decision.name, refused)
+                await self._carry_out(name, job, follow)
+                return
         self.cache.jobs.observe(await self.api.set_reservation_ref(name, decision.ref))
         await self._write_status(name, decision.status)
         await self._events(job, decision.events)
@@ -636,6 +646,7 @@ class MigrationController:
             if self.metrics is not None:
                 self.metrics.evictions.labels(evictor=decision.evictor, outcome="refused").inc()
             self._failures[name] += 1
+            lookup = reservation_lookup(job, self.settings)
             follow = after_eviction_error(
                 dict(job, status=decision.status),
                 refused.code,
@@ -644,6 +655,7 @@ class MigrationController:
                 self.clock(),
                 evictor=decision.evictor,
                 settings=self.settings,
+                reservation=self.cache.reservations.get(lookup) if lookup is not None else None,
             )
             if isinstance(follow, Wait):
                 self._logger.info(
@@ -663,9 +675,12 @@ class MigrationController:
         await self._events(job, decision.events)
         self._not_before[name] = self.clock() + 1.0
 
-    async def _delete_reservation(self, name: str, why: str) -> None:
+    async def _delete_reservation(self, reservation: OwnedReservation, why: str) -> None:
+        """Delete a Reservation a job created, only while it has the UID it was read with (one made again
+        under its name meanwhile answers 409 and stays)."""
+        name = reservation.name
         try:
-            await self.api.delete_reservation(name)
+            await self.api.delete_reservation(name, reservation.uid)
         except Exception as exc:  # why: the sweep retries; one refused delete must not stop the round
             self._logger.warning("Reservation %s not deleted (%s): %s", name, why, exc)
             return

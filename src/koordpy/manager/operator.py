@@ -1,26 +1,38 @@
 """kopf wiring: node and NodeMetric events -> :func:`koordpy.manager.policy.reconcile_nodemetric`; pod and
 PodGroup events (both APIs) -> :mod:`koordpy.manager.gang_status` (PodGroup status, gang Events); one
-migration round loop (every ``arbitrationArgs.interval``) and one reservation round loop (every
-``reservation.intervalSeconds``, when due), both reading the watch caches of :mod:`koordpy.manager.cache`.
+migration round loop (every ``arbitrationArgs.interval``), one reservation round loop (every
+``reservation.intervalSeconds``, when due) and, with ``lowNodeLoad``, one balance round loop (every
+``deschedulingInterval``, :mod:`koordpy.manager.balance`), all reading the watch caches of
+:mod:`koordpy.manager.cache`.
 
-The round loops start with the operator and stop with it. There is no per-object timer: 10,000
-PodMigrationJobs cost one round every 500 ms.
+The round loops run on the leader only, from the moment kopf is ready, and stop before kopf does. There is
+no per-object timer: 10,000 PodMigrationJobs cost one round every 500 ms.
 
 Only ``on.event`` handlers and indexes are used, so kopf never writes annotations or finalizers on Nodes
 or NodeMetrics (no ``patch nodes`` permission needed). kopf fills both indexes from the initial list
 before any handler runs, so a NodeMetric whose node is already gone is deleted on start-up.
 
 One actor: with ``leaderElection.leaderElect`` (the default) a replica first takes the manager's Lease
-(:mod:`koordpy.kube.leaderelection`, client-go's rules) and only then starts kopf; until then it stands
-by with its watch caches warm and its ``/healthz`` up. kopf itself runs ``standalone``: everything that
-writes (kopf's handlers, the rounds, the Event pass) runs inside the operator, so only the Lease's holder
-writes. On SIGTERM the leader stops kopf (handlers and rounds end) and then releases the Lease, so a
-standby takes over within about ``retryPeriod``. A leader that cannot renew for ``renewDeadline`` (the API
-server unreachable, or another holder) stops kopf and stands by again in the same process, and competes
-for the Lease again when it can (client-go components exit instead and are restarted: the caches here
-stay warm, and an outage of the API server ends with every replica running, none restarted). Replicas
-of older versions that peer through a ClusterKopfPeering (``peering.name``) are waited out: no Lease is
-taken while a live keep-alive is left in it.
+(:mod:`koordpy.kube.leaderelection`, client-go's rules) and only then starts kopf and its own writers
+(:func:`act`: the rounds and the gang Event passes); until then it stands by with its watch caches warm and
+its ``/healthz`` up. kopf itself runs ``standalone``. Every write about the cluster (kopf's handlers', the
+rounds', the Events') goes through a client or session the elector fences
+(:meth:`koordpy.kube.leaderelection.LeaseElector.admit`): sent only while this replica leads and its last
+renewal started less than ``renewDeadline`` ago, each retry loop ending with its term. Not fenced: the
+Lease itself and the Event about this replica's own refused credentials.
+
+Stopping (SIGTERM, SIGINT, ``stop_flag``) or losing the Lease, at any moment: the writers stop first, then
+kopf (given :data:`KOPF_STOP_SECONDS` by its stop flag, then cancelled and given as long again: kopf alone
+would wait 5 s for its own leftover tasks, :func:`stop_kopf`), then a stopping leader releases the Lease
+(bounded by :data:`RELEASE_SECONDS`), so a standby takes over within about ``retryPeriod``. SIGTERM and
+SIGINT are the manager's at every moment: kopf installs its own handlers as it starts, and they are
+replaced at once. A replica stopped while it took the Lease (its write sent, the answer not yet in) reads
+the Lease and releases it if it names it. A leader that cannot renew for ``renewDeadline`` (the API server
+unreachable, or another holder) stops acting and stands by again in the same process, and competes for
+the Lease again when it can (client-go components exit instead and are restarted: the caches here stay
+warm, and an outage of the API server ends with every replica running, none restarted). Replicas of older
+versions that peer through a ClusterKopfPeering (``peering.name``) are waited out: no Lease is taken while
+a live keep-alive is left in it.
 """
 
 from __future__ import annotations
@@ -40,10 +52,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from koordpy.config.gang import CoschedulingArgs
 from koordpy.config.manager import ManagerConfiguration, PodGroupSettings, deprecation_warnings
+from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.crds.nodemetric import NODE_METRIC
 from koordpy.crds.peering import CLUSTER_KOPF_PEERING
 from koordpy.kube.client import ApiClient, ClientSettings
@@ -55,12 +68,14 @@ from koordpy.manager.api import (
     MANAGER_AGENT,
     GangWriter,
     KopfLogin,
+    KubeBalanceApi,
     KubeMigrationApi,
     KubeReservationApi,
     NodeMetricWriter,
     Outcome,
     RetryingWrites,
 )
+from koordpy.manager.balance import balance_from_config
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
 from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
@@ -84,8 +99,11 @@ from koordpy.scheduler.plugins.gang import (
 )
 
 __all__ = [
+    "KOPF_STOP_SECONDS",
+    "RELEASE_SECONDS",
     "GangStatusKeeper",
     "QuietHandlers",
+    "act",
     "build_registry",
     "health_report",
     "legacy_peers_gone",
@@ -93,6 +111,7 @@ __all__ = [
     "operator_settings",
     "readiness_report",
     "run",
+    "stop_kopf",
 ]
 
 Apply = Callable[[Action], Awaitable[Outcome]]
@@ -236,35 +255,19 @@ class GangStatusKeeper:
 def build_registry(
     config: ManagerConfiguration,
     apply: Apply,
-    loops: Sequence[RoundLoop] = (),
     gangs: GangStatusKeeper | None = None,
     login: KopfLogin | None = None,
 ) -> kopf.OperatorRegistry:
     """A kopf registry with the manager's indexes and handlers; ``apply`` carries out NodeMetric actions,
-    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status and gang Events, ``login`` hands
-    kopf its session (default: over :func:`koordpy.kube.connection.load_connection`, loaded at the first
-    login: in a pod the service account, else ``$KUBECONFIG``).
+    ``gangs`` (when given and ``podGroup.enabled``) keeps PodGroup status, ``login`` hands kopf its session
+    (default: over :func:`koordpy.kube.connection.load_connection`, loaded at the first login: in a pod the
+    service account, else ``$KUBECONFIG``).
 
-    Each of ``loops`` starts with the operator and stops with it (the operator runs on the leader only).
+    No startup or cleanup handlers: the rounds and the gang Event passes run beside kopf, started and
+    stopped by :func:`run` itself (:func:`act`), so that they stop before kopf does, whatever stops it.
     """
     registry = kopf.OperatorRegistry()
     settings = config.node_metric
-
-    if loops:
-        running: list[asyncio.Task[None]] = []
-
-        @kopf.on.startup(registry=registry)
-        async def start_rounds(**_: Any) -> None:
-            for loop in loops:
-                running.append(asyncio.create_task(loop.run(lambda: False, asyncio.sleep), name=f"{loop.name} rounds"))
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop_rounds(**_: Any) -> None:
-            for task in running:
-                task.cancel()
-            for task in running:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     @kopf.index("v1", "nodes", id="node_labels", registry=registry)
     def node_labels(name: str, labels: Any, **_: Any) -> dict[str, dict[str, str]]:
@@ -357,25 +360,6 @@ def _register_gangs(registry: kopf.OperatorRegistry, gangs: GangStatusKeeper) ->
     @kopf.on.event(API_VOLCANO, "v1beta1", "podgroups", registry=registry)
     async def volcano_podgroup_event(*, type: str, body: kopf.Body, **_: Any) -> None:
         await gangs.reconcile(gangs.on_podgroup(API_VOLCANO, type, body))
-
-    pending: list[asyncio.Task[None]] = []
-
-    @kopf.on.startup(registry=registry)
-    async def start_event_flush(**_: Any) -> None:
-        async def flush() -> None:
-            while True:
-                await asyncio.sleep(gangs.settings.event_delay_seconds)
-                try:
-                    await gangs.post_events()
-                except Exception:  # an Event pass must never end the loop; the next pass retries
-                    logging.getLogger("koordpy.manager").exception("gang Event pass failed")
-
-        pending.append(asyncio.create_task(flush()))
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_event_flush(**_: Any) -> None:
-        for task in pending:
-            task.cancel()
 
 
 def health_report(
@@ -536,20 +520,55 @@ def _handle_signals(handler: Callable[[signal.Signals], None]) -> None:
         loop.add_signal_handler(sig, handler, sig)
 
 
-async def _own_signals(ready: asyncio.Event, handler: Callable[[signal.Signals], None]) -> None:
-    """Once kopf is ready, SIGINT and SIGTERM call ``handler`` again instead of kopf's own handler (kopf
-    installs it as it starts; installed once more a second later, whatever the order kopf got to it in)."""
-    await ready.wait()
-    _handle_signals(handler)
-    await asyncio.sleep(1.0)
-    _handle_signals(handler)
-
-
 async def _tend_gc(freezer: GcFreezer) -> None:
     """Freeze the caches' long-lived objects after each full collection (:mod:`koordpy.runtime.gcfreeze`)."""
     while True:
         freezer.tick()
         await asyncio.sleep(1.0)
+
+
+KOPF_STOP_SECONDS = 1.0
+"""How long kopf gets to stop by its stop flag before it is cancelled, and again after that. kopf 1.45 waits
+5 s for the tasks it started and did not end: its API discovery's requests (``asyncio.as_completed``, whose
+tasks outlive the discovery when it is cancelled) go on after kopf closed its session and wait for a new
+login that never comes; stopped during start-up, kopf would keep the process 5 s past the stop."""
+
+RELEASE_SECONDS = 5.0
+"""How long a stopping manager tries to release the Lease (else it expires: ``leaseDuration``)."""
+
+
+async def act(ready: asyncio.Event, loops: Sequence[RoundLoop], gangs: GangStatusKeeper | None) -> None:
+    """The leader's own writers, from the moment kopf is ready until cancelled: each round loop, and with
+    ``gangs`` the gang Event passes (every ``podGroup.eventDelaySeconds``)."""
+    await ready.wait()
+    async with asyncio.TaskGroup() as group:
+        for loop in loops:
+            group.create_task(loop.run(lambda: False, asyncio.sleep), name=f"{loop.name} rounds")
+        if gangs is not None:
+            group.create_task(_post_gang_events(gangs), name="gang events")
+
+
+async def _post_gang_events(gangs: GangStatusKeeper) -> None:
+    while True:
+        await asyncio.sleep(gangs.settings.event_delay_seconds)
+        try:
+            await gangs.post_events()
+        except Exception:  # an Event pass must never end the loop; the next pass retries
+            logging.getLogger("koordpy.manager").exception("gang Event pass failed")
+
+
+async def stop_kopf(operator: asyncio.Task[None], logger: logging.Logger, grace: float = KOPF_STOP_SECONDS) -> None:
+    """Wait for kopf's task (``kopf.run_tasks``, its stop flag already set) for ``grace`` seconds; then cancel
+    it (kopf then cancels its tasks, the orphaned ones too) and wait ``grace`` once more. A kopf that still
+    runs then is left behind with an error logged: the caller goes on (releases the Lease, exits)."""
+    done, _ = await asyncio.wait({operator}, timeout=grace)
+    if done:
+        return
+    logger.warning("kopf did not stop within %gs of its stop flag: cancelling it", grace)
+    operator.cancel()
+    done, _ = await asyncio.wait({operator}, timeout=grace)
+    if not done:
+        logger.error("kopf did not stop within %gs of its cancellation: left behind", grace)
 
 
 def migration_loop(controller: MigrationController, arbitrate: Any, interval: float, cache: ManagerCache) -> RoundLoop:
@@ -577,8 +596,11 @@ async def run(
     ready_flag: Any = None,
     liveness: bool = True,
     limits: ListenerLimits | None = None,
+    scheduler: SchedulerConfiguration | None = None,
 ) -> None:
     """Run the operator until ``stop_flag`` (or a signal). Credentials come from the login handler.
+    ``scheduler`` is the extender's configuration the balance round judges destinations with (``lowNodeLoad``
+    only; default: the extender's defaults).
 
     With ``liveness``, ``GET /healthz`` is served on ``health.host:health.port`` from a thread of its own
     while the operator runs, bounded by ``limits`` (default: from ``config.health``), ``GET /readyz``
@@ -599,44 +621,8 @@ async def run(
     # carry the name kopf's session does (koordpy-manager, in managed fields); the others are koordpy's.
     connection = load_connection()
     client = ApiClient(connection)
-    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT))
-    writes = RetryingWrites(writes_client, logger)
-    writer = NodeMetricWriter(writes)
-    cache = ManagerCache(
-        client,
-        ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups"),
-        logger=logger,
-    )
-    api = KubeMigrationApi(client)
-    args = config.migration_controller
-    metrics = MigrationMetrics(new_registry())
-    controller = controller_from_args(api, args, cache, logger=logger, metrics=metrics)
-    migrations = migration_loop(
-        controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
-    )
-    gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
-    reservations = ReservationController(
-        KubeReservationApi(client, cache),
-        config.reservation,
-        metrics=ReservationMetrics(metrics.registry),
-        logger=logger,
-        source=cache,
-    )
-    loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
-    registry = build_registry(config, writer.apply, loops, gangs, KopfLogin(connection))
-    register_credentials_metrics(metrics.registry, connection.credentials)
-    credentials = CredentialsWatch(
-        connection.credentials,
-        config.credentials.refused_not_ready_seconds,
-        "koordpy-manager",
-        post_event=client.create_event,
-        pod=pod_from_env(),
-    )
-    heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
-    caller_ready = ready_flag  # raised once kopf has started for the first time
-    running: list[asyncio.Event | None] = [None]
-    """kopf's ready flag of the current run (None while standing by): /healthz tells starting from running."""
-
+    """Reads (the caches, the peering check), the Lease, and the Event about this replica's own refused
+    credentials (every replica reports its own, a standby too): not fenced."""
     election = config.leader_election
     elector: LeaseElector | None = None
     if election.leader_elect:
@@ -650,21 +636,81 @@ async def run(
             retry_period=election.retry_period_seconds,
             may_lead=legacy_peers_gone(client, config.peering.name, logger),
         )
+    # Every write about the cluster goes through a client the elector fences: sent only while leading.
+    fenced_client = ApiClient(connection, fence=elector)
+    writes_client = ApiClient(connection, ClientSettings(user_agent=MANAGER_AGENT), fence=elector)
+    writes = RetryingWrites(writes_client, logger, leader=elector)
+    writer = NodeMetricWriter(writes)
+    balancing = config.low_node_load is not None
+    cache = ManagerCache(
+        client,
+        ("pods", "podmigrationjobs", "reservations", "nodes", "nodemetrics", "podgroups")
+        + (("workloads",) if balancing else ()),
+        logger=logger,
+    )
+    api = KubeMigrationApi(fenced_client)
+    args = config.migration_controller
+    metrics = MigrationMetrics(new_registry())
+    controller = controller_from_args(api, args, cache, logger=logger, metrics=metrics)
+    migrations = migration_loop(
+        controller, make_arbitrate(api, args, controller, logger), args.arbitration_args.interval, cache
+    )
+    gangs = GangStatusKeeper(config.pod_group, GangWriter(writes), time.time)
+    reservations = ReservationController(
+        KubeReservationApi(fenced_client, cache),
+        config.reservation,
+        metrics=ReservationMetrics(metrics.registry),
+        logger=logger,
+        source=cache,
+    )
+    loops = [migrations, reservation_loop(reservations, config.reservation.interval_seconds)]
+    if balancing:
+        if scheduler is None:
+            logger.warning("lowNodeLoad: no scheduler configuration given: destinations judged with its defaults")
+        judge = scheduler or SchedulerConfiguration.model_validate({})
+        loops.append(balance_from_config(config, judge, cache, KubeBalanceApi(fenced_client), metrics.registry))
+    registry = build_registry(config, writer.apply, gangs, KopfLogin(connection, fence=elector))
+    event_passes = gangs if config.pod_group.enabled else None
+    register_credentials_metrics(metrics.registry, connection.credentials)
+    credentials = CredentialsWatch(
+        connection.credentials,
+        config.credentials.refused_not_ready_seconds,
+        "koordpy-manager",
+        post_event=client.create_event,
+        pod=pod_from_env(),
+    )
+    heartbeat = LoopHeartbeat(config.health.loop_stall_seconds)
+    caller_ready = ready_flag  # raised once kopf has started for the first time
+    running: list[asyncio.Event | None] = [None]
+    """kopf's ready flag of the current run (None while standing by): /healthz tells starting from running."""
+
     leader_gauge = Gauge(
         "koordpy_leader_election_master_status",
         "1 while this replica holds the manager's Lease (client-go's leader_election_master_status).",
         ["name"],
         registry=metrics.registry,
     ).labels(name=election.resource_name)
+    fenced_writes = Counter(
+        "koordpy_leader_election_fenced_writes",
+        "Writes not sent because this replica did not lead (or its last Lease renewal was older than renewDeadline).",
+        ["name"],
+        registry=metrics.registry,
+    ).labels(name=election.resource_name)
+    if elector is not None:
+        elector.on_fenced = fenced_writes.inc
     for warning in deprecation_warnings(config):
         logger.warning("%s", warning)
 
     async def standby(stop: asyncio.Event) -> bool:
-        """Wait for the Lease; False when stopped first (SIGTERM or ``stop_flag``)."""
+        """Wait for the Lease; False when stopped first (SIGTERM or ``stop_flag``). Stopped while an attempt
+        is in flight, that attempt is given :data:`RELEASE_SECONDS` to finish (its write may take the Lease:
+        then True, and the caller releases it), then abandoned (the release then reads the Lease)."""
         assert elector is not None
-        acquiring = asyncio.create_task(elector.acquire(), name="manager leader election")
+        acquiring = asyncio.create_task(elector.acquire(until=stop), name="manager leader election")
         stopping = asyncio.create_task(stop.wait(), name="manager standby stop")
         await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not acquiring.done():
+            await asyncio.wait({acquiring}, timeout=RELEASE_SECONDS)
         for task in (acquiring, stopping):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -679,17 +725,17 @@ async def run(
         stop.set()
 
     async def lead(stop: asyncio.Event, signals: bool) -> bool:
-        """Run kopf (handlers and rounds) until the process stops (True) or the Lease is lost (False)."""
-        kopf_stop, lost, ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        """Run kopf (handlers) and the writers (:func:`act`) until the process stops (True) or the Lease is
+        lost (False). Whatever ends it, at whatever moment of kopf's start-up: the writers stop first, then
+        kopf (:func:`stop_kopf`: bounded)."""
+        kopf_stop, ready, ended, lost = asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event()
         running[0] = ready
-        # kopf stops through its stop flag only: stopped by a signal it leaves a task waiting on the flag and
-        # then waits 5 s for it (kopf 1.45), which would delay the Lease's release. So SIGTERM sets ``stop``
-        # (kopf's own handler, installed as kopf starts, is replaced once it is ready).
-        helpers = [asyncio.create_task(_set_after(stop, kopf_stop), name="manager stop")]
+        helpers = [
+            asyncio.create_task(_set_after(stop, ended), name="manager stop"),
+            asyncio.create_task(ended.wait(), name="manager leadership ends"),
+        ]
         if caller_ready is not None:
             helpers.append(asyncio.create_task(_relay(ready, caller_ready), name="manager ready"))
-        if signals:
-            helpers.append(asyncio.create_task(_own_signals(ready, on_signal), name="manager signals"))
         if elector is not None:
 
             async def hold() -> None:
@@ -697,11 +743,15 @@ async def run(
                 await elector.hold()
                 leader_gauge.set(0)
                 lost.set()
-                kopf_stop.set()
+                ended.set()
 
             helpers.append(asyncio.create_task(hold(), name="manager lease renewal"))
+        writers = asyncio.create_task(act(ready, loops, event_passes), name="manager writers")
+        # kopf waits for, and in the end cancels, every task it did not find when it started: ours exist now
+        ignored = asyncio.all_tasks()
+        operator: asyncio.Task[None] | None = None
         try:
-            await kopf.operator(
+            kopf_tasks = await kopf.spawn_tasks(
                 registry=registry,
                 settings=settings,
                 clusterwide=True,
@@ -710,16 +760,30 @@ async def run(
                 stop_flag=kopf_stop,
                 ready_flag=ready,
             )
+            if signals:  # kopf has just installed its own handlers (stopping kopf, not the manager): ours again
+                _handle_signals(on_signal)
+            operator = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=ignored), name="kopf")
+            await asyncio.wait({operator, helpers[1]}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            # Nothing of ours writes once leadership ends (the fence refuses anyway), and kopf's stop is bounded.
+            writers.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writers
+            kopf_stop.set()
+            if operator is not None:
+                await stop_kopf(operator, logger)
             for task in helpers:
                 task.cancel()
             for task in helpers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        failure = operator.exception() if operator.done() and not operator.cancelled() else None
+        if failure is not None and not ended.is_set():
+            raise failure  # kopf failed by itself: so does the process
         return not lost.is_set()
 
     async def operate() -> None:
-        async with client, writes_client:
+        async with client, fenced_client, writes_client:
             background = [
                 asyncio.create_task(cache.run(), name="manager caches"),
                 asyncio.create_task(heartbeat.beat(), name="manager heartbeat"),
@@ -732,12 +796,15 @@ async def run(
                 if stop_flag is not None:
                     watchers.append(asyncio.create_task(_set_after(stop_flag, stop), name="manager stop flag"))
                 while not stop.is_set():
-                    if signals:  # ours again (kopf installs its own while it runs)
+                    if signals:
                         _handle_signals(on_signal)
                     if elector is not None:
                         if not await standby(stop):
                             logger.info("stopped while standing by")
                             break
+                        if stop.is_set():
+                            logger.info("stopped as it took the Lease")
+                            break  # released below
                         leader_gauge.set(1)
                     if await lead(stop, signals):
                         break
@@ -756,7 +823,13 @@ async def run(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
                 if elector is not None:
-                    await elector.release()  # after kopf stopped: nothing of ours writes any more
+                    # after kopf and the writers stopped: nothing of ours writes any more. A release that
+                    # cannot be made in time (the API server unreachable) leaves the Lease to expire.
+                    try:
+                        async with asyncio.timeout(RELEASE_SECONDS):
+                            await elector.release()
+                    except TimeoutError:
+                        logger.warning("the Lease was not released within %gs: it expires instead", RELEASE_SECONDS)
                     leader_gauge.set(0)
                 for task in background:
                     task.cancel()

@@ -10,6 +10,8 @@ about the object it came from.
 * pod, node and Reservation names are DNS-1123 subdomains: at most 253 characters, DNS-1123 labels
   joined by ``.`` (``ValidatePodName``, ``NameIsDNSSubdomain``).
 
+Label keys and values (selectors in configuration files) follow ``IsQualifiedName`` and ``IsValidLabelValue``.
+
 Each check returns the problem as text (the API server's wording, shortened) or None when the name is valid.
 """
 
@@ -24,6 +26,8 @@ __all__ = [
     "DNS1123_SUBDOMAIN_PATTERN",
     "dns1123_label_problem",
     "dns1123_subdomain_problem",
+    "label_key_problem",
+    "label_value_problem",
 ]
 
 DNS1123_LABEL_MAX = 63
@@ -62,3 +66,39 @@ def dns1123_subdomain_problem(name: object) -> str | None:
     return _name_problem(
         name, DNS1123_SUBDOMAIN_MAX, _SUBDOMAIN_RE, "subdomain: lower case alphanumeric characters, '-' or '.'"
     )
+
+
+_QUALIFIED_NAME_MAX = 63
+_QUALIFIED_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
+
+
+def label_key_problem(key: object) -> str | None:
+    """Why ``key`` is not a label key (an optional DNS-1123 subdomain prefix and ``/``, then a name of at most
+    63 characters: alphanumerics, ``-``, ``_`` and ``.``, starting and ending alphanumeric), or None
+    (``IsQualifiedName``)."""
+    if not isinstance(key, str) or not key:
+        return "must be a non-empty string"
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        problem = dns1123_subdomain_problem(prefix)
+        if problem is not None:
+            return f"prefix of {_shown(key)}: {problem}"
+    if not name or len(name) > _QUALIFIED_NAME_MAX or _QUALIFIED_NAME_RE.fullmatch(name) is None:
+        return (
+            f"{_shown(key)}: the name part must be 1 to 63 characters of alphanumerics, '-', '_' or '.', "
+            "starting and ending with an alphanumeric character"
+        )
+    return None
+
+
+def label_value_problem(value: object) -> str | None:
+    """Why ``value`` is not a label value (empty, or at most 63 characters of alphanumerics, ``-``, ``_`` and
+    ``.`` starting and ending alphanumeric), or None (``IsValidLabelValue``)."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if value and (len(value) > _QUALIFIED_NAME_MAX or _QUALIFIED_NAME_RE.fullmatch(value) is None):
+        return (
+            f"{_shown(value)}: a label value must be empty or 1 to 63 characters of alphanumerics, '-', '_' or '.', "
+            "starting and ending with an alphanumeric character"
+        )
+    return None

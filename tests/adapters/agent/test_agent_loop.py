@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import generate_latest
@@ -420,3 +421,54 @@ async def test_events_told_longer_ago_than_the_dedup_window_are_forgotten(apiser
     node.now += 300  # past the window: the five are forgotten once the next Event is told
     await agent._emit("Throttled", "cpu capped at 900m", False, "shop/pod-9")
     assert list(agent._event_seen) == [("Throttled", "shop/pod-9", "cpu capped at 900m")]
+
+
+@pytest.mark.parametrize(("placed_ago", "repeat"), [(120.0, True), (3600.0, False)])
+async def test_an_eviction_soon_after_placement_is_a_repeat_move_told_on_the_controller(
+    apiserver, api_client, tmp_path, placed_ago, repeat
+):
+    """Pod a (of ReplicaSet web) placed 2 minutes before the agent evicts it: counted in
+    koordpy_descheduler_repeat_moves_total{cause="agent_eviction"} with a RepeatMove Event on the ReplicaSet; placed
+    an hour before (qos.repeatMoveWindowSeconds 600): an eviction like any other."""
+    policy, throttle, evict, pods = objects()
+    pods[0] = PodBuilder("a").node("node-1").phase("Running").owner("ReplicaSet", "web")
+    pods[0] = pods[0].scheduled_at(T0 - placed_ago).build()
+    apiserver.seed(NodeBuilder("node-1").build(), policy, throttle, evict, *pods)
+    ua, ub, udns = (p["metadata"]["uid"] for p in pods)
+    node = Node(tmp_path, pods)
+    node.tree.set_memory(node.rel[ua], 6 * GiB, 0)
+    node.memory_used = 22 * GiB  # line 20 GiB: a (6 GiB) is evicted, as in the test above
+    agent = make_agent(tmp_path, api_client, node, repeatMoveWindowSeconds=600)
+    await agent.start(sync_timeout=HANG_BACKSTOP)
+    try:
+        await agent.tick()
+        node.step(10, 1.0, {ua: 0.2, ub: 0.2, udns: 0.1})
+        result = await agent.tick()
+        assert [a.pod for a in result.actions] == ["default/a"]
+
+        # the RepeatMove Event follows the Evicted one, in the same task
+        told_reason = "RepeatMove" if repeat else "Evicted"
+        events = await eventually_awaited(lambda: _events(api_client, told_reason), f"a {told_reason} Event")
+        text = generate_latest(agent.metrics.registry).decode()
+        counted = 'koordpy_descheduler_repeat_moves_total{cause="agent_eviction"} 1.0' in text
+        assert counted is repeat
+        if repeat:
+            (told,) = events
+            assert (told["involvedObject"]["kind"], told["involvedObject"]["name"], told["type"]) == (
+                "ReplicaSet",
+                "web",
+                "Warning",
+            )
+            assert (
+                "pod default/a evicted by the koordpy agent on node node-1 130s after it was placed" in told["message"]
+            )
+        else:
+            assert 'koordpy_descheduler_repeat_moves_total{cause="agent_eviction"} 0.0' in text
+            assert await _events(api_client, "RepeatMove") is None
+    finally:
+        await agent.shutdown()
+
+
+async def _events(api_client, reason: str) -> list[dict[str, Any]] | None:
+    found = [e for e in (await api_client.list(resources.EVENTS, namespace="default")).items if e["reason"] == reason]
+    return found or None

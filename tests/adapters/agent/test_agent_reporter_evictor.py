@@ -103,8 +103,9 @@ def _running(builder: PodBuilder) -> dict:
 
 
 async def test_evictor_uses_policy_v1_eviction_with_the_action_grace(apiserver, api_client):
-    apiserver.seed(_running(PodBuilder("victim")))
-    outcome, _ = await Evictor(api_client).evict("default", "victim", 7)
+    victim = _running(PodBuilder("victim"))
+    apiserver.seed(victim)
+    outcome, _ = await Evictor(api_client).evict("default", "victim", victim["metadata"]["uid"], 7)
     assert outcome is EvictOutcome.EVICTED
     pod = await api_client.get(resources.PODS, "victim", "default")
     # Crane bug 1.1: the action's terminationGracePeriodSeconds never reached the call.
@@ -112,6 +113,16 @@ async def test_evictor_uses_policy_v1_eviction_with_the_action_grace(apiserver, 
     verbs = [(r["verb"], r["resource"], r["subresource"]) for r in apiserver.requests]
     assert ("create", "pods", "eviction") in verbs
     assert not any(v == "delete" and res == "pods" for v, res, _ in verbs)
+
+
+async def test_evictor_never_evicts_a_pod_recreated_under_the_same_name(apiserver, api_client):
+    # the policy planned to evict the pod with uid "old"; a StatefulSet made "web-0" again meanwhile
+    apiserver.seed(_running(PodBuilder("web-0").uid("new")))
+    outcome, detail = await Evictor(api_client).evict("default", "web-0", "old", None)
+    assert outcome is EvictOutcome.GONE
+    assert "replaced under the same name" in detail and "does not match the UID in record" in detail
+    pod = await api_client.get(resources.PODS, "web-0", "default")
+    assert pod["metadata"].get("deletionTimestamp") is None
 
 
 async def test_evictor_retries_429_later_and_never_deletes(apiserver, api_client):
@@ -123,7 +134,7 @@ async def test_evictor_retries_429_later_and_never_deletes(apiserver, api_client
         slept.append(seconds)
 
     evictor = Evictor(api_client, retries=2, retry_delay=5.0, sleep=fake_sleep)
-    outcome, detail = await evictor.evict("default", "guarded", None)
+    outcome, detail = await evictor.evict("default", "guarded", PodBuilder("guarded").build()["metadata"]["uid"], None)
     assert outcome is EvictOutcome.REFUSED
     assert "disruption budget" in detail
     assert slept == [5.0, 5.0]  # retried twice, after the delay, then gave up for now
@@ -134,13 +145,14 @@ async def test_evictor_retries_429_later_and_never_deletes(apiserver, api_client
 
 
 async def test_evictor_pod_gone_is_not_an_error(apiserver, api_client):
-    outcome, _ = await Evictor(api_client).evict("default", "nobody", None)
+    outcome, _ = await Evictor(api_client).evict("default", "nobody", "u", None)
     assert outcome is EvictOutcome.GONE
 
 
 @pytest.mark.parametrize("status", [500, 403])
 async def test_evictor_other_errors_are_failures(apiserver, api_client, status):
-    apiserver.seed(_running(PodBuilder("x")))
+    pod = _running(PodBuilder("x"))
+    apiserver.seed(pod)
     apiserver.inject_error(status, subresource="eviction")
-    outcome, detail = await Evictor(api_client, retries=0).evict("default", "x", None)
+    outcome, detail = await Evictor(api_client, retries=0).evict("default", "x", pod["metadata"]["uid"], None)
     assert outcome is EvictOutcome.FAILED and str(status) in detail

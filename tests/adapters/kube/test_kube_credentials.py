@@ -88,6 +88,9 @@ def pod(name: str) -> dict[str, Any]:
 async def test_a_token_file_is_read_again_once_a_minute_not_per_request(
     guarded: ApiServerEmulator, tmp_path: Path, ticks: Ticks
 ) -> None:
+    """client-go's period (``transport/token_source.go``: one minute): 59 s after the read the copy in
+    memory is sent, at 60 s the file is read again. Written as numbers, not as ``TOKEN_RELOAD_SECONDS``, so
+    that a period of another length fails here."""
     volume = ProjectedVolume(tmp_path / "sa")
     volume.write(token="first")
     guarded.accepted_tokens = {"first", "second"}
@@ -95,11 +98,12 @@ async def test_a_token_file_is_read_again_once_a_minute_not_per_request(
     async with ApiClient(ConnectionInfo(server=guarded.url, credentials=credentials)) as api:
         await api.list(NODES)
         volume.write(token="second")  # kubelet rotated the token; the old one still works
-        ticks.advance(TOKEN_RELOAD_SECONDS - 1)
+        ticks.advance(59)
         await api.list(NODES)  # younger than a minute: the copy in memory
         ticks.advance(1)
         await api.list(NODES)  # a minute old: read again
         await api.list(NODES)
+    assert TOKEN_RELOAD_SECONDS == 60.0 and credentials.reload_seconds == 60.0
     assert users(guarded, "nodes") == ["first", "first", "second", "second"]
     assert (credentials.renewals, credentials.unauthorized, guarded.refused) == (1, 0, [])
 
@@ -325,6 +329,7 @@ current-context: emu
     connection = load_connection(kubeconfig)
     assert connection.credentials.description == f"token file {tmp_path / 'secrets' / 'token'}"
     assert connection.credentials.current() == "Bearer from-file"
+    assert connection.credentials.reload_seconds == 60.0  # the loader's credentials re-read it every minute
     async with ApiClient(connection) as api:
         assert (await api.list(NODES)).items == []
 

@@ -1,5 +1,6 @@
 """The Lease elector against the API emulator over loopback (optimistic concurrency on every update, as
-the API server has): who takes the Lease, stickiness, release, expiry as observed, a lost renewal.
+the API server has): who takes the Lease, stickiness, release, expiry as observed, a lost renewal, a
+candidate stopped while taking the Lease.
 
 Time: the lease's expiry is read on an injected monotonic clock that the tests move by hand, so "15 s
 later" costs no wall time; waits between attempts use a sleep that only yields.
@@ -8,12 +9,14 @@ later" costs no wall time; waits between attempts use a sleep that only yields.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from koordpy.kube.client import ApiClient
+from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.errors import NotFound
 from koordpy.kube.leaderelection import LeaseElector
 from koordpy.kube.resources import LEASES
@@ -178,15 +181,126 @@ async def test_may_lead_postpones_taking_a_free_lease(api_client: ApiClient) -> 
     assert await b.try_acquire_or_renew() is True
 
 
-def test_the_timings_must_be_ordered_as_client_go_requires() -> None:
-    for durations in ((10, 10, 2), (15, 10, 9), (15, 2, 2)):
-        with pytest.raises(ValueError, match="leaseDuration > renewDeadline"):
-            LeaseElector(
-                None,
-                namespace=NS,
-                name=NAME,
-                identity="a",
-                lease_duration=durations[0],  # type: ignore[arg-type]
-                renew_deadline=durations[1],
-                retry_period=durations[2],
-            )
+async def test_a_candidate_stopped_while_its_update_is_in_flight_finishes_it_then_releases(
+    api_client: ApiClient,
+) -> None:
+    """Stopped (``until``) after its update of the free Lease went out and before the answer came: the
+    attempt is finished, not abandoned, so the candidate learns it took the Lease, and releases it."""
+    sent, answer = asyncio.Event(), asyncio.Event()
+
+    class AnswerLate(ApiClient):
+        async def replace(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            written = await super().replace(*args, **kwargs)
+            if not sent.is_set():
+                sent.set()
+                await answer.wait()
+            return written
+
+    await api_client.create(
+        LEASES, {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": ""}}, namespace=NS
+    )
+    until = asyncio.Event()
+    async with AnswerLate(api_client.connection) as late:
+        candidate = elector(late, "a", Clock())
+        taking = asyncio.create_task(candidate.acquire(until=until))
+        await asyncio.wait_for(sent.wait(), HANG_BACKSTOP)
+        until.set()  # SIGTERM now
+        answer.set()
+        assert await asyncio.wait_for(taking, HANG_BACKSTOP) is True
+        assert await candidate.release() is True
+    spec = (await api_client.get(LEASES, NAME, NS))["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+
+
+async def test_a_candidate_stopped_between_attempts_takes_nothing(api_client: ApiClient) -> None:
+    await api_client.create(
+        LEASES,
+        {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": "b", "leaseDurationSeconds": 15}},
+        namespace=NS,
+    )
+    until = asyncio.Event()
+    slept = asyncio.Event()
+
+    async def endless(_: float) -> None:
+        slept.set()
+        await asyncio.Event().wait()
+
+    candidate = LeaseElector(api_client, namespace=NS, name=NAME, identity="a", monotonic=Clock(), sleep=endless)
+    taking = asyncio.create_task(candidate.acquire(until=until))
+    await asyncio.wait_for(slept.wait(), HANG_BACKSTOP)
+    until.set()
+    assert await asyncio.wait_for(taking, HANG_BACKSTOP) is False
+    assert (await api_client.get(LEASES, NAME, NS))["spec"]["holderIdentity"] == "b"
+
+
+async def test_a_candidate_stopped_while_taking_the_lease_releases_it(api_client: ApiClient) -> None:
+    """Its update reached the server (the Lease names it) but the answer never came back, and the attempt was
+    abandoned (cancelled): it does not know it leads. Releasing reads the Lease and frees it, so no standby
+    waits a lease out."""
+    sent = asyncio.Event()
+
+    class AnswerLost(ApiClient):
+        """The first update reaches the server, and its answer never comes back."""
+
+        async def replace(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            answer = await super().replace(*args, **kwargs)
+            if not sent.is_set():
+                sent.set()
+                await asyncio.Event().wait()
+            return answer
+
+    current = await api_client.create(
+        LEASES, {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": ""}}, namespace=NS
+    )
+    assert current["spec"]["holderIdentity"] == ""
+    async with AnswerLost(api_client.connection) as lossy:
+        candidate = elector(lossy, "a", Clock())
+        taking = asyncio.create_task(candidate.acquire())
+        await asyncio.wait_for(sent.wait(), HANG_BACKSTOP)
+        taking.cancel()  # SIGTERM now
+        with contextlib.suppress(asyncio.CancelledError):
+            await taking
+        assert not candidate.state.leading
+        assert (await api_client.get(LEASES, NAME, NS))["spec"]["holderIdentity"] == "a"  # it holds it, unknowing
+        assert await asyncio.wait_for(candidate.release(), HANG_BACKSTOP) is True
+    spec = (await api_client.get(LEASES, NAME, NS))["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+
+
+async def test_a_standby_stopped_before_it_took_anything_reads_nothing_more(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await api_client.create(
+        LEASES,
+        {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": "b", "leaseDurationSeconds": 15}},
+        namespace=NS,
+    )
+    async with ApiClient(ConnectionInfo.for_url(apiserver.url, token="standby")) as client:
+        standby = elector(client, "a", Clock())
+        assert await standby.try_acquire_or_renew() is False
+        assert await standby.release() is False
+    assert [r["verb"] for r in apiserver.requests if r["user"] == "standby"] == ["get"]
+
+
+@pytest.mark.parametrize(
+    ("durations", "problem"),
+    [
+        ((10, 10, 2), "leaseDuration: 10s must be longer than renewDeadline (10s)"),
+        # 1.2 x 9 = 10.8 >= 10
+        ((15, 10, 9), "renewDeadline: 10s must be longer than 1.2 x retryPeriod (10.8s)"),
+        ((15, 2, 2), "renewDeadline: 2s must be longer than 1.2 x retryPeriod (2.4s)"),
+        ((15, 10, 0), "retryPeriod: must be greater than zero, got 0s"),
+    ],
+)
+def test_the_timings_must_be_ordered_as_client_go_requires(durations: tuple[float, float, float], problem: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        LeaseElector(
+            None,  # type: ignore[arg-type]
+            namespace=NS,
+            name=NAME,
+            identity="a",
+            lease_duration=durations[0],
+            renew_deadline=durations[1],
+            retry_period=durations[2],
+        )
+    assert str(raised.value) == problem

@@ -1,7 +1,8 @@
 """kopf on the manager's login handler (:class:`koordpy.manager.api.KopfLogin`) against the emulator over
 real HTTP: when the token file is rewritten and the old token revoked, kopf's watches go on with the new
 token without a new login; when every token the file holds is refused, kopf logs in again, waiting longer
-each time, until the file holds a token the API server accepts."""
+each time, until the file holds a token the API server accepts. kopf's session is fenced as the manager's
+own writes are."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+import pytest
 
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.credentials import Credentials, TokenFile
+from koordpy.kube.leaderelection import LeaseElector, NotLeading
 from koordpy.kube.resources import NODES
 from koordpy.manager.api import KopfLogin
 from koordpy_testkit.apiserver import ApiServerEmulator
@@ -95,3 +98,30 @@ async def test_kopf_renews_its_token_on_401_and_logs_in_again_while_refused(
 def watchers(apiserver: ApiServerEmulator) -> set[str]:
     """The users whose watch of nodes the emulator accepted."""
     return {r["user"] for r in apiserver.requests if r.get("verb") == "watch" and r.get("resource") == "nodes"}
+
+
+async def test_kopfs_session_writes_only_while_the_manager_leads(apiserver: ApiServerEmulator) -> None:
+    """The session the login hands kopf carries the elector's fence: kopf's reads always pass, a write of
+    kopf's (none is expected: the manager's handlers make kopf write nothing) goes only while leading."""
+    async with ApiClient(ConnectionInfo.for_url(apiserver.url, "admin")) as admin:
+        await admin.create(NODES, {"metadata": {"name": "n1"}})
+        elector = LeaseElector(admin, namespace="koordpy-system", name="koordpy-manager", identity="a")
+        login = KopfLogin(ConnectionInfo.for_url(apiserver.url, "kopf"), fence=elector)
+        session = (await login()).aiohttp_session
+        try:
+            node = f"{apiserver.url}/api/v1/nodes/n1"
+            patch = {"metadata": {"labels": {"x": "y"}}}
+            headers = {"Content-Type": "application/merge-patch+json"}
+            async with session.get(node) as resp:
+                assert resp.status == 200
+            with pytest.raises(NotLeading):
+                await session.patch(node, json=patch, headers=headers)
+            await elector.acquire()
+            async with session.patch(node, json=patch, headers=headers) as resp:
+                assert resp.status == 200
+            await elector.release()
+            with pytest.raises(NotLeading):
+                await session.patch(node, json=patch, headers=headers)
+        finally:
+            await session.close()
+    assert [r["verb"] for r in apiserver.requests if r["user"] == "kopf"] == ["get", "patch"]

@@ -190,16 +190,85 @@ async def test_restarted_manager_adopts_the_reservation_it_created(
     first = await controller_for(api_client)
     await step(first)  # Running
     # crash between creating the Reservation and recording it: a stale (empty) list makes the second
-    # controller try to create it again; the 409 means "ours", adopted, never a second Reservation
+    # controller try to create it again; the 409 records nothing until the Reservation is read
     await first.drive("m1", {})
     await api_client.patch(PODMIGRATIONJOBS, "m1", {"spec": {"reservationOptions": None}})
     second = await controller_for(api_client)
-    await second.drive("m1", {})  # create -> 409 -> adopt
+    await second.drive("m1", {})  # create -> 409 -> look again
+    stored = await api_client.get(PODMIGRATIONJOBS, "m1")
+    assert "reservationOptions" not in stored["spec"] and stored["status"]["phase"] == "Running"
+    second._not_before.clear()
+    await step(second)  # with a fresh list: found by name, carries the job's marker: adopted
     stored = await api_client.get(PODMIGRATIONJOBS, "m1")
     assert stored["spec"]["reservationOptions"]["reservationRef"]["name"] == stored["metadata"]["uid"]
-    await step(second)  # with a fresh list: found by name, nothing created
     assert len((await api_client.list(RESERVATIONS)).items) == 1
     assert calls(apiserver, "create", "reservations") == 2  # the original and the refused (409) attempt
+
+
+def team_b_reservation(name: str) -> dict[str, Any]:
+    """A Reservation another team holds for its own database pods."""
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "labels": {"team": "b"}},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}},
+            "owners": [{"labelSelector": {"matchLabels": {"app": "team-b-db"}}}],
+            "ttl": "1h",
+        },
+    }
+
+
+async def test_a_reservation_of_the_jobs_name_made_by_someone_else_is_never_touched(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    job = await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)  # Running
+    theirs = await api_client.create(RESERVATIONS, team_b_reservation(job["metadata"]["uid"]))
+    await place(api_client, job["metadata"]["uid"], "n2")  # Available elsewhere: pre-fix it was adopted
+    before = await api_client.get(RESERVATIONS, job["metadata"]["uid"])
+    await step(controller)
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "FailedCreateReservation")
+    assert "exists and was not created by this job" in status["message"]
+    clock.offset += 400  # past the job's ttl, and the sweep's period
+    await step(controller)
+    after = await api_client.get(RESERVATIONS, job["metadata"]["uid"])
+    assert after == before and after["metadata"]["uid"] == theirs["metadata"]["uid"]  # unchanged, unconsumed
+    assert "reservationOptions" not in (await api_client.get(PODMIGRATIONJOBS, "m1"))["spec"]  # not adopted
+    assert calls(apiserver, "create", "pods", "eviction") == 0
+    assert calls(apiserver, "delete", "reservations") == 0
+    warnings = [
+        e
+        for e in (await api_client.list(EVENTS, namespace="default")).items
+        if e["reason"] == "FailedCreateReservation"
+    ]
+    assert [e["type"] for e in warnings] == ["Warning"]
+
+
+async def test_a_failed_job_deletes_its_reservation_only_while_it_has_the_uid_read(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    await pod_on(api_client, "web-1", "n1")
+    job = await pmj(api_client, "m1", "web-1")
+    clock = Clock()
+    controller = await controller_for(api_client, clock=clock)
+    await step(controller)
+    await step(controller)  # the job's own Reservation, recorded
+    name = job["metadata"]["uid"]
+    # between the manager's read and its delete, the Reservation is deleted and made again by someone else
+    await api_client.delete(RESERVATIONS, name)
+    theirs = await api_client.create(RESERVATIONS, team_b_reservation(name))
+    clock.offset += 301  # the job's ttl (5m) has run out: it fails and deletes what it read as its own
+    await controller.run_round(None)  # on the cache as it was: the manager has not seen the swap
+    status = await job_status(api_client, "m1")
+    assert (status["phase"], status["reason"]) == ("Failed", "Timeout")
+    # the test's own, then the failed job's and the sweep's (the cached job is Failed), both refused (409)
+    assert calls(apiserver, "delete", "reservations") == 3
+    assert (await api_client.get(RESERVATIONS, name))["metadata"]["uid"] == theirs["metadata"]["uid"]
 
 
 async def test_expired_reservation_fails_the_job_and_is_deleted(

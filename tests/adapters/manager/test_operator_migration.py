@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import socket
@@ -16,10 +17,11 @@ from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import write_kubeconfig
 from koordpy.kube.errors import NotFound
 from koordpy.kube.resources import LEASES, PODMIGRATIONJOBS, PODS
-from koordpy.manager.operator import operator_settings, run
+from koordpy.manager.operator import operator_settings, run, stop_kopf
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver
 from koordpy_testkit.bounds import HANG_BACKSTOP
+from koordpy_testkit.faultproxy import FaultProxy
 
 __all__ = ["api_client", "apiserver"]
 
@@ -240,3 +242,65 @@ async def test_a_leader_that_loses_its_lease_stops_acting_and_stands_by_again(
     finally:
         stop.set()
         await asyncio.wait_for(task, HANG_BACKSTOP)
+
+
+async def test_a_leader_stopped_during_kopfs_discovery_ends_without_waiting_for_kopfs_leftovers(
+    apiserver: ApiServerEmulator,
+    api_client: ApiClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stopped the moment kopf is ready, while kopf's API discovery waits for ``/api/v1`` (held by a proxy):
+    kopf's discovery requests outlive their cancelled observer, meet the session kopf closed, and wait for a
+    login that never comes (kopf alone would wait 5 s for them). The manager gives kopf 1 s, cancels it,
+    and releases the Lease."""
+    caplog.set_level(logging.INFO)
+    proxy = FaultProxy(apiserver.url).start()
+    proxy.delay("/api/v1", HANG_BACKSTOP)
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", proxy.url, "manager")))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        config = validate(ManagerConfiguration, {"leaderElection": {"retryPeriod": "1s"}})
+        stop, ready = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(run(config, stop_flag=stop, ready_flag=ready, liveness=False))
+        await asyncio.wait_for(ready.wait(), HANG_BACKSTOP)
+        async with asyncio.timeout(HANG_BACKSTOP):
+            while not any(path == "/api/v1" for _, path, _ in proxy.in_flight()):
+                await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, HANG_BACKSTOP)
+        assert any(path == "/api/v1" for _, path, _ in proxy.in_flight())  # kopf's leftover, still waiting
+    finally:
+        proxy.stop()
+    assert "kopf did not stop within 1s of its stop flag: cancelling it" in caplog.text
+    lease = await api_client.get(LEASES, "koordpy-manager", "koordpy-system")
+    assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseDurationSeconds"]) == ("", 1)
+
+
+async def test_stop_kopf_cancels_a_kopf_that_does_not_stop_by_its_flag() -> None:
+    ended: list[str] = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append("cleaned up")
+
+    operator = asyncio.create_task(stubborn())
+    await asyncio.wait_for(stop_kopf(operator, logging.getLogger("test"), grace=0.01), HANG_BACKSTOP)
+    assert operator.cancelled() and ended == ["cleaned up"]
+
+    deafness = [True]
+
+    async def deaf() -> None:
+        while deafness[0]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    left = asyncio.create_task(deaf())
+    await asyncio.wait_for(stop_kopf(left, logging.getLogger("test"), grace=0.01), HANG_BACKSTOP)
+    assert not left.done()  # left behind: the caller goes on (releases the Lease, exits)
+    deafness[0] = False
+    left.cancel()
+    await asyncio.wait_for(left, HANG_BACKSTOP)

@@ -1,19 +1,29 @@
-"""``RetryingWrites``: the NodeMetric and PodGroup writes' retry policy (kopf's client's, on koordpy's client).
+"""``RetryingWrites``: the NodeMetric and PodGroup writes' retry policy (kopf's client's, on koordpy's client),
+and its end with the leadership the write began in.
 
 A scripted client stands in for the API (fault injection: each call answers the next scripted outcome);
-the same writes against the real API server under a fault proxy are in tests/cluster/test_cluster_faults.py.
+the leader is a real ``LeaseElector`` on the API emulator. The same writes against the real API server
+under a fault proxy are in tests/cluster/test_cluster_faults.py, and under a cut network in
+tests/cluster/test_cluster_manager_partition.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import pytest
 
 from koordpy.kube import errors
+from koordpy.kube.client import ApiClient
+from koordpy.kube.leaderelection import LeaseElector, NotLeading
 from koordpy.manager.api import BACKOFFS, NodeMetricWriter, RetryingWrites
 from koordpy.manager.policy import Create, Delete
+from koordpy_testkit.apiserver.fixture import api_client, apiserver
+from koordpy_testkit.bounds import HANG_BACKSTOP
+
+__all__ = ["api_client", "apiserver"]
 
 
 class ScriptedClient:
@@ -79,3 +89,38 @@ async def test_a_lost_race_of_a_nodemetric_write_is_an_outcome(action: Any, fail
     writer = NodeMetricWriter(writes(client, []))
     assert await writer.apply(action) == outcome
     assert len(client.calls) == 2  # the lost answer's retry met the write that had taken effect
+
+
+def leader(client: ApiClient) -> LeaseElector:
+    return LeaseElector(
+        client, namespace="koordpy-system", name="koordpy-manager", identity="a", lease_duration=15, renew_deadline=10
+    )
+
+
+async def test_a_retry_loop_ends_the_moment_its_term_does(api_client: ApiClient) -> None:
+    """The write fails with 503 and waits its first backoff (1 s, made endless here); the Lease is released
+    meanwhile: the wait ends at once and the write is never sent again."""
+    client = ScriptedClient(*[errors.ServerError(503, "ServiceUnavailable")] * (len(BACKOFFS) + 1))
+    elector = leader(api_client)
+    await elector.acquire()
+    waiting = asyncio.Event()
+
+    async def endless(seconds: float) -> None:
+        waiting.set()
+        await asyncio.Event().wait()
+
+    writes = RetryingWrites(client, logging.getLogger("test"), sleep=endless, leader=elector)  # type: ignore[arg-type]
+    write = asyncio.create_task(writes.request("PATCH", "/x", {}, "application/merge-patch+json"))
+    await asyncio.wait_for(waiting.wait(), HANG_BACKSTOP)
+    assert await elector.release()
+    with pytest.raises(NotLeading, match="term 1"):
+        await asyncio.wait_for(write, HANG_BACKSTOP)
+    assert len(client.calls) == 1
+
+
+async def test_a_standby_sends_no_write_at_all(api_client: ApiClient) -> None:
+    client = ScriptedClient()
+    writes = RetryingWrites(client, logging.getLogger("test"), leader=leader(api_client))  # type: ignore[arg-type]
+    with pytest.raises(NotLeading):
+        await writes.request("POST", "/x", {"a": 1})
+    assert client.calls == []

@@ -13,7 +13,14 @@ how many to inject at most):
   client's connection is closed without a byte of it: the client cannot tell whether its write happened;
 - :func:`watch_gone`: a watch answered ``200`` with one ``ERROR`` event carrying a ``410 Expired`` Status,
   as kube-apiserver answers a watch from a compacted resourceVersion (not forwarded);
-- :meth:`FaultProxy.cut_watches`: the watch streams open now are cut mid-stream.
+- :meth:`FaultProxy.cut_watches`: the watch streams open now are cut mid-stream;
+- :meth:`FaultProxy.cut` until :meth:`FaultProxy.restore`: a network partition between the client and the
+  server. Nothing passes either way: requests are held, not forwarded; answers not yet given are held;
+  open streams stop relaying. When the path is back, what the client still waits for goes on (a request
+  forwarded, an answer or a stream's bytes delivered late, as TCP delivers what it retransmitted), and
+  what the client gave up meanwhile (its connection closed) is dropped (recorded with the fault ``cut``):
+  the proxy holds the request whole, so a client that reset its connection is modelled, not the kernel
+  of one that closed it gracefully, which would still deliver the bytes it had queued.
 
 Every exchange is recorded (:class:`Exchange`: attributes, status the client got and the server gave,
 the fault, monotonic timestamps of receipt, forwarding and answer; bodies when ``capture_bodies``), so a
@@ -59,7 +66,7 @@ __all__ = [
     "watch_gone",
 ]
 
-FaultKind = Literal["status", "lost_response", "watch_gone"]
+FaultKind = Literal["status", "lost_response", "watch_gone", "cut"]
 
 INJECTED = "injected by the test's fault proxy"
 
@@ -247,6 +254,9 @@ class FaultProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _streams: dict[int, _Stream] = field(default_factory=dict)
+    _in_flight: dict[int, tuple[str, str, float]] = field(default_factory=dict)
+    _open: asyncio.Event | None = None
+    """Set while the path is up (cleared by :meth:`cut`); created on the proxy's loop."""
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _runner: web.AppRunner | None = None
@@ -299,6 +309,8 @@ class FaultProxy:
         self.stop()
 
     async def _serve(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
         connector = aiohttp.TCPConnector(ssl=self.upstream_ssl if self.upstream_ssl is not None else False, limit=0)
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -439,14 +451,59 @@ class FaultProxy:
 
         return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(60)
 
+    def cut(self) -> float:
+        """Partition the client from the server (see the module docstring) until :meth:`restore`; returns
+        the ``time.monotonic()`` at which the cut took effect on the proxy's loop."""
+        return self._set_open(False)
+
+    def restore(self) -> float:
+        """End a :meth:`cut`: what the client still waits for goes on. Returns when it took effect."""
+        return self._set_open(True)
+
+    def _set_open(self, value: bool) -> float:
+        assert self._loop is not None and self._open is not None, "start() the proxy first"
+        gate = self._open
+
+        async def apply() -> float:
+            if value:
+                gate.set()
+            else:
+                gate.clear()
+            return time.monotonic()
+
+        return asyncio.run_coroutine_threadsafe(apply(), self._loop).result(60)
+
+    def in_flight(self) -> list[tuple[str, str, float]]:
+        """The requests received and not answered yet (method, path, ``time.monotonic()`` received), oldest
+        first: held by a delay or a cut, or waiting for the server."""
+        with self._lock:
+            return sorted(self._in_flight.values(), key=lambda item: item[2])
+
+    async def _passable(self, request: web.Request) -> bool:
+        """Wait while the path is cut; False when the client closed its connection meanwhile."""
+        assert self._open is not None
+        if self._open.is_set():
+            return True
+        await self._open.wait()
+        return request.transport is not None and not request.transport.is_closing()
+
     # ---- the proxy ------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         received = time.monotonic()
+        seq = next(self._seq)
+        with self._lock:
+            self._in_flight[seq] = (request.method, request.path_qs, received)
+        try:
+            return await self._exchange(request, body, received, seq)
+        finally:
+            with self._lock:
+                self._in_flight.pop(seq, None)
+
+    async def _exchange(self, request: web.Request, body: bytes, received: float, seq: int) -> web.StreamResponse:
         call = call_from_http("", request.method, request.path_qs)
         fault = self.choose(call)
-        seq = next(self._seq)
         captured = body if self.capture_bodies else None
 
         def record(
@@ -496,6 +553,11 @@ class FaultProxy:
             )
         if held:
             await asyncio.sleep(held)
+        if not await self._passable(request):
+            fault = Fault("cut")
+            record(None, None, None, None)
+            _close(request)
+            return web.Response(status=502)  # never reaches the client: its connection is gone
         forwarded = time.monotonic()
         try:
             upstream = await self._session.request(
@@ -529,6 +591,11 @@ class FaultProxy:
         finally:
             upstream.release()
         answered = time.monotonic()
+        if not await self._passable(request):
+            fault = Fault("cut")
+            record(None, upstream.status, forwarded, answered, answer)
+            _close(request)
+            return web.Response(status=502)
         if fault is not None and fault.kind == "lost_response":
             record(None, upstream.status, forwarded, answered, answer)
             _close(request)
@@ -553,6 +620,8 @@ class FaultProxy:
         try:
             await out.prepare(request)
             async for chunk in upstream.content.iter_any():
+                if not await self._passable(request):
+                    break
                 await out.write(chunk)
             await out.write_eof()
         except (aiohttp.ClientError, OSError):

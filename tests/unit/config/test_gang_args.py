@@ -19,6 +19,9 @@ def test_defaults_are_koordinators() -> None:
     )
     # koordpy's own: binder timeout 660 s, answered 5 s early → a bind is held at most 655 s.
     assert args.longest_hold_seconds == 655.0
+    assert args.requeue_signal_ref is None  # no requeue signal unless named (the chart names its own)
+    named = validate(SchedulerConfiguration, {"gang": {"requeueSignal": "koordpy-system/koordpy-gang-requeue"}})
+    assert named.gang.requeue_signal_ref == ("koordpy-system", "koordpy-gang-requeue")
 
 
 def test_koordinator_args_paste_unchanged() -> None:
@@ -45,6 +48,10 @@ def test_koordinator_args_paste_unchanged() -> None:
         ({"awareNetworkTopology": True}, "gang.awareNetworkTopology", "not built"),
         ({"binderHttpTimeoutSeconds": 10, "binderAnswerMarginSeconds": 10}, "gang.binderAnswerMarginSeconds", "below"),
         ({"defaultTimout": "5m"}, "gang.defaultTimout", "Extra inputs"),
+        ({"requeueSignal": "koordpy-gang-requeue"}, "gang.requeueSignal", "<namespace>/<name>"),
+        ({"requeueSignal": "Koordpy/x"}, "gang.requeueSignal", "label"),
+        ({"requeueSignal": "koordpy-system/"}, "gang.requeueSignal", "non-empty"),
+        ({"requeueSignal": "koordpy-system/X_y"}, "gang.requeueSignal", "subdomain"),
     ],
 )
 def test_errors_name_the_field(gang: dict[str, object], path: str, fragment: str) -> None:

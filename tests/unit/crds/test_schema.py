@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from koordpy.crds import RESOURCES, SchemaError, crd_manifest, structural_schema
 from koordpy.crds.nodemetric import NodeMetricStatus, ResourceMap
-from koordpy.crds.podmigrationjob import PodMigrationJobSpec
+from koordpy.crds.podmigrationjob import TEMPLATE_SPEC_REFUSED, PodMigrationJobSpec
 from koordpy.crds.schema import FreeForm, Quantity, Time, WireModel
 from koordpy.crds.structural import structural_problems
 from koordpy.model.objects import nodemetric_from_dict
@@ -128,7 +128,17 @@ def test_upstream_field_names_and_special_types() -> None:
     assert pmj["required"] == ["spec"]
     assert at(pmj, "spec")["required"] == ["podRef"]
     assert at(pmj, "spec.mode")["enum"] == ["ReservationFirst", "EvictDirectly"]
-    assert at(pmj, "spec.reservationOptions.template")["x-kubernetes-preserve-unknown-fields"] is True
+    # the template's fields are declared (a migrate-role user's template is checked at admission); its
+    # pod template stays schemaless, as a Reservation's
+    template = at(pmj, "spec.reservationOptions.template")
+    assert "x-kubernetes-preserve-unknown-fields" not in template
+    assert at(pmj, "spec.reservationOptions.template.spec.template")["x-kubernetes-preserve-unknown-fields"] is True
+    refused = at(pmj, "spec.reservationOptions.template.spec")["x-kubernetes-validations"]
+    assert [(r["rule"], r["fieldPath"]) for r in refused] == [
+        (f"!has(self.{key})", f".{key}") for key in TEMPLATE_SPEC_REFUSED
+    ]
+    (ttl_rule,) = at(pmj, "spec")["x-kubernetes-validations"]
+    assert ttl_rule["fieldPath"] == ".reservationOptions.template.spec.ttl"
     pg = openapi("podgroups.scheduling.sigs.k8s.io")
     assert at(pg, "spec.minMember") == {
         "minimum": 0,

@@ -28,6 +28,7 @@ from koordpy.descheduler.lifecycle import (
     examine,
     select_evictor,
 )
+from koordpy.descheduler.reservation_first import ANNOTATION_MIGRATION_JOB, OwnedReservation
 from koordpy.model.durations import format_rfc3339
 
 T0 = 1795255200.0  # 2026-11-21T10:00:00Z, the job's creation time
@@ -555,12 +556,19 @@ def test_forbidden_evictor_fails_the_job_at_once(evictor: str, verb: str) -> Non
     assert decision.delete_reservation is None  # EvictDirectly: no Reservation of its own
 
 
-def test_forbidden_eviction_of_a_reservation_first_job_deletes_its_reservation() -> None:
+def test_forbidden_eviction_of_a_reservation_first_job_deletes_its_own_reservation_only() -> None:
     the_job = job(phase="Running", uid="u1", mode=None, conditions=[EVICTING])
     the_job["metadata"]["uid"] = "job-uid-1"
     the_job["spec"]["reservationOptions"] = {"reservationRef": {"name": "job-uid-1"}}
-    decision = after_eviction_error(the_job, 403, "forbidden", 1, T0 + 5, settings=LifecycleSettings())
-    assert isinstance(decision, Finish) and decision.delete_reservation == "job-uid-1"
+    marker = {ANNOTATION_MIGRATION_JOB: f"{the_job['metadata']['name']}/job-uid-1"}
+    own = {"metadata": {"name": "job-uid-1", "uid": "r1", "annotations": marker}}
+    decision = after_eviction_error(the_job, 403, "forbidden", 1, T0 + 5, settings=LifecycleSettings(), reservation=own)
+    assert isinstance(decision, Finish) and decision.delete_reservation == OwnedReservation("job-uid-1", "r1")
+    theirs = {"metadata": {"name": "job-uid-1", "uid": "r2", "annotations": {}}}
+    decision = after_eviction_error(
+        the_job, 403, "forbidden", 1, T0 + 5, settings=LifecycleSettings(), reservation=theirs
+    )
+    assert isinstance(decision, Finish) and decision.delete_reservation is None
 
 
 def test_a_repeated_refusal_posts_its_event_once() -> None:

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from test_reservation_first import OURS, SETTINGS, T0, cond, job, last, reservation, view
+from test_reservation_first import OURS, OWN, SETTINGS, T0, cond, job, last, reservation, someone_elses, view
 
 from koordpy.descheduler.lifecycle import (
     ANNOTATION_GANG_MIGRATION,
@@ -24,6 +24,7 @@ from koordpy.descheduler.lifecycle import (
     gang_migration,
     gang_migration_value,
 )
+from koordpy.descheduler.reservation_first import ANNOTATION_MIGRATION_JOB
 
 UNIT = GangMigration("gang ml/train", ("pmj-0", "pmj-1", "pmj-2"))
 DIRECT = LifecycleSettings(default_job_mode="EvictDirectly")
@@ -91,6 +92,8 @@ def test_the_object_limiter_does_not_split_a_unit() -> None:
         ({"pmj-0": "available", "pmj-2": "failed-after-eviction"}, "go"),
         # pmj-2 was deleted
         ({"pmj-0": "available", "pmj-2": None}, "broken"),
+        # under pmj-2's name an Available Reservation another team made: not pmj-2's, so no go
+        ({"pmj-0": "available", "pmj-2": "someone-elses"}, "wait"),
     ],
 )
 def test_gang_barrier(others: dict[str, str | None], expected: str) -> None:
@@ -110,6 +113,7 @@ def test_gang_barrier(others: dict[str, str | None], expected: str) -> None:
             "direct": {},
             "failed": {"phase": "Failed", "reason": "Unschedulable"},
             "failed-after-eviction": {"phase": "Failed", "conditions": evicted, "reason": "Timeout"},
+            "someone-elses": {},
         }
         raw = sibling(name, **shapes[state])
         if state == "direct":
@@ -117,7 +121,10 @@ def test_gang_barrier(others: dict[str, str | None], expected: str) -> None:
         jobs[name] = raw
         if state in ("available", "pending"):
             res = reservation(name=f"uid-{name}", phase="Available" if state == "available" else "Pending")
+            res["metadata"]["annotations"][ANNOTATION_MIGRATION_JOB] = f"{name}/uid-{name}"  # the sibling's marker
             reservations[res["metadata"]["name"]] = res
+        if state == "someone-elses":
+            reservations[f"uid-{name}"] = someone_elses(name=f"uid-{name}")
     own = in_unit(job())
     found = gang_eviction_barrier(own, UNIT, jobs, reservations, now=T0 + 10, settings=SETTINGS)
     assert found.state == expected, found
@@ -156,4 +163,4 @@ def test_reservation_first_fails_a_member_of_a_broken_unit_and_frees_its_reserva
         "ForbiddenMigratePod",
         broken.message,
     )
-    assert failed.delete_reservation == "job-uid-1"
+    assert failed.delete_reservation == OWN

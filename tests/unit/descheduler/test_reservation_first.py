@@ -23,12 +23,17 @@ from koordpy.descheduler.lifecycle import (
 )
 from koordpy.descheduler.reservation_first import (
     ANNOTATION_MIGRATION_JOB,
+    TEMPLATE_SPEC_REFUSED,
+    OwnedReservation,
     bound_pod,
+    foreign,
     is_ours,
+    owned,
     read_reservation,
     reservation_manifest,
     reservation_name,
     stale_reservations,
+    template_problem,
 )
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import pod_from_dict
@@ -121,6 +126,19 @@ def job(
 
 OURS = {"reservationRef": {"name": "job-uid-1"}}
 """What the manager records after creating the Reservation (its name is the job's UID, as upstream)."""
+RES_UID = "res-uid-1"
+OWN = OwnedReservation("job-uid-1", RES_UID)
+"""The job's own Reservation as a failed job deletes it: by name, only while it has this UID."""
+
+
+def someone_elses(**kwargs: Any) -> dict[str, Any]:
+    """A Reservation named like the job's own (its UID) that another team created: no marker of the job."""
+    res = reservation(**kwargs)
+    res["metadata"]["annotations"] = {"team": "b"}
+    res["metadata"]["labels"] = {"team": "b"}
+    res["metadata"].pop("ownerReferences")
+    res["metadata"]["uid"] = "team-b-uid"
+    return res
 
 
 def reservation(
@@ -136,6 +154,7 @@ def reservation(
     assert isinstance(manifest, dict)
     res = copy.deepcopy(manifest)
     res["metadata"]["name"] = name
+    res["metadata"]["uid"] = RES_UID
     res["metadata"]["creationTimestamp"] = format_rfc3339(T0 + 1)
     res["spec"]["ttl"] = ttl
     status: dict[str, Any] = {"phase": phase}
@@ -228,29 +247,52 @@ def test_pod_without_controller_or_labels_cannot_get_a_reservation() -> None:
     assert decision.delete_reservation is None
 
 
-def test_user_template_is_merged_as_upstream() -> None:
-    # the template's owners and pod template win; allocateOnce forced true; nodeName cleared; the job's
-    # ttl is not copied because the template sets expires; the exclusion is appended to its affinity
+def test_user_template_sets_requests_placement_labels_and_a_shorter_ttl_only() -> None:
+    # what a template may set: its pod template (requests and placement) replaces the pod's, its ttl
+    # (3m <= the job's 5m) is kept, its labels and annotations are copied; the name is the job's UID,
+    # the owners the pod's controller and the marker the manager's, whatever the template says; fields
+    # the manager does not take are not copied; allocateOnce forced true and nodeName cleared, as upstream
     user: dict[str, Any] = {
-        "metadata": {"name": "my-res", "labels": {"team": "a"}},
+        "metadata": {
+            "labels": {"team": "a", "koordpy.io/migration-job": "forged"},
+            "annotations": {"note": "x", ANNOTATION_MIGRATION_JOB: "other-job/other-uid"},
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "team-b", "uid": "ns"}],
+        },
         "spec": {
-            "owners": [{"object": {"namespace": "shop", "name": "web-new"}}],
             "allocateOnce": False,
-            "expires": "2026-11-21T11:00:00Z",
+            "ttl": "3m",
+            "somethingNew": True,
             "template": {
                 "spec": {"nodeName": "n9", "containers": [{"name": "x", "resources": {"requests": {"cpu": "2"}}}]}
             },
         },
     }
     the_job = job(options={"template": user})
+    assert template_problem(the_job, 300) is None
     manifest = reservation_manifest(the_job, raw_pod(), 300)
     assert isinstance(manifest, dict)
-    assert manifest["metadata"]["name"] == "my-res" == reservation_name(the_job)
-    assert manifest["metadata"]["labels"]["team"] == "a"
+    meta = manifest["metadata"]
+    assert meta["name"] == "job-uid-1" == reservation_name(the_job)
+    assert meta["labels"] == {
+        "team": "a",
+        "koordpy.io/migration-job": "pmj-1",
+        "app.kubernetes.io/managed-by": "koordpy",
+    }
+    assert meta["annotations"] == {"note": "x", ANNOTATION_MIGRATION_JOB: "pmj-1/job-uid-1"}
+    assert set(meta) == {"name", "labels", "annotations", "ownerReferences"}
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "name": "pmj-1",
+            "uid": "job-uid-1",
+        }
+    ]
     spec = manifest["spec"]
-    assert spec["owners"] == [{"object": {"namespace": "shop", "name": "web-new"}}]
-    assert spec["allocateOnce"] is True
-    assert "ttl" not in spec and spec["expires"] == "2026-11-21T11:00:00Z"
+    assert set(spec) == {"template", "owners", "allocateOnce", "ttl"}
+    assert spec["owners"] == [{"controller": {**RS, "namespace": "shop"}}]
+    assert (spec["allocateOnce"], spec["ttl"]) == (True, "3m")
     pod_spec = spec["template"]["spec"]
     assert "nodeName" not in pod_spec
     assert pod_spec["containers"][0]["resources"]["requests"] == {"cpu": "2"}
@@ -260,23 +302,117 @@ def test_user_template_is_merged_as_upstream() -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "options", "uid", "name", "ours"),
+    ("case", "template", "job_ttl", "problem"),
     [
-        ("job UID (upstream)", None, "job-uid-1", "job-uid-1", True),
-        ("no UID (a dump): from the job name", None, None, "pmj-pmj-1", True),
-        ("recorded ref to our own", {"reservationRef": {"name": "job-uid-1"}}, "job-uid-1", "job-uid-1", True),
-        ("the user's Reservation: never deleted", {"reservationRef": {"name": "shared"}}, "job-uid-1", "shared", False),
+        ("nothing set", {}, 300.0, None),
+        ("requests and placement", {"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}}, 300.0, None),
+        ("labels and annotations", {"metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}}}, 300.0, None),
+        # Koordinator's controller writes the job's UID back as the template's name: still the job's own
+        ("name = the job's UID", {"metadata": {"name": "job-uid-1"}}, 300.0, None),
+        ("a name of the user's choosing", {"metadata": {"name": "team-b-db"}}, 300.0, ".metadata.name: 'team-b-db'"),
+        ("ttl 5m = the job's 300 s", {"spec": {"ttl": "5m"}}, 300.0, None),
+        ("ttl 301s > the job's 300 s", {"spec": {"ttl": "301s"}}, 300.0, ".spec.ttl: 301s is longer than the job's"),
+        ("ttl 0s: never expires", {"spec": {"ttl": "0s"}}, 300.0, ".spec.ttl: must be a positive duration"),
+        ("ttl not a duration", {"spec": {"ttl": "soon"}}, 300.0, ".spec.ttl: "),
+        ("the job has no ttl: any positive one", {"spec": {"ttl": "24h"}}, 0.0, None),
+        ("allocateOnce is forced true anyway", {"spec": {"allocateOnce": False}}, 300.0, None),
+        ("unknown fields are ignored", {"spec": {"newField": 1}, "metadata": {"finalizers": ["x"]}}, 300.0, None),
+        ("spec not an object", {"spec": "x"}, 300.0, ".spec: expected an object"),
+        *[
+            (f"{key} refused", {"spec": {key: value}}, 300.0, f".spec.{key}: may not be set")
+            for key, value in (
+                ("owners", [{"labelSelector": {"matchLabels": {"app": "db"}}}]),
+                ("expires", "2030-01-01T00:00:00Z"),
+                ("preAllocation", True),
+                ("preAllocationPolicy", {"mode": "Cluster"}),
+                ("unschedulable", True),
+                ("taints", [{"key": "k", "effect": "NoSchedule"}]),
+                ("allocatePolicy", "Restricted"),
+            )
+        ],
+    ],
+)
+def test_what_a_template_may_set(case: str, template: dict[str, Any], job_ttl: float, problem: str | None) -> None:
+    found = template_problem(job(options={"template": template}), job_ttl)
+    if problem is None:
+        assert found is None, case
+    else:
+        assert found is not None and found.startswith("spec.reservationOptions.template" + problem), (case, found)
+
+
+def test_every_refused_template_field_is_in_the_table() -> None:
+    assert sorted(TEMPLATE_SPEC_REFUSED) == [
+        "allocatePolicy",
+        "expires",
+        "owners",
+        "preAllocation",
+        "preAllocationPolicy",
+        "taints",
+        "unschedulable",
+    ]
+
+
+def test_a_job_whose_template_is_refused_fails_invalid_without_a_reservation() -> None:
+    named = job(options={"template": {"metadata": {"name": "team-b-db"}}})
+    decision = decide(named, view(), T0 + 10, SETTINGS, reservation=someone_elses(name="team-b-db"))
+    assert isinstance(decision, Finish)
+    assert (decision.status["phase"], decision.status["reason"]) == ("Failed", "InvalidSpec")
+    assert "spec.reservationOptions.template.metadata.name" in decision.status["message"]
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", "InvalidSpec")]
+    assert decision.delete_reservation is None
+    longer = job(ttl="5m", options={"template": {"spec": {"ttl": "1h"}}})
+    assert decide(longer, view(), T0 + 10, SETTINGS).status["reason"] == "InvalidSpec"  # type: ignore[union-attr]
+    # the job without ttl gets defaultJobTTL (5m): a template ttl of 1h outlives it too
+    assert (
+        decide(job(ttl=None, options={"template": {"spec": {"ttl": "1h"}}}), view(), T0 + 10, SETTINGS).status[  # type: ignore[union-attr]
+            "reason"
+        ]
+        == "InvalidSpec"
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "the_reservation", "ours", "is_foreign"),
+    [
+        ("created by this job: the marker names its name and UID", reservation(), True, False),
+        ("another team's under the job's name", someone_elses(), False, True),
+        ("a marker of another job", reservation(), False, True),
+        ("a marker of this job's name but an older UID", reservation(), False, True),
+        ("the user's reservationRef, named otherwise", someone_elses(name="shared"), False, False),
+        ("none", None, False, False),
+    ],
+)
+def test_a_reservation_is_the_jobs_only_with_its_marker(
+    case: str, the_reservation: dict[str, Any] | None, ours: bool, is_foreign: bool
+) -> None:
+    if the_reservation is not None and "another job" in case:
+        the_reservation["metadata"]["annotations"][ANNOTATION_MIGRATION_JOB] = "pmj-2/job-uid-2"
+    if the_reservation is not None and "older UID" in case:
+        the_reservation["metadata"]["annotations"][ANNOTATION_MIGRATION_JOB] = "pmj-1/job-uid-0"
+    the_job = job(options={"reservationRef": {"name": "shared"}} if "reservationRef" in case else None)
+    assert is_ours(the_job, the_reservation) is ours, case
+    assert foreign(the_job, the_reservation) is is_foreign, case
+    assert owned(the_job, the_reservation) == (OWN if ours else None), case
+
+
+@pytest.mark.parametrize(
+    ("case", "options", "uid", "name"),
+    [
+        ("job UID (upstream)", None, "job-uid-1", "job-uid-1"),
+        ("no UID (a dump): from the job name", None, None, "pmj-pmj-1"),
+        ("recorded ref to our own", {"reservationRef": {"name": "job-uid-1"}}, "job-uid-1", "job-uid-1"),
+        ("the user's Reservation", {"reservationRef": {"name": "shared"}}, "job-uid-1", "shared"),
+        ("a template name is never the name", {"template": {"metadata": {"name": "x"}}}, "job-uid-1", "job-uid-1"),
     ],
 )
 def test_reservation_name_is_deterministic(
-    case: str, options: dict[str, Any] | None, uid: str | None, name: str, ours: bool
+    case: str, options: dict[str, Any] | None, uid: str | None, name: str
 ) -> None:
     the_job = job(options=options)
     if uid is None:
         del the_job["metadata"]["uid"]
     assert reservation_name(the_job) == name, case
     assert reservation_name(copy.deepcopy(the_job)) == name  # a restarted manager computes the same
-    assert is_ours(the_job, name) is ours, case
 
 
 def test_reservation_lookup_only_for_running_reservation_first() -> None:
@@ -309,9 +445,43 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
 
 
 @pytest.mark.parametrize(
+    ("case", "the_job", "phase"),
+    [
+        ("before the job records it", job(), "Available"),
+        ("after the job recorded its name (its own was replaced)", job(options=OURS), "Available"),
+        ("pending, before recording", job(), "Pending"),
+        ("after the eviction", job(options=OURS, conditions=[cond("Eviction", "True", "EvictComplete")]), "Available"),
+    ],
+)
+def test_someone_elses_reservation_under_the_jobs_name_fails_the_job_untouched(
+    case: str, the_job: dict[str, Any], phase: str
+) -> None:
+    theirs = someone_elses(phase=phase, node="n2" if phase == "Available" else "")
+    decision = decide(the_job, view(), T0 + 10, SETTINGS, reservation=theirs, evict_tokens=TokenBucket(10, 1))
+    assert isinstance(decision, Finish), case
+    assert (decision.status["phase"], decision.status["reason"]) == ("Failed", "FailedCreateReservation"), case
+    assert 'Reservation "job-uid-1" exists and was not created by this job' in decision.status["message"]
+    assert "'pmj-1/job-uid-1'" in decision.status["message"]
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", "FailedCreateReservation")]
+    assert decision.delete_reservation is None, case  # never deleted, adopted, waited for or evicted for
+    created = last(decision, "ReservationCreated")
+    assert (created["status"], created["reason"]) == ("False", "FailedCreateReservation")
+
+
+def test_someone_elses_reservation_is_never_deleted_at_the_jobs_timeout() -> None:
+    # job ttl 5m = 300 s: at T0 + 300 the job times out; the Reservation under its name is not its own
+    decision = decide(job(options=OURS), view(), T0 + 300, SETTINGS, reservation=someone_elses())
+    assert isinstance(decision, Finish) and decision.status["reason"] == "Timeout"
+    assert decision.delete_reservation is None
+    own = decide(job(options=OURS), view(), T0 + 300, SETTINGS, reservation=reservation())
+    assert isinstance(own, Finish) and own.delete_reservation == OWN
+
+
+@pytest.mark.parametrize(
     ("case", "the_job", "the_reservation", "now", "reason", "deletes"),
     [
-        ("recorded Reservation gone", job(options=OURS), None, T0 + 10, "MissingReservation", "job-uid-1"),
+        # nothing read, nothing deleted (a straggler is the sweep's, by its marker)
+        ("recorded Reservation gone", job(options=OURS), None, T0 + 10, "MissingReservation", None),
         (
             "user's Reservation missing",
             job(options={"reservationRef": {"name": "x"}}),
@@ -326,7 +496,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(phase="Failed", conditions=[cond("Ready", "False", "Expired")]),
             T0 + 10,
             "ReservationExpired",
-            "job-uid-1",
+            OWN,
         ),
         # Reservation created at T0+1 with ttl 60 s: at T0+61 it has expired even before the manager marks it
         (
@@ -335,7 +505,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(ttl="60s"),
             T0 + 61,
             "ReservationExpired",
-            "job-uid-1",
+            OWN,
         ),
         (
             "Failed otherwise",
@@ -343,7 +513,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(phase="Failed", node=""),
             T0 + 10,
             "Unschedulable",
-            "job-uid-1",
+            OWN,
         ),
         (
             "already consumed by another pod before eviction",
@@ -351,7 +521,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(phase="Succeeded", owners=[{"namespace": "shop", "name": "other"}]),
             T0 + 10,
             "ForbiddenMigratePod",
-            "job-uid-1",
+            OWN,
         ),
         (
             "placed on the pod's own node",
@@ -359,7 +529,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(node="n1"),
             T0 + 10,
             "ForbiddenMigratePod",
-            "job-uid-1",
+            OWN,
         ),
         # job ttl 5m = 300 s; the Reservation stayed Pending (Unschedulable) until then
         (
@@ -368,7 +538,7 @@ def test_restart_between_create_and_record_adopts_never_creates_twice() -> None:
             reservation(phase="Pending", node="", conditions=[cond("Scheduled", "False", "Unschedulable")]),
             T0 + 300,
             "Timeout",
-            "job-uid-1",
+            OWN,
         ),
     ],
 )
@@ -378,7 +548,7 @@ def test_failures_delete_our_reservation(
     the_reservation: dict[str, Any] | None,
     now: float,
     reason: str,
-    deletes: str | None,
+    deletes: OwnedReservation | None,
 ) -> None:
     decision = decide(the_job, view(), now, SETTINGS, reservation=the_reservation)
     assert isinstance(decision, Finish), case
@@ -494,7 +664,7 @@ def test_evicted_waits_for_a_pod_to_bind_the_reservation() -> None:
 def test_evicted_pod_gone_without_any_eviction_is_missing_pod() -> None:
     decision = decide(job(options=OURS), None, T0 + 20, SETTINGS, reservation=reservation())
     assert isinstance(decision, Finish) and decision.status["reason"] == "MissingPod"
-    assert decision.delete_reservation == "job-uid-1"
+    assert decision.delete_reservation == OWN
 
 
 DONE = [cond("Eviction", "True", "EvictComplete")]
@@ -631,7 +801,8 @@ def test_read_reservation() -> None:
 
 def test_stale_reservations_are_those_of_gone_failed_or_aborted_jobs() -> None:
     def res(name: str, marker: str | None) -> dict[str, Any]:
-        return {"metadata": {"name": name, "annotations": {ANNOTATION_MIGRATION_JOB: marker} if marker else {}}}
+        annotations = {ANNOTATION_MIGRATION_JOB: marker} if marker else {}
+        return {"metadata": {"name": name, "uid": f"{name}-uid", "annotations": annotations}}
 
     jobs = [
         job(),  # pmj-1, Running
@@ -647,8 +818,12 @@ def test_stale_reservations_are_those_of_gone_failed_or_aborted_jobs() -> None:
         res("r-aborted", "pmj-aborted/a"),
         res("r-done", "pmj-done/d"),
         res("r-foreign", None),
+        res("r-no-uid", "pmj-deleted/"),  # not a marker the manager writes (it always names the UID)
+        res("r-no-job", "/x"),
     ]
-    assert stale_reservations(jobs, reservations) == ["r-aborted", "r-failed", "r-gone", "r-recreated"]
+    assert stale_reservations(jobs, reservations) == [
+        OwnedReservation(name, f"{name}-uid") for name in ("r-aborted", "r-failed", "r-gone", "r-recreated")
+    ]
 
 
 def test_malformed_pod_cannot_get_a_reservation_and_the_field_is_named() -> None:

@@ -11,6 +11,8 @@ from koordpy.model.names import (
     DNS1123_SUBDOMAIN_PATTERN,
     dns1123_label_problem,
     dns1123_subdomain_problem,
+    label_key_problem,
+    label_value_problem,
 )
 
 
@@ -62,3 +64,29 @@ def test_schema_patterns_agree_with_the_checks(name: str) -> None:
     assert (re.fullmatch(DNS1123_SUBDOMAIN_PATTERN[1:-1], name) is not None and len(name) <= 253) is (
         dns1123_subdomain_problem(name) is None
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "ok"),
+    [
+        ("app", True),
+        ("app.kubernetes.io/name", True),
+        ("koordinator.sh/priority-class", True),
+        ("a_b.c-d", True),
+        ("", False),
+        ("-app", False),
+        ("bad key", False),
+        ("Example.com/x", False),  # a prefix is a DNS subdomain: lower case
+        ("example.com/", False),
+        ("x" * 64, False),
+    ],
+)
+def test_label_keys(key: str, ok: bool) -> None:
+    assert (label_key_problem(key) is None) is ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [("", True), ("v1.2_a-b", True), ("a b", False), ("-a", False), ("x" * 64, False)]
+)
+def test_label_values(value: str, ok: bool) -> None:
+    assert (label_value_problem(value) is None) is ok

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from koordpy.model.selectors import label_selector_matches
+from koordpy.model.selectors import label_selector_matches, selectors_disjoint
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,29 @@ def test_label_selector_matches(
     match_labels: dict[str, str] | None, expressions: tuple[Req, ...] | None, expected: bool
 ) -> None:
     assert label_selector_matches(match_labels, expressions, LABELS) is expected
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "key"),
+    [
+        (({"pool": "a"}, None), ({"pool": "b"}, None), "pool"),  # different values of one key
+        (({"pool": "a"}, None), ({"zone": "x"}, None), None),  # a node may carry both
+        ((None, None), ({"pool": "a"}, None), None),  # no selector: every node
+        ((None, (Req("pool", "In", ("a", "b")),)), (None, (Req("pool", "In", ("c",)),)), "pool"),
+        ((None, (Req("pool", "In", ("a", "b")),)), (None, (Req("pool", "In", ("b",)),)), None),  # b in both
+        (({"pool": "a"}, None), (None, (Req("pool", "NotIn", ("a",)),)), "pool"),
+        (({"pool": "a"}, None), (None, (Req("pool", "NotIn", ("b",)),)), None),
+        ((None, (Req("gpu", "Exists"),)), (None, (Req("gpu", "DoesNotExist"),)), "gpu"),
+        (({"gpu": "yes"}, None), (None, (Req("gpu", "DoesNotExist"),)), "gpu"),
+        ((None, (Req("gpu", "NotIn", ("x",)),)), (None, (Req("gpu", "DoesNotExist"),)), None),  # absent passes NotIn
+        # a selector that contradicts itself selects nothing: disjoint from anything
+        (({"pool": "a"}, (Req("pool", "In", ("b",)),)), (None, None), "pool"),
+    ],
+)
+def test_selectors_disjoint(
+    first: tuple[dict[str, str] | None, tuple[Req, ...] | None],
+    second: tuple[dict[str, str] | None, tuple[Req, ...] | None],
+    key: str | None,
+) -> None:
+    assert selectors_disjoint(first, second) == key
+    assert selectors_disjoint(second, first) == key

@@ -17,7 +17,8 @@ read from the request's pod, a refused member is parked) and the ``/bind`` reque
   every ``deadlock_interval`` seconds runs NonStrict deadlock resolution on the cluster's free resources,
   posting an Event on the released pods;
 * parked members whose group now passes (``take_wakeups``) go to the ``Requeuer`` (``requeue.py``),
-  which patches an annotation on each so kube-scheduler retries them (paced by ``gang.requeueQPS``).
+  which updates the extender's requeue signal object so kube-scheduler retries them (paced by
+  ``gang.requeueQPS``; nothing is written on the pods).
 
 A batch that ends partially bound (some bindings created, some failed after the retries) is logged as
 an error, counted in ``koordpy_extender_gang_partial_binds`` and reported with a Warning Event on every
@@ -230,6 +231,7 @@ class GangBarrier:
             patcher=patcher or (lambda: None),
             log=log,
             metrics=metrics.requeue,
+            signal=args.requeue_signal_ref,
         )
         self.status_patcher = status_patcher or (lambda: None)
         self.native_absent: Callable[[], bool] = lambda: False

@@ -46,6 +46,7 @@ __all__ = [
     "InsufficientResource",
     "RequestsTable",
     "filter_node",
+    "filter_one_node",
     "format_amount",
     "node_affinity",
     "node_name",
@@ -334,13 +335,29 @@ def node_affinity(pod: PodPlacement, node: NodeInfo) -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON_AFFINITY, NODE_AFFINITY, f"{REASON_AFFINITY}: {failure}")
 
 
+_NODE_CHECKS = (node_unschedulable, node_name, taint_toleration, node_affinity)
+"""The filters before ``NodeResourcesFit``, in kube-scheduler's order."""
+
+
 def filter_node(pod: PodPlacement, node: NodeInfo, table: RequestsTable, row: int, vec: I64) -> Status:
     """The first failing in-tree filter for the pod on ``node`` (row ``row`` of ``table``), or success."""
-    for check in (node_unschedulable, node_name, taint_toleration, node_affinity):
+    for check in _NODE_CHECKS:
         status = check(pod, node)
         if not status.is_success:
             return status
     return table.status(row, vec)
+
+
+def filter_one_node(
+    pod: PodPlacement, node: NodeInfo, requested: Mapping[str, int], pods: int, pod_requests: Mapping[str, int]
+) -> Status:
+    """:func:`filter_node` for one node from plain mappings (``requested``: the sum of the requests of the
+    ``pods`` already there; ``pod_requests``: the incoming pod's), as :func:`resources_fit` takes them."""
+    for check in _NODE_CHECKS:
+        status = check(pod, node)
+        if not status.is_success:
+            return status
+    return resources_fit(node.allocatable, requested, pods, pod_requests)
 
 
 def resources_fit(

@@ -30,6 +30,7 @@ CONFIG = {
         "estimatedScalingFactors": {"cpu": 85, "memory": 70},
     },
     "extender": {"maxRequestBytes": 4 * 1024 * 1024},
+    "gang": {"requeueSignal": "koordpy-system/koordpy-gang-requeue"},
 }
 
 

@@ -13,10 +13,9 @@ from typing import Any
 
 import httpx
 import orjson
-from prometheus_client import generate_latest
 
 from koordpy.kube.errors import ApiError
-from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION, TokenBucket
+from koordpy.scheduler.extender.requeue import REQUEUE_ANNOTATION, Requeuer, TokenBucket
 from koordpy.scheduler.plugins.gang import QUORUM_REFUSED, YIELD_REFUSED, keys
 from koordpy.scheduler.plugins.reservation.spec import ANNOTATION_RESERVATION_ALLOCATED
 from koordpy_testkit import PodBuilder
@@ -335,7 +334,8 @@ async def test_the_deadlock_victim_yields_at_filter_until_the_helped_gang_binds(
     x1 = asyncio.create_task(ext.post("bind", bind_args(pods["x1"], "small")))
     assert (await x1).json()["Error"] == "" and (await tasks["x0"]).json()["Error"] == ""
     await until(lambda: gangs.cache.yielding() == {}, "the yield over")
-    await until(lambda: sorted(call[1] for call in patcher.calls) == ["y0", "y1"], "y0 and y1 woken")
+    await until(lambda: requeues(ext, "patched") == 2.0, "y0 and y1 woken")
+    assert {(call[0], call[1]) for call in patcher.calls} == {SIGNAL}  # the signal object, never a pod
     resp = await ext.post("filter", {"Pod": pods["y1"], "Nodes": None, "NodeNames": ["small"]})
     refusals = " ".join(orjson.loads(resp.content)["FailedAndUnresolvableNodes"].values())
     assert YIELD_REFUSED not in refusals  # admitted again (the node itself is full now)
@@ -365,15 +365,27 @@ async def test_a_gang_member_bound_through_its_reservation_carries_the_record(ex
     assert ext.extender.gangs.annotations == {}  # nothing kept once answered
 
 
+SIGNAL = ("koordpy-system", "koordpy-gang-requeue")
+"""``gang.requeueSignal`` of the test configuration."""
+
+
+def requeues(ext: Any, outcome: str) -> float:
+    """``koordpy_extender_gang_requeues_total{outcome}``: members counted by what became of their request."""
+    value = ext.extender.registry.get_sample_value("koordpy_extender_gang_requeues_total", {"outcome": outcome})
+    return float(value or 0.0)
+
+
 class FakePatcher:
-    """Records pod patches (namespace, name, body); ``fail_with`` is raised when set."""
+    """Records patches (namespace, name, body, resource plural); ``fail_with`` is raised when set."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self.resources: list[str] = []
         self.fail_with: ApiError | None = None
 
     async def patch(self, resource: Any, name: str, patch: Any, *, namespace: str | None = None, **_: Any) -> Any:
         self.calls.append((str(namespace), name, patch))
+        self.resources.append(resource.plural)
         if self.fail_with is not None:
             raise self.fail_with
         return {}
@@ -393,9 +405,10 @@ def with_patcher(ext: Any, qps: float | None = None, burst: int | None = None) -
     return patcher
 
 
-async def test_the_late_member_wakes_the_refused_ones_with_one_patch_each(ext: Any) -> None:
+async def test_the_late_member_wakes_the_refused_ones_with_one_write_of_the_signal(ext: Any) -> None:
     """The reproduction (minMember 2; a, then b 2 s later): a was refused at quorum and kube-scheduler
-    will not retry it on b's creation. b's arrival makes the extender patch a's annotation, once."""
+    will not retry it on b's creation. b's arrival makes the extender update its requeue signal (a
+    CSIStorageCapacity of its own, an event kube-scheduler retries a on), once; a itself is not written."""
     a, b = member("a", minimum=2), member("b", minimum=2)
     setup(ext, a)
     patcher = with_patcher(ext)
@@ -403,9 +416,10 @@ async def test_the_late_member_wakes_the_refused_ones_with_one_patch_each(ext: A
     assert orjson.loads(resp.content)["NodeNames"] == []
     assert (await ext.http.get("/debug/gangs/team/g")).json()["parked"] == ["team/a"]
     ext.pod_event("ADDED", b)
-    await until(lambda: len(patcher.calls) == 1, "a patched")
+    await until(lambda: len(patcher.calls) == 1, "the signal written")
     namespace, name, body = patcher.calls[0]
-    assert (namespace, name, list(body["metadata"]["annotations"])) == ("team", "a", [REQUEUE_ANNOTATION])
+    assert (namespace, name, list(body["metadata"]["annotations"])) == (*SIGNAL, [REQUEUE_ANNOTATION])
+    assert patcher.resources == ["csistoragecapacities"]
     ext.pod_event("MODIFIED", b)  # more events of the complete gang: no second request
     await asyncio.sleep(0.05)
     assert len(patcher.calls) == 1
@@ -414,43 +428,57 @@ async def test_the_late_member_wakes_the_refused_ones_with_one_patch_each(ext: A
     assert "koordpy_extender_gang_requeue_pending 0.0" in metrics
 
 
-async def test_requests_are_paced_and_dropped_when_no_longer_needed(ext: Any) -> None:
-    """Burst 2 at 1 per second: of 6 woken members, 2 are patched at once and the rest wait their turn; one
-    that kube-scheduler retries on its own meanwhile (it passes /filter) is dropped, not patched."""
-    pods = [member(f"p{i}", minimum=7) for i in range(7)]
-    setup(ext, *pods[:6])
-    patcher = with_patcher(ext, qps=1.0, burst=2)
-    for raw in pods[:6]:
+async def test_one_write_asks_for_every_waiting_member_and_writes_are_paced(ext: Any) -> None:
+    """Burst 1 at 1 per second. Gang g completes: its 3 parked members go with one write. Gang h completes
+    at once after: no token, its 3 members wait; one that kube-scheduler retries on its own meanwhile (it
+    passes /filter) is dropped. A second later the other two go with the second write."""
+    g = [member(f"g{i}", gang="g", minimum=4) for i in range(4)]
+    h = [member(f"h{i}", gang="h", minimum=4) for i in range(4)]
+    setup(ext, *g[:3], *h[:3])
+    patcher = with_patcher(ext, qps=1.0, burst=1)
+    for raw in (*g[:3], *h[:3]):
         resp = await ext.post("filter", {"Pod": raw, "Nodes": None, "NodeNames": ["n1"]})
         assert orjson.loads(resp.content)["NodeNames"] == []
-    ext.pod_event("ADDED", pods[6])
-    await until(lambda: len(patcher.calls) == 2, "the burst")
+    ext.pod_event("ADDED", g[3])
+    await until(lambda: len(patcher.calls) == 1, "g's write")
+    assert requeues(ext, "patched") == 3.0
     requeuer = ext.extender.gangs.requeuer
+    ext.pod_event("ADDED", h[3])
+    await until(lambda: len(requeuer.pending) == 3, "h's members pending")
     await asyncio.sleep(0.05)
-    assert list(requeuer.pending) == ["team/p2", "team/p3", "team/p4", "team/p5"]  # no token: they wait
-    resp = await ext.post("filter", {"Pod": pods[5], "Nodes": None, "NodeNames": ["n1"]})
+    assert len(patcher.calls) == 1  # no token yet
+    resp = await ext.post("filter", {"Pod": h[2], "Nodes": None, "NodeNames": ["n1"]})
     assert orjson.loads(resp.content)["NodeNames"] == ["n1"]
-    assert "team/p5" not in requeuer.pending
+    assert list(requeuer.pending) == ["team/h0", "team/h1"]
     ext.requeue_time[0] = 1.0  # one second on the bucket's clock: one more token
-    await until(lambda: len(patcher.calls) == 3, "one more after a second")
-    assert list(requeuer.pending) == ["team/p3", "team/p4"]
-    ext.requeue_time[0] = 10.0  # plenty: the rest go (the bucket holds at most 2)
-    await until(lambda: len(patcher.calls) == 5, "the rest")
-    assert [c[1] for c in patcher.calls] == ["p0", "p1", "p2", "p3", "p4"]
-    assert requeuer.peak_in_flight <= 8
-    metrics = (await ext.http.get("/metrics")).text
-    assert 'koordpy_extender_gang_requeues_total{outcome="dropped"} 1.0' in metrics
+    await until(lambda: len(patcher.calls) == 2, "h's write")
+    assert requeues(ext, "patched") == 5.0 and requeues(ext, "dropped") == 1.0
+    assert requeuer.pending == {} and requeuer.writes == 2 and requeuer.peak_in_flight == 1
+    assert {(c[0], c[1]) for c in patcher.calls} == {SIGNAL}
 
 
-async def test_a_forbidden_patch_is_counted_and_not_retried(ext: Any) -> None:
+async def test_a_refused_write_is_counted_and_not_retried(ext: Any) -> None:
     a, b = member("a", minimum=2), member("b", minimum=2)
     setup(ext, a)
     patcher = with_patcher(ext)
-    patcher.fail_with = ApiError(403, "Forbidden", "pods is forbidden")
+    patcher.fail_with = ApiError(403, "Forbidden", "csistoragecapacities is forbidden")
     await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1"]})
     ext.pod_event("ADDED", b)
-    await until(lambda: 'outcome="forbidden"} 1.0' in generate_latest(ext.extender.registry).decode(), "counted")
+    await until(lambda: requeues(ext, "forbidden") == 1.0, "counted")
     assert len(patcher.calls) == 1
+
+
+async def test_without_a_signal_nothing_is_written_and_requests_count_as_off(ext: Any) -> None:
+    gangs = ext.extender.gangs
+    old = gangs.requeuer
+    gangs.requeuer = Requeuer(qps=50, burst=100, patcher=old.patcher, log=old.log, metrics=old.metrics, signal=None)
+    a, b = member("a", minimum=2), member("b", minimum=2)
+    setup(ext, a)
+    patcher = with_patcher(ext)
+    await ext.post("filter", {"Pod": a, "Nodes": None, "NodeNames": ["n1"]})
+    ext.pod_event("ADDED", b)
+    await until(lambda: requeues(ext, "off") == 1.0, "counted as off")
+    assert patcher.calls == []
 
 
 async def test_a_member_the_watch_has_not_shown_is_counted_and_held(ext: Any) -> None:

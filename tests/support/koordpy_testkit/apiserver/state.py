@@ -76,8 +76,10 @@ def default_resources() -> list[ResourceInfo]:
         ResourceInfo(r.PODS, status_subresource=True, extra_subresources=("binding", "eviction"), short_names=("po",)),
         ResourceInfo(BINDINGS, verbs=("create",)),  # the legacy collection form of pods/binding
         ResourceInfo(r.EVENTS, short_names=("ev",)),
+        ResourceInfo(r.CONFIGMAPS, short_names=("cm",)),
         ResourceInfo(r.LEASES),
         ResourceInfo(r.PDBS, status_subresource=True, short_names=("pdb",)),
+        ResourceInfo(r.CSISTORAGECAPACITIES),
         ResourceInfo(r.CUSTOMRESOURCEDEFINITIONS, status_subresource=True, short_names=("crd", "crds")),
         ResourceInfo(r.NODEMETRICS, status_subresource=True),
         ResourceInfo(r.PODGROUPS, status_subresource=True, short_names=("pg",)),
@@ -694,6 +696,17 @@ class ClusterState:
                 )
             if matching:
                 self._charge_pdb(pdbs, matching[0], name)
+            # addConditionAndDeletePod checks the UID precondition itself, with its own message
+            want_uid = (options.get("preconditions") or {}).get("uid")
+            if want_uid and want_uid != _meta(pod).get("uid"):
+                raise StatusError(
+                    409,
+                    f'Operation cannot be fulfilled on Pod "{name}": the UID in the precondition ({want_uid}) does '
+                    f"not match the UID in record ({_meta(pod).get('uid')}). The object might have been deleted "
+                    "and then recreated",
+                    "Conflict",
+                    {"name": name, "kind": "Pod"},
+                )
         self.delete(pods, namespace, name, options)
 
     def _charge_pdb(self, pdbs: ResourceInfo, pdb: dict[str, Any], pod_name: str) -> None:
