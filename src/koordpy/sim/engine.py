@@ -56,6 +56,7 @@ from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, Pod
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import Admission, GangCache, Release
 from koordpy.scheduler.profile import build_plugins
+from koordpy.sim.descheduling import SimDescheduler
 from koordpy.sim.kubescheduler import (
     LeastAllocatedPlacement,
     LoadAwarePlacement,
@@ -90,10 +91,14 @@ class Policy:
     name: str
     placement: Literal["load-aware", "least-allocated"]
     qos: Literal["waterline", "naive"]
+    low_node_load: Literal["", "scenario", "compare"] = ""
+    """Which of the scenario's ``descheduler`` arguments the balance loop runs with ("": no descheduler)."""
 
 
-KOORDPY = Policy("koordpy", "load-aware", "waterline")
+KOORDPY = Policy("koordpy", "load-aware", "waterline", "scenario")
 BASELINE = Policy("baseline", "least-allocated", "naive")
+COMPARED = Policy("koordpy-compared", "load-aware", "waterline", "compare")
+"""koordpy with the scenario's ``descheduler.compareLowNodeLoad`` (``--compare lowNodeLoad``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +240,21 @@ class Simulation:
         self.gang_failed_nonstrict = False
         self.timer_at = np.inf
         self.cpu_request = np.array([t.requests.get("cpu", 0) for t in trace.templates], np.float64)[trace.workload]
+        self.descheduler: SimDescheduler | None = None
+        self.deschedule_every = 0
+        self.undescheduled: list[NodeMetricInfo] = []
+        """The newest NodeMetrics published and not yet handed to the descheduler."""
+        self.moved_by: dict[int, str] = {}
+        """Pod moved by the balance loop and not running again yet -> the move's job."""
+        settings = scenario.descheduler
+        if settings is not None and self.state is not None and policy.low_node_load:
+            args = settings.low_node_load if policy.low_node_load == "scenario" else settings.compare_low_node_load
+            if args is None:
+                raise ValueError(f"policy {policy.name}: the scenario has no descheduler.compareLowNodeLoad")
+            self.descheduler = SimDescheduler(settings, args, self.nodes)
+            self.deschedule_every = round(settings.descheduling_interval / scenario.step)
+        self.stats.descheduler_configured = settings is not None
+        self.stats.descheduling = self.descheduler.stats if self.descheduler is not None else None
 
     @staticmethod
     def _nodes(scenario: Scenario) -> list[NodeInfo]:
@@ -395,6 +415,13 @@ class Simulation:
     def _start(self, pod_id: int, node: int, now: float) -> None:
         self.on_node[node].add(pod_id)
         self.pod_state[pod_id] = RUNNING
+        if self.descheduler is not None:
+            pod = self.current[pod_id]
+            assert pod is not None
+            template = self.scenario.workloads[int(self.trace.workload[pod_id])]
+            created = self.scenario.start + float(self.queued_at[pod_id])
+            moved_by = self.moved_by.pop(pod_id, None)
+            self.descheduler.running(pod, template.name, template.lifetime is not None, created, moved_by)
         job = int(self.job[pod_id])
         if job >= 0:
             self.job_running[job] += 1
@@ -542,6 +569,8 @@ class Simulation:
         pod = self.current[pod_id]
         if self.state is not None and pod is not None:
             self.state.remove_pod(pod.uid)
+        if self.descheduler is not None and pod is not None:
+            self.descheduler.gone(pod.uid)
         self.on_node[node].discard(pod_id)
         self.node_of[pod_id] = -1
         self.quota[pod_id] = np.inf
@@ -594,6 +623,8 @@ class Simulation:
             self._report(now, ids, nodes)
         if self.qos is not None and self.samples % self.qos_every == 0:
             self._run_qos(now, node_cpu, node_memory)
+        if self.descheduler is not None and self.samples % self.deschedule_every == 0:
+            self._deschedule(now)
         self.samples += 1
 
     def _sample_jobs(self) -> None:
@@ -687,20 +718,24 @@ class Simulation:
         upsert = self.state.upsert_metric
         update_time = report.update_time
         windows = report.aggregated
+        metrics: list[NodeMetricInfo] | None = [] if self.descheduler is not None else None
         for row, node in enumerate(self.node_names):
             aggregated = tuple(_aggregated(window, usage, row) for window, usage in windows) if windows else ()
-            upsert(
-                NodeMetricInfo(
-                    node,
-                    update_time,
-                    interval,
-                    interval,
-                    {"cpu": node_cpu[row], "memory": node_memory[row]},
-                    system[row],
-                    aggregated,
-                    tuple(entries[offsets[row] : offsets[row + 1]]),
-                )
+            metric = NodeMetricInfo(
+                node,
+                update_time,
+                interval,
+                interval,
+                {"cpu": node_cpu[row], "memory": node_memory[row]},
+                system[row],
+                aggregated,
+                tuple(entries[offsets[row] : offsets[row + 1]]),
             )
+            upsert(metric)
+            if metrics is not None:
+                metrics.append(metric)
+        if metrics is not None:  # handed to the descheduler at its next round (only the newest matters)
+            self.undescheduled = metrics
 
     def _run_qos(self, now: float, node_cpu: F64, node_memory: F64) -> None:
         assert self.qos is not None
@@ -746,24 +781,54 @@ class Simulation:
         for action in self.qos.step(view):
             self._apply(action, now)
 
+    def _deschedule(self, now: float) -> None:
+        """One balance round; each move evicts its pod, which is re-queued (its replacement)."""
+        assert self.descheduler is not None and self.state is not None
+        if self.unreported is not None:  # the NodeMetrics delivered so far, as the manager's watch has them
+            self._publish(self.unreported)
+            self.unreported = None
+        if self.undescheduled:
+            for metric in self.undescheduled:
+                self.descheduler.metric(metric)
+            self.undescheduled = []
+        moves = self.descheduler.round(self.state, self.scenario.start + now)
+        if not moves:
+            return
+        current = self.current
+        pod_of = {pod.uid: p for p in np.flatnonzero(self.pod_state == RUNNING).tolist() if (pod := current[p])}
+        for move, job in moves:
+            pod_id = pod_of.get(move.uid)
+            if pod_id is None or self.pod_state[pod_id] != RUNNING:
+                continue
+            self._evict(pod_id, now)
+            self.moved_by[pod_id] = job
+
+    def _evict(self, pod_id: int, now: float) -> None:
+        """Take a running pod off its node; its controller re-creates it unless the workload says otherwise."""
+        self._unbind(pod_id, now)
+        pod = self.current[pod_id]
+        if self.gangs is not None and self.job[pod_id] >= 0 and pod is not None:
+            self.gangs.delete_pod(pod.namespace, pod.name)
+            self.pod_of_key.pop(pod.key, None)
+        workload = self.scenario.workloads[int(self.trace.workload[pod_id])]
+        if workload.restart_on_eviction:
+            self.attempt[pod_id] += 1
+            self._enqueue(pod_id, now)
+        else:
+            self.pod_state[pod_id] = DONE
+
     def _apply(self, action: QosAction, now: float) -> None:
         pod_id = action.pod
         if self.pod_state[pod_id] != RUNNING:
             return
         if action.kind == "evict":
-            self._unbind(pod_id, now)
-            pod = self.current[pod_id]
-            if self.gangs is not None and self.job[pod_id] >= 0 and pod is not None:
-                self.gangs.delete_pod(pod.namespace, pod.name)
-                self.pod_of_key.pop(pod.key, None)
+            if self.descheduler is not None:
+                pod = self.current[pod_id]
+                placed = pod.scheduled_time if pod is not None else None
+                self.descheduler.agent_evicted(placed, self.scenario.start + now)
             self.stats.eviction_times.append(now)
             self.stats.evicted_pods.add(pod_id)
-            workload = self.scenario.workloads[int(self.trace.workload[pod_id])]
-            if workload.restart_on_eviction:
-                self.attempt[pod_id] += 1
-                self._enqueue(pod_id, now)
-            else:
-                self.pod_state[pod_id] = DONE
+            self._evict(pod_id, now)
         elif action.kind == "throttle":
             self.quota[pod_id] = action.cpu_millis
             self.stats.throttle_times.append(now)

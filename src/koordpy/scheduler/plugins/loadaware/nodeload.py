@@ -310,8 +310,8 @@ class NodeLoad:
         pods = self.pods
         unsettled: set[str] = set()
         inputs = self._inputs_of(pods.values(), unsettled)
-        self._account(zip(pods.values(), inputs), +1)
-        self._inputs = dict(zip(pods, inputs))
+        self._account(zip(pods.values(), inputs, strict=True), +1)
+        self._inputs = dict(zip(pods, inputs, strict=True))
         self._unsettled = unsettled
 
     def _entry(self, key: _Key) -> PodMetricInfo | None:
@@ -458,8 +458,8 @@ class NodeLoad:
         """
         node_delta: list[Values | list[int]] = []
         prod_delta: list[Values | list[int]] = []
-        node_estimated: list[Values] = []
-        prod_usage: list[Values] = []
+        node_estimated: list[Values | list[int]] = []
+        prod_usage: list[Values | list[int]] = []
         for assigned, (_key, usage, metric_prod, should) in shares:
             prod = assigned.prod
             active_prod = prod and metric_prod
