@@ -6,7 +6,8 @@ Runs, for each tree (``--before``: another checkout's root, e.g. ``git archive m
 * **demo**: ``koordpy simulate --compare baseline --out TMP`` (what `make demo` runs), ``--repeats`` times after
   one untimed warm-up run per tree (bytecode written, files cached: the "warm" figure);
 * **scale**: the koordpy policy over ``bench/simulate.py``'s scenario (the tree's default scenario scaled to
-  1,000 nodes, 20,000 pods, 24 simulated hours), once per tree (``--no-scale`` skips it).
+  1,000 nodes, 20,000 pods, 24 simulated hours; ``--scale-hours H``: its first H hours, every node, the batch at
+  the same rate), once per tree (``--no-scale`` skips it).
 
 Each run is a child process with ``PYTHONPATH`` set to the tree's ``src``; its wall time and CPU time (user +
 system, the child's own resource usage) are recorded. ``--parallel`` starts every timed run at once (on a shared,
@@ -15,7 +16,8 @@ not). Writes ``bench/results/simulate_speed.json`` with every
 run, the median per tree and the ratio after / before (CPU time: the figure that the shared machine's load
 disturbs least; wall time beside it). The load average is recorded before and after.
 
-    .venv/bin/python bench/simulate_speed.py --before DIR [--repeats 3] [--warmups 1] [--no-scale] [--parallel]
+    .venv/bin/python bench/simulate_speed.py --before DIR [--repeats 3] [--warmups 1] [--no-scale] [--scale-hours 24]
+    [--parallel] [--out bench/results/simulate_speed.json]
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ KOORDPY = PYTHON.parent / "koordpy"
 SCALE = """
 import json, sys, time
 sys.path.insert(0, {bench!r})
-from simulate import bench_scenario
+from simulate import bench_scenario, shortened
 from koordpy.cli.simulate import qos_factory
 from koordpy.sim.engine import KOORDPY
 from koordpy.sim.run import simulate
-scenario = bench_scenario()
+scenario = bench_scenario() if {hours} >= 24 else shortened(bench_scenario(), {hours})
 (run,) = simulate(scenario, scenario.seed, [KOORDPY], qos_factory)
 print(json.dumps({{k: run.summary.get(k) for k in ("binds", "hotNodeMinutes", "deschedulerMoves", "repeatMoves")}}))
 """
@@ -76,8 +78,8 @@ def _demo(tree: Path) -> dict[str, Any]:
     return run
 
 
-def _scale(tree: Path) -> dict[str, Any]:
-    run = _child([str(PYTHON), "-c", SCALE.format(bench=str(ROOT / "bench"))], tree)
+def _scale(tree: Path, hours: float) -> dict[str, Any]:
+    run = _child([str(PYTHON), "-c", SCALE.format(bench=str(ROOT / "bench"), hours=hours)], tree)
     run["summary"] = json.loads(run.pop("stdout").strip().splitlines()[-1])
     return run
 
@@ -91,6 +93,10 @@ def main() -> int:
     parser.add_argument("--before", type=Path, required=True, help="the other tree's root (with src/ and bench/)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-scale", action="store_true")
+    parser.add_argument(
+        "--scale-hours", type=float, default=24.0, help="simulated hours of the scale run (its first hours if < 24)"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "simulate_speed.json")
     parser.add_argument("--warmups", type=int, default=1, help="untimed demo runs per tree first")
     parser.add_argument(
         "--parallel",
@@ -116,15 +122,16 @@ def main() -> int:
     for _ in range(args.warmups):  # bytecode and file cache
         for tree in trees.values():
             _demo(tree)
-    target = ROOT / "bench" / "results" / "simulate_speed.json"
+    target = args.out
     results["parallel"] = args.parallel
+    results["scaleHours"] = args.scale_hours
     jobs = [("demo", name, tree) for _ in range(args.repeats) for name, tree in trees.items()]
     if not args.no_scale:
         jobs += [("scale", name, tree) for name, tree in trees.items()]
     lock = threading.Lock()
 
     def one(kind: str, name: str, tree: Path) -> None:
-        run = _demo(tree) if kind == "demo" else _scale(tree)
+        run = _demo(tree) if kind == "demo" else _scale(tree, args.scale_hours)
         with lock:
             results[kind][name].append(run)
             print(f"{kind} {name}: {run['wallSeconds']} s wall, {run['cpuSeconds']} s CPU", file=sys.stderr)
