@@ -44,7 +44,7 @@ BASELINES = {"baseline": BASELINE, "lowNodeLoad": COMPARED}
 
 def scenario_source(path: Path | None) -> Path:
     """The file to read: ``path`` when it exists; else the bundled scenario of that name
-    (``default``, ``gangs``, ``migration``, ``starving``); no argument: the bundled default. A missing
+    (``default``, ``gangs``, ``loop``, ``migration``, ``starving``); no argument: the bundled default. A missing
     bare name (no directory, no suffix) raises InputError listing the bundled names; any other path is
     returned as given (reading it then fails naming it)."""
     if path is None:

@@ -51,7 +51,7 @@ GANG_ROWS: tuple[tuple[str, str, str], ...] = (
 DESCHEDULING_ROWS: tuple[tuple[str, str, str], ...] = (
     ("deschedulerMoves", "descheduler moves (LowNodeLoad)", "{:,}"),
     ("repeatMoves", "  repeat moves (moved again)", "{:,}"),
-    ("agentRepeatEvictions", "  agent evictions soon after placing", "{:,}"),
+    ("agentRepeatEvictions", "  agent evictions after placing", "{:,}"),
     ("podsKeptNoCoolDestination", "  kept: no destination stays cool", "{:,}"),
 )
 """Rows shown only when the scenario has a ``descheduler`` ("-" for a policy without one)."""
