@@ -57,14 +57,19 @@ def bench_scenario() -> Scenario:
     return scenario
 
 
-def _profile(scenario: Scenario, hours: float) -> dict[str, Any]:
+def shortened(scenario: Scenario, hours: float) -> Scenario:
+    """The scenario over its first ``hours``: every node, the services, the batch at the same arrival rate."""
     raw = scenario.model_dump(by_alias=True)
     raw["duration"] = hours * 3600
     for workload in raw["workloads"]:
         if workload["lifetime"] is not None:  # batch: keep the arrival rate, cut the window
             workload["arrivals"]["count"] = round(workload["arrivals"]["count"] * hours / HOURS)
             workload["arrivals"]["end"] = None
-    short = validate(Scenario, raw, "bench-profile")
+    return validate(Scenario, raw, "bench-short")
+
+
+def _profile(scenario: Scenario, hours: float) -> dict[str, Any]:
+    short = shortened(scenario, hours)
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()

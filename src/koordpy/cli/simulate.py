@@ -1,4 +1,4 @@
-"""``koordpy simulate [SCENARIO] [--compare baseline] [--out DIR] [--seed N]``.
+"""``koordpy simulate [SCENARIO] [--compare baseline|lowNodeLoad] [--out DIR] [--seed N]``.
 
 ``koordpy simulate --migration [SCENARIO]`` runs a ``kind: MigrationScenario`` instead (see
 :mod:`koordpy.cli.simulate_families`); ``koordpy simulate --starving [SCENARIO]`` a ``kind:
@@ -28,7 +28,7 @@ from koordpy.cli.simulate_families import FAMILIES, MIGRATION, STARVING, Scenari
 from koordpy.config.errors import ConfigError, validate
 from koordpy.config.scenario import Scenario
 from koordpy.sim.agentqos import PLAN_FUNCTIONS, AgentQosPlanner, load_qos, pressure_model
-from koordpy.sim.engine import BASELINE, KOORDPY, Policy
+from koordpy.sim.engine import BASELINE, COMPARED, KOORDPY, Policy
 from koordpy.sim.png import heatmaps_png
 from koordpy.sim.qos import QosPlanner
 from koordpy.sim.report import render_html, render_table, summary_document
@@ -38,12 +38,13 @@ from koordpy.sim.stats import HEATMAP_BUCKET_SECONDS
 
 __all__ = ["DEFAULT_SCENARIO", "load_scenario", "qos_factory", "qos_note", "register", "scenario_source"]
 
-BASELINES = {"baseline": BASELINE}
+BASELINES = {"baseline": BASELINE, "lowNodeLoad": COMPARED}
+"""``--compare`` values: the baseline, or koordpy with the scenario's ``descheduler.compareLowNodeLoad``."""
 
 
 def scenario_source(path: Path | None) -> Path:
     """The file to read: ``path`` when it exists; else the bundled scenario of that name
-    (``default``, ``gangs``, ``migration``, ``starving``); no argument: the bundled default. A missing
+    (``default``, ``gangs``, ``loop``, ``migration``, ``starving``); no argument: the bundled default. A missing
     bare name (no directory, no suffix) raises InputError listing the bundled names; any other path is
     returned as given (reading it then fails naming it)."""
     if path is None:
@@ -145,7 +146,14 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
     ] = None,
     compare: Annotated[
         str | None,
-        typer.Option("--compare", metavar="BASELINE", help="Also replay the same trace under a baseline: 'baseline'."),
+        typer.Option(
+            "--compare",
+            metavar="BASELINE",
+            help=(
+                "Also replay the same trace under a baseline: 'baseline' (stock kube-scheduler, no descheduler),"
+                " or 'lowNodeLoad' (koordpy with the scenario's descheduler.compareLowNodeLoad)."
+            ),
+        ),
     ] = None,
     out: Annotated[
         Path, typer.Option("--out", metavar="DIR", help="Directory for report.html and summary.json.")
@@ -199,6 +207,8 @@ def simulate_command(  # noqa: PLR0917 - typer maps each parameter to an option
         raise _fail(str(exc)) from None
     except UNEXPECTED as exc:  # a malformed scenario the validators did not attribute to a field
         raise _fail(f"{scenario_source(scenario)}: cannot load: {type(exc).__name__}: {exc}") from None
+    if compare == "lowNodeLoad" and (parsed.descheduler is None or parsed.descheduler.compare_low_node_load is None):
+        raise _fail(f"--compare lowNodeLoad: {scenario_source(scenario)} has no descheduler.compareLowNodeLoad")
     warnings = scenario_warnings(parsed)
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)

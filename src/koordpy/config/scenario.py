@@ -35,6 +35,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from koordpy.config.errors import field_problems
+from koordpy.config.lownodeload import LowNodeLoadArgs
+from koordpy.config.migration import MigrationControllerArgs
 from koordpy.config.scheduler import SchedulerConfiguration
 from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
 from koordpy.model.quantity import QuantityError
@@ -380,6 +382,25 @@ class KubeSchedulerSettings(_Model):
     The default is the chart's. The ``--compare baseline`` run always uses kube-scheduler's own default (0)."""
 
 
+class DeschedulerSettings(_Model):
+    """The manager's LowNodeLoad balance loop (koordpy policies only; the baseline has no descheduler)."""
+
+    descheduling_interval: Seconds = Field(60.0, alias="deschedulingInterval")
+    """Seconds between balance rounds (a multiple of ``step``)."""
+    repeat_move_window_seconds: Seconds = Field(600.0, alias="repeatMoveWindowSeconds")
+    """A pod of a workload moved again within this many seconds of its last move (or evicted by the agent this
+    soon after it was placed) is a repeat move (the manager's ``repeatMoveWindowSeconds``)."""
+    low_node_load: LowNodeLoadArgs = Field(alias="lowNodeLoad")
+    """Koordinator's ``LowNodeLoadArgs``, field names unchanged, run as policy ``koordpy``."""
+    compare_low_node_load: LowNodeLoadArgs | None = Field(None, alias="compareLowNodeLoad")
+    """Another ``LowNodeLoadArgs``, run as policy ``koordpy-compared`` by ``--compare lowNodeLoad`` (the rest of
+    the scenario unchanged)."""
+    migration_controller: MigrationControllerArgs = Field(
+        default_factory=lambda: MigrationControllerArgs.model_validate({}), alias="migrationController"
+    )
+    """Koordinator's ``MigrationControllerArgs``: its evictor filters decide which pods may move."""
+
+
 class ReportSettings(_Model):
     hot_threshold: int | None = Field(None, ge=1, le=100, alias="hotThreshold", strict=True)
     """CPU usage percent above which a node counts as hot; default: the load-aware cpu threshold."""
@@ -402,6 +423,7 @@ class Scenario(_Model):
     kube_scheduler: KubeSchedulerSettings = Field(default_factory=KubeSchedulerSettings, alias="kubeScheduler")
     qos: QosSettings = Field(default_factory=QosSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
+    descheduler: DeschedulerSettings | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -416,6 +438,11 @@ class Scenario(_Model):
             for path, value in (
                 ("nodeMetric.reportInterval", self.node_metric.report_interval),
                 ("qos.interval", self.qos.interval),
+                *(
+                    [("descheduler.deschedulingInterval", self.descheduler.descheduling_interval)]
+                    if self.descheduler is not None
+                    else []
+                ),
             ):
                 if value <= 0 or not _multiple(value, self.step):
                     problems.append(f"{path}: must be a positive multiple of step ({self.step:g}s)")

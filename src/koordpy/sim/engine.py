@@ -39,9 +39,12 @@ inspecting ``state`` between cycles may show an older metric.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import heapq
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,6 +56,7 @@ from koordpy.model.objects import AggregatedUsage, NodeInfo, NodeMetricInfo, Pod
 from koordpy.scheduler.framework.cluster import ClusterState
 from koordpy.scheduler.plugins.gang import Admission, GangCache, Release
 from koordpy.scheduler.profile import build_plugins
+from koordpy.sim.descheduling import SimDescheduler
 from koordpy.sim.kubescheduler import (
     LeastAllocatedPlacement,
     LoadAwarePlacement,
@@ -77,6 +81,9 @@ INITIAL_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 10.0
 """kube-scheduler's ``podInitialBackoffSeconds`` and ``podMaxBackoffSeconds`` defaults."""
 SETTLE_ROUNDS = 3
+YOUNG_COLLECTION_THRESHOLD = 20_000
+"""Allocations (net) between two young-generation collections while a run is in progress (see
+``_fewer_young_collections``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +91,14 @@ class Policy:
     name: str
     placement: Literal["load-aware", "least-allocated"]
     qos: Literal["waterline", "naive"]
+    low_node_load: Literal["", "scenario", "compare"] = ""
+    """Which of the scenario's ``descheduler`` arguments the balance loop runs with ("": no descheduler)."""
 
 
-KOORDPY = Policy("koordpy", "load-aware", "waterline")
+KOORDPY = Policy("koordpy", "load-aware", "waterline", "scenario")
 BASELINE = Policy("baseline", "least-allocated", "naive")
+COMPARED = Policy("koordpy-compared", "load-aware", "waterline", "compare")
+"""koordpy with the scenario's ``descheduler.compareLowNodeLoad`` (``--compare lowNodeLoad``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +241,21 @@ class Simulation:
         self.gang_failed_nonstrict = False
         self.timer_at = np.inf
         self.cpu_request = np.array([t.requests.get("cpu", 0) for t in trace.templates], np.float64)[trace.workload]
+        self.descheduler: SimDescheduler | None = None
+        self.deschedule_every = 0
+        self.undescheduled: list[NodeMetricInfo] = []
+        """The newest NodeMetrics published and not yet handed to the descheduler."""
+        self.moved_by: dict[int, str] = {}
+        """Pod moved by the balance loop and not running again yet -> the move's job."""
+        settings = scenario.descheduler
+        if settings is not None and self.state is not None and policy.low_node_load:
+            args = settings.low_node_load if policy.low_node_load == "scenario" else settings.compare_low_node_load
+            if args is None:
+                raise ValueError(f"policy {policy.name}: the scenario has no descheduler.compareLowNodeLoad")
+            self.descheduler = SimDescheduler(settings, args, self.nodes)
+            self.deschedule_every = round(settings.descheduling_interval / scenario.step)
+        self.stats.descheduler_configured = settings is not None
+        self.stats.descheduling = self.descheduler.stats if self.descheduler is not None else None
 
     @staticmethod
     def _nodes(scenario: Scenario) -> list[NodeInfo]:
@@ -242,6 +268,10 @@ class Simulation:
         heapq.heappush(self.events, (at, kind, self.seq, pod, attempt))
 
     def run(self, progress: Callable[[float], None] | None = None) -> RunStats:
+        with _fewer_young_collections():
+            return self._run(progress)
+
+    def _run(self, progress: Callable[[float], None] | None) -> RunStats:
         end = self.scenario.duration
         for pod_id, at in enumerate(self.trace.arrival.tolist()):
             self._push(at, ARRIVE, pod_id)
@@ -386,6 +416,13 @@ class Simulation:
     def _start(self, pod_id: int, node: int, now: float) -> None:
         self.on_node[node].add(pod_id)
         self.pod_state[pod_id] = RUNNING
+        if self.descheduler is not None:
+            pod = self.current[pod_id]
+            assert pod is not None
+            template = self.scenario.workloads[int(self.trace.workload[pod_id])]
+            created = self.scenario.start + float(self.queued_at[pod_id])
+            moved_by = self.moved_by.pop(pod_id, None)
+            self.descheduler.running(pod, template.name, template.lifetime is not None, created, moved_by)
         job = int(self.job[pod_id])
         if job >= 0:
             self.job_running[job] += 1
@@ -533,6 +570,8 @@ class Simulation:
         pod = self.current[pod_id]
         if self.state is not None and pod is not None:
             self.state.remove_pod(pod.uid)
+        if self.descheduler is not None and pod is not None:
+            self.descheduler.gone(pod.uid)
         self.on_node[node].discard(pod_id)
         self.node_of[pod_id] = -1
         self.quota[pod_id] = np.inf
@@ -587,6 +626,8 @@ class Simulation:
             self._report(now, ids, nodes)
         if self.qos is not None and self.samples % self.qos_every == 0:
             self._run_qos(now, node_cpu, node_memory)
+        if self.descheduler is not None and self.samples % self.deschedule_every == 0:
+            self._deschedule(now)
         self.samples += 1
 
     def _sample_jobs(self) -> None:
@@ -680,40 +721,54 @@ class Simulation:
         upsert = self.state.upsert_metric
         update_time = report.update_time
         windows = report.aggregated
+        metrics: list[NodeMetricInfo] | None = [] if self.descheduler is not None else None
         for row, node in enumerate(self.node_names):
             aggregated = tuple(_aggregated(window, usage, row) for window, usage in windows) if windows else ()
-            upsert(
-                NodeMetricInfo(
-                    node,
-                    update_time,
-                    interval,
-                    interval,
-                    {"cpu": node_cpu[row], "memory": node_memory[row]},
-                    system[row],
-                    aggregated,
-                    tuple(entries[offsets[row] : offsets[row + 1]]),
-                )
+            metric = NodeMetricInfo(
+                node,
+                update_time,
+                interval,
+                interval,
+                {"cpu": node_cpu[row], "memory": node_memory[row]},
+                system[row],
+                aggregated,
+                tuple(entries[offsets[row] : offsets[row + 1]]),
             )
+            upsert(metric)
+            if metrics is not None:
+                metrics.append(metric)
+        if metrics is not None:  # handed to the descheduler at its next round (only the newest matters)
+            self.undescheduled = metrics
 
     def _run_qos(self, now: float, node_cpu: F64, node_memory: F64) -> None:
         assert self.qos is not None
         start = self.scenario.start
 
         def pods_of(row: int) -> list[PodUsage]:
+            ids = sorted(self.on_node[row])
+            caps = np.minimum(self.quota[ids], self.cpu_limit[ids]).tolist()  # the CFS quota in force
+            current = self.current
             out = []
-            for pod_id in sorted(self.on_node[row]):
-                pod = self.current[pod_id]
+            for pod_id, cap, cpu, memory, started, demand in zip(
+                ids,
+                caps,
+                self.cpu_used[ids].tolist(),
+                self.memory_used[ids].tolist(),
+                self.started[ids].tolist(),
+                self.cpu_demand[ids].tolist(),
+                strict=True,
+            ):
+                pod = current[pod_id]
                 assert pod is not None
-                cap = min(float(self.quota[pod_id]), float(self.cpu_limit[pod_id]))  # the CFS quota in force
                 out.append(
                     PodUsage(
                         pod_id=pod_id,
                         pod=pod,
-                        cpu_millis=float(self.cpu_used[pod_id]),
-                        memory_bytes=float(self.memory_used[pod_id]),
-                        cap_millis=cap if np.isfinite(cap) else None,
-                        started=start + float(self.started[pod_id]),
-                        demand_millis=float(self.cpu_demand[pod_id]),
+                        cpu_millis=cpu,
+                        memory_bytes=memory,
+                        cap_millis=cap if cap != math.inf else None,
+                        started=start + started,
+                        demand_millis=demand,
                     )
                 )
             return out
@@ -731,24 +786,54 @@ class Simulation:
         for action in self.qos.step(view):
             self._apply(action, now)
 
+    def _deschedule(self, now: float) -> None:
+        """One balance round; each move evicts its pod, which is re-queued (its replacement)."""
+        assert self.descheduler is not None and self.state is not None
+        if self.unreported is not None:  # the NodeMetrics delivered so far, as the manager's watch has them
+            self._publish(self.unreported)
+            self.unreported = None
+        if self.undescheduled:
+            for metric in self.undescheduled:
+                self.descheduler.metric(metric)
+            self.undescheduled = []
+        moves = self.descheduler.round(self.state, self.scenario.start + now)
+        if not moves:
+            return
+        current = self.current
+        pod_of = {pod.uid: p for p in np.flatnonzero(self.pod_state == RUNNING).tolist() if (pod := current[p])}
+        for move, job in moves:
+            pod_id = pod_of.get(move.uid)
+            if pod_id is None or self.pod_state[pod_id] != RUNNING:
+                continue
+            self._evict(pod_id, now)
+            self.moved_by[pod_id] = job
+
+    def _evict(self, pod_id: int, now: float) -> None:
+        """Take a running pod off its node; its controller re-creates it unless the workload says otherwise."""
+        self._unbind(pod_id, now)
+        pod = self.current[pod_id]
+        if self.gangs is not None and self.job[pod_id] >= 0 and pod is not None:
+            self.gangs.delete_pod(pod.namespace, pod.name)
+            self.pod_of_key.pop(pod.key, None)
+        workload = self.scenario.workloads[int(self.trace.workload[pod_id])]
+        if workload.restart_on_eviction:
+            self.attempt[pod_id] += 1
+            self._enqueue(pod_id, now)
+        else:
+            self.pod_state[pod_id] = DONE
+
     def _apply(self, action: QosAction, now: float) -> None:
         pod_id = action.pod
         if self.pod_state[pod_id] != RUNNING:
             return
         if action.kind == "evict":
-            self._unbind(pod_id, now)
-            pod = self.current[pod_id]
-            if self.gangs is not None and self.job[pod_id] >= 0 and pod is not None:
-                self.gangs.delete_pod(pod.namespace, pod.name)
-                self.pod_of_key.pop(pod.key, None)
+            if self.descheduler is not None:
+                pod = self.current[pod_id]
+                placed = pod.scheduled_time if pod is not None else None
+                self.descheduler.agent_evicted(placed, self.scenario.start + now)
             self.stats.eviction_times.append(now)
             self.stats.evicted_pods.add(pod_id)
-            workload = self.scenario.workloads[int(self.trace.workload[pod_id])]
-            if workload.restart_on_eviction:
-                self.attempt[pod_id] += 1
-                self._enqueue(pod_id, now)
-            else:
-                self.pod_state[pod_id] = DONE
+            self._evict(pod_id, now)
         elif action.kind == "throttle":
             self.quota[pod_id] = action.cpu_millis
             self.stats.throttle_times.append(now)
@@ -756,6 +841,20 @@ class Simulation:
         else:  # restore
             self.quota[pod_id] = action.cpu_millis if action.cpu_millis is not None else np.inf
             self.stats.restored += 1
+
+
+@contextlib.contextmanager
+def _fewer_young_collections() -> Iterator[None]:
+    """Python's cyclic collector with ``YOUNG_COLLECTION_THRESHOLD`` for its youngest generation while inside
+    (then the previous thresholds). The loop allocates in bursts that reference counting frees (a report is
+    a usage map and a ``podsMetric`` entry per pod, kept for one report interval): at the default (700) such
+    a burst sets off young collections that free nothing, several percent of a run's CPU time."""
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, YOUNG_COLLECTION_THRESHOLD), *older)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, *older)
 
 
 def _aggregated(window: float, kinds: dict[str, tuple[I64, I64]], row: int) -> AggregatedUsage:

@@ -99,13 +99,15 @@ class NodeSampler:
         count = fits.size
         want = feasible_nodes_to_find(self.percentage, count)
         start = self.next_start % count if count else 0
-        order = np.roll(np.arange(count, dtype=np.int64), -start)
-        found = np.flatnonzero(fits[order])
+        found: I64 = np.flatnonzero(fits)
+        if start:  # examined from ``start`` to the end, then from the first node
+            split = int(np.searchsorted(found, start))
+            found = np.concatenate((found[split:], found[:split]))
         if want >= count or found.size <= want:
-            return order[found], True  # every node examined: processed == count, the start stays
+            return found, True  # every node examined: processed == count, the start stays
         kept = found[:want]
-        self.next_start = (start + int(kept[-1]) + 1) % count
-        return order[kept], False
+        self.next_start = (int(kept[-1]) + 1) % count
+        return kept, False
 
 
 class Placement(Protocol):
@@ -137,7 +139,7 @@ class LoadAwarePlacement:
 
     def choose(self, pod: PodInfo, candidates: I64, now: float) -> int | None:
         every = self.fit.names
-        names = every if candidates.size == len(every) else [every[i] for i in candidates.tolist()]
+        names = every if candidates.size == len(every) else list(map(every.__getitem__, candidates.tolist()))
         outcome = self.state.filter(pod, names, now, indices=self.index_of_row[candidates])
         if not outcome.passed:
             return None

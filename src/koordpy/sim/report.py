@@ -24,7 +24,7 @@ from koordpy.sim.svg import HOT, Series, heatmap, line_chart
 
 __all__ = ["ROWS", "render_html", "render_table", "shown", "summary_document"]
 
-COLOURS = {"koordpy": "#1f6fd1", "baseline": "#d1541f"}
+COLOURS = {"koordpy": "#1f6fd1", "baseline": "#d1541f", "koordpy-compared": "#7a3fb0"}
 
 ROWS: tuple[tuple[str, str, str], ...] = (
     ("cpuUtilisationClusterMean", "CPU utilisation, mean", "{:.1%}"),
@@ -48,18 +48,31 @@ GANG_ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobStartLatencyMaxSeconds", "job start latency max (s)", "{:,.1f}"),
 )
 """Rows shown only when the scenario has gang jobs."""
+DESCHEDULING_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("deschedulerMoves", "descheduler moves (LowNodeLoad)", "{:,}"),
+    ("repeatMoves", "  repeat moves (moved again)", "{:,}"),
+    ("agentRepeatEvictions", "  agent evictions after placing", "{:,}"),
+    ("podsKeptNoCoolDestination", "  kept: no destination stays cool", "{:,}"),
+)
+"""Rows shown only when the scenario has a ``descheduler`` ("-" for a policy without one)."""
+NONE = "-"
 
 
 def _rows(runs: Sequence[PolicyRun]) -> tuple[tuple[str, str, str], ...]:
-    return ROWS + GANG_ROWS if runs and "gangJobs" in runs[0].summary else ROWS
+    rows = ROWS + GANG_ROWS if runs and "gangJobs" in runs[0].summary else ROWS
+    return rows + DESCHEDULING_ROWS if runs and "deschedulerMoves" in runs[0].summary else rows
 
 
-_FORMATS = {key: fmt for key, _, fmt in ROWS + GANG_ROWS}
+_FORMATS = {key: fmt for key, _, fmt in ROWS + GANG_ROWS + DESCHEDULING_ROWS}
+
+
+def _cell(fmt: str, value: Any) -> str:
+    return NONE if value is None else fmt.format(value)
 
 
 def shown(run: PolicyRun, key: str) -> str:
     """A figure as the table shows it; plot legends quote figures through this, so the two agree."""
-    return _FORMATS[key].format(run.summary[key])
+    return _cell(_FORMATS[key], run.summary[key])
 
 
 def summary_document(
@@ -93,7 +106,7 @@ def render_table(scenario: Scenario, seed: int, runs: Sequence[PolicyRun]) -> st
     header = f"{'':<34}" + "".join(f"{run.policy.name:>14}" for run in runs)
     lines.append(header)
     for key, label, fmt in _rows(runs):
-        cells = "".join(f"{fmt.format(run.summary[key]):>14}" for run in runs)
+        cells = "".join(f"{_cell(fmt, run.summary[key]):>14}" for run in runs)
         lines.append(f"{label:<34}{cells}")
     return "\n".join(lines)
 
@@ -331,7 +344,7 @@ def render_html(
     charts = _charts(scenario, runs)
     table_rows = "".join(
         "<tr><th>{}</th>{}</tr>".format(
-            html.escape(label), "".join(f"<td>{html.escape(fmt.format(r.summary[key]))}</td>" for r in runs)
+            html.escape(label), "".join(f"<td>{html.escape(_cell(fmt, r.summary[key]))}</td>" for r in runs)
         )
         for key, label, fmt in _rows(runs)
     )

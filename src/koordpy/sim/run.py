@@ -21,7 +21,7 @@ __all__ = ["BUNDLED_SCENARIOS", "DEFAULT_SCENARIO", "PolicyRun", "bundled_scenar
 _SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_SCENARIO = _SCENARIOS / "default.yaml"
 """The bundled scenario ``koordpy simulate`` runs without an argument."""
-BUNDLED_SCENARIOS = ("default", "gangs", "migration", "starving")
+BUNDLED_SCENARIOS = ("default", "gangs", "loop", "migration", "starving")
 """Names ``koordpy simulate NAME`` accepts (``scenarios/NAME.yaml`` in this package; ``migration`` and
 ``starving`` are a MigrationScenario and a StarvingScenario, run by their own comparison)."""
 

@@ -22,6 +22,7 @@ reported (a workload that fits only when the cluster is empty is not).
 from __future__ import annotations
 
 from koordpy.config.scenario import Scenario
+from koordpy.descheduler.contract import check_thresholds
 from koordpy.sim.agentqos import load_qos, scenario_qos_warnings
 from koordpy.sim.engine import scenario_nodes
 from koordpy.sim.kubescheduler import RequestsFit
@@ -47,7 +48,31 @@ _ALIASES = {
 def scenario_warnings(scenario: Scenario) -> list[str]:
     """Warnings in a fixed order (pools and workloads first, then QoS). Raises ``ConfigError`` when a
     ``qos`` object does not validate (see :func:`koordpy.sim.agentqos.load_qos`)."""
-    return [*_placement(scenario), *_demand(scenario), *_qos(scenario)]
+    return [*_placement(scenario), *_demand(scenario), *_qos(scenario), *_thresholds(scenario)]
+
+
+def _thresholds(scenario: Scenario) -> list[str]:
+    """The threshold contract (:func:`koordpy.descheduler.contract.check_thresholds`) between the extender's
+    ``loadAware`` and each ``lowNodeLoad`` of ``descheduler``: its contradictions (the loop each allows)."""
+    settings = scenario.descheduler
+    if settings is None:
+        return []
+    out = []
+    for field, args in (
+        ("lowNodeLoad", settings.low_node_load),
+        ("compareLowNodeLoad", settings.compare_low_node_load),
+    ):
+        if args is None:
+            continue
+        for finding in check_thresholds(
+            scheduler=scenario.scheduler.load_aware,
+            descheduler=args,
+            scheduler_path="scheduler.loadAware",
+            descheduler_path=f"descheduler.{field}",
+        ):
+            if finding.severity == "contradiction":
+                out.append(f"descheduler.{field}: {finding}")
+    return out
 
 
 def _placement(scenario: Scenario) -> list[str]:

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from koordpy.sim.descheduling import DeschedulingStats
+
 __all__ = ["HEATMAP_BUCKET_SECONDS", "RunStats"]
 
 F64 = npt.NDArray[np.float64]
@@ -71,6 +73,10 @@ class RunStats:
     holds: int = 0
     releases: dict[str, int] = field(default_factory=dict)
     deadlocks: int = 0
+    descheduler_configured: bool = False
+    """The scenario has a ``descheduler`` (the summary then has the descheduling figures, null without one)."""
+    descheduling: DeschedulingStats | None = None
+    """The balance loop's figures (None: this policy runs no descheduler)."""
     _heat_sum: list[F64] = field(default_factory=list)
     _heat_count: list[int] = field(default_factory=list)
 
@@ -155,4 +161,18 @@ class RunStats:
             "podsTouched": len(touched),
             "qosPlans": self.qos_plans,
             **self.gang_summary(),
+            **self.descheduling_summary(),
+        }
+
+    def descheduling_summary(self) -> dict[str, Any]:
+        """The balance loop's figures (null for a policy without it); empty when the scenario has no descheduler."""
+        if not self.descheduler_configured:
+            return {}
+        d = self.descheduling
+        return {
+            "deschedulerRounds": d.rounds if d is not None else None,
+            "deschedulerMoves": d.moves if d is not None else None,
+            "repeatMoves": d.repeat_moves if d is not None else None,
+            "agentRepeatEvictions": d.agent_repeats if d is not None else None,
+            "podsKeptNoCoolDestination": d.kept_no_destination if d is not None else None,
         }

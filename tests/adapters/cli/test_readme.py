@@ -182,6 +182,9 @@ def _figure_formatters(hot: int) -> dict[str, Callable[[dict[str, Any]], str]]:
         "pods throttled (throttle actions)": lambda p: f"{p['podsThrottled']:,} ({p['throttleActions']:,})",
         "pods evicted": lambda p: f"{p['podsEvicted']:,}",
         "pods touched by QoS": lambda p: f"{p['podsTouched']:,}",
+        "descheduler (LowNodeLoad) moves, of which repeat moves": lambda p: (
+            "no descheduler" if p["deschedulerMoves"] is None else f"{p['deschedulerMoves']:,}, {p['repeatMoves']:,}"
+        ),
     }
 
 

@@ -42,7 +42,7 @@ def test_a_misspelt_bundled_name_lists_the_names(name: str, hint: str, tmp_path:
     assert result.stderr == (
         f"error: {name}: no such file, and no bundled scenario of that name (bundled: {names}){hint}\n"
     )
-    assert set(BUNDLED_SCENARIOS) == {"default", "gangs", "migration", "starving"}
+    assert set(BUNDLED_SCENARIOS) == {"default", "gangs", "loop", "migration", "starving"}
 
 
 def test_a_missing_file_path_is_reported_as_a_file(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,9 @@ threshold anyway, and the clamp keeps float64 exact and the int64 arithmetic of 
 (a sum of two vectors, ``× 100``) from overflowing. Usage and allocatable are clamped alike, so a
 clamped node can only look fuller than it is, never emptier."""
 _NEG_SATURATION = -SATURATION
+RECOUNT_AHEAD = 7
+"""After a comparison found most pods' shares changed, this many further new podsMetrics are summed afresh
+without comparing first (then one is compared again)."""
 
 
 def saturate(amount: int) -> int:
@@ -133,6 +136,7 @@ class NodeLoad:
         "_by_name",
         "_inputs",
         "_prod_earlier",
+        "_recount_ahead",
         "_reported",
         "_sums",
         "_system",
@@ -177,6 +181,10 @@ class NodeLoad:
         self._unsettled: set[str] = set()
         """Pods whose share could change with a later updateTime alone: reported, and "should be estimated"
         (assigned within the report interval, or before their deadline)."""
+        self._recount_ahead = 0
+        """New podsMetrics still to be summed afresh without comparing each pod's inputs first: set when a
+        comparison found most shares changed (koordlet reports new usage for nearly every pod each time, so
+        comparing would only cost time). Either way the sums are the same."""
 
     # ---- metric ------------------------------------------------------------------------
 
@@ -196,6 +204,7 @@ class NodeLoad:
             width = self.width
             self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)  # no share counts without a metric
             self._inputs = {}
+            self._recount_ahead = 0
             self._unsettled = set()
             self._usage = {}
             self._by_name = None
@@ -225,8 +234,12 @@ class NodeLoad:
         self.report_interval = report_interval
         accounted = self._inputs
         pods = self.pods
-        # Incremental when every assigned pod's share is in the sums and the vectors are comparable.
+        # Incremental when every assigned pod's share is in the sums and the vectors are comparable, unless
+        # the last comparisons found most shares changed (see ``_recount_ahead``).
         incremental = previous is not None and self._vectorizer is vectorize and len(accounted) == len(pods)
+        if incremental and self._recount_ahead and not same_pods:
+            self._recount_ahead -= 1
+            incremental = False
         self._vectorizer = vectorize
         changed: list[str] = []  # pods whose reported usage or Prod-by-the-metric changed
         if not same_pods:
@@ -242,7 +255,12 @@ class NodeLoad:
                 resources, zeros = vectorize.resources, vectorize.zeros
                 entry_of = self._entry
                 moved: list[int] = []  # positions in ``accounted`` (its uids are read only for these)
+                most = len(pods) // 2  # more pods than that changed: all are summed afresh, stop comparing
                 for position, (key, usage, metric_prod, _should) in enumerate(accounted.values()):
+                    if len(moved) > most:
+                        incremental = False
+                        self._recount_ahead = RECOUNT_AHEAD
+                        break
                     if by_name is not None:  # _entry inline: most NodeMetrics have no repeated name
                         entry = by_name.get(key[1])
                         if entry is not None and (entry[0] != key[0] or not entry[2]):
@@ -258,7 +276,7 @@ class NodeLoad:
                     if vector != usage or metric_prod != (entry[3] == _PROD or key in self._prod_earlier):
                         moved.append(position)
                         usage_of[key] = vector  # re-accounting reads it (an unchanged pod's is read on demand)
-                if moved:
+                if moved and incremental:
                     uid_list = list(accounted)
                     changed = [uid_list[position] for position in moved]
         if not incremental:
@@ -277,24 +295,24 @@ class NodeLoad:
             return
         for uid in uids:
             assigned = pods[uid]
-            inputs = self._inputs_of(assigned)
+            (inputs,) = self._inputs_of((assigned,))
             old = accounted.get(uid)
             if inputs != old:
                 if old is not None:
-                    self._account(assigned, old, -1)
-                self._account(assigned, inputs, +1)
+                    self._account(((assigned, old),), -1)
+                self._account(((assigned, inputs),), +1)
                 self._accounted(uid, inputs)
 
     def _recount(self) -> None:
         """Every assigned pod's share summed afresh under the current metric (which must be set)."""
         width = self.width
         self._sums = ([0] * width, [0] * width, [0] * width, [0] * width)
-        self._inputs = {}
-        self._unsettled = set()
-        for uid, assigned in self.pods.items():
-            inputs = self._inputs_of(assigned)
-            self._account(assigned, inputs, +1)
-            self._accounted(uid, inputs)
+        pods = self.pods
+        unsettled: set[str] = set()
+        inputs = self._inputs_of(pods.values(), unsettled)
+        self._account(zip(pods.values(), inputs, strict=True), +1)
+        self._inputs = dict(zip(pods, inputs, strict=True))
+        self._unsettled = unsettled
 
     def _entry(self, key: _Key) -> PodMetricInfo | None:
         """The pod's ``podsMetric`` entry with usage (the last one when its name repeats); None: not reported."""
@@ -369,8 +387,8 @@ class NodeLoad:
             self._take_back(old)
         self.pods[uid] = assigned
         if self.metric is not None:
-            inputs = self._inputs_of(assigned)
-            self._account(assigned, inputs, +1)
+            (inputs,) = self._inputs_of((assigned,))
+            self._account(((assigned, inputs),), +1)
             # ``_accounted`` without its discard: the uid is in neither ``_inputs`` nor ``_unsettled`` here
             # (``_take_back`` took it out of both)
             self._inputs[uid] = inputs
@@ -388,7 +406,7 @@ class NodeLoad:
         inputs = self._inputs.pop(uid, None)
         self._unsettled.discard(uid)
         if inputs is not None:
-            self._account(assigned, inputs, -1)
+            self._account(((assigned, inputs),), -1)
 
     def _accounted(self, uid: str, inputs: _Inputs) -> None:
         """Record the inputs of the pod's share now in the sums."""
@@ -398,48 +416,73 @@ class NodeLoad:
         else:
             self._unsettled.discard(uid)
 
-    def _inputs_of(self, assigned: AssignedPod) -> _Inputs:
-        """What the pod's share depends on under the current metric (which must be set)."""
-        key = assigned.key
-        entry = self._entry(key)
-        if entry is None:  # not reported (most new pods)
-            return key, None, False, True
-        usage = self._usage.get(key)
-        if usage is None:
-            usage = self._reported_vector(key)
-        metric_prod = entry[3] == _PROD or key in self._prod_earlier
-        should = assigned.timestamp > self.update_time - self.report_interval or assigned._deadline > self.update_time
-        return key, usage, metric_prod, should
+    def _inputs_of(self, pods: Iterable[AssignedPod], unsettled: set[str] | None = None) -> list[_Inputs]:
+        """What each pod's share depends on under the current metric (which must be set). ``unsettled``: gets
+        the uids of the pods whose share could change with a later updateTime alone (see ``_unsettled``)."""
+        by_name = self._by_name
+        reported = self._reported
+        usage_of = self._usage
+        vectorizer = self._vectorizer
+        resources, zeros = (vectorizer.resources, vectorizer.zeros) if vectorizer is not None else ((), ())
+        prod_earlier = self._prod_earlier
+        update_time = self.update_time
+        since = update_time - self.report_interval
+        out: list[_Inputs] = []
+        append = out.append
+        for assigned in pods:
+            key = assigned.key
+            if by_name is not None:  # _entry inline
+                entry = by_name.get(key[1])
+                if entry is not None and (entry[0] != key[0] or not entry[2]):
+                    entry = None
+            else:
+                entry = reported.get(key)
+            if entry is None:  # not reported (most new pods)
+                append((key, None, False, True))
+                continue
+            usage = usage_of.get(key)
+            if usage is None and vectorizer is not None:  # Vectorizer.values inline: the entry is at hand
+                usage = usage_of[key] = tuple(map(entry[2].get, resources, zeros))
+            should = assigned.timestamp > since or assigned._deadline > update_time
+            append((key, usage, entry[3] == _PROD or key in prod_earlier, should))
+            if should and unsettled is not None and usage is not None:
+                unsettled.add(assigned.pod.uid)
+        return out
 
-    def _account(self, assigned: AssignedPod, inputs: _Inputs, sign: int) -> None:
-        """Add (sign +1) or take back (-1) one pod's share from its inputs: the only place the rule lives.
+    def _account(self, shares: Iterable[tuple[AssignedPod, _Inputs]], sign: int) -> None:
+        """Add (sign +1) or take back (-1) each pod's share from its inputs: the only place the rule lives.
 
-        Plain integers, so taking a share back is exact and the sums cannot drift.
+        Plain integers, so taking a share back is exact and the sums cannot drift. The vectors going into
+        each sum are collected first and added up column by column (``sum`` adds machine-size integers
+        without building an integer object per addition).
         """
-        node_delta, prod_delta, node_estimated, prod_usage = self._sums
-        _key, usage, metric_prod, should = inputs
-        active_prod = assigned.prod and metric_prod
-        width = range(self.width)
-        if active_prod:
-            for r in width:
-                prod_usage[r] += sign * usage[r]  # type: ignore[index]
-        estimate = assigned._estimate
-        if estimate is None:
-            return
-        for r in width:
-            node_estimated[r] += sign * estimate[r]
-        delta: Sequence[int] = estimate
-        if should:
-            if usage is not None:
-                delta = [e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True)]
-            for r in width:
-                node_delta[r] += sign * delta[r]
-        if assigned.prod:
-            if not active_prod and usage is not None:
-                delta, should = estimate, True  # Prod by spec, not by the metric: full estimate
+        node_delta: list[Values | list[int]] = []
+        prod_delta: list[Values | list[int]] = []
+        node_estimated: list[Values | list[int]] = []
+        prod_usage: list[Values | list[int]] = []
+        for assigned, (_key, usage, metric_prod, should) in shares:
+            prod = assigned.prod
+            active_prod = prod and metric_prod
+            if active_prod:
+                prod_usage.append(usage)  # type: ignore[arg-type]
+            estimate = assigned._estimate
+            if estimate is None:
+                continue
+            node_estimated.append(estimate)
+            delta: Values | list[int] = estimate
             if should:
-                for r in width:
-                    prod_delta[r] += sign * delta[r]
+                if usage is not None:
+                    delta = [e - u if e > u else 0 for e, u in zip(estimate, usage, strict=True)]
+                node_delta.append(delta)
+            if prod:
+                if not active_prod and usage is not None:
+                    delta, should = estimate, True  # Prod by spec, not by the metric: full estimate
+                if should:
+                    prod_delta.append(delta)
+        for total, vectors in zip(self._sums, (node_delta, prod_delta, node_estimated, prod_usage), strict=True):
+            if vectors:
+                for r, column in enumerate(map(sum, zip(*vectors, strict=True))):
+                    total[r] += sign * column
 
     # ---- sums --------------------------------------------------------------------------
 
