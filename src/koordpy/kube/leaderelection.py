@@ -53,6 +53,10 @@ __all__ = ["JITTER_FACTOR", "ElectionState", "LeaseElector", "NotLeading", "leas
 
 log = logging.getLogger(__name__)
 
+RELEASE_ATTEMPTS = 3
+"""Reads and writes a release makes when its write meets a newer Lease (409 Conflict) that still names this
+candidate: a renewal already on its way when the term ended lands after the release's read."""
+
 
 class NotLeading(ApiError):  # noqa: N818 - named for what it says, as the HTTP errors are
     """A write refused by the leader's fence before it was sent (:meth:`LeaseElector.admit`): this process
@@ -371,15 +375,23 @@ class LeaseElector:
             return False
         spec = self._observed or {}
         try:
-            lease = await self.client.get(LEASES, self.name, self.namespace)
-            if str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:
-                self._may_hold = False
-                return False
-            released = {
-                **lease,
-                "spec": self._spec("", acquire="", transitions=int(spec.get("leaseTransitions") or 0), duration=1),
-            }
-            await self.client.replace(LEASES, released, namespace=self.namespace)
+            for attempt in range(1, RELEASE_ATTEMPTS + 1):
+                lease = await self.client.get(LEASES, self.name, self.namespace)
+                if str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:
+                    self._may_hold = False
+                    return False
+                released = {
+                    **lease,
+                    "spec": self._spec("", acquire="", transitions=int(spec.get("leaseTransitions") or 0), duration=1),
+                }
+                try:
+                    await self.client.replace(LEASES, released, namespace=self.namespace)
+                    break
+                except Conflict:
+                    # A renewal sent before the term ended (its task cancelled, the request already on its way)
+                    # landed after the read above: read again; the Lease still names this candidate.
+                    if attempt == RELEASE_ATTEMPTS:
+                        raise
         except ApiError as exc:
             log.warning(
                 "leader election %s/%s: release failed (%s); it expires instead", self.namespace, self.name, exc

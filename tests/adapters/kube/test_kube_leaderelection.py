@@ -25,7 +25,7 @@ import pytest
 from koordpy.kube.client import ApiClient
 from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.errors import NotFound
-from koordpy.kube.leaderelection import LeaseElector, NotLeading, lease_seconds, micro_time
+from koordpy.kube.leaderelection import RELEASE_ATTEMPTS, LeaseElector, NotLeading, lease_seconds, micro_time
 from koordpy.kube.resources import LEASES
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.bounds import HANG_BACKSTOP
@@ -576,6 +576,26 @@ async def test_a_release_of_a_lease_taken_over_meanwhile_writes_nothing_and_look
         sent = len(apiserver.requests)
         assert await a.release() is False  # it knows now: no second look
         assert len(apiserver.requests) == sent
+    assert (await api_client.get(LEASES, NAME, NS))["spec"]["holderIdentity"] == "b"
+
+
+async def test_a_release_meeting_a_late_renewal_reads_again_and_releases(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """A renewal sent before the term ended lands after the release's read: its write answers 409 Conflict;
+    the release reads the Lease again (still this candidate's) and writes once more, 3 times at most."""
+    assert RELEASE_ATTEMPTS == 3
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock))
+    assert await a.acquire()
+    apiserver.inject_error(409, resource="leases", verb="update", count=2, message="modified")
+    assert await a.release() is True
+    spec = (await api_client.get(LEASES, NAME, NS))["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    b = timed_elector(api_client, clock, Sleeps(clock), identity="b")
+    assert await b.acquire()
+    apiserver.inject_error(409, resource="leases", verb="update", count=3, message="modified")
+    assert await b.release() is False  # every attempt conflicted: left to expire
     assert (await api_client.get(LEASES, NAME, NS))["spec"]["holderIdentity"] == "b"
 
 
