@@ -267,6 +267,36 @@ class Release:
     def uninstall(self, *args: str) -> subprocess.CompletedProcess[str]:
         return helm(self.plane, "uninstall", self.name, "-n", self.namespace, "--wait", *args)
 
+    def user_values(self) -> dict[str, Any]:
+        """The values the release was installed or last upgraded with (``helm get values``)."""
+        found = json.loads(helm(self.plane, "get", "values", self.name, "-n", self.namespace, "-o", "json").stdout)
+        return dict(found or {})
+
+    def configmaps(self) -> dict[str, dict[str, str]]:
+        """Every ConfigMap of the release by name (what its components read)."""
+        listed = self.kube.list("ConfigMap", self.namespace, labelSelector=f"app.kubernetes.io/instance={self.name}")
+        return {item["metadata"]["name"]: dict(item.get("data") or {}) for item in listed}
+
+    @contextlib.contextmanager
+    def changed(self, *values: str) -> Iterator[None]:
+        """The release upgraded with ``values`` on top of its own; afterwards exactly its former values
+        again, and every ConfigMap as it was (checked: a test after this one must not run on them).
+
+        The restore is ``--reset-values`` with the saved values, not ``--reuse-values`` with the changed keys
+        set to null: under ``--reuse-values`` helm makes the old values the chart's defaults, so a key set
+        to null falls back to the value it had (helm v3 ``pkg/action/upgrade.go``, ``reuseValues``)."""
+        saved = self.user_values()
+        before = self.configmaps()
+        self.install("--reuse-values", *values, upgrade=True)
+        try:
+            yield
+        finally:
+            path = self.plane.workdir / f"values-{uuid.uuid4().hex[:8]}.json"
+            path.write_text(json.dumps(saved))
+            self.install("--reset-values", "-f", str(path), upgrade=True)
+            after = self.configmaps()
+            assert after == before, f"the release's ConfigMaps differ after its values were restored: {after}"
+
     def configmap(self, component: str) -> dict[str, str]:
         obj = self.kube.get("ConfigMap", f"{self.name}-{component}", self.namespace)
         assert obj is not None, f"ConfigMap {self.name}-{component} not installed"

@@ -133,17 +133,10 @@ def balancing(module_space: Space, release: Release) -> Iterator[None]:
     """The release with :func:`balance_values` (its RBAC then grants what the balance loop does), back to the
     defaults afterwards."""
     values = balance_values(module_space)
-    release.install(
-        "--reuse-values",
-        *(a for k, v in values.items() for a in ("--set-json", f"manager.config.{k}={json.dumps(v)}")),
-        upgrade=True,
-    )
-    try:
+    with release.changed(
+        *(a for k, v in values.items() for a in ("--set-json", f"manager.config.{k}={json.dumps(v)}"))
+    ):
         yield
-    finally:
-        release.install(
-            "--reuse-values", *(a for k in values for a in ("--set-json", f"manager.config.{k}=null")), upgrade=True
-        )
 
 
 @pytest.fixture(scope="module")

@@ -140,16 +140,8 @@ def two_replicas(release: Release) -> Iterator[None]:
     """The release with two manager replicas and short leader-election timings, back to the defaults
     afterwards."""
     timings = [arg for key, value in LEASE.items() for arg in ("--set", f"manager.config.leaderElection.{key}={value}")]
-    release.install("--reuse-values", "--set", "manager.replicaCount=2", *timings, upgrade=True)
-    try:
+    with release.changed("--set", "manager.replicaCount=2", *timings):
         yield
-    finally:
-        defaults = [
-            arg
-            for key, value in {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}.items()
-            for arg in ("--set", f"manager.config.leaderElection.{key}={value}")
-        ]
-        release.install("--reuse-values", "--set", "manager.replicaCount=1", *defaults, upgrade=True)
 
 
 def rounds_running(proc: Proc) -> bool:

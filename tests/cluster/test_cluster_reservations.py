@@ -308,11 +308,8 @@ def test_a_reservation_next_to_a_sibling_holds_until_an_owner_binds_through_it(
 def taint_nodes(release: Release) -> Iterator[None]:
     """The release with ``manager.config.reservation.taintNodes`` (its RBAC grants node and pod patch),
     back to the defaults afterwards."""
-    release.install("--reuse-values", "--set", "manager.config.reservation.taintNodes=true", upgrade=True)
-    try:
+    with release.changed("--set", "manager.config.reservation.taintNodes=true"):
         yield
-    finally:
-        release.install("--reuse-values", "--set", "manager.config.reservation.taintNodes=false", upgrade=True)
 
 
 def metric(text: str, name: str) -> float:
