@@ -44,8 +44,8 @@ V1_ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
 CALIBRATION_LOOPS = 2_000_000
 PUBLISHED = {
-    "crane-agent": "about 2 cores at 217 pods, 893m at 119 pods, 20m at 13 pods (gocrane/crane issue 708, v0.9.0)",
-    "koordlet": "about 240 MB RSS with CPI and PSI collection on, against its 256 Mi limit (koordinator issue 1046)",
+    "crane-agent": "about 2 cores at 217 pods, 893m at 119 pods, 20m at 13 pods (crane-agent v0.9.0, as its users reported)",
+    "koordlet": "about 240 MB RSS with CPI and PSI collection on, against its 256 Mi limit (as koordlet users reported)",
 }
 
 
