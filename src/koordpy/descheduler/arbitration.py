@@ -327,7 +327,6 @@ class _Round:
         nodes: Mapping[str, Mapping[str, str]],
         limited_workloads: frozenset[str],
     ) -> None:
-        self.pods = pods
         self.workloads = workloads
         self.args = args
         self.nodes = nodes

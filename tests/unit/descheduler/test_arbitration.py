@@ -11,6 +11,7 @@ import pytest
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import (
     ArbitrationResult,
+    EvictionFilter,
     arbitrate,
     sort_by_controller,
     sort_by_creation_time,
@@ -266,6 +267,41 @@ def test_non_retryable_filters_let_through(pod_fields: dict[str, Any], config: d
     jobs = [job("j", "p", namespace=subject.namespace)]
     result = arbitrate(jobs, pods_by_key(subject), {WEB.uid: WEB}, args(**config), NOW)
     assert outcomes(result) == {"j": ("pass", None)}
+
+
+@pytest.mark.parametrize(
+    ("pod_fields", "config", "expected_filter"),
+    [
+        ({"eviction_cost": MAX_INT32}, {}, "EvictionCost"),
+        ({"controller": None, "owner_kinds": ()}, {}, "BarePods"),
+        ({"local_storage": True}, {}, "LocalStorage"),
+        ({"priority": 9000}, {"priorityThreshold": {"value": 9000}}, "PriorityThreshold"),
+        ({}, {"nodeSelector": "pool=batch"}, "NodeSelector"),  # n1 is labelled pool=web below
+        ({}, {}, None),
+        ({"local_storage": True, "evict_annotation": True}, {}, None),  # the annotation passes them, as there
+    ],
+)
+def test_the_eviction_filter_outside_a_round_fails_as_arbitration_would(
+    pod_fields: dict[str, Any], config: dict[str, Any], expected_filter: str | None
+) -> None:
+    """What a balance plugin asks before it files a job: the verdict arbitration's non-retryable filters give."""
+    subject = pod("p", owner=DEPLOY, **pod_fields)
+    nodes = {"n1": {"pool": "web"}}
+    refused = EvictionFilter(args(**config), {WEB.uid: WEB}, nodes).refuse(subject)
+    assert (refused.filter if refused is not None else None) == expected_filter
+    in_round = arbitrate(
+        [job("j", "p")], pods_by_key(subject), {WEB.uid: WEB}, args(**config), NOW, nodes=nodes
+    ).verdicts["j"]
+    assert in_round.filter == expected_filter
+
+
+def test_the_eviction_filter_reads_node_labels_and_workloads() -> None:
+    config = args(nodeSelector="pool=batch")
+    assert EvictionFilter(config, {WEB.uid: WEB}, {"n1": {"pool": "batch"}}).refuse(pod("p", owner=DEPLOY)) is None
+    # a ReplicaSet of 1 replica: migrating its pod would leave none (ExpectedReplicas)
+    owner, single = rs("single", 1)
+    refused = EvictionFilter(args(), {single.uid: single}).refuse(pod("p", owner=owner))
+    assert refused is not None and refused.filter == "ExpectedReplicas"
 
 
 def test_node_selector_matches_node_labels() -> None:

@@ -189,6 +189,20 @@ def test_without_the_gang_table_every_job_passes_alone() -> None:
     assert outcomes(run(jobs_for(["w0"]), workers(), GangTable())) == {"w0": "pass"}
 
 
+def test_a_member_with_two_jobs_moves_with_the_one_not_judged_yet() -> None:
+    """w1 has two jobs: the newest, judged first, ran out of its ttl (10000 - 1000 >= 5 s) and fails alone;
+    w0's unit then takes w1's other job, not the failed one: 4 run, 4 jobs, 4-4 = 0 left: together."""
+    pods = workers()
+    expired = job("w1", created=1000.0, name="pmj-w1-expired", ttl_seconds=5.0)
+    result = run(
+        [expired, *[job(n, created=999.0 - i) for i, n in enumerate(W)]], pods, table(pods, (spec("train", 4), W))
+    )
+    assert result.verdicts["pmj-w1-expired"].filter == "TTL"
+    assert {n: v.verdict for n, v in result.verdicts.items() if n != "pmj-w1-expired"} == dict.fromkeys(
+        [f"pmj-{n}" for n in W], "pass"
+    )
+
+
 def test_a_waiting_job_names_the_members_without_a_job() -> None:
     pods = workers()
     result = run(jobs_for(["w0"]), pods, table(pods, (spec("train", 4), W)))
