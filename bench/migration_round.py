@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import JobEvent
+from koordpy.descheduler.decisions import JobEvent
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.migration import controller_from_args, make_arbitrate
 

@@ -28,7 +28,7 @@ import aiohttp
 import kopf
 
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.descheduler.lifecycle import JobEvent
+from koordpy.descheduler.decisions import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient, WriteFence, abortive_socket, authorize_middleware, fence_middleware

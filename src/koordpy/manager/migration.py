@@ -50,37 +50,33 @@ from prometheus_client import Counter as PromCounter
 
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_GANG_MIGRATION,
-    ANNOTATION_PASSED_ARBITRATION,
+from koordpy.descheduler.decisions import (
     REQUEUE_SECONDS,
     Decision,
     Evict,
     Finish,
     Ignore,
     JobEvent,
-    JobFacts,
-    LifecycleSettings,
-    ObjectLimiter,
-    PodView,
     Reserve,
     Scavenge,
     Start,
-    TokenBucket,
     Wait,
-    after_eviction_error,
-    after_reservation_error,
-    arbitration_wait,
-    bound_for,
-    decide,
-    eviction_retry_delay,
-    examine,
+)
+from koordpy.descheduler.gang_migration import (
+    ANNOTATION_GANG_MIGRATION,
     gang_eviction_barrier,
     gang_migration,
     gang_migration_value,
-    needs_node_pods,
+)
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION, JobFacts, examine
+from koordpy.descheduler.lifecycle import (
+    after_eviction_error,
+    after_reservation_error,
+    arbitration_wait,
+    decide,
     reservation_lookup,
 )
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings, PodView
 from koordpy.descheduler.limits import workload_limit
 from koordpy.descheduler.objects import (
     MigrationJob,
@@ -91,7 +87,9 @@ from koordpy.descheduler.objects import (
     resolve_workload,
     workload_from_dict,
 )
+from koordpy.descheduler.ratelimit import ObjectLimiter, TokenBucket, eviction_retry_delay
 from koordpy.descheduler.reservation_first import OwnedReservation, stale_reservations
+from koordpy.descheduler.reservation_first_steps import bound_for, needs_node_pods
 from koordpy.kube import errors as kube_errors
 from koordpy.manager.cache import JobViews, ManagerCache, ObjectStore
 from koordpy.manager.gangs import GangFeed
@@ -286,7 +284,7 @@ def _phase_of(facts: JobFacts) -> str:
 
 
 class JobIndex:
-    """The PodMigrationJobs of a store by stage (:func:`~koordpy.descheduler.lifecycle.examine` on every
+    """The PodMigrationJobs of a store by stage (:func:`~koordpy.descheduler.job_facts.examine` on every
     change), the arbitration value of each waiting or active one (read once per version), and a heap of
     the finished ones by scavenge time."""
 

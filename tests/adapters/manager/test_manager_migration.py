@@ -12,8 +12,9 @@ from migration_kit import Clock, controller_for, evictions, phase, pmj, running_
 
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import Verdict
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, ObjectLimiter
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
 from koordpy.descheduler.objects import MigrationJob
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS

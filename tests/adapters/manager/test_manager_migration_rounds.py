@@ -11,7 +11,9 @@ from typing import Any
 from migration_kit import Clock, controller_for, evictions, phase, pmj, running_pod, step
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LABEL_EVICT_POLICY, ObjectLimiter
+from koordpy.descheduler.eviction import LABEL_EVICT_POLICY
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
