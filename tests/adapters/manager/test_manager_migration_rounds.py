@@ -17,14 +17,11 @@ from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import (
-    MigrationController,
-    MigrationMetrics,
-    WorkloadLimit,
-    controller_from_args,
-    make_arbitrate,
-)
+from koordpy.manager.migration import MigrationController, controller_from_args
+from koordpy.manager.migration_metrics import MigrationMetrics
+from koordpy.manager.owners import WorkloadLimit
 from koordpy.model.durations import format_rfc3339, parse_rfc3339
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
