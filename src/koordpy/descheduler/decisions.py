@@ -136,6 +136,8 @@ Decision = Ignore | Wait | Start | Evict | Finish | Scavenge | Reserve
 def finish_failed(
     status: Mapping[str, Any], reason: str, message: str, reservation: OwnedReservation | None = None
 ) -> Finish:
+    """The job fails: ``status`` with phase Failed, ``reason`` and ``message``, a Warning Event, and the job's own
+    Reservation ``reservation`` (when set) to delete."""
     new = dict(status)
     new.update(phase=FAILED, reason=reason, message=message)
     return Finish(new, (JobEvent("Warning", reason, message),), reservation)
