@@ -8,7 +8,7 @@ Koordinator's default (maxMigratingPerNode 2, implicit per-workload limits) plus
 
 What is input, not round: the ``pods`` mapping by ``namespace/name`` (the index each job's pod is looked
 up in) and the per-pod fields computed when a :class:`MigrationPod` value is built (the packed sorter
-rank, the interned key, the hazard bits). The manager's adapter (``koordpy.manager.migration``) builds
+rank, the interned key, the hazard bits). The manager's adapter (``koordpy.manager.arbitrate``) builds
 those pod values and the mapping ONCE PER ROUND, for the pods the jobs name, from the API reads; it does
 not maintain them incrementally. So the bench also times recomputing those derived fields for the jobs'
 pods (``MigrationPod.__post_init__``: ``job_pod_derived_fields_ms``) and reports round + that as

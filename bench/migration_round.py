@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import JobEvent
+from koordpy.descheduler.decisions import JobEvent
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import controller_from_args, make_arbitrate
+from koordpy.manager.migration import controller_from_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from manager_jobs import seed

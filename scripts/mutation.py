@@ -92,9 +92,21 @@ GROUPS: dict[str, Group] = {
         tests=("tests/unit/descheduler/test_limits.py",),
     ),
     "lifecycle": Group(
-        files=("koordpy/descheduler/lifecycle.py", "koordpy/descheduler/reservation_first.py"),
+        files=(
+            "koordpy/descheduler/lifecycle.py",
+            "koordpy/descheduler/job_status.py",
+            "koordpy/descheduler/job_facts.py",
+            "koordpy/descheduler/decisions.py",
+            "koordpy/descheduler/lifecycle_inputs.py",
+            "koordpy/descheduler/ratelimit.py",
+            "koordpy/descheduler/eviction.py",
+            "koordpy/descheduler/reservation_first_steps.py",
+            "koordpy/descheduler/gang_migration.py",
+            "koordpy/descheduler/reservation_first.py",
+        ),
         tests=(
             "tests/unit/descheduler/test_lifecycle.py",
+            "tests/unit/descheduler/test_ratelimit.py",
             "tests/unit/descheduler/test_lifecycle_gangs.py",
             "tests/unit/descheduler/test_reservation_first.py",
         ),

@@ -28,7 +28,7 @@ import aiohttp
 import kopf
 
 from koordpy.crds.nodemetric import NODE_METRIC
-from koordpy.descheduler.lifecycle import JobEvent
+from koordpy.descheduler.decisions import JobEvent
 from koordpy.kube import errors as kube_errors
 from koordpy.kube import resources
 from koordpy.kube.client import ApiClient, WriteFence, abortive_socket, authorize_middleware, fence_middleware
@@ -36,7 +36,7 @@ from koordpy.kube.connection import ConnectionInfo
 from koordpy.kube.leaderelection import LeaseElector, NotLeading
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import API_VERSIONS, GangEvent, StatusPatch
-from koordpy.manager.migration import EvictionRefusedError, ReservationRefusedError
+from koordpy.manager.migration_api import EvictionRefusedError, ReservationRefusedError
 from koordpy.manager.policy import Action, Create, Delete, Patch
 from koordpy.manager.reservations import ClusterSnapshot, WriteRefusedError
 from koordpy.scheduler.plugins.gang import API_NATIVE, API_VOLCANO
@@ -223,7 +223,7 @@ OWNER_PLURALS = {
 
 
 class KubeMigrationApi:
-    """:class:`koordpy.manager.migration.MigrationApi` over :class:`koordpy.kube.ApiClient`.
+    """:class:`koordpy.manager.migration_api.MigrationApi` over :class:`koordpy.kube.ApiClient`.
 
     Writes return the object as stored. Evictions, deletes and annotations carry the pod UID as a
     precondition, so a replacement pod that reuses the name is never touched. A refusal (429 from a

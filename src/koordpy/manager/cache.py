@@ -195,7 +195,7 @@ JobListener = Callable[[str, MigrationJob | None, MigrationJob | None], None]
 class JobViews:
     """The typed view (:class:`~koordpy.descheduler.objects.MigrationJob`) of every PodMigrationJob of ``store``,
     converted once per stored object and shared by every reader: the migration rounds and arbitration
-    (:class:`koordpy.manager.migration.JobIndex`) and the balance loop. None for a job
+    (:class:`koordpy.manager.job_index.JobIndex`) and the balance loop. None for a job
     :func:`~koordpy.descheduler.objects.job_from_dict` cannot read (the lifecycle fails it with the reason)."""
 
     def __init__(self, store: ObjectStore) -> None:

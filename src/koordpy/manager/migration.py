@@ -1,15 +1,15 @@
 """Carries out :mod:`koordpy.descheduler.lifecycle` decisions: one round over every PodMigrationJob.
 
-A round reads the manager's caches (:mod:`koordpy.manager.cache`: the jobs, their pods, the
-Reservations), never lists: :class:`JobIndex` keeps each job's stage from its watch events, so a round
-costs nothing for a finished job (the scavenger's heap holds it until ``ttl + 5m``), arbitrates the
-waiting ones (:mod:`koordpy.descheduler.arbitration`) and takes one lifecycle step for each active one.
+A round reads the manager's caches (:mod:`koordpy.manager.cache`: the jobs, their pods, the Reservations), never
+lists: :class:`~koordpy.manager.job_index.JobIndex` keeps each job's stage from its watch events, so a round costs
+nothing for a finished job (the scavenger's heap holds it until ``ttl + 5m``), arbitrates the waiting ones
+(:mod:`koordpy.descheduler.arbitration`) and takes one lifecycle step for each active one.
 
-The controller holds what must outlive one round (the ``evictQPS``/``evictBurst`` bucket, the
-per-workload object limiter, the per-job retry times after a failed call, the owners read through the
-API, ...) and writes only through a :class:`MigrationApi`; what a write returns is stored in the cache at
-once, so the next round sees it. Decisions are taken without an ``await`` between reading the limiters
-and consuming their tokens, so concurrent calls on one event loop cannot exceed a limit.
+The controller holds what must outlive one round (the ``evictQPS``/``evictBurst`` bucket, the per-workload object
+limiter, the per-job retry times after a failed call, the owners read through the API, ...) and writes only through a
+:class:`~koordpy.manager.migration_api.MigrationApi`; what a write returns is stored in the cache at once, so the next
+round sees it. Decisions are taken without an ``await`` between reading the limiters and consuming their tokens, so
+concurrent calls on one event loop cannot exceed a limit.
 
 Errors are per job: a call that fails for one job (an API error, a timeout) is logged at most once a
 minute per job and kind of error, counted in ``koordpy_migration_errors_total``, and that job is looked
@@ -28,73 +28,63 @@ finding its own) and otherwise fails the job untouched. Every :data:`SWEEP_SECON
 deletes the Reservations a migration created (by their marker) whose job is gone, Failed or Aborted
 (:func:`~koordpy.descheduler.reservation_first.stale_reservations`).
 
+Beside this module: :mod:`~koordpy.manager.job_index` (the jobs by stage), :mod:`~koordpy.manager.arbitrate` (the
+arbitration round: pods, owners, the pure arbitration), :mod:`~koordpy.manager.owners` (a pod's owning workload),
+:mod:`~koordpy.manager.migration_api` (the calls made and their refusals) and
+:mod:`~koordpy.manager.migration_metrics`.
+
 Not guaranteed: limiter, retry and owner state live in memory and start fresh after a restart (jobs
 themselves are adopted from their status, see the lifecycle module); an owner's replica count is read
-again at most every :data:`OWNER_TTL_SECONDS`.
+again at most every :data:`~koordpy.manager.owners.OWNER_TTL_SECONDS`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import heapq
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
-
-from prometheus_client import CollectorRegistry, Gauge, Histogram
-from prometheus_client import Counter as PromCounter
+from typing import Any
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict, arbitrate
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_GANG_MIGRATION,
-    ANNOTATION_PASSED_ARBITRATION,
+from koordpy.descheduler.arbitration import GANG_FILTERS, Verdict
+from koordpy.descheduler.decisions import (
     REQUEUE_SECONDS,
     Decision,
     Evict,
     Finish,
     Ignore,
     JobEvent,
-    JobFacts,
-    LifecycleSettings,
-    ObjectLimiter,
-    PodView,
     Reserve,
     Scavenge,
     Start,
-    TokenBucket,
     Wait,
-    after_eviction_error,
-    after_reservation_error,
-    arbitration_wait,
-    bound_for,
-    decide,
-    eviction_retry_delay,
-    examine,
+)
+from koordpy.descheduler.gang_migration import (
+    ANNOTATION_GANG_MIGRATION,
     gang_eviction_barrier,
     gang_migration,
     gang_migration_value,
-    needs_node_pods,
+)
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle import (
+    after_eviction_error,
+    after_reservation_error,
+    arbitration_wait,
+    decide,
     reservation_lookup,
 )
-from koordpy.descheduler.limits import workload_limit
-from koordpy.descheduler.objects import (
-    MigrationJob,
-    MigrationObjectError,
-    MigrationPod,
-    Workload,
-    pod_from_dict,
-    resolve_workload,
-    workload_from_dict,
-)
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings, PodView
+from koordpy.descheduler.objects import MigrationJob
+from koordpy.descheduler.ratelimit import ObjectLimiter, TokenBucket, eviction_retry_delay
 from koordpy.descheduler.reservation_first import OwnedReservation, stale_reservations
+from koordpy.descheduler.reservation_first_steps import bound_for, needs_node_pods
 from koordpy.kube import errors as kube_errors
-from koordpy.manager.cache import JobViews, ManagerCache, ObjectStore
-from koordpy.manager.gangs import GangFeed
+from koordpy.manager.cache import ManagerCache
+from koordpy.manager.job_index import JobIndex
+from koordpy.manager.migration_api import EvictionRefusedError, MigrationApi, ReservationRefusedError
+from koordpy.manager.migration_metrics import MigrationMetrics
+from koordpy.manager.owners import WorkloadLimit, owner_workload
 from koordpy.model.durations import format_rfc3339
 from koordpy.model.objects import ObjectError, PodInfo
 from koordpy.model.objects import pod_from_dict as pod_info_from_dict
@@ -102,37 +92,10 @@ from koordpy.model.objects import pod_from_dict as pod_info_from_dict
 __all__ = [
     "BOOKKEEPING_SECONDS_PER_ROUND",
     "BOOKKEEPING_WRITES_PER_ROUND",
-    "OWNER_TTL_SECONDS",
     "Arbitrate",
-    "EvictionRefusedError",
-    "JobIndex",
-    "MigrationApi",
     "MigrationController",
-    "MigrationMetrics",
-    "ReservationRefusedError",
-    "WorkloadLimit",
     "controller_from_args",
-    "make_arbitrate",
 ]
-
-
-class EvictionRefusedError(Exception):
-    """The API server refused an eviction (``code`` 429: a PodDisruptionBudget allows none now)."""
-
-    def __init__(self, code: int, detail: str) -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code = code
-        self.detail = detail
-
-
-class ReservationRefusedError(Exception):
-    """The API server refused to create a Reservation (``code`` 409: it exists already)."""
-
-    def __init__(self, code: int, detail: str) -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code = code
-        self.detail = detail
-
 
 SWEEP_SECONDS = 10.0
 """How often a round deletes the Reservations of gone, Failed or Aborted migrations."""
@@ -140,222 +103,12 @@ BOOKKEEPING_WRITES_PER_ROUND = 100
 """Writes per round for invalid jobs, scavenging and arbitration waits (each kind its own budget)."""
 BOOKKEEPING_SECONDS_PER_ROUND = 0.25
 """...and no more of them once a round has spent this long (a slow API server stretches no round)."""
-OWNER_READS_PER_ROUND = 100
-"""Owner (ReplicaSet, Deployment, ...) reads per round; a waiting job whose owners are not read yet waits."""
-OWNER_TTL_SECONDS = 30.0
-"""How long an owner read through the API is reused (its replica count) before it is read again."""
 ERROR_LOG_SECONDS = 60.0
 """One log line per job and kind of error in this many seconds (the counter counts every one)."""
 JOB_RETRY_CAP_SECONDS = 60.0
-
 Raw = dict[str, Any]
-
-
-class MigrationApi(Protocol):
-    """The calls the controller makes. Writes return the object as the API server stored it (stored in the
-    cache at once). Implementations raise :class:`EvictionRefusedError` for a refused eviction, delete or
-    annotation of the pod, :class:`ReservationRefusedError` for a refused Reservation create;
-    :meth:`delete_reservation` (only while the Reservation has ``uid``: 409 otherwise) and :meth:`delete_job`
-    ignore a missing object; other API errors propagate (:mod:`koordpy.kube.errors`)."""
-
-    async def annotate_job(self, job: str, key: str, value: str) -> Raw: ...
-
-    async def get_owner(self, namespace: str, ref: Mapping[str, Any]) -> Raw | None: ...
-
-    async def set_pod_uid(self, job: str, uid: str) -> Raw: ...
-
-    async def write_status(self, job: str, status: dict[str, Any]) -> Raw: ...
-
-    async def delete_job(self, job: str) -> None: ...
-
-    async def evict_pod(self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None) -> None: ...
-
-    async def delete_pod(
-        self, namespace: str, name: str, uid: str, delete_options: dict[str, Any] | None
-    ) -> Raw | None: ...
-
-    async def annotate_pod(self, namespace: str, name: str, key: str, value: str) -> Raw: ...
-
-    async def post_event(self, job: Mapping[str, Any], event: JobEvent) -> None: ...
-
-    async def create_reservation(self, body: Mapping[str, Any]) -> Raw: ...
-
-    async def delete_reservation(self, name: str, uid: str) -> None: ...
-
-    async def set_reservation_ref(self, job: str, ref: Mapping[str, Any]) -> Raw: ...
-
-
 Arbitrate = Callable[[Sequence[MigrationJob], float], Awaitable[Mapping[str, Verdict]]]
 """One arbitration round over the waiting and active jobs (the waiting ones are judged): verdicts by name."""
-
-
-class MigrationMetrics:
-    """Prometheus metrics of the migration rounds, on ``registry``."""
-
-    PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self.jobs = Gauge(
-            "koordpy_migration_jobs", "PodMigrationJobs by phase after the last round.", ["phase"], registry=registry
-        )
-        self.evictions = PromCounter(
-            "koordpy_migration_evictions",
-            "Evictor calls by evictor and outcome (evicted, refused).",
-            ["evictor", "outcome"],
-            registry=registry,
-        )
-        self.arbitration_seconds = Histogram(
-            "koordpy_migration_arbitration_seconds",
-            "Time of one arbitration call (reading pods and owners included).",
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
-            registry=registry,
-        )
-        self.round_seconds = Histogram(
-            "koordpy_migration_round_seconds",
-            "Time of one migration round (arbitration, writes and lifecycle steps).",
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=registry,
-        )
-        self.last_round = Gauge(
-            "koordpy_migration_last_round_seconds", "Time of the last migration round.", registry=registry
-        )
-        self.rounds = PromCounter(
-            "koordpy_migration_rounds",
-            "Migration rounds by outcome: done, or error (the round stopped on an error it did not expect).",
-            ["outcome"],
-            registry=registry,
-        )
-        self.errors = PromCounter(
-            "koordpy_migration_errors",
-            "Per-job failures by step (step, arbitration, owner, bookkeeping) and kind of error; the job is "
-            "retried after a backoff, the round goes on.",
-            ["step", "error"],
-            registry=registry,
-        )
-        # zero series from the start: the first failed round counts in increase() (one born at 1 would not)
-        for outcome in ("done", "error"):
-            self.rounds.labels(outcome=outcome)
-        self.observe_phases({})
-
-        self.gang_units = PromCounter(
-            "koordpy_migration_gang_units",
-            "Gangs (or GangGroups) whose PodMigrationJobs passed arbitration together, in one round.",
-            registry=registry,
-        )
-        self.gang_held = Gauge(
-            "koordpy_migration_gang_held_jobs",
-            "Waiting PodMigrationJobs the gang rule requeued in the last arbitration (GangBelowMinimum, "
-            "GangDisruptionAll, GangMemberWaiting, GangUnknown).",
-            registry=registry,
-        )
-
-    def observe_phases(self, phases: Mapping[str, int]) -> None:
-        for phase in {*self.PHASES, *phases}:
-            self.jobs.labels(phase=phase).set(phases.get(phase, 0))
-
-
-@dataclass(frozen=True)
-class WorkloadLimit:
-    """The pod's owning workload (a UID), how many of its pods may migrate at once, and its display name."""
-
-    uid: str
-    max_migrating: int
-    name: str = ""
-
-
-def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    meta = obj.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
-            return ref
-    return None
-
-
-def owner_workload(pod: Mapping[str, Any]) -> WorkloadLimit | None:
-    """Fallback workload of a pod: its controller owner reference, one migration at a time."""
-    ref = _controller_ref(pod)
-    if ref is None:
-        return None
-    meta = pod.get("metadata") or {}
-    return WorkloadLimit(str(ref["uid"]), 1, f"{ref.get('kind')} {meta.get('namespace')}/{ref.get('name')}")
-
-
-def _phase_of(facts: JobFacts) -> str:
-    return facts.phase if facts.phase else "Pending"
-
-
-class JobIndex:
-    """The PodMigrationJobs of a store by stage (:func:`~koordpy.descheduler.lifecycle.examine` on every
-    change), the arbitration value of each waiting or active one (read once per version), and a heap of
-    the finished ones by scavenge time."""
-
-    def __init__(self, store: ObjectStore, settings: LifecycleSettings, views: JobViews | None = None) -> None:
-        self.store = store
-        self.views = views if views is not None else JobViews(store)
-        self.settings = settings
-        self.facts: dict[str, JobFacts] = {}
-        self.waiting: dict[str, None] = {}
-        self.active: dict[str, None] = {}
-        self.invalid: dict[str, None] = {}
-        self.phases: Counter[str] = Counter()
-        self._finished: list[tuple[float, str]] = []
-        store.add_listener(self._changed)
-        for key, obj in list(store.objects.items()):
-            self._changed(key, None, obj)
-
-    def _drop(self, name: str) -> None:
-        old = self.facts.pop(name, None)
-        if old is not None:
-            self.phases[_phase_of(old)] -= 1
-            if not self.phases[_phase_of(old)]:
-                del self.phases[_phase_of(old)]
-        self.waiting.pop(name, None)
-        self.active.pop(name, None)
-        self.invalid.pop(name, None)
-
-    def _changed(self, name: str, old: Raw | None, new: Raw | None) -> None:
-        self._drop(name)
-        if new is None:
-            return
-        facts = examine(new, self.settings)
-        self.facts[name] = facts
-        self.phases[_phase_of(facts)] += 1
-        if facts.stage == "waiting":
-            self.waiting[name] = None
-        elif facts.stage == "active":
-            self.active[name] = None
-        elif facts.stage == "invalid":
-            self.invalid[name] = None
-        elif facts.stage == "finished" and facts.scavenge_at is not None:
-            heapq.heappush(self._finished, (facts.scavenge_at, name))
-
-    def parsed(self, name: str) -> MigrationJob | None:
-        """The typed view of job ``name`` (None when it cannot be read), converted once per stored version and
-        shared with the other readers of the store (:class:`~koordpy.manager.cache.JobViews`)."""
-        return self.views.get(name)
-
-    def due_for_scavenge(self, now: float, limit: int) -> list[str]:
-        """Up to ``limit`` finished jobs whose scavenge time has come (taken off the heap)."""
-        out: list[str] = []
-        heap = self._finished
-        while heap and heap[0][0] <= now and len(out) < limit:
-            at, name = heapq.heappop(heap)
-            facts = self.facts.get(name)
-            if facts is not None and facts.stage == "finished" and facts.scavenge_at == at:
-                out.append(name)
-        return out
-
-    def requeue_scavenge(self, name: str, at: float) -> None:
-        heapq.heappush(self._finished, (at, name))
-
-
-@dataclass
-class _OwnerEntry:
-    expires: float
-    workload: Workload | None
-    parent: Mapping[str, Any] | None
-    """The owner's own controller reference (to follow the chain), None at the top."""
 
 
 class MigrationController:
@@ -694,7 +447,8 @@ class MigrationController:
             await self._delete_reservation(stale, "its PodMigrationJob is gone, Failed or Aborted")
 
     async def _report_invalid(self, now: float) -> None:
-        """Fail the jobs :func:`examine` found unusable: once each (a job failed is finished), bounded."""
+        """Fail the jobs :func:`~koordpy.descheduler.job_facts.examine` found unusable: once each (a job failed is
+        finished), bounded."""
         budget = BOOKKEEPING_WRITES_PER_ROUND
         for name in list(self.index.invalid):
             if budget <= 0 or not self._may_bookkeep():
@@ -843,187 +597,3 @@ def controller_from_args(
         logger=logger,
         metrics=metrics,
     )
-
-
-MAX_OWNER_DEPTH = 3
-"""Controller chain followed per pod (Pod -> ReplicaSet -> Deployment is 2)."""
-
-
-class OwnerCache:
-    """Owners (ReplicaSets, Deployments, ...) read through the API by UID, reused for
-    :data:`OWNER_TTL_SECONDS`. An owner that is gone, forbidden or of a kind the API does not serve is
-    remembered as unknown (its per-workload filters pass, as the arbitration documents)."""
-
-    def __init__(self, api: MigrationApi, clock: Callable[[], float], logger: logging.Logger) -> None:
-        self.api = api
-        self.clock = clock
-        self._logger = logger
-        self._entries: dict[str, _OwnerEntry] = {}
-        self._expiry: collections.deque[tuple[float, str]] = collections.deque()
-        """(expiry, uid) in the order the entries were read: their expiries ascend (one TTL for all)."""
-
-    async def _read(self, namespace: str, ref: Mapping[str, Any], now: float) -> _OwnerEntry:
-        owner = await self.api.get_owner(namespace, ref)
-        workload = None
-        parent = None
-        if owner is not None:
-            try:
-                workload = workload_from_dict(owner)
-                parent = _controller_ref(owner)
-            except MigrationObjectError as exc:
-                self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
-        entry = _OwnerEntry(now + OWNER_TTL_SECONDS, workload, parent)
-        self._remember(str(ref.get("uid")), entry)
-        return entry
-
-    def _remember(self, uid: str, entry: _OwnerEntry) -> None:
-        self._entries[uid] = entry
-        self._expiry.append((entry.expires, uid))
-
-    async def chain(
-        self, pod: Mapping[str, Any], workloads: dict[str, Workload], budget: list[int], now: float
-    ) -> bool:
-        """Put the pod's controller chain into ``workloads`` (by UID); False when a read is still missing
-        (``budget`` ran out, or a read failed: tried again next round)."""
-        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-        ref = _controller_ref(pod)
-        for _ in range(MAX_OWNER_DEPTH):
-            if ref is None:
-                return True
-            uid = str(ref.get("uid"))
-            entry = self._entries.get(uid)
-            if entry is None or entry.expires <= now:
-                if budget[0] <= 0:
-                    return False
-                budget[0] -= 1
-                try:
-                    entry = await self._read(namespace, ref, now)
-                except (kube_errors.ApiError, ValueError) as exc:
-                    if isinstance(exc, ValueError) or not kube_errors.is_temporary(exc):
-                        # a reference the API cannot address: unknown for good (until it expires)
-                        self._logger.debug("owner %s/%s read as unknown: %s", ref.get("kind"), ref.get("name"), exc)
-                        entry = _OwnerEntry(now + OWNER_TTL_SECONDS, None, None)
-                        self._remember(uid, entry)
-                    else:
-                        raise
-            if entry.workload is None:
-                return True
-            workloads[uid] = entry.workload
-            ref = entry.parent
-        return True
-
-    def prune(self, now: float) -> None:
-        """Drop the entries that expired (an owner deleted is never read again, so its entry would stay):
-        amortised O(1) per entry read."""
-        expiry = self._expiry
-        while expiry and expiry[0][0] <= now:
-            expires, uid = expiry.popleft()
-            entry = self._entries.get(uid)
-            if entry is not None and entry.expires == expires:  # not read again since
-                del self._entries[uid]
-
-
-def make_arbitrate(
-    api: MigrationApi,
-    args: MigrationControllerArgs,
-    controller: MigrationController,
-    logger: logging.Logger | None = None,
-    gangs: GangFeed | None = None,
-) -> Arbitrate:
-    """An :data:`Arbitrate` that takes each job's pod from the cache and its controller chain from an
-    :class:`OwnerCache`, runs :func:`koordpy.descheduler.arbitration.arbitrate` (in a worker thread: the
-    event loop keeps serving meanwhile), and teaches ``controller`` each pod's workload and object-limiter
-    limit (``objectLimiters.workload.maxMigrating``, else the per-workload rule). The gangs of the jobs'
-    pods come from ``gangs`` (default: a :class:`~koordpy.manager.gangs.GangFeed` on the controller's cache).
-
-    A waiting job whose pod's owners are not read yet (at most :data:`OWNER_READS_PER_ROUND` reads per
-    round, a failed read is tried again next round) gets no verdict this round: it is never judged with
-    its workload's limits unknown because of a slow or failed read.
-    """
-    log = logger or logging.getLogger("koordpy.manager")
-    limiter_args = args.object_limiters.get("workload")
-    configured = limiter_args.max_migrating if limiter_args else None
-    known: dict[str, WorkloadLimit] = {}
-    owners = OwnerCache(api, controller.clock, log)
-    converted: dict[str, tuple[str, MigrationPod | None]] = {}
-    cache = controller.cache
-    feed = gangs if gangs is not None else GangFeed(cache, logger=log)
-
-    def workload_of(pod: Mapping[str, Any]) -> WorkloadLimit | None:
-        meta = pod.get("metadata") or {}
-        found = known.get(f"{meta.get('namespace')}/{meta.get('name')}")
-        return found if found is not None else owner_workload(pod)
-
-    controller.workload_of = workload_of
-
-    def migration_pod(key: str) -> tuple[Raw | None, MigrationPod | None]:
-        raw = cache.pods.get(key)
-        if raw is None:
-            return None, None
-        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
-        hit = converted.get(key)
-        if hit is not None and hit[0] == version and version:
-            return raw, hit[1]
-        try:
-            value: MigrationPod | None = pod_from_dict(raw)
-        except MigrationObjectError as exc:
-            log.debug("pod %s read as missing: %s", key, exc)
-            value = None
-        converted[key] = (version, value)
-        return raw, value
-
-    async def run(jobs: Sequence[MigrationJob], now: float) -> Mapping[str, Verdict]:
-        pods: dict[str, MigrationPod] = {}
-        raw_pods: dict[str, Raw] = {}
-        for job in jobs:
-            if job.pod_key in pods:
-                continue
-            raw, value = migration_pod(job.pod_key)
-            if raw is not None and value is not None:
-                pods[job.pod_key] = value
-                raw_pods[job.pod_key] = raw
-        for key in [k for k in converted if k not in pods]:
-            del converted[key]
-        workloads: dict[str, Workload] = {}
-        budget = [OWNER_READS_PER_ROUND]
-        pending: set[str] = set()
-        for key, raw in raw_pods.items():
-            try:
-                if not await owners.chain(raw, workloads, budget, now):
-                    pending.add(key)
-            except Exception as exc:  # why: a failed owner read defers this pod's jobs, never the round
-                pending.add(key)
-                controller._job_error("owner", key, exc, now)
-        owners.prune(now)
-        known.clear()
-        limited: set[str] = set()
-        for key, pod in pods.items():
-            workload = resolve_workload(pod, workloads)
-            if workload is None:
-                continue
-            limit = workload_limit(workload.replicas, configured) if workload.replicas else 1
-            known[key] = WorkloadLimit(workload.uid, max(1, limit), workload.key)
-            if not controller.object_limiter.allows(workload.uid, max(1, limit), now):
-                limited.add(workload.uid)
-        judged = [job for job in jobs if not (job.waiting and job.pod_key in pending)]
-        nodes = _node_labels(cache) if args.node_selector else None
-        table = feed.table(pods)
-        result = await asyncio.to_thread(
-            arbitrate,
-            judged,
-            pods,
-            workloads,
-            args,
-            now,
-            nodes=nodes,
-            limited_workloads=frozenset(limited),
-            gangs=table,
-        )
-        return result.verdicts
-
-    return run
-
-
-def _node_labels(cache: ManagerCache) -> Mapping[str, Mapping[str, str]]:
-    """Node labels for ``nodeSelector`` (empty unless the cache watches nodes)."""
-    return {name: dict(((raw.get("metadata") or {}).get("labels")) or {}) for name, raw in cache.nodes.objects.items()}

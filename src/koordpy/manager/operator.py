@@ -75,10 +75,12 @@ from koordpy.manager.api import (
     Outcome,
     RetryingWrites,
 )
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.balance import balance_from_config
 from koordpy.manager.cache import ManagerCache
 from koordpy.manager.gang_status import EventThrottle, occupied_by, reconcile_gang
-from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationController, controller_from_args
+from koordpy.manager.migration_metrics import MigrationMetrics
 from koordpy.manager.policy import Action, reconcile_nodemetric
 from koordpy.manager.reservations import ReservationController, ReservationMetrics, reservation_loop
 from koordpy.manager.rounds import RoundLoop

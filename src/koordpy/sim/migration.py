@@ -27,20 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import arbitrate
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_PASSED_ARBITRATION,
-    Evict,
-    Finish,
-    LifecycleSettings,
-    ObjectLimiter,
-    PodView,
-    Start,
-    TokenBucket,
-    Wait,
-    decide,
-)
+from koordpy.descheduler.decisions import Evict, Finish, Start, Wait
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle import decide
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings, PodView
 from koordpy.descheduler.limits import workload_limit
 from koordpy.descheduler.objects import MigrationPod, job_from_dict, pod_from_dict, workload_from_dict
+from koordpy.descheduler.ratelimit import ObjectLimiter, TokenBucket
 from koordpy.model.durations import format_rfc3339
 
 __all__ = [

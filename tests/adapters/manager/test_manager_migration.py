@@ -12,18 +12,17 @@ from migration_kit import Clock, controller_for, evictions, phase, pmj, running_
 
 from koordpy.config.migration import MigrationControllerArgs
 from koordpy.descheduler.arbitration import Verdict
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, ObjectLimiter
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
 from koordpy.descheduler.objects import MigrationJob
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.kube import errors
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import (
-    MigrationMetrics,
-    controller_from_args,
-    make_arbitrate,
-)
+from koordpy.manager.migration import controller_from_args
+from koordpy.manager.migration_metrics import MigrationMetrics
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver

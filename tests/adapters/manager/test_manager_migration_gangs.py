@@ -12,17 +12,16 @@ from migration_kit import Clock, evictions, pmj
 from test_manager_reservation_first import place
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_GANG_MIGRATION,
-    ANNOTATION_PASSED_ARBITRATION,
-    LifecycleSettings,
-    gang_migration_value,
-)
+from koordpy.descheduler.gang_migration import ANNOTATION_GANG_MIGRATION, gang_migration_value
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODGROUPS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import MigrationController, MigrationMetrics, controller_from_args, make_arbitrate
+from koordpy.manager.migration import MigrationController, controller_from_args
+from koordpy.manager.migration_metrics import MigrationMetrics
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator
 from koordpy_testkit.apiserver.fixture import api_client, apiserver

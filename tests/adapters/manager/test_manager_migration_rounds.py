@@ -11,18 +11,17 @@ from typing import Any
 from migration_kit import Clock, controller_for, evictions, phase, pmj, running_pod, step
 
 from koordpy.config.migration import MigrationControllerArgs
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LABEL_EVICT_POLICY, ObjectLimiter
+from koordpy.descheduler.eviction import LABEL_EVICT_POLICY
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PDBS, PODMIGRATIONJOBS, PODS
 from koordpy.manager.api import KubeMigrationApi
+from koordpy.manager.arbitrate import make_arbitrate
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import (
-    MigrationController,
-    MigrationMetrics,
-    WorkloadLimit,
-    controller_from_args,
-    make_arbitrate,
-)
+from koordpy.manager.migration import MigrationController, controller_from_args
+from koordpy.manager.migration_metrics import MigrationMetrics
+from koordpy.manager.owners import WorkloadLimit
 from koordpy.model.durations import format_rfc3339, parse_rfc3339
 from koordpy.runtime.metrics import new_registry, render
 from koordpy_testkit.apiserver import ApiServerEmulator

@@ -8,9 +8,11 @@ import asyncio
 import logging
 from typing import Any
 
-from koordpy.descheduler.lifecycle import LifecycleSettings, ObjectLimiter
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.manager.cache import ManagerCache
-from koordpy.manager.migration import OWNER_TTL_SECONDS, MigrationController, OwnerCache
+from koordpy.manager.migration import MigrationController
+from koordpy.manager.owners import OWNER_TTL_SECONDS, OwnerCache
 
 
 class Owners:

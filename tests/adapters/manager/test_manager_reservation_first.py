@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from koordpy.descheduler.lifecycle import ANNOTATION_PASSED_ARBITRATION, LifecycleSettings
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings
 from koordpy.kube.client import ApiClient
 from koordpy.kube.resources import EVENTS, PODMIGRATIONJOBS, PODS, RESERVATIONS
 from koordpy.manager.api import KubeMigrationApi

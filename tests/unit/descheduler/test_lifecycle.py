@@ -7,27 +7,12 @@ from typing import Any
 
 import pytest
 
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_PASSED_ARBITRATION,
-    ANNOTATION_SOFT_EVICTION,
-    LABEL_EVICT_POLICY,
-    Evict,
-    Finish,
-    Ignore,
-    LifecycleSettings,
-    ObjectLimiter,
-    PodView,
-    Scavenge,
-    Start,
-    TokenBucket,
-    Wait,
-    after_eviction_error,
-    arbitration_wait,
-    decide,
-    eviction_retry_delay,
-    examine,
-    select_evictor,
-)
+from koordpy.descheduler.decisions import Evict, Finish, Ignore, Scavenge, Start, Wait
+from koordpy.descheduler.eviction import ANNOTATION_SOFT_EVICTION, LABEL_EVICT_POLICY, select_evictor
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION, examine
+from koordpy.descheduler.lifecycle import after_eviction_error, arbitration_wait, decide
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings, PodView
+from koordpy.descheduler.ratelimit import ObjectLimiter, TokenBucket
 from koordpy.descheduler.reservation_first import ANNOTATION_MIGRATION_JOB, OwnedReservation
 from koordpy.model.durations import format_rfc3339
 
@@ -259,23 +244,6 @@ def test_eviction_429_is_retried_with_backoff_never_deleted() -> None:
     assert isinstance(end, Finish) and end.status["reason"] == "Timeout"
 
 
-@pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (5, 16.0), (6, 30.0), (100, 30.0)])
-def test_retry_delay(failures: int, delay: float) -> None:
-    # 1 s * 2^(n-1), capped at 30 s: 2^5 = 32 > 30
-    assert eviction_retry_delay(failures) == delay
-
-
-def test_token_bucket_qps_and_burst() -> None:
-    # evictQPS 10, burst 1: one now, the next after 0.1 s
-    bucket = TokenBucket(10, 1)
-    assert bucket.try_accept(0.0)
-    assert not bucket.try_accept(0.05)
-    assert bucket.try_accept(0.1)
-    # burst 3 after a long idle: three at once, not four
-    burst = TokenBucket(1, 3)
-    assert [burst.try_accept(100.0) for _ in range(4)] == [True, True, True, False]
-
-
 def test_evict_qps_limits_decisions() -> None:
     bucket = TokenBucket(10, 1)
     first = decide(job(phase="Running", uid="u1"), pod(), T0 + 10, DIRECT, evict_tokens=bucket)
@@ -299,22 +267,6 @@ def test_object_limiter_per_workload() -> None:
     assert isinstance(decide(running, pod(), T0 + 11, DIRECT, workload="w2", **kwargs), Evict)
     assert isinstance(decide(running, pod(), T0 + 159, DIRECT, workload="w1", **kwargs), Wait)
     assert isinstance(decide(running, pod(), T0 + 160, DIRECT, workload="w1", **kwargs), Evict)
-
-
-def test_object_limiter_drops_the_buckets_that_refilled() -> None:
-    # duration 300 s, maxMigrating 2 -> 2/300 per s, burst 1: one eviction empties w1's bucket, which holds a
-    # whole token again 150 s later; w2's, emptied 100 s after, is full at 250 s. A full bucket allows what
-    # a new one would, so it goes: the buckets of workloads that went away do not stay.
-    limiter = ObjectLimiter(300, burst=1)
-    limiter.record("w1", 2, T0)
-    limiter.record("w2", 2, T0 + 100)
-    limiter.prune(T0 + 149)
-    assert len(limiter._buckets) == 2
-    limiter.prune(T0 + 150)
-    assert len(limiter._buckets) == 1 and limiter.allows("w1", 2, T0 + 150)
-    assert not limiter.allows("w2", 2, T0 + 150)  # still waiting: its bucket was kept
-    limiter.prune(T0 + 250)
-    assert len(limiter._buckets) == 0
 
 
 def test_rate_limited_wait_consumes_no_tokens() -> None:

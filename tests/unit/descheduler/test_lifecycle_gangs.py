@@ -10,20 +10,18 @@ from typing import Any
 import pytest
 from test_reservation_first import OURS, OWN, SETTINGS, T0, cond, job, last, reservation, someone_elses, view
 
-from koordpy.descheduler.lifecycle import (
+from koordpy.descheduler.decisions import Evict, Finish, Wait
+from koordpy.descheduler.gang_migration import (
     ANNOTATION_GANG_MIGRATION,
-    Evict,
-    Finish,
     GangEvictionBarrier,
     GangMigration,
-    LifecycleSettings,
-    ObjectLimiter,
-    Wait,
-    decide,
     gang_eviction_barrier,
     gang_migration,
     gang_migration_value,
 )
+from koordpy.descheduler.lifecycle import decide
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings
+from koordpy.descheduler.ratelimit import ObjectLimiter
 from koordpy.descheduler.reservation_first import ANNOTATION_MIGRATION_JOB
 
 UNIT = GangMigration("gang ml/train", ("pmj-0", "pmj-1", "pmj-2"))

@@ -7,20 +7,11 @@ from typing import Any
 
 import pytest
 
-from koordpy.descheduler.lifecycle import (
-    ANNOTATION_PASSED_ARBITRATION,
-    Evict,
-    Finish,
-    LifecycleSettings,
-    ObjectLimiter,
-    PodView,
-    Reserve,
-    TokenBucket,
-    Wait,
-    after_reservation_error,
-    decide,
-    reservation_lookup,
-)
+from koordpy.descheduler.decisions import Evict, Finish, Reserve, Wait
+from koordpy.descheduler.job_facts import ANNOTATION_PASSED_ARBITRATION
+from koordpy.descheduler.lifecycle import after_reservation_error, decide, reservation_lookup
+from koordpy.descheduler.lifecycle_inputs import LifecycleSettings, PodView
+from koordpy.descheduler.ratelimit import ObjectLimiter, TokenBucket
 from koordpy.descheduler.reservation_first import (
     ANNOTATION_MIGRATION_JOB,
     TEMPLATE_SPEC_REFUSED,
