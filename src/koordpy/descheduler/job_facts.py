@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from koordpy.descheduler.job_status import PENDING, REASON_INVALID_POD_REF, REASON_INVALID_SPEC, RUNNING
 from koordpy.descheduler.lifecycle_inputs import LifecycleSettings
+from koordpy.descheduler.objects import ANNOTATION_PASSED_ARBITRATION
 from koordpy.descheduler.reservation_first import template_problem
 from koordpy.model.durations import DurationError, parse_duration, parse_rfc3339
 from koordpy.model.names import dns1123_label_problem, dns1123_subdomain_problem
@@ -27,7 +28,6 @@ __all__ = [
     "ttl_seconds",
 ]
 
-ANNOTATION_PASSED_ARBITRATION = "descheduler.koordinator.sh/passed-arbitration"
 SCAVENGE_AFTER_TTL_SECONDS = 300.0
 SCAVENGE_WITHOUT_TTL_SECONDS = 1800.0
 
