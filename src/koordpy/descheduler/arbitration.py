@@ -1,4 +1,5 @@
-"""One arbitration round over the waiting PodMigrationJobs, as Koordinator merged it (PR #1651, v1.4).
+"""One arbitration round over the waiting PodMigrationJobs, as Koordinator merged it (v1.4,
+``pkg/descheduler/controllers/migration/arbitrator``).
 
 **Order.** Four stable sorts, applied one after the other, so the **last is the primary key**:
 
@@ -32,8 +33,8 @@ jobs are ordered by name, so ties are deterministic (upstream's queue order is n
 * otherwise ``pass``: the caller sets ``descheduler.koordinator.sh/passed-arbitration``.
 
 Counting is arbitration-aware: a Pending job counts only once it passed, and a job that passes in this
-round counts for the jobs after it (Koordinator's fix for its deadlock #1150). Filters named in ``skipEvictionGates``
-are skipped.
+round counts for the jobs after it (how Koordinator ended a deadlock between Pending jobs). Filters named in
+``skipEvictionGates`` are skipped.
 
 **Gangs** (koordpy; no upstream descheduler has it): a job for a running member of a gang
 (:mod:`koordpy.scheduler.plugins.gang.disruption`) passes alone only while the gang keeps enough running
@@ -656,9 +657,10 @@ def arbitrate(
 
 class EvictionFilter:
     """The non-retryable filters for one pod at a time, outside a round: what a balance plugin asks before it
-    files a job, so that it never files one arbitration would fail (Koordinator issue #1527). The same
-    filters, options and order as :func:`arbitrate` (``EvictionCost`` to ``ExpectedReplicas``); the evict
-    annotation passes them as there. ``ExistingJob`` and the limits are the caller's (a round of its own)."""
+    files a job, so that it never files one arbitration would fail (a gap Koordinator users reported in its
+    balance plugins). The same filters, options and order as :func:`arbitrate` (``EvictionCost`` to
+    ``ExpectedReplicas``); the evict annotation passes them as there. ``ExistingJob`` and the limits are the
+    caller's (a round of its own)."""
 
     def __init__(
         self,

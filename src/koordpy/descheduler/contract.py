@@ -22,7 +22,7 @@ The contract, each inequality and the loop its breach allows:
 ``H × alloc <= W × cap``    else **descheduler → agent**: the descheduler moves a pod onto a node it keeps at or
                             below ``H``, where the agent evicts above ``W``.
 ``T × alloc <= W × cap``    else **scheduler → agent**: the extender places a pod where the agent evicts, and the
-                            evicted pod is placed there again (Koordinator issue #2477: BEMemoryEvict at 65 %
+                            evicted pod is placed there again (reported by Koordinator users: BEMemoryEvict at 65 %
                             against the load-aware filter at 95 %).
 ==========================  =====================================================================================
 

@@ -17,7 +17,7 @@ node bound through it) → wait until that pod is Ready → Succeeded with ``sta
 Where koordpy differs, deliberately:
 
 - ``ReservationFirst`` waits for the replacement to be Ready (condition ``BoundPodReady``, reason
-  ``WaitForBoundPodReady``), which Koordinator added after v1.4 (#1022); a Reservation stuck Pending
+  ``WaitForBoundPodReady``), which Koordinator added after v1.4; a Reservation stuck Pending
   (Unschedulable) ends the job only at its ttl (``Timeout``), as upstream, with the reservation's
   message copied to condition ``ReservationScheduled``. The Reservation a job created is deleted when
   the job fails (a Reservation named by the user in ``reservationRef`` never is: upstream deletes it).

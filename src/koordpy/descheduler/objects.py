@@ -204,7 +204,8 @@ class MigrationJob:
 
     @property
     def active(self) -> bool:
-        """Counts against limits: Running, or Pending once it passed arbitration (Koordinator's fix for #1150)."""
+        """Counts against limits: Running, or Pending once it passed arbitration (how Koordinator ended a
+        deadlock between Pending jobs)."""
         if self.phase == "Running":
             return True
         return self.phase in ("", "Pending") and self.passed_arbitration

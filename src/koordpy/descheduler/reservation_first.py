@@ -20,7 +20,7 @@ a job could reach a Reservation that is not its own:
   overhead, tolerations, nodeSelector, required node affinity, priority, priorityClassName and
   schedulerName, labels; ``nodeName`` is never copied. Every required node-selector term gets
   ``matchFields: metadata.name NotIn [current node]`` (one term with only that when there were none), so
-  the room is reserved elsewhere (Koordinator #1114/#1174).
+  the room is reserved elsewhere (as Koordinator v1.8 builds it).
 * **Owners** (:func:`owners_for`): the pod's controller (``controller`` with the pod's namespace), so the
   replacement its controller creates may use the room; a pod without a controller gets a
   ``labelSelector`` of its labels (upstream gives none and the Reservation is refused); a pod with

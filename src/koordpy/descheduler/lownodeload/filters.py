@@ -8,7 +8,7 @@ In order; the first that refuses is the pod's reason to stay:
 4. the arbitration's non-retryable filters, as ``migrationController`` configures them
    (:class:`koordpy.descheduler.arbitration.EvictionFilter`: eviction cost, namespaces, bare, DaemonSet and mirror
    pods, system-critical, local storage, PVCs, priority threshold, label and node selector, expected replicas), so
-   the plugin never files a job arbitration would fail (Koordinator issue #1527);
+   the plugin never files a job arbitration would fail (a gap Koordinator users reported in its balance plugins);
 5. with ``defaultJobMode: ReservationFirst``, the pod's ``spec.schedulerName`` must be one of
    ``migrationController.schedulerNames`` (the Reservation that holds its new place is scheduled by that scheduler;
    Koordinator checks it when a plugin evicts).
