@@ -10,8 +10,10 @@ import json
 
 import pytest
 
+from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.framework import Code
+from koordpy.scheduler.plugins.loadaware.profile import threshold_profile
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.scheduling import NOW
 from koordpy_testkit.scheduling import ClusterHarness as Harness
@@ -95,6 +97,19 @@ def test_metric_without_update_time_is_expired() -> None:
     assert h.reason(BE_POD, "n") == "node(s) nodeMetric expired"
 
 
+def test_expired_metrics_counts_the_nodes_whose_metric_exists_but_is_stale() -> None:
+    # fresh (30 s), expired (600 s >= 180 s), expired (no updateTime), no NodeMetric at all: 2 stale
+    h = Harness()
+    assert h.plugin.expired_metrics(NOW) == 0  # no node yet
+    h.node(node("fresh")).metric(metric("fresh").build())
+    h.node(node("old")).metric(metric("old", at=NOW - 600).build())
+    h.node(node("unset")).metric(NodeMetricBuilder("unset").usage(cpu="1").build())
+    h.node(node("none"))
+    assert h.plugin.expired_metrics(NOW) == 2
+    # 200 s later the fresh one (230 s) is stale too; a node without a NodeMetric never counts
+    assert h.plugin.expired_metrics(NOW + 200) == 3
+
+
 def test_expired_is_unschedulable_not_unresolvable() -> None:
     h = Harness().node(node()).metric(metric(at=NOW - 1000).build())
     status = h.filter(BE_POD)["n"]
@@ -118,6 +133,34 @@ def test_incoming_estimate_counts() -> None:
     h = Harness().node(node()).metric(metric(cpu="5").build())
     assert h.reason(pod, "n") == "node(s) cpu usage exceed threshold"
     assert h.reason(BE_POD, "n") is None  # 5.25c -> 52.5 -> 53 -> pass
+
+
+@pytest.mark.parametrize(
+    ("reservation", "expected"),
+    [
+        # an assigned pod req=lim 4 cpu adds its estimate 3400m: (6 + 3.4 + 0.25) / 10 = 96.5% -> 97 > 65
+        ("", "node(s) cpu usage exceed threshold"),
+        # a Reservation's placeholder pod adds nothing: (6 + 0.25) / 10 = 62.5% -> 63 <= 65
+        ("r1", None),
+    ],
+)
+def test_reservation_placeholder_pods_add_no_load(reservation: str, expected: str | None) -> None:
+    builder = PodBuilder("placed").requests(cpu="4").limits(cpu="4").node("n")
+    if reservation:
+        builder.annotation("scheduling.koordinator.sh/reservation", reservation)
+    h = Harness().node(node()).metric(metric(cpu="6").build()).assigned(builder.build())
+    assert h.reason(BE_POD, "n") == expected
+
+
+def test_pod_events_without_the_node_index_find_the_node_by_name() -> None:
+    # the plugin's own entry points accept index None (looked up by name): the verdicts follow the event
+    h = Harness().node(node()).metric(metric(cpu="6").build())
+    placed = pod_from_dict(PodBuilder("placed").requests(cpu="4").limits(cpu="4").node("n").build())
+    assert h.reason(BE_POD, "n") is None
+    h.plugin.on_pod_assigned(None, "n", placed, NOW)  # 6 + 3.4 + 0.25 of 10 -> 97 > 65
+    assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
+    h.plugin.on_pod_unassigned(None, "n", placed)
+    assert h.reason(BE_POD, "n") is None
 
 
 class TestAssignedPodEstimates:
@@ -211,6 +254,79 @@ class TestAssignedPodEstimates:
         assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
 
 
+SCHEDULED, INITIALIZED = NOW - 100, NOW - 50
+AFTER_SCHEDULED = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+AFTER_INITIALIZED = "scheduling.koordinator.sh/load-estimated-seconds-after-initialized"
+
+
+@pytest.mark.parametrize(
+    ("args", "annotations", "initialized", "deadline"),
+    [
+        # no window configured: the pod is estimated only while the metric has not seen it (no deadline)
+        ({}, {}, False, None),
+        # after scheduled 600 s: S + 600
+        ({"estimatedSecondsAfterPodScheduled": 600}, {}, False, SCHEDULED + 600),
+        # after initialized 100 s wins once the pod is initialized: I + 100; not initialized yet: S + 600
+        (
+            {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 100},
+            {},
+            True,
+            INITIALIZED + 100,
+        ),
+        (
+            {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 100},
+            {},
+            False,
+            SCHEDULED + 600,
+        ),
+        # the pod's own windows, when allowed, replace the args: 30 s -> S + 30; not allowed: ignored
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_SCHEDULED: "30"},
+            False,
+            SCHEDULED + 30,
+        ),
+        ({"estimatedSecondsAfterPodScheduled": 600}, {AFTER_SCHEDULED: "30"}, False, SCHEDULED + 600),
+        # a pod's window of 0 is set (only a negative or unreadable one falls back to the args): no window
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_SCHEDULED: "0"},
+            False,
+            None,
+        ),
+        # after initialized 0: that window is off, the after-scheduled one (args 600) applies: S + 600
+        (
+            {
+                "allowCustomizeEstimation": True,
+                "estimatedSecondsAfterPodScheduled": 600,
+                "estimatedSecondsAfterInitialized": 100,
+            },
+            {AFTER_INITIALIZED: "0"},
+            True,
+            SCHEDULED + 600,
+        ),
+        # after initialized 1 s: I + 1 (the shortest window still counts)
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_INITIALIZED: "1"},
+            True,
+            INITIALIZED + 1,
+        ),
+    ],
+)
+def test_force_estimation_deadline(
+    args: dict[str, object], annotations: dict[str, str], initialized: bool, deadline: float | None
+) -> None:
+    builder = PodBuilder("a").requests(cpu="4").node("n").scheduled_at(SCHEDULED)
+    if initialized:
+        builder.condition("Initialized", INITIALIZED)
+    for key, value in annotations.items():
+        builder.annotation(key, value)
+    pod = pod_from_dict(builder.build())
+    h = Harness(**args).node(node()).metric(metric().build()).assigned(builder.build())
+    assert h.plugin.loads["n"].pods[pod.uid].deadline == deadline
+
+
 class TestProdThresholds:
     def test_prod_pod_uses_prod_usage_only(self) -> None:
         # prod threshold cpu 30%. Node usage 8c (mostly batch); prod pod "a" reports 2c.
@@ -301,6 +417,12 @@ class TestNodeAnnotationOverrides:
         h = Harness().node(self.annotated({"aggregatedUsage": {"usageThresholds": {"cpu": 10}}}))
         h.metric(metric(cpu="7").aggregated("5m", "p95", cpu="1").build())
         assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
+
+    def test_only_json_numbers_are_thresholds(self) -> None:
+        # a string or a boolean is no threshold: it is dropped and the other resources of the map stay
+        annotations = {self.KEY: json.dumps({"usageThresholds": {"cpu": "50", "memory": 60, "example.com/x": True}})}
+        profile = threshold_profile(annotations, validate(LoadAwareSchedulingArgs, {}))
+        assert profile.usage == {"memory": 60}
 
     def test_annotation_prod_thresholds(self) -> None:
         incoming = PodBuilder("p").requests(cpu="1").build()  # prod, 850m
