@@ -152,6 +152,17 @@ def test_reservation_placeholder_pods_add_no_load(reservation: str, expected: st
     assert h.reason(BE_POD, "n") == expected
 
 
+def test_a_pod_estimated_at_zero_has_no_estimate() -> None:
+    # a Mid pod without mid resources estimates 0 / 0: kept as "no estimate" (None, what /debug shows),
+    # while a pod estimated above zero keeps its vector (req=lim 4 cpu -> 3400m; memory 200Mi default)
+    mid = PodBuilder("mid").label("koordinator.sh/priority-class", "koord-mid").requests(cpu="8").node("n").build()
+    big = PodBuilder("big").requests(cpu="4").limits(cpu="4").node("n").build()
+    h = Harness().node(node()).metric(metric().build()).assigned(mid).assigned(big)
+    pods = h.plugin.loads["n"].pods
+    assert pods[pod_from_dict(mid).uid].estimated is None
+    assert pods[pod_from_dict(big).uid].estimated.tolist() == [3400, 200 * 2**20]  # type: ignore[union-attr]
+
+
 def test_pod_events_without_the_node_index_find_the_node_by_name() -> None:
     # the plugin's own entry points accept index None (looked up by name): the verdicts follow the event
     h = Harness().node(node()).metric(metric(cpu="6").build())
@@ -264,8 +275,9 @@ AFTER_INITIALIZED = "scheduling.koordinator.sh/load-estimated-seconds-after-init
     [
         # no window configured: the pod is estimated only while the metric has not seen it (no deadline)
         ({}, {}, False, None),
-        # after scheduled 600 s: S + 600
+        # after scheduled 600 s: S + 600; 1 s (it matters with a reportIntervalSeconds below 1): S + 1
         ({"estimatedSecondsAfterPodScheduled": 600}, {}, False, SCHEDULED + 600),
+        ({"estimatedSecondsAfterPodScheduled": 1}, {}, False, SCHEDULED + 1),
         # after initialized 100 s wins once the pod is initialized: I + 100; not initialized yet: S + 600
         (
             {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 100},
