@@ -127,6 +127,36 @@ def test_zero_threshold_or_zero_allocatable_is_skipped() -> None:
     assert h.reason(BE_POD, "n") is None
 
 
+@pytest.mark.parametrize(
+    ("thresholds", "allocatable_cpu", "reason"),
+    [
+        # threshold 1 %: (100m + 250m) / 10 = 3.5 % -> 4 > 1 -> fail; the smallest threshold still counts
+        ({"cpu": 1}, "10", "node(s) cpu usage exceed threshold"),
+        # allocatable 1m: (100m + 250m) / 1m = 35000 % > 65 -> fail; the smallest allocatable still counts
+        ({"cpu": 65}, "1m", "node(s) cpu usage exceed threshold"),
+        # threshold 4 %: 4 is not > 4 -> pass
+        ({"cpu": 4}, "10", None),
+    ],
+)
+def test_the_smallest_threshold_and_allocatable_are_checked(
+    thresholds: dict[str, int], allocatable_cpu: str, reason: str | None
+) -> None:
+    h = Harness(usageThresholds=thresholds).node(node(cpu=allocatable_cpu)).metric(metric(cpu="100m").build())
+    assert h.reason(BE_POD, "n") == reason
+
+
+def test_a_prod_pod_over_nodes_with_and_without_prod_thresholds() -> None:
+    # a carries prodUsageThresholds cpu 5 (prodUsage 0 + 0.85c -> 8.5 -> 9 > 5: fail); b has none, so the
+    # plain usageThresholds apply there (7c + 0.85c -> 78.5 -> 79 > 65: fail); c: plain, 1c -> 19 -> pass
+    prod = PodBuilder("p").requests(cpu="1").build()  # Burstable, priority unset -> Prod; estimate 850m
+    annotated = NodeBuilder("a").allocatable(cpu="10", memory="100Gi")
+    annotated.annotation("scheduling.koordinator.sh/usage-thresholds", json.dumps({"prodUsageThresholds": {"cpu": 5}}))
+    h = Harness().node(annotated.build()).node(node("b")).node(node("c"))
+    h.metric(metric("a", cpu="1").build()).metric(metric("b", cpu="7").build()).metric(metric("c", cpu="1").build())
+    cpu = "node(s) cpu usage exceed threshold"
+    assert {n: h.reason(prod, n) for n in ("a", "b", "c")} == {"a": cpu, "b": cpu, "c": None}
+
+
 def test_incoming_estimate_counts() -> None:
     # usage 5c; pod req=lim 2 cpu -> estimate 1700m; (5 + 1.7) / 10 = 67% > 65 -> fail
     pod = PodBuilder("big").requests(cpu="2", memory="1Gi").limits(cpu="2", memory="1Gi").build()

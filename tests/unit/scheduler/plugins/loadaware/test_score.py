@@ -120,3 +120,12 @@ def test_several_nodes_in_one_call_each_get_their_own_score() -> None:
     assert outcome.per_plugin["LoadAwareScheduling"].tolist() == [65, 0, 81, 17]
     own = h.plugin.score(pod_from_dict(GUARANTEED_16C_32G), h.state.index.lookup(["a", "b", "c", "z"]), NOW)
     assert own.dtype == np.int64 and own.tolist() == [65, 0, 81, 17]  # integers, as the extender sums them
+
+
+def test_the_smallest_allocatable_scores_what_is_left() -> None:
+    # cpu allocatable 1m, nothing used and a Mid pod estimated at 0: (1 - 0) * 100 // 1 = 100;
+    # memory 512Gi, nothing used: 100 -> (100 + 100) // 2 = 100
+    mid = PodBuilder("mid").label("koordinator.sh/priority-class", "koord-mid").build()
+    h = Harness().node(NodeBuilder("n").allocatable(cpu="1m", memory="512Gi").build())
+    h.metric(NodeMetricBuilder("n").updated(NOW - 30).usage(cpu="0", memory="0").build())
+    assert h.score(mid, "n") == 100
