@@ -146,11 +146,15 @@ def test_the_smallest_threshold_and_allocatable_are_checked(
 
 
 def test_a_prod_pod_over_nodes_with_and_without_prod_thresholds() -> None:
-    # a carries prodUsageThresholds cpu 5 (prodUsage 0 + 0.85c -> 8.5 -> 9 > 5: fail); b has none, so the
-    # plain usageThresholds apply there (7c + 0.85c -> 78.5 -> 79 > 65: fail); c: plain, 1c -> 19 -> pass
+    # a carries prodUsageThresholds cpu 5 (prodUsage 0 + 0.85c -> 8.5 -> 9 > 5: fail) and its own usageThresholds
+    # cpu 90 (not used for a Prod pod there); b has no annotation, so the args' usageThresholds apply there
+    # (7c + 0.85c -> 78.5 -> 79 > 65: fail, a's 90 is not b's); c: 1c + 0.85c -> 18.5 -> 19 -> pass
     prod = PodBuilder("p").requests(cpu="1").build()  # Burstable, priority unset -> Prod; estimate 850m
     annotated = NodeBuilder("a").allocatable(cpu="10", memory="100Gi")
-    annotated.annotation("scheduling.koordinator.sh/usage-thresholds", json.dumps({"prodUsageThresholds": {"cpu": 5}}))
+    annotated.annotation(
+        "scheduling.koordinator.sh/usage-thresholds",
+        json.dumps({"prodUsageThresholds": {"cpu": 5}, "usageThresholds": {"cpu": 90}}),
+    )
     h = Harness().node(annotated.build()).node(node("b")).node(node("c"))
     h.metric(metric("a", cpu="1").build()).metric(metric("b", cpu="7").build()).metric(metric("c", cpu="1").build())
     cpu = "node(s) cpu usage exceed threshold"

@@ -355,3 +355,50 @@ def test_an_index_reused_by_another_node_takes_that_nodes_pods() -> None:
     # c: 1 cpu of usage + 2 cpu estimated at 85% = 2700m (a's 4 cpu pod is not on it)
     assert plugin.np_base[index_a][0] == 1000 + 1700
     check(state, plugin, NOW, "a pod on a reused index")
+
+
+@pytest.mark.parametrize(
+    ("changes", "rebuilt"),
+    [
+        # capacity 64: a table may fall 64 // 4 = 16 changes behind and is patched; 17 and it is rebuilt whole
+        (1, 0),
+        (16, 0),
+        (17, 1),
+    ],
+)
+def test_a_table_far_behind_is_rebuilt_whole(changes: int, rebuilt: int) -> None:
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+    plugin.filter(PODS[0], index, NOW)
+    plugin.filter(PODS[1], index, NOW)
+    assert (plugin._capacity, plugin.tables_rebuilt) == (64, 2)  # one table per pod class
+    for _ in range(changes):
+        plugin.invalidate(int(index[0]))
+    plugin.filter(PODS[0], index, NOW)
+    assert plugin.tables_rebuilt == 2 + rebuilt
+    check(state, plugin, NOW, f"{changes} changes")
+
+
+def test_a_table_kept_across_a_shortened_change_log_is_patched_with_the_right_changes() -> None:
+    # The change log keeps 4096 entries and then drops its older half (2048). At capacity 16384 a table may fall
+    # 4096 changes behind; one built when 2048 changes were logged is still current from the log's new start,
+    # so it is patched from there, and the last change (n0's metric raised: 28c + 0.25c of 32 -> 88 % > 65) shows
+    # for a BestEffort pod (not Prod: the usage thresholds apply).
+    best_effort = pod_from_dict(PodBuilder("be").build())
+    state, plugin = fresh_state()
+    plugin.on_capacity(16384)
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+    while plugin._changes_base + len(plugin._changes) < 2048:
+        plugin.invalidate(int(index[0]))
+    assert plugin.filter(best_effort, index, NOW).codes.tolist() == [0]
+    rebuilt = plugin.tables_rebuilt
+    while plugin._changes_base == 0:
+        plugin.invalidate(int(index[0]))
+    assert plugin._changes_base == 2048
+    state.upsert_metric(metric("n0", cpu=28, age=30, now=NOW))
+    assert plugin.filter(best_effort, index, NOW).codes.tolist() != [0]
+    assert plugin.tables_rebuilt == rebuilt  # patched, not rebuilt
