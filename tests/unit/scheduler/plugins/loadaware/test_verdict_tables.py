@@ -21,6 +21,7 @@ from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import NodeMetricInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import PriorityClass
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.status import Code
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
@@ -402,3 +403,44 @@ def test_a_table_kept_across_a_shortened_change_log_is_patched_with_the_right_ch
     state.upsert_metric(metric("n0", cpu=28, age=30, now=NOW))
     assert plugin.filter(best_effort, index, NOW).codes.tolist() != [0]
     assert plugin.tables_rebuilt == rebuilt  # patched, not rebuilt
+
+
+def _classes(count: int) -> list[Any]:
+    """``count`` BestEffort pods of distinct classes (another estimate each: 100m, 200m, ... of cpu limit)."""
+    return [pod_from_dict(PodBuilder(f"c{k}").limits(cpu=f"{100 * (k + 1)}m").build()) for k in range(count)]
+
+
+def test_the_last_eight_pod_classes_keep_their_tables() -> None:
+    # VERDICT_TABLES = 8: eight classes asked in turn are each built once and then served from their table;
+    # a ninth drops the least recently used (the first), which is built again when asked, while the ninth,
+    # just built, is kept
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+    classes = _classes(9)
+    for pod in classes[:8] * 2:
+        assert plugin.filter(pod, index, NOW).codes.dtype == np.int8
+    assert plugin.tables_rebuilt == 8
+    plugin.filter(classes[8], index, NOW)
+    plugin.filter(classes[8], index, NOW)
+    assert plugin.tables_rebuilt == 9
+    plugin.filter(classes[0], index, NOW)
+    assert plugin.tables_rebuilt == 10
+
+
+def test_a_removed_metric_neither_expires_a_table_nor_is_checked() -> None:
+    # n0 reported 30 s ago, n1 170 s ago, both 31 cores (31.25 of 32 -> 98 % > 65: fail); then n1's metric
+    # goes before any request and n1 passes without a metric (its old rows are not checked). 20 s later n1's old report would be 190 s old (>= 180 s: expired), but it is
+    # gone: the table stays current (n0's report is 50 s old) and is not rebuilt.
+    state, plugin = fresh_state()
+    for name, age in (("n0", 30), ("n1", 170)):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=31, age=age, now=NOW))
+    best_effort = pod_from_dict(PodBuilder("be").build())
+    indices = np.array([state.index.get("n0"), state.index.get("n1")], np.int64)
+    state.remove_metric("n1")
+    assert plugin.filter(best_effort, indices, NOW).codes.tolist() == [Code.UNSCHEDULABLE, 0]
+    rebuilt = plugin.tables_rebuilt
+    assert plugin.filter(best_effort, indices, NOW + 20).codes.tolist() == [Code.UNSCHEDULABLE, 0]
+    assert plugin.tables_rebuilt == rebuilt
