@@ -175,3 +175,14 @@ def test_custom_seconds_reads_an_int64_or_answers_minus_one(value: str | None, s
     if value is not None:
         builder.annotation(annotation, value)
     assert custom_seconds(pod_from_dict(builder.build()), annotation) == seconds
+
+
+def test_the_plugin_keeps_at_most_4096_estimates() -> None:
+    # 4100 pod shapes (requests 1m .. 4100m): the first 4096 estimates are kept, the others computed each time
+    from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
+
+    plugin = LoadAwarePlugin(DEFAULTS)
+    for millis in range(1, 4101):
+        pod = pod_from_dict(PodBuilder("p").requests(cpu=f"{millis}m").build())
+        assert plugin.estimate(pod)[0] == go_round(millis * 0.85)
+    assert len(plugin._estimates) == 4096

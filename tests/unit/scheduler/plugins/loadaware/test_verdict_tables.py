@@ -444,3 +444,14 @@ def test_a_removed_metric_neither_expires_a_table_nor_is_checked() -> None:
     rebuilt = plugin.tables_rebuilt
     assert plugin.filter(best_effort, indices, NOW + 20).codes.tolist() == [Code.UNSCHEDULABLE, 0]
     assert plugin.tables_rebuilt == rebuilt
+
+
+def test_the_same_capacity_again_keeps_the_tables() -> None:
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    index = np.array([state.index.get("n0")], np.int64)
+    plugin.filter(PODS[0], index, NOW)
+    plugin.on_capacity(plugin._capacity)  # not a growth: nothing is reallocated, no table is dropped
+    plugin.on_capacity(plugin._capacity - 1)
+    plugin.filter(PODS[0], index, NOW)
+    assert plugin.tables_rebuilt == 1
