@@ -383,26 +383,38 @@ def test_a_table_far_behind_is_rebuilt_whole(changes: int, rebuilt: int) -> None
 
 
 def test_a_table_kept_across_a_shortened_change_log_is_patched_with_the_right_changes() -> None:
-    # The change log keeps 4096 entries and then drops its older half (2048). At capacity 16384 a table may fall
-    # 4096 changes behind; one built when 2048 changes were logged is still current from the log's new start,
-    # so it is patched from there, and the last change (n0's metric raised: 28c + 0.25c of 32 -> 88 % > 65) shows
-    # for a BestEffort pod (not Prod: the usage thresholds apply).
-    best_effort = pod_from_dict(PodBuilder("be").build())
+    # The change log keeps 4096 entries; the 4097th drops the older half (2048) and the log goes on from there.
+    # At capacity 16384 a table may fall 4096 changes behind. Table x is built after 2047 changes, y after 2048:
+    # after 4096 changes x is still patched (nothing dropped yet); after the 4097th y, current from the log's new
+    # start, is patched from there, and the last change (n0's metric raised: 28c + 0.25c of 32 -> 88 % > 65)
+    # shows. Pods of two classes, neither Prod (the usage thresholds apply): x BestEffort (250m), y Batch (85m).
+    x = pod_from_dict(PodBuilder("x").build())
+    y = pod_from_dict(PodBuilder("y").priority(5500).resource("requests", "kubernetes.io/batch-cpu", "100").build())
     state, plugin = fresh_state()
     plugin.on_capacity(16384)
     state.upsert_node(node("n0"))
     state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
     index = np.array([state.index.get("n0")], np.int64)
-    while plugin._changes_base + len(plugin._changes) < 2048:
-        plugin.invalidate(int(index[0]))
-    assert plugin.filter(best_effort, index, NOW).codes.tolist() == [0]
+
+    def log_up_to(head: int) -> None:  # each invalidation logs one change (a bounded loop: no hang if not)
+        for _ in range(head - (plugin._changes_base + len(plugin._changes))):
+            plugin.invalidate(int(index[0]))
+        assert plugin._changes_base + len(plugin._changes) == head
+
+    log_up_to(2047)
+    assert plugin.filter(x, index, NOW).codes.tolist() == [0]
+    log_up_to(2048)
+    assert plugin.filter(y, index, NOW).codes.tolist() == [0]
     rebuilt = plugin.tables_rebuilt
-    while plugin._changes_base == 0:
-        plugin.invalidate(int(index[0]))
-    assert plugin._changes_base == 2048
+    log_up_to(4096)
+    assert (plugin._changes_base, plugin.filter(x, index, NOW).codes.tolist()) == (0, [0])
+    log_up_to(4097)
+    assert (plugin._changes_base, len(plugin._changes)) == (2048, 2049)
     state.upsert_metric(metric("n0", cpu=28, age=30, now=NOW))
-    assert plugin.filter(best_effort, index, NOW).codes.tolist() != [0]
-    assert plugin.tables_rebuilt == rebuilt  # patched, not rebuilt
+    assert plugin.filter(y, index, NOW).codes.tolist() != [0]
+    assert plugin.tables_rebuilt == rebuilt  # x and y patched, never rebuilt
+    log_up_to(2048 + 4097)  # the log is full again: the next older half goes
+    assert (plugin._changes_base, len(plugin._changes)) == (4096, 2049)
 
 
 def _classes(count: int) -> list[Any]:
