@@ -13,7 +13,7 @@ import pytest
 from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.framework import Code
-from koordpy.scheduler.plugins.loadaware.profile import threshold_profile
+from koordpy.scheduler.plugins.loadaware.profile import AggregatedProfile, threshold_profile
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.scheduling import NOW
 from koordpy_testkit.scheduling import ClusterHarness as Harness
@@ -469,6 +469,37 @@ class TestNodeAnnotationOverrides:
         annotations = {self.KEY: json.dumps({"usageThresholds": {"cpu": "50", "memory": 60, "example.com/x": True}})}
         profile = threshold_profile(annotations, validate(LoadAwareSchedulingArgs, {}))
         assert profile.usage == {"memory": 60}
+
+    @pytest.mark.parametrize(
+        ("aggregated", "expected"),
+        [
+            # the node's own aggregated set: thresholds, type and duration (30m = 1800 s)
+            (
+                {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95", "usageAggregatedDuration": "30m"},
+                AggregatedProfile({"cpu": 70}, "p95", 1800.0),
+            ),
+            # an unreadable duration reads as 0 (the longest with data)
+            (
+                {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95", "usageAggregatedDuration": "soon"},
+                AggregatedProfile({"cpu": 70}, "p95", 0.0),
+            ),
+            # no usable aggregated set on the node: the args' (filter enabled: p99 over 5m, cpu 80)
+            (None, AggregatedProfile({"cpu": 80}, "p99", 300.0)),
+        ],
+    )
+    def test_aggregated_profile_of_a_node(self, aggregated: object, expected: AggregatedProfile) -> None:
+        args = validate(
+            LoadAwareSchedulingArgs,
+            {
+                "aggregated": {
+                    "usageThresholds": {"cpu": 80},
+                    "usageAggregationType": "p99",
+                    "usageAggregatedDuration": "5m",
+                }
+            },
+        )
+        value = {"usageThresholds": {"cpu": 60}} if aggregated is None else {"aggregatedUsage": aggregated}
+        assert threshold_profile({self.KEY: json.dumps(value)}, args).aggregated == expected
 
     def test_annotation_prod_thresholds(self) -> None:
         incoming = PodBuilder("p").requests(cpu="1").build()  # prod, 850m
