@@ -3,7 +3,7 @@ import pytest
 from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import ObjectError, node_from_dict, pod_from_dict
 from koordpy.scheduler.plugins.loadaware import estimate_node, estimate_pod
-from koordpy.scheduler.plugins.loadaware.estimator import go_round
+from koordpy.scheduler.plugins.loadaware.estimator import custom_seconds, go_round
 from koordpy_testkit import NodeBuilder, PodBuilder
 
 GI = 2**30
@@ -125,3 +125,64 @@ def test_the_plugins_memoised_estimates_equal_estimate_pod() -> None:
         assert got == want
     assert len({tuple(g) for g in got}) == 4  # four different estimates: the memo keys tell them apart
     assert len(plugin._estimates) == 3
+
+
+FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
+CUSTOM = validate(LoadAwareSchedulingArgs, {"allowCustomizeEstimation": True})
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        # a factor that is not a JSON integer is dropped, the others count: cpu from args 85% = 850m,
+        # memory 100% of 1Gi
+        ('{"cpu": "100", "memory": 100}', {"cpu": 850, "memory": GI}),
+        ('{"cpu": true, "memory": 100}', {"cpu": 850, "memory": GI}),
+        # int64's extremes are read as Go reads them: -2^63 makes cpu 1000m * -2^63 / 100 < 0 -> 0,
+        # 2^63 - 1 makes it huge and the 1-cpu limit caps it at 1000m; memory 100% either way
+        (f'{{"cpu": {-(2**63)}, "memory": 100}}', {"cpu": 0, "memory": GI}),
+        (f'{{"cpu": {2**63 - 1}, "memory": 100}}', {"cpu": 1000, "memory": GI}),
+        # one factor beyond int64 fails Go's json.Unmarshal: the whole annotation is ignored (85% / 70%)
+        (f'{{"cpu": {2**63}, "memory": 100}}', {"cpu": 850, "memory": 751619277}),
+        (f'{{"cpu": {-(2**63) - 1}, "memory": 100}}', {"cpu": 850, "memory": 751619277}),
+    ],
+)
+def test_custom_factors_are_int64_integers(annotation: str, expected: dict[str, int]) -> None:
+    pod = pod_from_dict(
+        PodBuilder("c").requests(cpu="1", memory="1Gi").limits(cpu="1").annotation(FACTORS, annotation).build()
+    )
+    assert estimate_pod(pod, CUSTOM) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (None, -1),  # absent
+        ("30", 30),
+        ("+30", 30),
+        ("-5", -5),  # read as Go reads it; callers treat any negative as "not set"
+        ("30s", -1),  # not an integer
+        ("", -1),
+        (str(2**63 - 1), 2**63 - 1),  # int64's extremes are valid
+        (str(-(2**63)), -(2**63)),
+        ("9999999999999999999", -1),  # 19 digits beyond int64: Go's ParseInt fails
+        ("-9999999999999999999", -1),
+    ],
+)
+def test_custom_seconds_reads_an_int64_or_answers_minus_one(value: str | None, seconds: int) -> None:
+    annotation = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+    builder = PodBuilder("p")
+    if value is not None:
+        builder.annotation(annotation, value)
+    assert custom_seconds(pod_from_dict(builder.build()), annotation) == seconds
+
+
+def test_the_plugin_keeps_at_most_4096_estimates() -> None:
+    # 4100 pod shapes (requests 1m .. 4100m): the first 4096 estimates are kept, the others computed each time
+    from koordpy.scheduler.plugins.loadaware import LoadAwarePlugin
+
+    plugin = LoadAwarePlugin(DEFAULTS)
+    for millis in range(1, 4101):
+        pod = pod_from_dict(PodBuilder("p").requests(cpu=f"{millis}m").build())
+        assert plugin.estimate(pod)[0] == go_round(millis * 0.85)
+    assert len(plugin._estimates) == 4096

@@ -10,8 +10,10 @@ import json
 
 import pytest
 
+from koordpy.config import LoadAwareSchedulingArgs, validate
 from koordpy.model.objects import pod_from_dict
 from koordpy.scheduler.framework import Code
+from koordpy.scheduler.plugins.loadaware.profile import AggregatedProfile, threshold_profile
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 from koordpy_testkit.scheduling import NOW
 from koordpy_testkit.scheduling import ClusterHarness as Harness
@@ -95,6 +97,19 @@ def test_metric_without_update_time_is_expired() -> None:
     assert h.reason(BE_POD, "n") == "node(s) nodeMetric expired"
 
 
+def test_expired_metrics_counts_the_nodes_whose_metric_exists_but_is_stale() -> None:
+    # fresh (30 s), expired (600 s >= 180 s), expired (no updateTime), no NodeMetric at all: 2 stale
+    h = Harness()
+    assert h.plugin.expired_metrics(NOW) == 0  # no node yet
+    h.node(node("fresh")).metric(metric("fresh").build())
+    h.node(node("old")).metric(metric("old", at=NOW - 600).build())
+    h.node(node("unset")).metric(NodeMetricBuilder("unset").usage(cpu="1").build())
+    h.node(node("none"))
+    assert h.plugin.expired_metrics(NOW) == 2
+    # 200 s later the fresh one (230 s) is stale too; a node without a NodeMetric never counts
+    assert h.plugin.expired_metrics(NOW + 200) == 3
+
+
 def test_expired_is_unschedulable_not_unresolvable() -> None:
     h = Harness().node(node()).metric(metric(at=NOW - 1000).build())
     status = h.filter(BE_POD)["n"]
@@ -112,12 +127,85 @@ def test_zero_threshold_or_zero_allocatable_is_skipped() -> None:
     assert h.reason(BE_POD, "n") is None
 
 
+@pytest.mark.parametrize(
+    ("thresholds", "allocatable_cpu", "reason"),
+    [
+        # threshold 1 %: (100m + 250m) / 10 = 3.5 % -> 4 > 1 -> fail; the smallest threshold still counts
+        ({"cpu": 1}, "10", "node(s) cpu usage exceed threshold"),
+        # allocatable 1m: (100m + 250m) / 1m = 35000 % > 65 -> fail; the smallest allocatable still counts
+        ({"cpu": 65}, "1m", "node(s) cpu usage exceed threshold"),
+        # threshold 4 %: 4 is not > 4 -> pass
+        ({"cpu": 4}, "10", None),
+    ],
+)
+def test_the_smallest_threshold_and_allocatable_are_checked(
+    thresholds: dict[str, int], allocatable_cpu: str, reason: str | None
+) -> None:
+    h = Harness(usageThresholds=thresholds).node(node(cpu=allocatable_cpu)).metric(metric(cpu="100m").build())
+    assert h.reason(BE_POD, "n") == reason
+
+
+def test_a_prod_pod_over_nodes_with_and_without_prod_thresholds() -> None:
+    # a carries prodUsageThresholds cpu 5 (prodUsage 0 + 0.85c -> 8.5 -> 9 > 5: fail) and its own usageThresholds
+    # cpu 90 (not used for a Prod pod there); b has no annotation, so the args' usageThresholds apply there
+    # (7c + 0.85c -> 78.5 -> 79 > 65: fail, a's 90 is not b's); c: 1c + 0.85c -> 18.5 -> 19 -> pass
+    prod = PodBuilder("p").requests(cpu="1").build()  # Burstable, priority unset -> Prod; estimate 850m
+    annotated = NodeBuilder("a").allocatable(cpu="10", memory="100Gi")
+    annotated.annotation(
+        "scheduling.koordinator.sh/usage-thresholds",
+        json.dumps({"prodUsageThresholds": {"cpu": 5}, "usageThresholds": {"cpu": 90}}),
+    )
+    h = Harness().node(annotated.build()).node(node("b")).node(node("c"))
+    h.metric(metric("a", cpu="1").build()).metric(metric("b", cpu="7").build()).metric(metric("c", cpu="1").build())
+    cpu = "node(s) cpu usage exceed threshold"
+    assert {n: h.reason(prod, n) for n in ("a", "b", "c")} == {"a": cpu, "b": cpu, "c": None}
+
+
 def test_incoming_estimate_counts() -> None:
     # usage 5c; pod req=lim 2 cpu -> estimate 1700m; (5 + 1.7) / 10 = 67% > 65 -> fail
     pod = PodBuilder("big").requests(cpu="2", memory="1Gi").limits(cpu="2", memory="1Gi").build()
     h = Harness().node(node()).metric(metric(cpu="5").build())
     assert h.reason(pod, "n") == "node(s) cpu usage exceed threshold"
     assert h.reason(BE_POD, "n") is None  # 5.25c -> 52.5 -> 53 -> pass
+
+
+@pytest.mark.parametrize(
+    ("reservation", "expected"),
+    [
+        # an assigned pod req=lim 4 cpu adds its estimate 3400m: (6 + 3.4 + 0.25) / 10 = 96.5% -> 97 > 65
+        ("", "node(s) cpu usage exceed threshold"),
+        # a Reservation's placeholder pod adds nothing: (6 + 0.25) / 10 = 62.5% -> 63 <= 65
+        ("r1", None),
+    ],
+)
+def test_reservation_placeholder_pods_add_no_load(reservation: str, expected: str | None) -> None:
+    builder = PodBuilder("placed").requests(cpu="4").limits(cpu="4").node("n")
+    if reservation:
+        builder.annotation("scheduling.koordinator.sh/reservation", reservation)
+    h = Harness().node(node()).metric(metric(cpu="6").build()).assigned(builder.build())
+    assert h.reason(BE_POD, "n") == expected
+
+
+def test_a_pod_estimated_at_zero_has_no_estimate() -> None:
+    # a Mid pod without mid resources estimates 0 / 0: kept as "no estimate" (None, what /debug shows),
+    # while a pod estimated above zero keeps its vector (req=lim 4 cpu -> 3400m; memory 200Mi default)
+    mid = PodBuilder("mid").label("koordinator.sh/priority-class", "koord-mid").requests(cpu="8").node("n").build()
+    big = PodBuilder("big").requests(cpu="4").limits(cpu="4").node("n").build()
+    h = Harness().node(node()).metric(metric().build()).assigned(mid).assigned(big)
+    pods = h.plugin.loads["n"].pods
+    assert pods[pod_from_dict(mid).uid].estimated is None
+    assert pods[pod_from_dict(big).uid].estimated.tolist() == [3400, 200 * 2**20]  # type: ignore[union-attr]
+
+
+def test_pod_events_without_the_node_index_find_the_node_by_name() -> None:
+    # the plugin's own entry points accept index None (looked up by name): the verdicts follow the event
+    h = Harness().node(node()).metric(metric(cpu="6").build())
+    placed = pod_from_dict(PodBuilder("placed").requests(cpu="4").limits(cpu="4").node("n").build())
+    assert h.reason(BE_POD, "n") is None
+    h.plugin.on_pod_assigned(None, "n", placed, NOW)  # 6 + 3.4 + 0.25 of 10 -> 97 > 65
+    assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
+    h.plugin.on_pod_unassigned(None, "n", placed)
+    assert h.reason(BE_POD, "n") is None
 
 
 class TestAssignedPodEstimates:
@@ -211,6 +299,80 @@ class TestAssignedPodEstimates:
         assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
 
 
+SCHEDULED, INITIALIZED = NOW - 100, NOW - 50
+AFTER_SCHEDULED = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+AFTER_INITIALIZED = "scheduling.koordinator.sh/load-estimated-seconds-after-initialized"
+
+
+@pytest.mark.parametrize(
+    ("args", "annotations", "initialized", "deadline"),
+    [
+        # no window configured: the pod is estimated only while the metric has not seen it (no deadline)
+        ({}, {}, False, None),
+        # after scheduled 600 s: S + 600; 1 s (it matters with a reportIntervalSeconds below 1): S + 1
+        ({"estimatedSecondsAfterPodScheduled": 600}, {}, False, SCHEDULED + 600),
+        ({"estimatedSecondsAfterPodScheduled": 1}, {}, False, SCHEDULED + 1),
+        # after initialized 100 s wins once the pod is initialized: I + 100; not initialized yet: S + 600
+        (
+            {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 100},
+            {},
+            True,
+            INITIALIZED + 100,
+        ),
+        (
+            {"estimatedSecondsAfterPodScheduled": 600, "estimatedSecondsAfterInitialized": 100},
+            {},
+            False,
+            SCHEDULED + 600,
+        ),
+        # the pod's own windows, when allowed, replace the args: 30 s -> S + 30; not allowed: ignored
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_SCHEDULED: "30"},
+            False,
+            SCHEDULED + 30,
+        ),
+        ({"estimatedSecondsAfterPodScheduled": 600}, {AFTER_SCHEDULED: "30"}, False, SCHEDULED + 600),
+        # a pod's window of 0 is set (only a negative or unreadable one falls back to the args): no window
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_SCHEDULED: "0"},
+            False,
+            None,
+        ),
+        # after initialized 0: that window is off, the after-scheduled one (args 600) applies: S + 600
+        (
+            {
+                "allowCustomizeEstimation": True,
+                "estimatedSecondsAfterPodScheduled": 600,
+                "estimatedSecondsAfterInitialized": 100,
+            },
+            {AFTER_INITIALIZED: "0"},
+            True,
+            SCHEDULED + 600,
+        ),
+        # after initialized 1 s: I + 1 (the shortest window still counts)
+        (
+            {"allowCustomizeEstimation": True, "estimatedSecondsAfterPodScheduled": 600},
+            {AFTER_INITIALIZED: "1"},
+            True,
+            INITIALIZED + 1,
+        ),
+    ],
+)
+def test_force_estimation_deadline(
+    args: dict[str, object], annotations: dict[str, str], initialized: bool, deadline: float | None
+) -> None:
+    builder = PodBuilder("a").requests(cpu="4").node("n").scheduled_at(SCHEDULED)
+    if initialized:
+        builder.condition("Initialized", INITIALIZED)
+    for key, value in annotations.items():
+        builder.annotation(key, value)
+    pod = pod_from_dict(builder.build())
+    h = Harness(**args).node(node()).metric(metric().build()).assigned(builder.build())
+    assert h.plugin.loads["n"].pods[pod.uid].deadline == deadline
+
+
 class TestProdThresholds:
     def test_prod_pod_uses_prod_usage_only(self) -> None:
         # prod threshold cpu 30%. Node usage 8c (mostly batch); prod pod "a" reports 2c.
@@ -301,6 +463,43 @@ class TestNodeAnnotationOverrides:
         h = Harness().node(self.annotated({"aggregatedUsage": {"usageThresholds": {"cpu": 10}}}))
         h.metric(metric(cpu="7").aggregated("5m", "p95", cpu="1").build())
         assert h.reason(BE_POD, "n") == "node(s) cpu usage exceed threshold"
+
+    def test_only_json_numbers_are_thresholds(self) -> None:
+        # a string or a boolean is no threshold: it is dropped and the other resources of the map stay
+        annotations = {self.KEY: json.dumps({"usageThresholds": {"cpu": "50", "memory": 60, "example.com/x": True}})}
+        profile = threshold_profile(annotations, validate(LoadAwareSchedulingArgs, {}))
+        assert profile.usage == {"memory": 60}
+
+    @pytest.mark.parametrize(
+        ("aggregated", "expected"),
+        [
+            # the node's own aggregated set: thresholds, type and duration (30m = 1800 s)
+            (
+                {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95", "usageAggregatedDuration": "30m"},
+                AggregatedProfile({"cpu": 70}, "p95", 1800.0),
+            ),
+            # an unreadable duration reads as 0 (the longest with data)
+            (
+                {"usageThresholds": {"cpu": 70}, "usageAggregationType": "p95", "usageAggregatedDuration": "soon"},
+                AggregatedProfile({"cpu": 70}, "p95", 0.0),
+            ),
+            # no usable aggregated set on the node: the args' (filter enabled: p99 over 5m, cpu 80)
+            (None, AggregatedProfile({"cpu": 80}, "p99", 300.0)),
+        ],
+    )
+    def test_aggregated_profile_of_a_node(self, aggregated: object, expected: AggregatedProfile) -> None:
+        args = validate(
+            LoadAwareSchedulingArgs,
+            {
+                "aggregated": {
+                    "usageThresholds": {"cpu": 80},
+                    "usageAggregationType": "p99",
+                    "usageAggregatedDuration": "5m",
+                }
+            },
+        )
+        value = {"usageThresholds": {"cpu": 60}} if aggregated is None else {"aggregatedUsage": aggregated}
+        assert threshold_profile({self.KEY: json.dumps(value)}, args).aggregated == expected
 
     def test_annotation_prod_thresholds(self) -> None:
         incoming = PodBuilder("p").requests(cpu="1").build()  # prod, 850m

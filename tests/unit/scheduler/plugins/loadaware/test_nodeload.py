@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from koordpy.model.objects import nodemetric_from_dict, pod_from_dict
-from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vectorizer
+from koordpy.scheduler.plugins.loadaware.nodeload import AssignedPod, NodeLoad, Vectorizer, saturate, saturated
 from koordpy_testkit import NodeMetricBuilder, PodBuilder
 from koordpy_testkit.scheduling import NOW
 
@@ -342,3 +342,117 @@ def test_repeated_pod_names_in_podsmetric(
     assert load.node_delta.tolist() == [node_delta, 0]
     assert load.prod_usage.tolist() == [prod_usage, 0]
     assert load.prod_delta.tolist() == [prod_delta, 0]
+
+
+@pytest.mark.parametrize(
+    ("amount", "clamped"),
+    [
+        (5, 5),
+        (-5, -5),
+        (2**53, 2**53),  # the bounds themselves are kept
+        (-(2**53), -(2**53)),
+        (2**53 + 1, 2**53),  # beyond them: the bound of that sign
+        (-(2**53) - 1, -(2**53)),
+        (2**70, 2**53),
+    ],
+)
+def test_saturate_clamps_to_plus_minus_two_to_the_53(amount: int, clamped: int) -> None:
+    assert saturate(amount) == clamped
+    assert saturated([amount, 1]) == [clamped, 1]
+
+
+def test_a_reported_entry_counts_only_with_usage_and_in_the_pods_namespace() -> None:
+    builder = NodeMetricBuilder("n").updated(NOW - 20).usage(cpu="3", memory="20Gi")
+    builder.pod("other", "same-name", cpu="700m")  # another namespace: not the pod ns/same-name
+    builder.pod("ns", "no-usage")  # an entry without usage: not reported
+    builder.pod("ns", "no-priority", priority="", cpu="300m")  # usage without a priority class: reported
+    load = NodeLoad(2)
+    load.set_metric(nodemetric_from_dict(builder.build()), VEC, include_sys=False)
+    assert load.reported_usage(("ns", "same-name")) is None
+    assert load.reported_usage(("other", "same-name")).tolist() == [700, 0]  # type: ignore[union-attr]
+    assert load.reported_usage(("ns", "no-usage")) is None
+    assert load.reported_usage(("ns", "no-priority")).tolist() == [300, 0]  # type: ignore[union-attr]
+
+
+def test_aggregated_usage_needs_status_and_reads_every_entry() -> None:
+    def reporting(node_usage: bool, *entries: tuple[str, dict[str, dict[str, str]]]) -> object:
+        builder = NodeMetricBuilder("n").updated(NOW - 20)
+        if node_usage:
+            builder.usage(cpu="4", memory="8Gi")
+        raw = builder.build()
+        raw.setdefault("status", {}).setdefault("nodeMetric", {})["aggregatedNodeUsages"] = [
+            {"duration": duration, "usage": {kind: {"resources": res} for kind, res in usage.items()}}
+            for duration, usage in entries
+        ]
+        if not node_usage:
+            del raw["status"]["nodeMetric"]
+        return nodemetric_from_dict(raw)
+
+    load = NodeLoad(2)
+    # an entry without p95 data comes first; the p95 entries after it still count, and of two entries of the
+    # same (longest) duration the last one counts: 5 cores
+    entries = (("1m", {"avg": {"cpu": "1"}}), ("30m", {"p95": {"cpu": "2"}}), ("30m", {"p95": {"cpu": "5"}}))
+    load.set_metric(reporting(True, *entries), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.aggregated("p95", 0.0).tolist() == [5000, 0]  # type: ignore[union-attr]
+    assert load.aggregated("p95", 1800.0).tolist() == [5000, 0]  # type: ignore[union-attr]
+    # an entry shorter than a second is an entry like any other: the longest with data
+    load.set_metric(reporting(True, ("500ms", {"p95": {"cpu": "3"}})), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.aggregated("p95", 0.0).tolist() == [3000, 0]  # type: ignore[union-attr]
+    # without status.nodeMetric there is no usage at all, aggregated or not
+    load = NodeLoad(2)
+    load.set_metric(reporting(False), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.aggregated("p95", 0.0) is None and load.node_usage is None
+
+
+def _pod(name: str, timestamp: float) -> AssignedPod:
+    pod = pod_from_dict(PodBuilder(name, "ns").requests(cpu="2", memory="1Gi").build())
+    return AssignedPod(pod=pod, timestamp=timestamp, estimated=(2000, GI), deadline=None)
+
+
+def _reporting(update: float, *names: str) -> object:
+    builder = NodeMetricBuilder("n").updated(update).report_interval(60).usage(cpu="3", memory="20Gi")
+    for name in names:
+        builder.pod("ns", name, priority="koord-batch", cpu="1")
+    return nodemetric_from_dict(builder.build())
+
+
+def test_a_pod_reported_late_stops_being_estimated_once_its_window_passes() -> None:
+    # a, b, c were assigned long ago; p 10 s before the reports. p is first not reported (full estimate 2000m),
+    # then reported at 1000m (delta 1000m while p "should be estimated": assigned after updateTime - 60 s),
+    # then the same podsMetric 100 s later: p is outside its window, its delta is 0.
+    load = NodeLoad(2)
+    load.set_metric(_reporting(NOW, "a", "b", "c"), VEC, include_sys=False)  # type: ignore[arg-type]
+    for name in ("a", "b", "c"):
+        load.add_pod(_pod(name, NOW - 600))
+    load.add_pod(_pod("p", NOW - 10))
+    assert load.node_delta.tolist() == [2000, GI]
+    load.set_metric(_reporting(NOW, "a", "b", "c", "p"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.node_delta.tolist() == [1000, GI]
+    load.set_metric(_reporting(NOW + 100, "a", "b", "c", "p"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.node_delta.tolist() == [0, 0]
+
+
+def test_a_removed_pod_is_not_looked_at_when_time_moves_on() -> None:
+    # p (reported, inside its window) is removed; the same podsMetric 100 s later re-examines only the pods
+    # whose share time alone could change, and p is none of them any more: the sums are a, b, c's (0 delta)
+    load = NodeLoad(2)
+    for name in ("a", "b", "c"):
+        load.add_pod(_pod(name, NOW - 600))
+    load.add_pod(_pod("p", NOW - 10))
+    load.set_metric(_reporting(NOW, "a", "b", "c", "p"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.node_delta.tolist() == [1000, GI]
+    load.remove_pod(load.pods[next(u for u, a in load.pods.items() if a.pod.name == "p")].pod.uid)
+    load.set_metric(_reporting(NOW + 100, "a", "b", "c", "p"), VEC, include_sys=False)  # type: ignore[arg-type]
+    assert load.node_delta.tolist() == [0, 0] and load.node_estimated.tolist() == [6000, 3 * GI]
+
+
+@pytest.mark.parametrize(
+    "estimate",
+    [(2000, GI), [2000, GI], np.array([2000, GI], np.int64)],
+    ids=["tuple", "list", "array"],
+)
+def test_an_estimate_is_kept_as_plain_integers_whatever_it_came_as(estimate: object) -> None:
+    pod = pod_from_dict(PodBuilder("p", "ns").build())
+    assigned = AssignedPod(pod=pod, timestamp=5.0, estimated=estimate, deadline=None)  # type: ignore[arg-type]
+    assert assigned.estimated.tolist() == [2000, GI]  # type: ignore[union-attr]
+    assert repr(assigned) == f"AssignedPod('ns/p', timestamp=5.0, estimate=(2000, {GI}))"

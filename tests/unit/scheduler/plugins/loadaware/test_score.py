@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
@@ -99,3 +100,32 @@ def test_extender_score_is_integer_divided_by_ten() -> None:
     outcome = h.state.score(pod_from_dict(GUARANTEED_16C_32G), ["n"], NOW)
     assert int(outcome.per_plugin["LoadAwareScheduling"][0]) == 72
     assert int(outcome.extender[0]) == 7
+
+
+def test_several_nodes_in_one_call_each_get_their_own_score() -> None:
+    # dominant weight 1, weights 1/1: score = (s_cpu + s_mem + min) // 3, min taken per node
+    # a: cpu 45.6c of 96 -> 52, memory 93 -> (52 + 93 + 52) // 3 = 65
+    # b: no NodeMetric -> 0 (and a, c are still scored in the same call)
+    # c: cpu 10c + 13.6c = 23.6c -> (72.4*100)//96 = 75, memory 93 -> (75 + 93 + 75) // 3 = 81
+    # z: memory allocatable 0 scores 0 for memory (no division): cpu 52 -> (52 + 0 + 0) // 3 = 17
+    h = Harness(dominantResourceWeight=1, resourceWeights={"cpu": 1, "memory": 1})
+    for name in ("a", "b", "c"):
+        h.node(NodeBuilder(name).allocatable(cpu="96", memory="512Gi").build())
+    h.node(NodeBuilder("z").allocatable(cpu="96", memory="0").build())
+    for name, cpu in (("a", "32"), ("c", "10"), ("z", "32")):
+        h.metric(NodeMetricBuilder(name).updated(NOW - 30).usage(cpu=cpu, memory="10Gi").build())
+    from koordpy.model.objects import pod_from_dict
+
+    outcome = h.state.score(pod_from_dict(GUARANTEED_16C_32G), ["a", "b", "c", "z"], NOW)
+    assert outcome.per_plugin["LoadAwareScheduling"].tolist() == [65, 0, 81, 17]
+    own = h.plugin.score(pod_from_dict(GUARANTEED_16C_32G), h.state.index.lookup(["a", "b", "c", "z"]), NOW)
+    assert own.dtype == np.int64 and own.tolist() == [65, 0, 81, 17]  # integers, as the extender sums them
+
+
+def test_the_smallest_allocatable_scores_what_is_left() -> None:
+    # cpu allocatable 1m, nothing used and a Mid pod estimated at 0: (1 - 0) * 100 // 1 = 100;
+    # memory 512Gi, nothing used: 100 -> (100 + 100) // 2 = 100
+    mid = PodBuilder("mid").label("koordinator.sh/priority-class", "koord-mid").build()
+    h = Harness().node(NodeBuilder("n").allocatable(cpu="1m", memory="512Gi").build())
+    h.metric(NodeMetricBuilder("n").updated(NOW - 30).usage(cpu="0", memory="0").build())
+    assert h.score(mid, "n") == 100

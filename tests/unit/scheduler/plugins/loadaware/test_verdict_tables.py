@@ -21,6 +21,7 @@ from koordpy.config.loadaware import LoadAwareSchedulingArgs
 from koordpy.model.objects import NodeMetricInfo, node_from_dict, nodemetric_from_dict, pod_from_dict
 from koordpy.model.priority import PriorityClass
 from koordpy.scheduler.framework.cluster import ClusterState
+from koordpy.scheduler.framework.status import Code
 from koordpy.scheduler.plugins.loadaware.plugin import LoadAwarePlugin
 from koordpy_testkit import NodeBuilder, NodeMetricBuilder, PodBuilder
 
@@ -355,3 +356,114 @@ def test_an_index_reused_by_another_node_takes_that_nodes_pods() -> None:
     # c: 1 cpu of usage + 2 cpu estimated at 85% = 2700m (a's 4 cpu pod is not on it)
     assert plugin.np_base[index_a][0] == 1000 + 1700
     check(state, plugin, NOW, "a pod on a reused index")
+
+
+@pytest.mark.parametrize(
+    ("changes", "rebuilt"),
+    [
+        # capacity 64: a table may fall 64 // 4 = 16 changes behind and is patched; 17 and it is rebuilt whole
+        (1, 0),
+        (16, 0),
+        (17, 1),
+    ],
+)
+def test_a_table_far_behind_is_rebuilt_whole(changes: int, rebuilt: int) -> None:
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+    plugin.filter(PODS[0], index, NOW)
+    plugin.filter(PODS[1], index, NOW)
+    assert (plugin._capacity, plugin.tables_rebuilt) == (64, 2)  # one table per pod class
+    for _ in range(changes):
+        plugin.invalidate(int(index[0]))
+    plugin.filter(PODS[0], index, NOW)
+    assert plugin.tables_rebuilt == 2 + rebuilt
+    check(state, plugin, NOW, f"{changes} changes")
+
+
+def test_a_table_kept_across_a_shortened_change_log_is_patched_with_the_right_changes() -> None:
+    # The change log keeps 4096 entries; the 4097th drops the older half (2048) and the log goes on from there.
+    # At capacity 16384 a table may fall 4096 changes behind. Table x is built after 2047 changes, y after 2048:
+    # after 4096 changes x is still patched (nothing dropped yet); after the 4097th y, current from the log's new
+    # start, is patched from there, and the last change (n0's metric raised: 28c + 0.25c of 32 -> 88 % > 65)
+    # shows. Pods of two classes, neither Prod (the usage thresholds apply): x BestEffort (250m), y Batch (85m).
+    x = pod_from_dict(PodBuilder("x").build())
+    y = pod_from_dict(PodBuilder("y").priority(5500).resource("requests", "kubernetes.io/batch-cpu", "100").build())
+    state, plugin = fresh_state()
+    plugin.on_capacity(16384)
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+
+    def log_up_to(head: int) -> None:  # each invalidation logs one change (a bounded loop: no hang if not)
+        for _ in range(head - (plugin._changes_base + len(plugin._changes))):
+            plugin.invalidate(int(index[0]))
+        assert plugin._changes_base + len(plugin._changes) == head
+
+    log_up_to(2047)
+    assert plugin.filter(x, index, NOW).codes.tolist() == [0]
+    log_up_to(2048)
+    assert plugin.filter(y, index, NOW).codes.tolist() == [0]
+    rebuilt = plugin.tables_rebuilt
+    log_up_to(4096)
+    assert (plugin._changes_base, plugin.filter(x, index, NOW).codes.tolist()) == (0, [0])
+    log_up_to(4097)
+    assert (plugin._changes_base, len(plugin._changes)) == (2048, 2049)
+    state.upsert_metric(metric("n0", cpu=28, age=30, now=NOW))
+    assert plugin.filter(y, index, NOW).codes.tolist() != [0]
+    assert plugin.tables_rebuilt == rebuilt  # x and y patched, never rebuilt
+    log_up_to(2048 + 4097)  # the log is full again: the next older half goes
+    assert (plugin._changes_base, len(plugin._changes)) == (4096, 2049)
+
+
+def _classes(count: int) -> list[Any]:
+    """``count`` BestEffort pods of distinct classes (another estimate each: 100m, 200m, ... of cpu limit)."""
+    return [pod_from_dict(PodBuilder(f"c{k}").limits(cpu=f"{100 * (k + 1)}m").build()) for k in range(count)]
+
+
+def test_the_last_eight_pod_classes_keep_their_tables() -> None:
+    # VERDICT_TABLES = 8: eight classes asked in turn are each built once and then served from their table;
+    # a ninth drops the least recently used (the first), which is built again when asked, while the ninth,
+    # just built, is kept
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    state.upsert_metric(metric("n0", cpu=10, age=30, now=NOW))
+    index = np.array([state.index.get("n0")], np.int64)
+    classes = _classes(9)
+    for pod in classes[:8] * 2:
+        assert plugin.filter(pod, index, NOW).codes.dtype == np.int8
+    assert plugin.tables_rebuilt == 8
+    plugin.filter(classes[8], index, NOW)
+    plugin.filter(classes[8], index, NOW)
+    assert plugin.tables_rebuilt == 9
+    plugin.filter(classes[0], index, NOW)
+    assert plugin.tables_rebuilt == 10
+
+
+def test_a_removed_metric_neither_expires_a_table_nor_is_checked() -> None:
+    # n0 reported 30 s ago, n1 170 s ago, both 31 cores (31.25 of 32 -> 98 % > 65: fail); then n1's metric
+    # goes before any request and n1 passes without a metric (its old rows are not checked). 20 s later n1's old report would be 190 s old (>= 180 s: expired), but it is
+    # gone: the table stays current (n0's report is 50 s old) and is not rebuilt.
+    state, plugin = fresh_state()
+    for name, age in (("n0", 30), ("n1", 170)):
+        state.upsert_node(node(name))
+        state.upsert_metric(metric(name, cpu=31, age=age, now=NOW))
+    best_effort = pod_from_dict(PodBuilder("be").build())
+    indices = np.array([state.index.get("n0"), state.index.get("n1")], np.int64)
+    state.remove_metric("n1")
+    assert plugin.filter(best_effort, indices, NOW).codes.tolist() == [Code.UNSCHEDULABLE, 0]
+    rebuilt = plugin.tables_rebuilt
+    assert plugin.filter(best_effort, indices, NOW + 20).codes.tolist() == [Code.UNSCHEDULABLE, 0]
+    assert plugin.tables_rebuilt == rebuilt
+
+
+def test_the_same_capacity_again_keeps_the_tables() -> None:
+    state, plugin = fresh_state()
+    state.upsert_node(node("n0"))
+    index = np.array([state.index.get("n0")], np.int64)
+    plugin.filter(PODS[0], index, NOW)
+    plugin.on_capacity(plugin._capacity)  # not a growth: nothing is reallocated, no table is dropped
+    plugin.on_capacity(plugin._capacity - 1)
+    plugin.filter(PODS[0], index, NOW)
+    assert plugin.tables_rebuilt == 1
