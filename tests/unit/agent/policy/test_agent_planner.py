@@ -161,12 +161,16 @@ def test_throttle_at_floor_is_not_an_action():
     assert p.actions == ()
 
 
-def test_a_pod_at_its_floor_is_passed_over_and_the_walk_goes_on():
-    # line 1 core, node 7 -> gap 6. The BestEffort pod uses 0.01 cores, its floor (MIN_CAP): no step, and its
+@pytest.mark.parametrize(
+    ("metric", "line"),
+    [("cpu_total_usage", 1000), ("cpu_total_utilization", 12)],  # 1 core; 12 % of 8 cores = 0.96 core
+)
+def test_a_pod_at_its_floor_is_passed_over_and_the_walk_goes_on(metric, line):
+    # node 7 cores, above either line. The BestEffort pod uses 0.01 cores, its floor (MIN_CAP): no step, and its
     # usage is known, so nothing is reported and the Burstable pod behind it (3.0, request 0.5) is stepped down.
     floor = pod_sample(PodBuilder("floor").build(), cpu=0.01)
     burst = pod_sample(PodBuilder("burst").requests(cpu="500m").build(), cpu=3.0)
-    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 1000, "throttle"))
+    pol = qos_policy("p", rule("cpu", metric, line, "throttle"))
     p = plan([pol], [throttle_action("throttle")], node_sample(cpu=7.0), [floor, burst], AgentState(), now=0.0)
     assert [(a.pod, a.cpu_cap) for a in p.actions] == [("default/burst", 1.5)]
     assert [e.reason for e in p.events if e.pod] == []
