@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from koordpy.agent.policy import ActionKind, AgentState, PlanOptions, forget, naive_plan, plan
@@ -467,3 +469,14 @@ def test_the_general_order_is_class_priority_then_the_newer_pod_then_the_name():
         "default/hi",
         "default/burst",
     ]
+
+
+def test_a_pod_throttled_on_a_metric_the_registry_no_longer_has_is_restored_by_usage_rules():
+    # a was throttled (cap 0.75, original unlimited) on a metric name this agent's registry does not know (an
+    # older agent's): it counts as the "usage" family, so the cpu_total_usage rule, now below its line, restores it.
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5))
+    p1 = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    [(uid, entry)] = p1.state.throttled.items()
+    state = replace(p1.state, throttled={uid: replace(entry, metric="cpu_usage_of_an_older_agent")})
+    p2 = plan(pols, acts, node_sample(cpu=2.0, time=20.0), pods, state, now=20.0)
+    assert [(a.kind, a.pod) for a in p2.actions] == [(ActionKind.RESTORE, "default/a")]
