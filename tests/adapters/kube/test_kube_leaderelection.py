@@ -812,3 +812,186 @@ async def test_the_default_timings_are_client_gos(api_client: ApiClient) -> None
     assert a.admit("POST", "/x") == 10.0
     assert await asyncio.wait_for(b.acquire(until), HANG_BACKSTOP) is False
     assert waits == [2.0]
+
+
+async def test_a_term_ended_at_the_deadline_still_releases_the_lease_it_holds(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """Every renewal fails (500) until the deadline ends the term, but the Lease still names a (nothing else
+    wrote it): once the API answers again, release reads it and frees it, so no standby waits 15 s."""
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock))
+    assert await a.acquire()
+    failing = apiserver.inject_error(500, resource="leases", count=10_000)
+    await asyncio.wait_for(a.hold(), HANG_BACKSTOP)
+    assert a.state.leading is False
+    failing.count = 0
+    assert await a.release() is True
+    spec = await lease(api_client)
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+
+
+async def test_a_term_ended_by_conflicting_renewals_still_releases_the_lease_it_holds(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """Every renewal's update meets 409 Conflict until the deadline (the Lease as read still names a): a lost
+    race on a Lease that was a's leaves it a's to release, and release frees it."""
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock))
+    assert await a.acquire()
+    conflicts = apiserver.inject_error(409, resource="leases", verb="update", count=10_000, message="modified")
+    await asyncio.wait_for(a.hold(), HANG_BACKSTOP)
+    assert a.state.leading is False
+    conflicts.count = 0
+    assert await a.release() is True
+    assert (await lease(api_client))["holderIdentity"] == ""
+
+
+async def test_a_candidate_that_never_tried_releases_without_a_request(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """Stopped before its first attempt: the Lease (even one naming its identity, left by a process before it)
+    is none of its business; release sends nothing."""
+    await api_client.create(
+        LEASES,
+        {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}},
+        namespace=NS,
+    )
+    sent = len(apiserver.requests)
+    assert await elector(api_client, "a", Clock()).release() is False
+    assert len(apiserver.requests) == sent
+    assert (await lease(api_client))["holderIdentity"] == "a"
+
+
+async def test_the_lease_created_is_a_coordination_v1_lease_in_the_namespace(api_client: ApiClient) -> None:
+    """The body of the create as sent: the API server decodes it by its apiVersion and kind, and the
+    name and namespace it names are where it is stored."""
+    bodies: list[dict[str, Any]] = []
+
+    class Recording(ApiClient):
+        async def create(self, resource: Any, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            bodies.append(body)
+            return await super().create(resource, body, **kwargs)
+
+    clock = Clock()
+    async with Recording(api_client.connection) as recording:
+        assert await elector(recording, "a", clock).try_acquire_or_renew()
+    [body] = bodies
+    assert {k: v for k, v in body.items() if k != "spec"} == {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": NAME, "namespace": NS},
+    }
+    assert (body["spec"]["holderIdentity"], body["spec"]["leaseTransitions"]) == ("a", 0)
+
+
+async def test_a_candidate_stopped_while_creating_the_lease_releases_it(api_client: ApiClient) -> None:
+    """No Lease yet: its create reached the server (the Lease names it) but the answer never came and the
+    attempt was abandoned (cancelled). Releasing reads the Lease and frees it."""
+    sent = asyncio.Event()
+
+    class AnswerLost(ApiClient):
+        async def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            await super().create(*args, **kwargs)
+            sent.set()
+            await asyncio.Event().wait()
+            raise AssertionError("never answered")
+
+    async with AnswerLost(api_client.connection) as lossy:
+        candidate = elector(lossy, "a", Clock())
+        taking = asyncio.create_task(candidate.acquire())
+        await asyncio.wait_for(sent.wait(), HANG_BACKSTOP)
+        taking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await taking
+        assert (await lease(api_client))["holderIdentity"] == "a"
+        assert await asyncio.wait_for(candidate.release(), HANG_BACKSTOP) is True
+    assert (await lease(api_client))["holderIdentity"] == ""
+
+
+async def test_a_renewal_of_a_lease_without_an_acquire_time_writes_it_now(api_client: ApiClient) -> None:
+    """The Lease names a but carries no acquireTime (written by hand, or by another client): a's renewal
+    writes acquireTime as now, beside renewTime."""
+    await api_client.create(
+        LEASES,
+        {"metadata": {"name": NAME, "namespace": NS}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}},
+        namespace=NS,
+    )
+    clock = Clock()
+    a = timed_elector(api_client, clock, Sleeps(clock), wall=lambda: dt.datetime(2026, 1, 2, 10, 0, 0, tzinfo=dt.UTC))
+    assert await a.try_acquire_or_renew()
+    spec = await lease(api_client)
+    assert (spec["holderIdentity"], spec["acquireTime"], spec["renewTime"]) == (
+        "a",
+        "2026-01-02T10:00:00.000000Z",
+        "2026-01-02T10:00:00.000000Z",
+    )
+
+
+async def test_no_renewal_is_tried_with_nothing_left_of_the_deadline(
+    apiserver: ApiServerEmulator, api_client: ApiClient
+) -> None:
+    """Taken at 1000; renewals fail (500) at 1002, 1002.5, ..., 1009.5: 16 reads. At 1010 nothing of the
+    deadline is left: no 17th read is started (it could only be abandoned), the term is over."""
+    reads: list[float] = []
+
+    class CountsReads(ApiClient):
+        async def get(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            reads.append(clock.now)
+            return await super().get(*args, **kwargs)
+
+    clock = Clock()
+    async with CountsReads(api_client.connection) as counting:
+        a = timed_elector(counting, clock, Sleeps(clock))
+        assert await a.acquire()
+        apiserver.inject_error(500, resource="leases", count=10_000)
+        reads.clear()
+        await asyncio.wait_for(a.hold(), HANG_BACKSTOP)
+    assert reads == [1002 + 0.5 * i for i in range(16)]
+    assert clock.now == 1010.0
+
+
+async def test_a_standby_on_a_free_lease_it_may_not_take_yet_logs_the_first_holder_only(
+    api_client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No Lease at first and may_lead says no (its own log line says why): no "standing by" line for nobody;
+    once b holds the Lease, one line names b."""
+    clock, sleeps, until = Clock(), [], asyncio.Event()
+
+    async def may_lead() -> bool:
+        return False
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            await held_by_b(api_client)
+        if len(sleeps) == 4:
+            until.set()
+        await asyncio.sleep(0)
+
+    standby = timed_elector(api_client, clock, sleep, identity="c", may_lead=may_lead)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert await asyncio.wait_for(standby.acquire(until), HANG_BACKSTOP) is False
+    assert messages(caplog) == [f"leader election {NS}/{NAME}: standing by; held by b"]
+
+
+async def test_a_standby_stopped_while_waiting_returns_once_its_sleep_has_ended(api_client: ApiClient) -> None:
+    """Stopped (``until``) during the wait between attempts: the sleep is cancelled and acquire returns only
+    after it has finished (its cleanup done), so nothing of the elector runs on after it returns."""
+    await held_by_b(api_client)
+    until, ended = asyncio.Event(), []
+
+    async def sleep(_: float) -> None:
+        try:
+            until.set()
+            await asyncio.Event().wait()
+        finally:
+            for _ in range(10):  # a cleanup that takes a few turns of the event loop
+                await asyncio.sleep(0)
+            ended.append(True)
+
+    standby = timed_elector(api_client, Clock(), sleep, identity="c")
+    async with asyncio.timeout(HANG_BACKSTOP):
+        taken = await standby.acquire(until)  # awaited in this task: no turn of the loop between its return and here
+        assert ended == [True]
+    assert taken is False

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from koordpy.agent.policy import ActionKind, AgentState, PlanOptions, forget, naive_plan, plan
+from koordpy.agent.policy.ordering import general_key, memory_usage_key
+from koordpy.agent.policy.types import Event
 from koordpy_testkit.agent import evict_action, node_sample, pod_sample, qos_policy, rule, throttle_action
 from koordpy_testkit.builders import PodBuilder
 
@@ -159,6 +163,21 @@ def test_throttle_at_floor_is_not_an_action():
     assert p.actions == ()
 
 
+@pytest.mark.parametrize(
+    ("metric", "line"),
+    [("cpu_total_usage", 1000), ("cpu_total_utilization", 12)],  # 1 core; 12 % of 8 cores = 0.96 core
+)
+def test_a_pod_at_its_floor_is_passed_over_and_the_walk_goes_on(metric, line):
+    # node 7 cores, above either line. The BestEffort pod uses 0.01 cores, its floor (MIN_CAP): no step, and its
+    # usage is known, so nothing is reported and the Burstable pod behind it (3.0, request 0.5) is stepped down.
+    floor = pod_sample(PodBuilder("floor").build(), cpu=0.01)
+    burst = pod_sample(PodBuilder("burst").requests(cpu="500m").build(), cpu=3.0)
+    pol = qos_policy("p", rule("cpu", metric, line, "throttle"))
+    p = plan([pol], [throttle_action("throttle")], node_sample(cpu=7.0), [floor, burst], AgentState(), now=0.0)
+    assert [(a.pod, a.cpu_cap) for a in p.actions] == [("default/burst", 1.5)]
+    assert [e.reason for e in p.events if e.pod] == []
+
+
 def test_cool_down_rate_limits_the_action():
     pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5), ("b", 1.0))
     p1 = plan(pols, acts, node, pods, AgentState(), now=0.0)
@@ -177,7 +196,9 @@ def test_missing_pod_usage_skips_the_pod():
     pods = [pod_sample(be("unknown"), cpu=None), pod_sample(be("known"), cpu=2.0)]
     p = plan(pols, acts, node, pods, AgentState(), now=0.0)
     assert [a.pod for a in p.actions] == ["default/known"]
-    assert any(e.reason == "PodMetricMissing" and e.pod == "default/unknown" for e in p.events)
+    assert [e for e in p.events if e.reason == "PodMetricMissing"] == [
+        Event("PodMetricMissing", "cpu_total_usage usage unknown: not throttled", True, "default/unknown")
+    ]
 
 
 def test_forget_makes_a_refused_eviction_pickable_again():
@@ -337,3 +358,125 @@ def test_gang_members_are_evicted_after_the_other_pods_of_their_class_and_priori
     # a gap of 3 GiB: plain (1), then the member (3) closes it; the Burstable pod is never reached
     p = plan([pol], [evict_action("evict")], node_sample(memory=13 * GiB), pods, AgentState(), now=0.0)
     assert [a.pod for a in p.actions] == ["default/plain", "default/member"]
+
+
+def test_missing_pod_memory_is_reported_and_the_pod_not_evicted():
+    # evict line 8 GiB, node 12 GiB -> gap 4 GiB. known (2 GiB) first; 2 GiB left reach unknown (no usage).
+    pol = qos_policy("p", rule("mem", "memory_total_usage", 8 * GiB, "evict"))
+    node = node_sample(memory=12 * GiB)
+    pods = [pod_sample(be("unknown"), cpu=0.1, memory=None), pod_sample(be("known"), cpu=0.1, memory=2 * GiB)]
+    p = plan([pol], [evict_action("evict")], node, pods, AgentState(), now=0.0)
+    assert [(a.pod, a.action_name, a.released) for a in p.actions] == [("default/known", "evict", 2 * GiB)]
+    assert [e for e in p.events if e.reason == "PodMetricMissing"] == [
+        Event("PodMetricMissing", "memory_total_usage usage unknown: not evicted", True, "default/unknown")
+    ]
+
+
+def test_a_pod_whose_eviction_frees_nothing_of_the_metric_is_passed_over():
+    # evict line 8 GiB, node 12 GiB -> gap 4 GiB. some (1 GiB) is evicted; idle (0 bytes) would free nothing:
+    # not evicted, and the walk goes on to the Burstable pod behind it (2 GiB), which the gap still needs.
+    pol = qos_policy("p", rule("mem", "memory_total_usage", 8 * GiB, "evict"))
+    node = node_sample(memory=12 * GiB)
+    burstable = PodBuilder("burst").requests(cpu="100m").build()
+    pods = [
+        pod_sample(be("some"), cpu=0.1, memory=1 * GiB),
+        pod_sample(be("idle"), cpu=0.1, memory=0),
+        pod_sample(burstable, cpu=0.1, memory=2 * GiB),
+    ]
+    p = plan([pol], [evict_action("evict")], node, pods, AgentState(), now=0.0)
+    assert [a.pod for a in p.actions] == ["default/some", "default/burst"]
+
+
+def test_a_pod_evicted_for_memory_is_not_evicted_again_for_cpu():
+    # evict lines: memory 10 GiB (node 12 -> gap 2 GiB), cpu 4 cores (node 5 -> gap 1). Memory first: m (3 GiB,
+    # 0.5 cores) closes it and leaves 0.5 cores of the cpu gap. cpu order: m (0.5), c (0.4), x (0.3): m is out
+    # already, c leaves 0.1, x closes it.
+    pol = qos_policy(
+        "p", rule("cpu", "cpu_total_usage", 4000, "evict"), rule("mem", "memory_total_usage", 10 * GiB, "evict")
+    )
+    node = node_sample(cpu=5.0, memory=12 * GiB)
+    pods = [
+        pod_sample(be("m"), cpu=0.5, memory=3 * GiB),
+        pod_sample(be("c"), cpu=0.4, memory=0),
+        pod_sample(be("x"), cpu=0.3, memory=0),
+    ]
+    p = plan([pol], [evict_action("evict")], node, pods, AgentState(), now=0.0)
+    assert [(a.pod, a.metric) for a in p.actions] == [
+        ("default/m", "memory_total_usage"),
+        ("default/c", "cpu_total_usage"),
+        ("default/x", "cpu_total_usage"),
+    ]
+
+
+@pytest.mark.parametrize(("grace", "expires"), [(None, 330.0), (10, 310.0)])  # 300 s timeout + 30 s default / own
+def test_an_eviction_stays_in_flight_for_the_timeout_and_the_pods_grace(grace, expires):
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "evict"))
+    raw = be("a")
+    if grace is not None:
+        raw["spec"]["terminationGracePeriodSeconds"] = grace  # type: ignore[index]
+    p = plan([pol], [evict_action("evict")], node_sample(cpu=5.0), [pod_sample(raw, cpu=2.0)], AgentState(), now=0.0)
+    [entry] = p.state.evicting.values()
+    assert (entry.since, entry.expires) == (0.0, expires)
+
+
+def test_naive_plan_waits_for_the_rule_to_fire_like_plan():
+    # avoidance threshold 2: one sample above the line fires nothing yet, in either plan
+    pol = qos_policy("p", rule("cpu", "cpu_total_usage", 4000, "evict", avoid=2))
+    pods = [pod_sample(be("a"), cpu=2.0)]
+    naive = naive_plan([pol], [evict_action("evict")], node_sample(cpu=5.0), pods, AgentState(), now=0.0)
+    assert (naive.fired, naive.actions) == ((), ())
+
+
+def test_the_naive_plan_evicts_a_pod_that_frees_nothing_and_counts_nothing_for_it():
+    # evict line 8 GiB, node 12 GiB: the naive plan evicts every candidate, idle (0 bytes) included, freeing 0
+    pol = qos_policy("p", rule("mem", "memory_total_usage", 8 * GiB, "evict"))
+    pods = [pod_sample(be("some"), cpu=0.1, memory=1 * GiB), pod_sample(be("idle"), cpu=0.1, memory=0)]
+    p = naive_plan([pol], [evict_action("evict")], node_sample(memory=12 * GiB), pods, AgentState(), now=0.0)
+    assert [(a.pod, a.released) for a in p.actions] == [("default/some", 1 * GiB), ("default/idle", 0.0)]
+
+
+def test_memory_order_takes_gocrane_memory_users_first_at_equal_usage():
+    # same class, priority and memory: at 1 GiB the pod using gocrane.io/memory first, though the other is newer
+    # and its name sorts first; at 0 bytes its use counts 0, as the other's: the newer pod first
+    ext = {"gocrane.io/memory": "1Gi"}
+    pods = [
+        pod_sample(PodBuilder("a-plain").condition("Initialized", 2000.0).build(), cpu=0.1, memory=GiB),
+        pod_sample(PodBuilder("b-ext").limits(**ext).condition("Initialized", 1000.0).build(), cpu=0.1, memory=GiB),
+        pod_sample(PodBuilder("c-plain").condition("Initialized", 1000.0).build(), cpu=0.1, memory=0),
+        pod_sample(PodBuilder("d-ext").requests(**ext).condition("Initialized", 2000.0).build(), cpu=0.1, memory=0),
+    ]
+    assert [p.key for p in sorted(pods, key=memory_usage_key)] == [
+        "default/b-ext",
+        "default/a-plain",
+        "default/d-ext",
+        "default/c-plain",
+    ]
+
+
+def test_the_general_order_is_class_priority_then_the_newer_pod_then_the_name():
+    # no usage in the key: BestEffort before Burstable, lower priority first, newer first, then by name
+    pods = [
+        pod_sample(PodBuilder("burst").requests(cpu="100m").build(), cpu=9.0),
+        pod_sample(PodBuilder("hi").priority(100).condition("Initialized", 3000.0).build(), cpu=9.0),
+        pod_sample(PodBuilder("old").condition("Initialized", 1000.0).build(), cpu=9.0),
+        pod_sample(PodBuilder("new-b").condition("Initialized", 2000.0).build(), cpu=0.1),
+        pod_sample(PodBuilder("new-a").condition("Initialized", 2000.0).build(), cpu=0.1),
+    ]
+    assert [p.key for p in sorted(pods, key=general_key)] == [
+        "default/new-a",
+        "default/new-b",
+        "default/old",
+        "default/hi",
+        "default/burst",
+    ]
+
+
+def test_a_pod_throttled_on_a_metric_the_registry_no_longer_has_is_restored_by_usage_rules():
+    # a was throttled (cap 0.75, original unlimited) on a metric name this agent's registry does not know (an
+    # older agent's): it counts as the "usage" family, so the cpu_total_usage rule, now below its line, restores it.
+    pols, acts, node, pods = throttle_setup(5.0, ("a", 1.5))
+    p1 = plan(pols, acts, node, pods, AgentState(), now=0.0)
+    [(uid, entry)] = p1.state.throttled.items()
+    state = replace(p1.state, throttled={uid: replace(entry, metric="cpu_usage_of_an_older_agent")})
+    p2 = plan(pols, acts, node_sample(cpu=2.0, time=20.0), pods, state, now=20.0)
+    assert [(a.kind, a.pod) for a in p2.actions] == [(ActionKind.RESTORE, "default/a")]

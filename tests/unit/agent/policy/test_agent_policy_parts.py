@@ -62,6 +62,8 @@ def test_step_down(usage, cap, floor, step, expected):
         (6.0, None, 8.0, 50, None, True, 2.0),  # 9 >= ceiling 8 -> unlimited again, +2.0 counted
         (1.0, None, None, 50, None, True, 0.0),  # no ceiling known: straight back
         (1.0, 4.0, 8.0, 0, 4.0, True, 3.0),  # step 0: back to the original
+        (2.0, 3.0, 8.0, 50, 3.0, True, 1.0),  # 2.0 x 1.5 = 3.0 reaches the original exactly: it, flagged
+        (3.5, 4.0, 8.0, 50, 4.0, True, 0.5),  # 5.25 >= 4 -> the original, +0.5 (less than a core)
     ],
 )
 def test_step_up(cap, original, ceiling, step, new, original_flag, handed_back):
@@ -73,6 +75,7 @@ def test_step_up(cap, original, ceiling, step, new, original_flag, handed_back):
 def test_cpu_ceiling():
     assert cpu_ceiling(pod_from_dict(PodBuilder("p").limits(cpu="3").build()), 8.0) == 3.0
     assert cpu_ceiling(pod_from_dict(PodBuilder("p").build()), 8.0) == 8.0
+    assert cpu_ceiling(pod_from_dict(PodBuilder("p").limits(cpu="500m").build()), 8.0) == 0.5  # below a core
 
 
 def test_builtin_registry_declarations():
