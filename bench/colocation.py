@@ -329,7 +329,7 @@ def cgroup_of(pod: dict[str, Any]) -> str:
 
 
 def qos_objects(case: str, psi_line: float, mem_psi_line: float) -> list[tuple[str, dict[str, Any]]]:
-    kind = case.rsplit("-", 1)[1]
+    kind = case.rsplit("-", 1)[-1]
     if kind not in ("util", "psi"):
         return []
     memory = case.startswith("mem")
