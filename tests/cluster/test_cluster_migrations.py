@@ -429,7 +429,11 @@ def test_a_job_for_one_member_of_a_running_gang_waits_and_the_gang_moves_togethe
         annotations = (kube.get(PMJ, name) or {})["metadata"]["annotations"]
         assert annotations["koordpy.io/gang-migration"] == unit, annotations
     evicted = evictions_of_the_gang()
-    assert sorted((e["objectRef"]["name"], e["responseStatus"]["code"]) for e in evicted) == [(p, 201) for p in pods]
+    # one eviction asked per member, never a second. kwok ends an evicted pod at once, so a member's deletion can
+    # finish while its eviction is still in the API server, which then answers 409 (its UID precondition meets
+    # the StatefulSet's new pod of that name): the pod is gone all the same and its job succeeds
+    assert sorted(e["objectRef"]["name"] for e in evicted) == sorted(pods), evicted
+    assert {e["responseStatus"]["code"] for e in evicted} <= {201, 409}, evicted
     assert min(parse_rfc3339(e["requestReceivedTimestamp"]) for e in evicted) >= last_created
     log = manager.log.read_text(errors="replace")
     assert f"pass together: gang {space.namespace}/train moves as one" in log
